@@ -1,0 +1,42 @@
+import Foundation
+
+/// Resolution of a `Transferable` type into its ordered flat list of representations, cached per type.
+///
+/// `transferRepresentation` is static, so its resolution depends only on the type; the cache makes repeated look-ups
+/// (one per item sent) a dictionary read.
+public enum ResolvedRepresentations {
+    private static let cache = ResolutionCache()
+
+    /// The resolved list of `T`, from the cache.
+    public static func of<T: Transferable>(_ type: T.Type) -> [ResolvedTransferRepresentation<T>] {
+        if let cached = cache.get(ObjectIdentifier(type)) as? [ResolvedTransferRepresentation<T>] { return cached }
+        let resolved = resolve(type)
+        cache.set(ObjectIdentifier(type), resolved)
+        return resolved
+    }
+
+    /// Resolves `T` without the cache.
+    public static func resolve<T: Transferable>(_ type: T.Type) -> [ResolvedTransferRepresentation<T>] {
+        var list: [ResolvedTransferRepresentation<T.Representation.Item>] = []
+        T.transferRepresentation._resolve(into: &list)
+        return castResolved(list, to: T.self)
+    }
+}
+
+/// A small locked dictionary; reads vastly outnumber writes.
+private final class ResolutionCache: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var storage: [ObjectIdentifier: Any] = [:]
+
+    func get(_ key: ObjectIdentifier) -> Any? {
+        lock.lock()
+        defer { lock.unlock() }
+        return storage[key]
+    }
+
+    func set(_ key: ObjectIdentifier, _ value: Any) {
+        lock.lock()
+        defer { lock.unlock() }
+        storage[key] = value
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+
+/// One entry of a type's resolved representation list: a content type with how to export it, how to import it, and
+/// the modifiers that apply (visibility, exporting conditions, suggested file name, open-in-place flags).
+///
+/// Proxies are already spliced in: an entry of `Profile` that came from `ProxyRepresentation(exporting: \.name)`
+/// exports `Profile → String → UTF-8 data`.
+public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
+    /// Whether the payload is bytes in memory or a file.
+    public enum Payload: String, Sendable, Hashable {
+        case data, file
+    }
+
+    /// What an exporter produced.
+    public enum Exported: Sendable {
+        case data(Data)
+        case file(SentTransferredFile)
+    }
+
+    enum FileName: Sendable {
+        case constant(String)
+        case perItem(@Sendable (Item) -> String?)
+    }
+
+    /// The content type of this representation.
+    public let contentType: UTType
+    /// Data or file.
+    public let payload: Payload
+    /// Who may see the representation when it is exported.
+    public internal(set) var visibility: TransferRepresentationVisibility = .all
+    /// The receiver asks for the original file rather than a copy.
+    public internal(set) var shouldAttemptToOpenInPlace = false
+    /// The sender lets receivers open the original file.
+    public internal(set) var shouldAllowToOpenInPlace = false
+
+    let exporter: (@Sendable (Item) async throws -> Exported)?
+    let importer: (@Sendable (Exported) async throws -> Item)?
+    var conditions: [@Sendable (Item) -> Bool] = []
+    var fileName: FileName?
+
+    init(
+        contentType: UTType, payload: Payload,
+        exporter: (@Sendable (Item) async throws -> Exported)?,
+        importer: (@Sendable (Exported) async throws -> Item)?
+    ) {
+        self.contentType = contentType
+        self.payload = payload
+        self.exporter = exporter
+        self.importer = importer
+    }
+
+    /// Whether this entry can produce the item's bytes.
+    public var canExport: Bool { exporter != nil }
+    /// Whether this entry can make an item from received bytes.
+    public var canImport: Bool { importer != nil }
+    /// Whether the entry carries an exporting condition.
+    public var hasExportingCondition: Bool { !conditions.isEmpty }
+
+    /// Whether this entry exports for `item`: it has an exporter and every exporting condition holds.
+    public func isExportable(for item: Item) -> Bool {
+        exporter != nil && conditions.allSatisfy { $0(item) }
+    }
+
+    /// The suggested file name for `item`, including its extension, if the entry has one.
+    public func suggestedFileName(for item: Item) -> String? {
+        switch fileName {
+        case .constant(let name): return name
+        case .perItem(let make): return make(item)
+        case nil: return nil
+        }
+    }
+
+    /// Whether the entry has a suggested file name (constant or per item).
+    public var hasSuggestedFileName: Bool { fileName != nil }
+
+    /// Runs the exporter. Only the chosen representation is ever exported.
+    public func export(_ item: Item) async throws -> Exported {
+        guard let exporter else {
+            throw TransferableSupportError(.exportFailed, "the \(contentType.identifier) representation of \(Item.self) is import-only")
+        }
+        return try await exporter(item)
+    }
+
+    /// Runs the importer on received bytes or a received file.
+    public func importItem(from payload: Exported) async throws -> Item {
+        guard let importer else {
+            throw TransferableSupportError(.importFailed, "the \(contentType.identifier) representation of \(Item.self) is export-only")
+        }
+        return try await importer(payload)
+    }
+}
+
+extension ResolvedTransferRepresentation {
+    /// The same entry seen through a proxy: `exportProxy` turns an outer item into this entry's item, `importProxy`
+    /// turns this entry's item into an outer item. A direction missing on either level is missing in the result.
+    func proxied<Outer: Transferable>(
+        exportProxy: (@Sendable (Outer) async throws -> Item)?,
+        syncExportProxy: (@Sendable (Outer) throws -> Item)?,
+        importProxy: (@Sendable (Item) async throws -> Outer)?
+    ) -> ResolvedTransferRepresentation<Outer> {
+        var outerExporter: (@Sendable (Outer) async throws -> ResolvedTransferRepresentation<Outer>.Exported)?
+        if let exportProxy, let exporter {
+            outerExporter = { outer in
+                switch try await exporter(try await exportProxy(outer)) {
+                case .data(let data): return .data(data)
+                case .file(let file): return .file(file)
+                }
+            }
+        }
+        var outerImporter: (@Sendable (ResolvedTransferRepresentation<Outer>.Exported) async throws -> Outer)?
+        if let importProxy, let importer {
+            outerImporter = { payload in
+                let inner: Exported
+                switch payload {
+                case .data(let data): inner = .data(data)
+                case .file(let file): inner = .file(file)
+                }
+                return try await importProxy(try await importer(inner))
+            }
+        }
+        var result = ResolvedTransferRepresentation<Outer>(
+            contentType: contentType, payload: payload == .data ? .data : .file,
+            exporter: outerExporter, importer: outerImporter)
+        result.visibility = visibility
+        result.shouldAttemptToOpenInPlace = shouldAttemptToOpenInPlace
+        result.shouldAllowToOpenInPlace = shouldAllowToOpenInPlace
+        // Inner conditions and names need the proxy value; they can be evaluated only through a synchronous proxy.
+        let innerConditions = conditions
+        if !innerConditions.isEmpty {
+            if let syncExportProxy {
+                result.conditions.append { outer in
+                    guard let inner = try? syncExportProxy(outer) else { return false }
+                    return innerConditions.allSatisfy { $0(inner) }
+                }
+            }
+        }
+        switch fileName {
+        case .constant(let name): result.fileName = .constant(name)
+        case .perItem(let make):
+            if let syncExportProxy {
+                result.fileName = .perItem { outer in (try? syncExportProxy(outer)).flatMap(make) }
+            }
+        case nil: break
+        }
+        return result
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// Temporary files and folders whose lifetime is one closure call.
+enum TemporaryFiles {
+    /// Runs `body` with a fresh private directory that is removed afterwards, whatever happens.
+    static func withDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("transfer-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try await body(directory)
+    }
+
+    /// Runs `body` with a temporary file holding `data`, named with the type's preferred extension.
+    static func withFile<R>(
+        containing data: Data, contentType: UTType, name: String? = nil, _ body: (URL) async throws -> R
+    ) async throws -> R {
+        try await withDirectory { directory in
+            let file = directory.appendingPathComponent(FileNames.sanitized(name ?? "Imported", fallback: "Imported"))
+                .appendingPathExtension(for: contentType)
+            try data.write(to: file)
+            return try await body(file)
+        }
+    }
+
+    /// Runs `body` with a private copy of `source` that is removed afterwards.
+    static func withCopy<R>(of source: URL, _ body: (URL) async throws -> R) async throws -> R {
+        try await withDirectory { directory in
+            let copy = directory.appendingPathComponent(source.lastPathComponent.isEmpty ? "file" : source.lastPathComponent)
+            do {
+                try FileManager.default.copyItem(at: source, to: copy)
+            } catch {
+                throw TransferableSupportError(.fileUnavailable, "cannot copy \(source.path): \(error.localizedDescription)")
+            }
+            return try await body(copy)
+        }
+    }
+}
+
+/// File names that are safe to create: one path component, no control characters, bounded length.
+public enum FileNames {
+    /// `name` reduced to a safe single path component, or `fallback` when nothing usable is left.
+    public static func sanitized(_ name: String, fallback: String = "item") -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0..<0x20, 0x7F: continue
+            case UInt32(UInt8(ascii: "/")), UInt32(UInt8(ascii: "\\")): scalars.append("_")
+            default: scalars.append(scalar)
+            }
+        }
+        var clean = String(scalars).trimmingCharacters(in: .whitespaces)
+        while clean.hasPrefix(".") { clean.removeFirst() }
+        if clean.isEmpty { return fallback }
+        // 255 bytes is the usual file-name limit; cut on a character boundary, keeping the extension.
+        if clean.utf8.count > 200 {
+            let ext = (clean as NSString).pathExtension
+            let keep = ext.isEmpty || ext.utf8.count > 20 ? "" : "." + ext
+            var stem = String(clean.dropLast(keep.count))
+            while stem.utf8.count + keep.utf8.count > 200 { stem.removeLast() }
+            clean = stem + keep
+        }
+        return clean
+    }
+
+    /// A URL in `directory` for `name` that does not exist yet: `name`, then `name (2).ext`, `name (3).ext`, …
+    public static func unique(_ name: String, in directory: URL) -> URL {
+        let fm = FileManager.default
+        let first = directory.appendingPathComponent(name)
+        if !fm.fileExists(atPath: first.path) { return first }
+        let ext = (name as NSString).pathExtension
+        let stem = ext.isEmpty ? name : (name as NSString).deletingPathExtension
+        var n = 2
+        while true {
+            let candidate = directory.appendingPathComponent(ext.isEmpty ? "\(stem) (\(n))" : "\(stem) (\(n)).\(ext)")
+            if !fm.fileExists(atPath: candidate.path) { return candidate }
+            n += 1
+        }
+    }
+}
