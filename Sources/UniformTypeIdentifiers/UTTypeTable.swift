@@ -17,6 +17,8 @@ public struct UTTypeTable: Sendable {
     private var tagIndex: [UTTagClass: [String: [String]]] = [:]
     /// Declaration order, used for deterministic tag look-ups.
     private var order: [String] = []
+    /// Lower-cased identifiers named as a parent by some declaration; a new type named here invalidates closures.
+    private var referencedParents: Set<String> = []
 
     /// The system types alone.
     public static let system: UTTypeTable = {
@@ -90,7 +92,8 @@ public struct UTTypeTable: Sendable {
     }
 
     private mutating func insert(_ declarations: [UTTypeDeclaration]) {
-        var changed = false
+        var needsRebuild = false
+        var added: [String] = []
         for declaration in declarations {
             if let existingID = canonicalIdentifier(declaration.identifier), let existing = entries[existingID] {
                 // System beats everything; exported beats imported; the first of equal rank stays.
@@ -98,13 +101,22 @@ public struct UTTypeTable: Sendable {
                 entries[existingID] = nil
                 order.removeAll { $0 == existingID }
                 canonical[existingID.lowercased()] = nil
+                needsRebuild = true
             }
+            if referencedParents.contains(declaration.identifier.lowercased()) { needsRebuild = true }
             entries[declaration.identifier] = Entry(declaration: declaration, supertypes: [])
             canonical[declaration.identifier.lowercased()] = declaration.identifier
             order.append(declaration.identifier)
-            changed = true
+            added.append(declaration.identifier)
+            for parent in declaration.conformsTo { referencedParents.insert(parent.lowercased()) }
         }
-        if changed { rebuild() }
+        if needsRebuild {
+            rebuild()
+        } else if !added.isEmpty {
+            // Nothing existing depends on the new types: compute only their closures and index only their tags.
+            computeClosures(for: added)
+            indexTags(of: added)
+        }
     }
 
     private func rank(_ kind: UTTypeDeclaration.Kind) -> Int {
@@ -117,9 +129,19 @@ public struct UTTypeTable: Sendable {
 
     /// Recomputes closures and indexes; declarations change rarely, look-ups are constant time afterwards.
     private mutating func rebuild() {
+        for id in order { entries[id]!.supertypes = [] }
+        computeClosures(for: order, reset: true)
+        tagIndex = [:]
+        indexTags(of: order)
+    }
+
+    /// Computes the closures of `ids`, reusing closures already computed for their ancestors unless `reset`.
+    private mutating func computeClosures(for ids: [String], reset: Bool = false) {
         var closures: [String: Set<String>] = [:]
+        var done: Set<String> = reset ? [] : Set(entries.keys).subtracting(ids)
         func closure(_ id: String, visiting: inout Set<String>) -> Set<String> {
-            if let done = closures[id] { return done }
+            if let computed = closures[id] { return computed }
+            if done.contains(id) { return entries[id]?.supertypes ?? [] }
             guard let entry = entries[id], visiting.insert(id).inserted else { return [] }
             var result: Set<String> = []
             for parent in entry.declaration.conformsTo {
@@ -133,20 +155,21 @@ public struct UTTypeTable: Sendable {
             closures[id] = result
             return result
         }
-        for id in order {
+        for id in ids {
             var visiting: Set<String> = []
             entries[id]!.supertypes = closure(id, visiting: &visiting)
         }
-        var index: [UTTagClass: [String: [String]]] = [:]
-        for id in order {
+    }
+
+    private mutating func indexTags(of ids: [String]) {
+        for id in ids {
             for (tagClass, tags) in entries[id]!.declaration.tags {
                 for tag in tags {
                     let key = tagClass.normalize(tag)
-                    if index[tagClass, default: [:]][key, default: []].contains(id) { continue }
-                    index[tagClass, default: [:]][key, default: []].append(id)
+                    if tagIndex[tagClass, default: [:]][key, default: []].contains(id) { continue }
+                    tagIndex[tagClass, default: [:]][key, default: []].append(id)
                 }
             }
         }
-        tagIndex = index
     }
 }
