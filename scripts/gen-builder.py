@@ -9,9 +9,10 @@ for n in range(2, 11):
     where = ["Item == C1.Item"] + [f"C{i}: TransferRepresentation" for i in range(1, n + 1)] + \
             [f"C1.Item == C{i}.Item" for i in range(2, n + 1)]
     children = ", ".join(f"content{i}" for i in range(1, n + 1))
+    calls = "; ".join(f"content{i}._resolve(into: &list)" for i in range(1, n + 1))
     out.append(f"    public static func buildBlock<{gens}>({params}) -> TupleTransferRepresentation<Item, ({gens})>")
     out.append(f"    where {', '.join(where)} {{")
-    out.append(f"        TupleTransferRepresentation(value: ({children}), children: [{children}])")
+    out.append(f"        TupleTransferRepresentation(value: ({children})) {{ list in {calls} }}")
     out.append("    }")
     out.append("")
 out[-1] = "}"

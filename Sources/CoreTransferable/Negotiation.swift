@@ -102,51 +102,61 @@ public struct NegotiationFailure: Error, Sendable, Hashable, CustomStringConvert
 public struct Negotiator: Sendable {
     public let accept: AcceptList
     private let table: UTTypeTable
-    private let canonicalAccept: [String]
+    /// Canonical accept identifier → its positions in the accept list (an identifier may appear twice, with limits).
+    private let positions: [String: [Int]]
 
     /// Prepares negotiation for one receiver; `table` is the receiver's own type knowledge (the process registry by
     /// default) and the accept list's declarations are layered on top of it.
     public init(accept: AcceptList, table: UTTypeTable = UTType.registeredTypes) {
         self.accept = accept
-        let known = accept.declarations.filter { table.declaration(of: $0.identifier) == nil }
+        let known = accept.declarations.filter { table.canonicalIdentifier($0.identifier) == nil }
         let combined = known.isEmpty ? table : table.adding(known)
         self.table = combined
-        self.canonicalAccept = accept.entries.map { combined.declaration(of: $0.contentType)?.identifier ?? $0.contentType }
+        var positions: [String: [Int]] = [:]
+        for (index, entry) in accept.entries.enumerated() {
+            positions[combined.canonicalIdentifier(entry.contentType) ?? entry.contentType, default: []]
+                .append(index)
+        }
+        self.positions = positions
     }
 
     /// The choice for `offered`, or why there is none.
     public func choose(
         from offered: [OfferedRepresentation], senderDeclarations: [UTTypeDeclaration] = []
     ) -> Result<NegotiationChoice, NegotiationFailure> {
-        let senderTypes = Dictionary(
-            senderDeclarations.map { ($0.identifier.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
-        // Which offered representations (in sender order) conform to each identifier.
-        var conforming: [String: [Int]] = [:]
-        conforming.reserveCapacity(offered.count * 6)
+        let senderTypes =
+            senderDeclarations.isEmpty
+            ? [:]
+            : Dictionary(senderDeclarations.map { ($0.identifier.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
+        // Smallest accept position first; for it, the earliest offered representation (sender order).
+        var best: (position: Int, index: Int, matched: String)?
+        var tooLarge: [String] = []
         for (index, representation) in offered.enumerated() {
-            let id = table.declaration(of: representation.contentType)?.identifier ?? representation.contentType
-            conforming[id, default: []].append(index)
-            for parent in supertypes(of: id, senderTypes: senderTypes) where parent != id {
-                if conforming[parent]?.last != index { conforming[parent, default: []].append(index) }
+            let known = table.lookup(representation.contentType)
+            let id = known?.identifier ?? representation.contentType
+            func consider(_ type: String) {
+                guard let hits = positions[type] else { return }
+                for position in hits where position < (best?.position ?? .max) {
+                    if let limit = accept.entries[position].maxSize, let size = representation.size, size > limit {
+                        tooLarge.append("\(representation.contentType) (\(size) bytes > \(limit) for \(type))")
+                        continue
+                    }
+                    best = (position, index, type)
+                }
+            }
+            consider(id)
+            for parent in known?.supertypes ?? supertypes(of: id, senderTypes: senderTypes) where parent != id {
+                consider(parent)
             }
         }
-        var tooLarge: [String] = []
-        for (acceptIndex, wanted) in canonicalAccept.enumerated() {
-            guard let candidates = conforming[wanted] else { continue }
-            let limit = accept.entries[acceptIndex].maxSize
-            for index in candidates {
-                let representation = offered[index]
-                if let limit, let size = representation.size, size > limit {
-                    tooLarge.append("\(representation.contentType) (\(size) bytes > \(limit) for \(wanted))")
-                    continue
-                }
-                let how = representation.contentType == wanted ? "is" : "conforms to"
-                return .success(
-                    NegotiationChoice(
-                        representationIndex: index, acceptIndex: acceptIndex,
-                        reason: "receiver's choice #\(acceptIndex + 1) \(wanted): sender's representation "
-                            + "#\(index + 1) \(representation.contentType) \(how) it"))
-            }
+        if let best {
+            let representation = offered[best.index]
+            let how = representation.contentType == best.matched ? "is" : "conforms to"
+            return .success(
+                NegotiationChoice(
+                    representationIndex: best.index, acceptIndex: best.position,
+                    reason: "receiver's choice #\(best.position + 1) \(best.matched): sender's representation "
+                        + "#\(best.index + 1) \(representation.contentType) \(how) it"))
         }
         return .failure(
             NegotiationFailure(
@@ -159,7 +169,7 @@ public struct Negotiator: Sendable {
 
     /// Supertypes from the receiver's table; types it does not know are described by the sender's declarations.
     private func supertypes(of id: String, senderTypes: [String: UTTypeDeclaration]) -> Set<String> {
-        if table.declaration(of: id) != nil || senderTypes.isEmpty { return table.supertypes(of: id) }
+        if senderTypes.isEmpty { return table.supertypes(of: id) }
         guard senderTypes[id.lowercased()] != nil else { return table.supertypes(of: id) }
         var result: Set<String> = []
         var pending = [id]
@@ -167,12 +177,12 @@ public struct Negotiator: Sendable {
         // Bounded walk: a hostile peer may declare cycles or very deep chains.
         while let current = pending.popLast(), steps < 1_000 {
             steps += 1
-            if table.declaration(of: current) != nil {
-                result.formUnion(table.supertypes(of: current))
+            if let known = table.lookup(current) {
+                result.formUnion(known.supertypes)
                 continue
             }
             for parent in senderTypes[current.lowercased()]?.conformsTo ?? [] {
-                let canonicalParent = table.declaration(of: parent)?.identifier ?? parent
+                let canonicalParent = table.canonicalIdentifier(parent) ?? parent
                 if result.insert(canonicalParent).inserted { pending.append(canonicalParent) }
             }
         }

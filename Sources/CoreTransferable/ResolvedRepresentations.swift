@@ -9,32 +9,39 @@ public enum ResolvedRepresentations {
 
     /// The resolved list of `T`, from the cache.
     public static func of<T: Transferable>(_ type: T.Type) -> [ResolvedTransferRepresentation<T>] {
-        if let cached = cache.get(ObjectIdentifier(type)) as? [ResolvedTransferRepresentation<T>] { return cached }
+        if let cached = cache.get(ObjectIdentifier(type)) as? Resolved<T> { return cached.list }
         let resolved = resolve(type)
-        cache.set(ObjectIdentifier(type), resolved)
+        cache.set(ObjectIdentifier(type), Resolved(list: resolved))
         return resolved
     }
 
     /// Resolves `T` without the cache.
     public static func resolve<T: Transferable>(_ type: T.Type) -> [ResolvedTransferRepresentation<T>] {
         var list: [ResolvedTransferRepresentation<T.Representation.Item>] = []
+        list.reserveCapacity(12)
         T.transferRepresentation._resolve(into: &list)
         return castResolved(list, to: T.self)
     }
 }
 
+/// A cached list; a class so that the cache hit is a cheap class cast rather than an array cast.
+private final class Resolved<T: Transferable>: Sendable {
+    let list: [ResolvedTransferRepresentation<T>]
+    init(list: [ResolvedTransferRepresentation<T>]) { self.list = list }
+}
+
 /// A small locked dictionary; reads vastly outnumber writes.
 private final class ResolutionCache: @unchecked Sendable {  // guarded by `lock`
     private let lock = NSLock()
-    private var storage: [ObjectIdentifier: Any] = [:]
+    private var storage: [ObjectIdentifier: AnyObject] = [:]
 
-    func get(_ key: ObjectIdentifier) -> Any? {
+    func get(_ key: ObjectIdentifier) -> AnyObject? {
         lock.lock()
         defer { lock.unlock() }
         return storage[key]
     }
 
-    func set(_ key: ObjectIdentifier, _ value: Any) {
+    func set(_ key: ObjectIdentifier, _ value: AnyObject) {
         lock.lock()
         defer { lock.unlock() }
         storage[key] = value

@@ -3,46 +3,46 @@
 extension TransferRepresentationBuilder {
     public static func buildBlock<C1, C2>(_ content1: C1, _ content2: C2) -> TupleTransferRepresentation<Item, (C1, C2)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C1.Item == C2.Item {
-        TupleTransferRepresentation(value: (content1, content2), children: [content1, content2])
+        TupleTransferRepresentation(value: (content1, content2)) { list in content1._resolve(into: &list); content2._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3>(_ content1: C1, _ content2: C2, _ content3: C3) -> TupleTransferRepresentation<Item, (C1, C2, C3)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3), children: [content1, content2, content3])
+        TupleTransferRepresentation(value: (content1, content2, content3)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4), children: [content1, content2, content3, content4])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5), children: [content1, content2, content3, content4, content5])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5, C6>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5, _ content6: C6) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5, C6)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C6: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item, C1.Item == C6.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6), children: [content1, content2, content3, content4, content5, content6])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list); content6._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5, C6, C7>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5, _ content6: C6, _ content7: C7) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5, C6, C7)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C6: TransferRepresentation, C7: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item, C1.Item == C6.Item, C1.Item == C7.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7), children: [content1, content2, content3, content4, content5, content6, content7])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list); content6._resolve(into: &list); content7._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5, C6, C7, C8>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5, _ content6: C6, _ content7: C7, _ content8: C8) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5, C6, C7, C8)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C6: TransferRepresentation, C7: TransferRepresentation, C8: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item, C1.Item == C6.Item, C1.Item == C7.Item, C1.Item == C8.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8), children: [content1, content2, content3, content4, content5, content6, content7, content8])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list); content6._resolve(into: &list); content7._resolve(into: &list); content8._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5, C6, C7, C8, C9>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5, _ content6: C6, _ content7: C7, _ content8: C8, _ content9: C9) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5, C6, C7, C8, C9)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C6: TransferRepresentation, C7: TransferRepresentation, C8: TransferRepresentation, C9: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item, C1.Item == C6.Item, C1.Item == C7.Item, C1.Item == C8.Item, C1.Item == C9.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8, content9), children: [content1, content2, content3, content4, content5, content6, content7, content8, content9])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8, content9)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list); content6._resolve(into: &list); content7._resolve(into: &list); content8._resolve(into: &list); content9._resolve(into: &list) }
     }
 
     public static func buildBlock<C1, C2, C3, C4, C5, C6, C7, C8, C9, C10>(_ content1: C1, _ content2: C2, _ content3: C3, _ content4: C4, _ content5: C5, _ content6: C6, _ content7: C7, _ content8: C8, _ content9: C9, _ content10: C10) -> TupleTransferRepresentation<Item, (C1, C2, C3, C4, C5, C6, C7, C8, C9, C10)>
     where Item == C1.Item, C1: TransferRepresentation, C2: TransferRepresentation, C3: TransferRepresentation, C4: TransferRepresentation, C5: TransferRepresentation, C6: TransferRepresentation, C7: TransferRepresentation, C8: TransferRepresentation, C9: TransferRepresentation, C10: TransferRepresentation, C1.Item == C2.Item, C1.Item == C3.Item, C1.Item == C4.Item, C1.Item == C5.Item, C1.Item == C6.Item, C1.Item == C7.Item, C1.Item == C8.Item, C1.Item == C9.Item, C1.Item == C10.Item {
-        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8, content9, content10), children: [content1, content2, content3, content4, content5, content6, content7, content8, content9, content10])
+        TupleTransferRepresentation(value: (content1, content2, content3, content4, content5, content6, content7, content8, content9, content10)) { list in content1._resolve(into: &list); content2._resolve(into: &list); content3._resolve(into: &list); content4._resolve(into: &list); content5._resolve(into: &list); content6._resolve(into: &list); content7._resolve(into: &list); content8._resolve(into: &list); content9._resolve(into: &list); content10._resolve(into: &list) }
     }
 }

@@ -2,12 +2,12 @@
 public struct TupleTransferRepresentation<Item: Transferable, Value: Sendable>: TransferRepresentation {
     /// The children, as built.
     let value: Value
-    /// The same children, in order, for resolution.
-    let children: [any TransferRepresentation<Item>]
+    /// Resolves the children in order (one closure rather than an array of boxed existentials).
+    let resolveChildren: @Sendable (inout [ResolvedTransferRepresentation<Item>]) -> Void
 
-    init(value: Value, children: [any TransferRepresentation<Item>]) {
+    init(value: Value, resolveChildren: @escaping @Sendable (inout [ResolvedTransferRepresentation<Item>]) -> Void) {
         self.value = value
-        self.children = children
+        self.resolveChildren = resolveChildren
     }
 
     public var body: some TransferRepresentation<Item> {
@@ -15,7 +15,7 @@ public struct TupleTransferRepresentation<Item: Transferable, Value: Sendable>: 
     }
 
     public func _resolve(into list: inout [ResolvedTransferRepresentation<Item>]) {
-        for child in children { child._resolve(into: &list) }
+        resolveChildren(&list)
     }
 }
 

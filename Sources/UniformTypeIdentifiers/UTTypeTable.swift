@@ -52,7 +52,15 @@ public struct UTTypeTable: Sendable {
         canonicalIdentifier(identifier).flatMap { entries[$0]?.declaration }
     }
 
-    func canonicalIdentifier(_ identifier: String) -> String? {
+    /// The canonical spelling and supertypes of a declared identifier in one look-up; nil when it is not declared.
+    public func lookup(_ identifier: String) -> (identifier: String, supertypes: Set<String>)? {
+        if let entry = entries[identifier] { return (identifier, entry.supertypes) }
+        if let id = canonical[identifier.lowercased()], let entry = entries[id] { return (id, entry.supertypes) }
+        return nil
+    }
+
+    /// The canonical spelling of a declared identifier (declarations compare case-insensitively).
+    public func canonicalIdentifier(_ identifier: String) -> String? {
         if entries[identifier] != nil { return identifier }
         return canonical[identifier.lowercased()]
     }

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+swift build --build-tests
+swift test
