@@ -6,10 +6,25 @@ let package = Package(
     products: [
         .library(name: "UniformTypeIdentifiers", targets: ["UniformTypeIdentifiers"]),
         .library(name: "CoreTransferable", targets: ["CoreTransferable"]),
+        .executable(name: "share", targets: ["share"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     ],
     targets: [
         .target(name: "UniformTypeIdentifiers"),
         .target(name: "CoreTransferable", dependencies: ["UniformTypeIdentifiers"]),
+        .systemLibrary(
+            name: "CShareOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
+        .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
+        .target(name: "ShareKit", dependencies: ["ShareTLS", "ShareProtocol", "CoreTransferable"]),
+        .target(
+            name: "ShareCLI",
+            dependencies: ["ShareKit", "ShareTLS", "ShareProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(name: "share", dependencies: ["ShareCLI"]),
+        .executableTarget(
+            name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-types",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"],
@@ -20,6 +35,9 @@ let package = Package(
             dependencies: ["UniformTypeIdentifiers"],
             resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
+        .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"]),
+        .testTarget(name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI"]),
         .testTarget(
             name: "CoreTransferableTests",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"]

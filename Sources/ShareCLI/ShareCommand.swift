@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import ShareKit
+
+/// The `share` command.
+public struct ShareCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "share",
+        abstract: "Send items between your machines; the receiver decides what each becomes.",
+        discussion: """
+            Exit codes:
+            \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
+            """,
+        version: "share 0.1 (protocol \(protocolVersionText))",
+        subcommands: [IdCommand.self, TrustCommand.self, PairCommand.self, PingCommand.self, AgentCommand.self]
+    )
+
+    public init() {}
+}
+
+/// Options every command takes.
+struct DeviceOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("This device's config directory (default: $SHARE_CONFIG_DIR, else $XDG_CONFIG_HOME/share).", valueName: "dir"))
+    var config: String?
+
+    var paths: DevicePaths { DevicePaths.resolve(configOverride: config) }
+
+    func loadDevice() throws -> LocalDevice { try LocalDevice.loadOrCreate(paths: paths) }
+
+    func loadTrust() throws -> TrustStore { try TrustStore.load(paths.trustFile) }
+}
+
+/// Runs a command body: a `ShareError` (or anything else) becomes one line on stderr and its exit code.
+func run(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as ShareError {
+        Log.line("share: \(error.message)")
+        throw ExitCode(error.status.rawValue)
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        Log.line("share: \(error)")
+        throw ExitCode(ExitStatus.failure.rawValue)
+    }
+}
+
+/// Standard output, flushed line by line so a reading process sees each line at once.
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}

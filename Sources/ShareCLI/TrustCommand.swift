@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import ShareKit
+import ShareTLS
+
+struct TrustCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trust", abstract: "Manage the devices this one trusts.",
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Trust a device by its ID.")
+
+        @OptionGroup var device: DeviceOptions
+
+        @Argument(help: "The device's ID, as `share id` prints it on that device.")
+        var deviceID: String
+
+        @Option(help: "A name to refer to the device by.")
+        var name: String?
+
+        @Option(help: ArgumentHelp("Where the device's agent listens.", valueName: "host:port"))
+        var address: String?
+
+        @Flag(help: "The device is one of your own (receives .team representations).")
+        var team = false
+
+        @Option(help: ArgumentHelp("The device belongs to this group (receives .group representations).", valueName: "name"))
+        var group: String?
+
+        func validate() throws {
+            if team && group != nil { throw ValidationError("--team and --group exclude each other") }
+            if let address, PeerAddress(parsing: address) == nil {
+                throw ValidationError("'\(address)' is not HOST:PORT")
+            }
+        }
+
+        func run() throws {
+            try ShareCLI.run {
+                let id: DeviceID
+                do {
+                    id = try DeviceID(parsing: deviceID)
+                } catch {
+                    throw ShareError(.dataError, "'\(deviceID)' is not a device ID: \(error)")
+                }
+                var store = try device.loadTrust()
+                _ = try device.loadDevice()
+                let existing = store.device(id)
+                let relation: TrustRelation = team ? .team : group.map { .group($0) } ?? existing?.relation ?? .trusted
+                let entry = TrustedDevice(
+                    id: id, name: name ?? existing?.name ?? id.short,
+                    address: address.flatMap(PeerAddress.init(parsing:)) ?? existing?.address, relation: relation)
+                try store.add(entry)
+                try store.save()
+                say("\(existing == nil ? "trusted" : "updated") \(entry.name) (\(id)) as \(relation)")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List trusted devices.")
+
+        @OptionGroup var device: DeviceOptions
+
+        @Flag(help: "One JSON object per line.")
+        var json = false
+
+        func run() throws {
+            try ShareCLI.run {
+                let store = try device.loadTrust()
+                if store.devices.isEmpty && !json {
+                    say("no trusted devices; add one with: share pair, or share trust add DEVICE-ID")
+                }
+                for entry in store.devices {
+                    if json {
+                        let object: [String: String] = [
+                            "id": entry.id.description, "name": entry.name, "address": entry.address?.description ?? "",
+                            "relation": entry.relation.description,
+                        ]
+                        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                        say(String(decoding: data, as: UTF8.self))
+                    } else {
+                        say("\(entry.name)\t\(entry.id)\t\(entry.relation)\t\(entry.address?.description ?? "-")")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop trusting a device.")
+
+        @OptionGroup var device: DeviceOptions
+
+        @Argument(help: "The device's name or ID.")
+        var reference: String
+
+        func run() throws {
+            try ShareCLI.run {
+                var store = try device.loadTrust()
+                guard let removed = store.remove(reference) else {
+                    throw ShareError(.usage, "no trusted device is called '\(reference)' (see: share trust list)")
+                }
+                try store.save()
+                say("no longer trusting \(removed.name) (\(removed.id))")
+            }
+        }
+    }
+}

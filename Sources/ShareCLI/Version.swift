@@ -1,0 +1,3 @@
+import ShareProtocol
+
+let protocolVersionText = String(Limits.protocolVersion)

@@ -1,0 +1,47 @@
+import Foundation
+import Glibc
+
+/// Writes files so that a reader sees either the old contents or the new, never a mix, even after a crash.
+public enum AtomicFile {
+    /// Writes `data` to a temporary file beside `url` with `mode`, flushes it to disk, renames it over `url`, and
+    /// flushes the directory.
+    public static func write(_ data: Data, to url: URL, mode: mode_t = 0o644) throws {
+        let directory = url.deletingLastPathComponent()
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw posixError("cannot create \(temporary.path)") }
+        var ok = false
+        defer {
+            if !ok { unlink(temporary.path) }
+        }
+        do {
+            defer { close(fd) }
+            try data.withUnsafeBytes { raw in
+                var done = 0
+                while done < raw.count {
+                    let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw posixError("cannot write \(url.path)")
+                    }
+                    done += n
+                }
+            }
+            guard fchmod(fd, mode) == 0, fsync(fd) == 0 else { throw posixError("cannot flush \(url.path)") }
+        }
+        guard rename(temporary.path, url.path) == 0 else { throw posixError("cannot replace \(url.path)") }
+        ok = true
+        let dirfd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirfd >= 0 {
+            fsync(dirfd)
+            close(dirfd)
+        }
+    }
+
+    static func posixError(_ what: String) -> NSError {
+        let code = errno
+        return NSError(
+            domain: NSPOSIXErrorDomain, code: Int(code),
+            userInfo: [NSLocalizedDescriptionKey: "\(what): \(String(cString: strerror(code)))"])
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import ShareTLS
+
+/// This device: its name, its TLS identity and its directories.
+public struct LocalDevice: Sendable {
+    public let name: String
+    public let identity: TLSIdentity
+    public let paths: DevicePaths
+
+    public var id: DeviceID { identity.deviceID }
+
+    private struct DeviceFile: Codable {
+        var name: String
+    }
+
+    /// Loads this device's identity, creating key (mode 0600), certificate and name on first use. A half-present
+    /// identity (key without certificate or the reverse, or a key that does not match) is an error, never silently
+    /// replaced: the device ID would change and every peer would stop trusting it.
+    public static func loadOrCreate(paths: DevicePaths, defaultName: String? = nil) throws -> LocalDevice {
+        do {
+            try DevicePaths.ensurePrivateDirectory(paths.config)
+        } catch {
+            throw ShareError(.configuration, "cannot create the config directory \(paths.config.path): \(error.localizedDescription)")
+        }
+        let fm = FileManager.default
+        let hasKey = fm.fileExists(atPath: paths.keyFile.path)
+        let hasCert = fm.fileExists(atPath: paths.certificateFile.path)
+        let name = try loadName(paths) ?? defaultName ?? hostName()
+        let identity: TLSIdentity
+        switch (hasKey, hasCert) {
+        case (false, false):
+            do {
+                identity = try TLSIdentity.generate(commonName: "share")
+                try AtomicFile.write(Data(try identity.key.pemRepresentation().utf8), to: paths.keyFile, mode: 0o600)
+                try AtomicFile.write(Data(try identity.certificate.pemRepresentation().utf8), to: paths.certificateFile)
+            } catch {
+                throw ShareError(.configuration, "cannot create this device's identity in \(paths.config.path): \(error)")
+            }
+        case (true, true):
+            do {
+                let key = try PrivateKey(pem: String(contentsOf: paths.keyFile, encoding: .utf8))
+                let cert = try Certificate(pem: String(contentsOf: paths.certificateFile, encoding: .utf8))
+                identity = try TLSIdentity(key: key, certificate: cert)
+            } catch {
+                throw ShareError(
+                    .configuration,
+                    "this device's identity in \(paths.config.path) is damaged (\(error)); restore key.pem and cert.pem from a backup, or move both away to create a new identity (peers must then trust it again)")
+            }
+        default:
+            let missing = hasKey ? "cert.pem" : "key.pem"
+            throw ShareError(
+                .configuration,
+                "\(missing) is missing from \(paths.config.path); restore it, or move the other file away to create a new identity")
+        }
+        if !fm.fileExists(atPath: paths.deviceFile.path) {
+            try saveName(name, paths)
+        }
+        return LocalDevice(name: name, identity: identity, paths: paths)
+    }
+
+    static func loadName(_ paths: DevicePaths) throws -> String? {
+        guard let data = FileManager.default.contents(atPath: paths.deviceFile.path) else { return nil }
+        guard let file = try? JSONDecoder().decode(DeviceFile.self, from: data), !file.name.isEmpty else {
+            throw ShareError(.dataError, "\(paths.deviceFile.path) is not valid; it should hold {\"name\": \"…\"}")
+        }
+        return file.name
+    }
+
+    /// Renames this device.
+    public static func saveName(_ name: String, _ paths: DevicePaths) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try AtomicFile.write(try encoder.encode(DeviceFile(name: name)), to: paths.deviceFile, mode: 0o644)
+    }
+
+    static func hostName() -> String {
+        let host = ProcessInfo.processInfo.hostName
+        let short = host.split(separator: ".").first.map(String.init) ?? host
+        return short.isEmpty ? "share-device" : short
+    }
+}

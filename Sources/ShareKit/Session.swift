@@ -1,0 +1,135 @@
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareTLS
+
+/// An authenticated session after both hellos: the connection, the peer's identity and what it said.
+public struct Session: @unchecked Sendable {  // the connection is confined to the thread that opened the session
+    public let connection: FramedConnection
+    public let peerID: DeviceID
+    public let peerHello: Hello
+    /// Time from TCP connect to the peer's hello, in seconds (client side).
+    public let setupSeconds: Double
+}
+
+/// Timeouts for sessions (seconds).
+public struct SessionTimeouts: Sendable {
+    public var connect: Double = 10
+    public var handshake: Double = 10
+    public var idle: Double = 300
+    public init() {}
+    public init(connect: Double, handshake: Double, idle: Double) {
+        self.connect = connect
+        self.handshake = handshake
+        self.idle = idle
+    }
+}
+
+/// Opens sessions: TCP, TLS 1.3 with both certificates checked, then hellos both ways. The server's hello is the
+/// acknowledgement the client waits for before it sends anything else (a TLS 1.3 client learns of its own rejection
+/// only when it reads).
+public enum SessionOpener {
+    /// Connects to `address`. `verifier` decides which server certificates are acceptable.
+    public static func connect(
+        from device: LocalDevice, to address: PeerAddress, hello: Hello, verifier: @escaping PeerVerifier,
+        timeouts: SessionTimeouts = SessionTimeouts()
+    ) throws -> Session {
+        Syscalls.ignoreSIGPIPE()
+        let start = ContinuousClock.now
+        let fd: Int32
+        do {
+            fd = try Syscalls.connect(host: address.host, port: address.port, timeout: timeouts.connect)
+        } catch let error as Syscalls.SocketError {
+            throw ShareError(.unavailable, "cannot reach \(address): \(error.message)")
+        }
+        Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
+        let context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
+        let tls = try TLSConnection(context: context, fileDescriptor: fd)
+        let connection = FramedConnection(tls: tls, remoteAddress: address.description)
+        do {
+            try tls.handshake()
+            try connection.send(.hello, hello)
+            let peerHello = try connection.receive(.hello, as: Hello.self)
+            try peerHello.validate()
+            guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
+            connection.setTimeout(timeouts.idle)
+            let elapsed = ContinuousClock.now - start
+            return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds)
+        } catch {
+            connection.close()
+            throw SessionErrors.describe(error, peer: address.description, localID: device.id)
+        }
+    }
+
+    /// Runs the server side on an accepted socket: handshake, the client's hello, our hello.
+    public static func accept(
+        fileDescriptor fd: Int32, remoteAddress: String, context: TLSContext, hello: Hello,
+        timeouts: SessionTimeouts = SessionTimeouts()
+    ) throws -> Session {
+        Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
+        let tls = try TLSConnection(context: context, fileDescriptor: fd)
+        let connection = FramedConnection(tls: tls, remoteAddress: remoteAddress)
+        try tls.handshake()
+        let peerHello: Hello
+        do {
+            peerHello = try connection.receive(.hello, as: Hello.self)
+            try peerHello.validate()
+        } catch let error as ProtocolError {
+            connection.fail(with: error)
+            throw error
+        }
+        try connection.send(.hello, hello)
+        guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
+        connection.setTimeout(timeouts.idle)
+        return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0)
+    }
+}
+
+/// Turns lower-level failures into one clear line with the right exit status.
+public enum SessionErrors {
+    public static func describe(_ error: Error, peer: String, localID: DeviceID) -> ShareError {
+        switch error {
+        case let error as ShareError:
+            return error
+        case let error as TLSError:
+            switch error.kind {
+            case .peerNotTrusted:
+                return ShareError(.notTrusted, "\(peer): \(error.message)")
+            case .rejectedByPeer:
+                return ShareError(
+                    .notTrusted,
+                    "\(peer) refused this device (ID \(localID)); on that device run: share trust add \(localID)")
+            case .timeout:
+                return ShareError(.unavailable, "\(peer) did not answer in time (\(error.message))")
+            case .connectionLost:
+                return ShareError(.interrupted, "connection to \(peer) lost: \(error.message)")
+            case .handshake:
+                return ShareError(.protocolError, "TLS handshake with \(peer) failed: \(error.message)")
+            case .openssl, .badCredentials:
+                return ShareError(.configuration, "TLS set-up failed: \(error.message)")
+            }
+        case let error as ProtocolError:
+            switch error.code {
+            case .version, .notShare, .badFrame, .frameTooLarge, .badMessage, .digestMismatch:
+                return ShareError(.protocolError, "\(peer): \(error.message)")
+            case .refused, .noCommonRepresentation, .pairingDeclined:
+                return ShareError(.refused, "\(peer): \(error.message)")
+            case .timeout:
+                return ShareError(.unavailable, "\(peer): \(error.message)")
+            case .storage:
+                return ShareError(.ioError, "\(peer): \(error.message)")
+            case .cancelled, .internalError:
+                return ShareError(.interrupted, "\(peer): \(error.message)")
+            }
+        default:
+            return ShareError(.failure, "\(peer): \(error)")
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    public var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+import Glibc
+
+/// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
+public enum Syscalls {
+    /// Writes to a closed socket must fail with EPIPE rather than kill the process.
+    public static func ignoreSIGPIPE() {
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    public struct SocketError: Error, CustomStringConvertible, Sendable {
+        public let message: String
+        public let code: Int32
+        public var description: String { message }
+        public var isTimeout: Bool { code == ETIMEDOUT || code == EAGAIN }
+        public var isRefused: Bool { code == ECONNREFUSED }
+    }
+
+    static func failure(_ what: String, _ code: Int32 = errno) -> SocketError {
+        SocketError(message: "\(what): \(String(cString: strerror(code)))", code: code)
+    }
+
+    /// Resolves `host` (name, IPv4 or IPv6 literal) to socket addresses, IPv6 and IPv4 alike.
+    static func resolve(host: String, port: Int, passive: Bool = false) throws -> [(family: Int32, address: [UInt8])] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        hints.ai_flags = passive ? AI_PASSIVE : 0
+        var result: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host.isEmpty ? nil : host, String(port), &hints, &result)
+        guard status == 0, let first = result else {
+            throw SocketError(message: "cannot resolve \(host): \(String(cString: gai_strerror(status)))", code: EHOSTUNREACH)
+        }
+        defer { freeaddrinfo(first) }
+        var out: [(Int32, [UInt8])] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let info = cursor {
+            let raw = UnsafeRawBufferPointer(start: info.pointee.ai_addr, count: Int(info.pointee.ai_addrlen))
+            out.append((info.pointee.ai_family, Array(raw)))
+            cursor = info.pointee.ai_next
+        }
+        return out
+    }
+
+    /// Connects to `host:port` within `timeout` seconds, trying each address; returns a blocking socket.
+    public static func connect(host: String, port: Int, timeout: Double) throws -> Int32 {
+        var lastError = SocketError(message: "no address for \(host)", code: EHOSTUNREACH)
+        for (family, address) in try resolve(host: host, port: port) {
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                lastError = failure("socket")
+                continue
+            }
+            do {
+                try connect(fd, address, timeout: timeout)
+                setNoDelay(fd)
+                return fd
+            } catch let error as SocketError {
+                close(fd)
+                lastError = error
+            }
+        }
+        throw lastError
+    }
+
+    private static func connect(_ fd: Int32, _ address: [UInt8], timeout: Double) throws {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        let status = address.withUnsafeBytes { raw in
+            Glibc.connect(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+        }
+        if status != 0 {
+            guard errno == EINPROGRESS else { throw failure("connect") }
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let ready = poll(&pfd, 1, Int32(timeout * 1000))
+            if ready == 0 { throw SocketError(message: "connect timed out after \(timeout) s", code: ETIMEDOUT) }
+            if ready < 0 { throw failure("poll") }
+            var soError: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
+            if soError != 0 { throw failure("connect", soError) }
+        }
+        _ = fcntl(fd, F_SETFL, flags)
+    }
+
+    /// Sets receive and send timeouts (seconds; 0 = none) on a blocking socket.
+    public static func setTimeouts(_ fd: Int32, seconds: Double) {
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// A listening socket on `host:port` (port 0 picks one). `::` or an empty host listens on IPv6 and IPv4.
+    public static func listen(host: String, port: Int, backlog: Int32 = 256) throws -> (fd: Int32, port: Int) {
+        let wildcard = host.isEmpty || host == "::" || host == "*"
+        let candidates = try resolve(host: wildcard ? "::" : host, port: port, passive: true)
+        var lastError = SocketError(message: "no address to listen on", code: EADDRNOTAVAIL)
+        for (family, address) in candidates {
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                lastError = failure("socket")
+                continue
+            }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            if family == AF_INET6 {
+                var only: Int32 = wildcard ? 0 : 1
+                setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
+            }
+            let bound = address.withUnsafeBytes { raw in
+                bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+            }
+            guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
+                lastError = failure("cannot listen on \(host.isEmpty ? "*" : host):\(port)")
+                close(fd)
+                continue
+            }
+            return (fd, localPort(fd))
+        }
+        throw lastError
+    }
+
+    static func localPort(_ fd: Int32) -> Int {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard ok == 0 else { return 0 }
+        return portOf(storage)
+    }
+
+    private static func portOf(_ storage: sockaddr_storage) -> Int {
+        var copy = storage
+        return withUnsafePointer(to: &copy) { pointer in
+            if Int32(storage.ss_family) == AF_INET6 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+    }
+
+    /// Waits up to `timeout` seconds for a connection; nil on timeout (so the caller can check for shutdown).
+    public static func accept(_ listener: Int32, timeout: Double) throws -> (fd: Int32, peer: String)? {
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&pfd, 1, Int32(timeout * 1000))
+        if ready == 0 { return nil }
+        if ready < 0 {
+            if errno == EINTR { return nil }
+            throw failure("poll")
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(listener, $0, &length) }
+        }
+        if fd < 0 {
+            if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
+            // Out of descriptors: back off instead of spinning; the caller retries.
+            if errno == EMFILE || errno == ENFILE { return nil }
+            throw failure("accept")
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        setNoDelay(fd)
+        return (fd, describe(storage))
+    }
+
+    /// `host:port` (IPv6 in brackets) of a socket address.
+    static func describe(_ storage: sockaddr_storage) -> String {
+        var copy = storage
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafePointer(to: &copy) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
+            }
+        }
+        let text = status == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+        let port = portOf(storage)
+        let plain = text.hasPrefix("::ffff:") ? String(text.dropFirst(7)) : text
+        return plain.contains(":") ? "[\(plain)]:\(port)" : "\(plain):\(port)"
+    }
+
+    /// The peer address of a connected socket.
+    public static func peerAddress(_ fd: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        return ok == 0 ? describe(storage) : "?"
+    }
+
+    public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    /// Stops a blocking accept/read on `fd` from another thread.
+    public static func shutdownSocket(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+}

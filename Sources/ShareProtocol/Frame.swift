@@ -1,0 +1,101 @@
+/// The kind of a frame; the byte on the wire.
+public enum FrameType: UInt8, Sendable, CaseIterable {
+    case hello = 0x01
+    case error = 0x02
+    case ping = 0x03
+    case pong = 0x04
+    case pairDecision = 0x05
+    case offer = 0x10
+    case select = 0x11
+    case resume = 0x12
+    case data = 0x13
+    case chunk = 0x14
+    case done = 0x15
+    case ack = 0x16
+    case bye = 0x1F
+
+    /// Binary frames carry bytes; every other frame carries one JSON object.
+    public var isBinary: Bool { self == .data || self == .chunk }
+
+    /// The largest payload a peer may send in a frame of this type.
+    public var maxPayload: Int { isBinary ? Limits.maxChunkPayload : Limits.maxControlPayload }
+}
+
+/// One length-prefixed frame: `type (1) | length (4, big endian) | payload`.
+public struct Frame: Sendable, Equatable {
+    public var type: FrameType
+    public var payload: [UInt8]
+
+    public init(type: FrameType, payload: [UInt8]) {
+        self.type = type
+        self.payload = payload
+    }
+
+    /// The frame's bytes on the wire.
+    public func encoded() -> [UInt8] {
+        var bytes = Frame.header(type: type, length: payload.count)
+        bytes += payload
+        return bytes
+    }
+
+    /// A frame header for `length` bytes of payload.
+    public static func header(type: FrameType, length: Int) -> [UInt8] {
+        precondition(length <= type.maxPayload, "frame payload over its limit")
+        let n = UInt32(length)
+        return [type.rawValue, UInt8(n >> 24), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
+    }
+}
+
+/// Splits a byte stream into frames, checking every header before any payload is buffered.
+///
+/// Feed it whatever the connection delivers (one byte or a megabyte at a time); `next()` returns complete frames.
+public struct FrameDecoder: Sendable {
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    public init() {}
+
+    /// Bytes received but not yet returned as frames.
+    public var bufferedCount: Int { buffer.count - start }
+
+    public mutating func append(_ bytes: some Sequence<UInt8>) {
+        buffer.append(contentsOf: bytes)
+    }
+
+    public mutating func append(_ bytes: ArraySlice<UInt8>) {
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next complete frame, nil when more bytes are needed; throws on a bad header.
+    public mutating func next() throws(ProtocolError) -> Frame? {
+        guard buffer.count - start >= Limits.frameHeaderSize else { return nil }
+        let (type, length) = try Self.parseHeader(buffer[start..<(start + Limits.frameHeaderSize)])
+        guard buffer.count - start >= Limits.frameHeaderSize + length else { return nil }
+        let payloadStart = start + Limits.frameHeaderSize
+        let frame = Frame(type: type, payload: Array(buffer[payloadStart..<(payloadStart + length)]))
+        start = payloadStart + length
+        // Compact once the consumed prefix is large, so the buffer does not grow without bound.
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 1 << 16 {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        return frame
+    }
+
+    /// Validates a 5-byte header: known type, length within that type's limit.
+    public static func parseHeader(_ header: ArraySlice<UInt8>) throws(ProtocolError) -> (FrameType, Int) {
+        let bytes = Array(header)
+        precondition(bytes.count == Limits.frameHeaderSize)
+        guard let type = FrameType(rawValue: bytes[0]) else {
+            throw ProtocolError(.badFrame, "unknown frame type 0x\(String(bytes[0], radix: 16))")
+        }
+        let length = Int(bytes[1]) << 24 | Int(bytes[2]) << 16 | Int(bytes[3]) << 8 | Int(bytes[4])
+        guard length <= type.maxPayload else {
+            throw ProtocolError(.frameTooLarge, "\(type) frame of \(length) bytes exceeds the limit of \(type.maxPayload)")
+        }
+        return (type, length)
+    }
+}

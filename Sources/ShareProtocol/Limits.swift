@@ -1,0 +1,16 @@
+/// Named limits; every length read from a peer is checked against one of these before anything is allocated.
+public enum Limits {
+    /// The protocol version this build speaks.
+    public static let protocolVersion = 1
+    /// Largest control message (JSON): hello, offer, select, resume, done, error.
+    public static let maxControlPayload = 1 << 20
+    /// Largest binary frame: one chunk of file data plus its small header.
+    public static let maxChunkPayload = (4 << 20) + 64
+    /// Frame header: type (1 byte) + payload length (4 bytes, big endian).
+    public static let frameHeaderSize = 5
+    /// Longest device name accepted from a peer.
+    public static let maxDeviceName = 128
+    /// Most entries in an accept list, and most declarations in one message.
+    public static let maxAcceptEntries = 256
+    public static let maxDeclarations = 256
+}

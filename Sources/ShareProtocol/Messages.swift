@@ -1,0 +1,94 @@
+import CoreTransferable
+import Foundation
+
+/// The role a device plays in a session.
+public enum PeerRole: String, Sendable, Codable, Equatable {
+    case agent, cli, watch, pair
+}
+
+/// The first message each way: who we are, what we speak, what we accept.
+public struct Hello: Sendable, Codable, Equatable {
+    public static let expectedMagic = "share"
+
+    public var magic: String
+    public var version: Int
+    public var name: String
+    public var role: PeerRole
+    /// What this device accepts when it receives (absent when it only sends).
+    public var accept: AcceptList?
+    /// Where this device's agent listens, when it has one (learned by peers during pairing).
+    public var listenPort: Int?
+
+    public init(name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil) {
+        self.magic = Self.expectedMagic
+        self.version = Limits.protocolVersion
+        self.name = name
+        self.role = role
+        self.accept = accept
+        self.listenPort = listenPort
+    }
+
+    /// Checks a peer's hello: magic, version, field limits.
+    public func validate() throws(ProtocolError) {
+        guard magic == Self.expectedMagic else { throw ProtocolError(.notShare, "the peer is not a share device") }
+        guard version == Limits.protocolVersion else {
+            let which = version > Limits.protocolVersion ? "newer" : "older"
+            throw ProtocolError(
+                .version,
+                "the peer speaks share protocol \(version), this device speaks \(Limits.protocolVersion); "
+                    + "update share on the \(which == "newer" ? "this" : "other") device")
+        }
+        guard !name.isEmpty, name.utf8.count <= Limits.maxDeviceName,
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw ProtocolError(.badMessage, "the peer's device name is empty, too long or has control characters") }
+        if let accept {
+            guard accept.entries.count <= Limits.maxAcceptEntries, accept.declarations.count <= Limits.maxDeclarations
+            else { throw ProtocolError(.badMessage, "the peer's accept list is too long") }
+        }
+        if let listenPort, !(1...65535).contains(listenPort) {
+            throw ProtocolError(.badMessage, "the peer's listen port \(listenPort) is out of range")
+        }
+    }
+}
+
+/// A round-trip probe.
+public struct Ping: Sendable, Codable, Equatable {
+    public var nonce: UInt64
+    public init(nonce: UInt64) { self.nonce = nonce }
+}
+
+/// One side's answer to a pairing request.
+public struct PairDecision: Sendable, Codable, Equatable {
+    public var accept: Bool
+    public init(accept: Bool) { self.accept = accept }
+}
+
+/// A polite end of session.
+public struct Bye: Sendable, Codable, Equatable {
+    public init() {}
+}
+
+/// JSON encoding of control messages; decoding checks the frame type first.
+public enum MessageCoding {
+    public static func frame(_ type: FrameType, _ message: some Encodable) -> Frame {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        // Encoding our own value types cannot fail.
+        let data = try! encoder.encode(message)
+        return Frame(type: type, payload: Array(data))
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from frame: Frame) throws(ProtocolError) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(frame.payload))
+        } catch {
+            throw ProtocolError(.badMessage, "the peer sent a \(frame.type) message that does not decode")
+        }
+    }
+
+    /// The error a peer reported in an `Error` frame.
+    public static func peerError(from frame: Frame) -> ProtocolError {
+        (try? decode(ProtocolError.self, from: frame))
+            ?? ProtocolError(.badMessage, "the peer reported an error that does not decode")
+    }
+}

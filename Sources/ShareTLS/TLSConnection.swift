@@ -1,0 +1,132 @@
+internal import CShareOpenSSL
+import Foundation
+import Glibc
+
+/// One TLS connection over a connected socket; one owner of one `SSL`. Blocking I/O: use it from one dedicated
+/// thread (never from Swift's cooperative pool). Timeouts come from the socket's receive/send timeouts.
+public final class TLSConnection: @unchecked Sendable {  // confined to the thread that drives it
+    /// Per-connection facts recorded by the verify callback.
+    final class State: @unchecked Sendable {  // written only during the handshake, on the connection's thread
+        var peerID: DeviceID?
+        var peerCertificateDER: [UInt8]?
+        var refusedPeer = false
+    }
+
+    private let ssl: OpaquePointer
+    private let state = State()
+    public let context: TLSContext
+    public let fileDescriptor: Int32
+    private var isShutDown = false
+
+    /// Takes ownership of `fileDescriptor`: it is closed when the connection is.
+    public init(context: TLSContext, fileDescriptor: Int32) throws {
+        guard let ssl = SSL_new(context.pointer) else {
+            Glibc.close(fileDescriptor)
+            throw TLSError.drain("SSL_new")
+        }
+        self.ssl = ssl
+        self.context = context
+        self.fileDescriptor = fileDescriptor
+        guard cshare_SSL_set_app_data(ssl, Unmanaged.passUnretained(state).toOpaque()) == 1,
+            SSL_set_fd(ssl, fileDescriptor) == 1
+        else { throw TLSError.drain("SSL_set_fd") }
+    }
+
+    deinit {
+        SSL_free(ssl)
+        Glibc.close(fileDescriptor)
+    }
+
+    /// The verified peer's device ID (after the handshake, or after a refusal, the ID that was refused).
+    public var peerID: DeviceID? { state.peerID }
+    /// The peer's certificate in DER, once seen.
+    public var peerCertificateDER: [UInt8]? { state.peerCertificateDER }
+
+    /// The negotiated protocol, e.g. `TLSv1.3`.
+    public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+    /// The negotiated cipher suite.
+    public var cipher: String {
+        guard let cipher = SSL_get_current_cipher(ssl) else { return "none" }
+        return String(cString: SSL_CIPHER_get_name(cipher))
+    }
+
+    /// Runs the handshake for the context's role.
+    public func handshake() throws {
+        ERR_clear_error()
+        let result = context.role == .server ? SSL_accept(ssl) : SSL_connect(ssl)
+        if result == 1 { return }
+        throw classify(result, during: "handshake")
+    }
+
+    /// Reads up to `count` bytes into `buffer` at `offset`. Returns 0 at a clean end of stream (close_notify).
+    public func read(into buffer: inout [UInt8], offset: Int = 0, count: Int) throws -> Int {
+        precondition(offset >= 0 && count > 0 && offset + count <= buffer.count)
+        ERR_clear_error()
+        let result = buffer.withUnsafeMutableBytes { raw in
+            SSL_read(ssl, raw.baseAddress! + offset, Int32(clamping: count))
+        }
+        if result > 0 { return Int(result) }
+        let error = SSL_get_error(ssl, result)
+        if error == SSL_ERROR_ZERO_RETURN { return 0 }
+        throw classify(result, during: "read")
+    }
+
+    /// Writes all of `bytes`.
+    public func write(_ bytes: some ContiguousBytes) throws {
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                ERR_clear_error()
+                let result = SSL_write(ssl, raw.baseAddress! + done, Int32(clamping: raw.count - done))
+                if result > 0 {
+                    done += Int(result)
+                    continue
+                }
+                throw classify(result, during: "write")
+            }
+        }
+    }
+
+    /// Sends close_notify (once) and stops; the socket is closed when the connection is released.
+    public func shutdown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        ERR_clear_error()
+        _ = SSL_shutdown(ssl)
+        ERR_clear_error()
+    }
+
+    /// Turns a failed SSL call into a TLSError that says what happened.
+    private func classify(_ result: Int32, during what: String) -> TLSError {
+        let sslError = SSL_get_error(ssl, result)
+        let savedErrno = errno
+        let queue = TLSError.drainQueue()
+        let joined = queue.joined(separator: "; ")
+        if state.refusedPeer, let id = state.peerID {
+            return TLSError(.peerNotTrusted, "device \(id) is not trusted; to trust it run: share trust add \(id)")
+        }
+        if joined.contains("alert certificate unknown") || joined.contains("alert bad certificate")
+            || joined.contains("alert certificate required") || joined.contains("alert unknown ca")
+            || joined.contains("alert certificate revoked") || joined.contains("alert access denied")
+        {
+            return TLSError(.rejectedByPeer, "the peer refused this device's certificate (\(joined))")
+        }
+        if joined.contains("peer did not return a certificate") {
+            return TLSError(.handshake, "the peer presented no certificate; every share device must have one")
+        }
+        switch sslError {
+        case SSL_ERROR_SYSCALL where savedErrno == EAGAIN || savedErrno == EWOULDBLOCK:
+            return TLSError(.timeout, "timed out during \(what)")
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            return TLSError(.timeout, "timed out during \(what)")
+        case SSL_ERROR_SYSCALL:
+            let reason = savedErrno == 0 ? "the connection was closed" : String(cString: strerror(savedErrno))
+            return TLSError(.connectionLost, "\(what) failed: \(reason)")
+        case SSL_ERROR_ZERO_RETURN:
+            return TLSError(.connectionLost, "the peer closed the connection during \(what)")
+        default:
+            let kind: TLSError.Kind = what == "handshake" ? .handshake : .connectionLost
+            return TLSError(kind, "\(what) failed: \(joined.isEmpty ? "TLS error \(sslError)" : joined)")
+        }
+    }
+}

@@ -1,0 +1,80 @@
+internal import CShareOpenSSL
+
+/// Decides whether a peer presenting a certificate may continue the handshake.
+public typealias PeerVerifier = @Sendable (DeviceID) -> Bool
+
+/// A TLS 1.3 context with this device's identity and mutual certificate authentication; one owner of one `SSL_CTX`.
+///
+/// Peers are checked in the verify callback against `verifier` (the trust store); self-signed certificates are the
+/// norm, so the chain itself is not validated: the device ID (SHA-256 of the certificate) is the identity, and the
+/// handshake proves the peer holds the matching key.
+public final class TLSContext: @unchecked Sendable {  // immutable after init; SSL_CTX is safe to share once set up
+    public enum Role: Sendable { case server, client }
+
+    let pointer: OpaquePointer
+    public let role: Role
+    public let identity: TLSIdentity
+    /// Kept alive as long as the context: OpenSSL holds an unretained pointer to it.
+    private let verification: Verification
+
+    final class Verification: Sendable {
+        let verify: PeerVerifier
+        init(_ verify: @escaping PeerVerifier) { self.verify = verify }
+    }
+
+    public init(identity: TLSIdentity, role: Role, verifier: @escaping PeerVerifier) throws {
+        guard let context = SSL_CTX_new(TLS_method()) else { throw TLSError.drain("SSL_CTX_new") }
+        pointer = context
+        self.role = role
+        self.identity = identity
+        verification = Verification(verifier)
+        guard cshare_SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION) == 1,
+            cshare_SSL_CTX_set_max_proto_version(context, TLS1_3_VERSION) == 1
+        else { throw TLSError.drain("setting TLS 1.3 only") }
+        cshare_SSL_CTX_set_secure_options(context)
+        // AES-GCM first: this CPU has AES-NI; ChaCha20 for peers without it.
+        guard SSL_CTX_set_ciphersuites(context, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") == 1
+        else { throw TLSError.drain("SSL_CTX_set_ciphersuites") }
+        guard SSL_CTX_use_certificate(context, identity.certificate.pointer) == 1 else {
+            throw TLSError.drain(.badCredentials, "SSL_CTX_use_certificate")
+        }
+        guard SSL_CTX_use_PrivateKey(context, identity.key.pointer) == 1, SSL_CTX_check_private_key(context) == 1 else {
+            throw TLSError.drain(.badCredentials, "SSL_CTX_use_PrivateKey")
+        }
+        guard cshare_SSL_CTX_set_app_data(context, Unmanaged.passUnretained(verification).toOpaque()) == 1 else {
+            throw TLSError.drain("SSL_CTX_set_app_data")
+        }
+        SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verifyCallback)
+        SSL_CTX_set_verify_depth(context, 4)
+    }
+
+    deinit { SSL_CTX_free(pointer) }
+}
+
+/// OpenSSL's verify callback: a non-capturing function that finds its context through app data.
+private func verifyCallback(_ preverified: Int32, _ store: OpaquePointer?) -> Int32 {
+    guard let store else { return 0 }
+    // Only the leaf matters: its digest is the identity. Intermediate certificates are not trusted for anything.
+    guard X509_STORE_CTX_get_error_depth(store) == 0 else { return 1 }
+    guard let ssl = cshare_X509_STORE_CTX_get_ssl(store), let cert = X509_STORE_CTX_get_current_cert(store),
+        let context = SSL_get_SSL_CTX(ssl), let verificationPointer = cshare_SSL_CTX_get_app_data(context),
+        let statePointer = cshare_SSL_get_app_data(ssl)
+    else { return 0 }
+    let verification = Unmanaged<TLSContext.Verification>.fromOpaque(verificationPointer).takeUnretainedValue()
+    let state = Unmanaged<TLSConnection.State>.fromOpaque(statePointer).takeUnretainedValue()
+    let length = i2d_X509(cert, nil)
+    guard length > 0 else { return 0 }
+    var der = [UInt8](repeating: 0, count: Int(length))
+    let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+        return i2d_X509(cert, &cursor)
+    }
+    guard written == length else { return 0 }
+    let id = DeviceID(certificateDER: der)
+    state.peerCertificateDER = der
+    state.peerID = id
+    if verification.verify(id) { return 1 }
+    state.refusedPeer = true
+    X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED)
+    return 0
+}
