@@ -37,7 +37,7 @@ let package = Package(
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"]),
-        .testTarget(name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI"]),
+        .testTarget(name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share"]),
         .testTarget(
             name: "CoreTransferableTests",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"]

@@ -18,11 +18,15 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Seconds a connection may stay idle.")
     var idleTimeout: Double = 300
 
+    @Option(help: "Seconds a new connection has to complete its TLS handshake and hello.")
+    var handshakeTimeout: Double = 10
+
     func run() throws {
         try ShareCLI.run {
             let local = try device.loadDevice()
             var timeouts = SessionTimeouts()
             timeouts.idle = idleTimeout
+            timeouts.handshake = handshakeTimeout
             let agent = try Agent(device: local, host: listen, port: port, timeouts: timeouts)
             agent.start()
             say("share agent: \(local.name) (\(local.id)) listening on port \(agent.port)")

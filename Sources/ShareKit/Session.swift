@@ -57,7 +57,7 @@ public enum SessionOpener {
             return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds)
         } catch {
             connection.close()
-            throw SessionErrors.describe(error, peer: address.description, localID: device.id)
+            throw SessionErrors.describe(error, peer: address.description, localID: device.id, established: false)
         }
     }
 
@@ -69,7 +69,13 @@ public enum SessionOpener {
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
         let connection = FramedConnection(tls: tls, remoteAddress: remoteAddress)
-        try tls.handshake()
+        do {
+            try tls.handshake()
+        } catch {
+            // Let our alert reach the peer before the socket closes.
+            Syscalls.lingeringDrain(fd)
+            throw error
+        }
         let peerHello: Hello
         do {
             peerHello = try connection.receive(.hello, as: Hello.self)
@@ -87,7 +93,8 @@ public enum SessionOpener {
 
 /// Turns lower-level failures into one clear line with the right exit status.
 public enum SessionErrors {
-    public static func describe(_ error: Error, peer: String, localID: DeviceID) -> ShareError {
+    /// `established`: whether both hellos had been exchanged when the error happened.
+    public static func describe(_ error: Error, peer: String, localID: DeviceID, established: Bool = true) -> ShareError {
         switch error {
         case let error as ShareError:
             return error
@@ -101,6 +108,10 @@ public enum SessionErrors {
                     "\(peer) refused this device (ID \(localID)); on that device run: share trust add \(localID)")
             case .timeout:
                 return ShareError(.unavailable, "\(peer) did not answer in time (\(error.message))")
+            case .connectionLost where !established:
+                return ShareError(
+                    .notTrusted,
+                    "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)")
             case .connectionLost:
                 return ShareError(.interrupted, "connection to \(peer) lost: \(error.message)")
             case .handshake:

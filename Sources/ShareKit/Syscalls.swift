@@ -198,6 +198,24 @@ public enum Syscalls {
 
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
+    /// Ends our side of the stream and discards what the peer already sent (bounded in bytes and time), so the
+    /// final close sends FIN rather than a reset that would destroy our last message (a TLS alert) in flight.
+    public static func lingeringDrain(_ fd: Int32, maxBytes: Int = 1 << 20, timeout: Double = 1) {
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        var total = 0
+        let deadline = Date().addingTimeInterval(timeout)
+        while total < maxBytes {
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { break }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, Int32(remaining * 1000)) > 0 else { break }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n <= 0 { break }
+            total += n
+        }
+    }
+
     /// Stops a blocking accept/read on `fd` from another thread.
     public static func shutdownSocket(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 }

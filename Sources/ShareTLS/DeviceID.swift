@@ -124,17 +124,17 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
         return out
     }
 
-    /// Luhn mod N over the base-32 alphabet.
+    /// Luhn mod N over the base-32 alphabet: weights 2, 1, 2, … from the rightmost data character, so that the
+    /// check character itself gets weight 1 when the whole block is validated.
     static func luhn32(_ chars: [UInt8]) -> UInt8 {
         let n = 32
-        var factor = 1
+        var factor = 2
         var sum = 0
-        for char in chars {
+        for char in chars.reversed() {
             let codepoint = alphabet.firstIndex(of: char)!
-            var addend = factor * codepoint
+            let addend = factor * codepoint
+            sum += addend / n + addend % n
             factor = factor == 2 ? 1 : 2
-            addend = addend / n + addend % n
-            sum += addend
         }
         return alphabet[(n - sum % n) % n]
     }

@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+
+/// The built `share` executable and a scratch folder per test device.
+enum ShareBinary {
+    static let url: URL = {
+        let fm = FileManager.default
+        var candidates: [URL] = []
+        if let argv0 = CommandLine.arguments.first {
+            candidates.append(URL(fileURLWithPath: argv0).deletingLastPathComponent().appendingPathComponent("share"))
+        }
+        candidates.append(Bundle.main.bundleURL.appendingPathComponent("share"))
+        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("share"))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/share"))
+        return candidates.first { fm.isExecutableFile(atPath: $0.path) } ?? candidates.last!
+    }()
+}
+
+/// The outcome of a finished command.
+struct CommandResult {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+}
+
+/// Collects a pipe's output and lets a test wait for a line, woken by each arrival (no polling).
+final class OutputCollector: @unchecked Sendable {  // guarded by `condition`
+    private let condition = NSCondition()
+    private var data = Data()
+    private var closed = false
+
+    init(_ pipe: Pipe) {
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let chunk = handle.availableData
+            guard let self else { return }
+            self.condition.lock()
+            if chunk.isEmpty {
+                self.closed = true
+                handle.readabilityHandler = nil
+            } else {
+                self.data.append(chunk)
+            }
+            self.condition.broadcast()
+            self.condition.unlock()
+        }
+    }
+
+    var text: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Waits until the output holds a line containing `needle`, the stream closes, or `timeout` passes.
+    func waitForLine(containing needle: String, timeout: Double) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            let text = String(decoding: data, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { $0.contains(needle) }) { return String(line) }
+            if closed || !condition.wait(until: deadline) { return nil }
+        }
+    }
+
+    func waitForClose(timeout: Double) {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !closed && condition.wait(until: deadline) {}
+    }
+}
+
+/// A `share` process running in the background; stopped (SIGTERM, then SIGKILL) by `stop()` or when released.
+final class BackgroundShare: @unchecked Sendable {
+    let process = Process()
+    let stdout: OutputCollector
+    let stderr: OutputCollector
+
+    init(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws {
+        process.executableURL = ShareBinary.url
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        stdout = OutputCollector(out)
+        stderr = OutputCollector(err)
+        if let stdin {
+            let input = Pipe()
+            process.standardInput = input
+            try process.run()
+            input.fileHandleForWriting.write(Data(stdin.utf8))
+            try? input.fileHandleForWriting.close()
+        } else {
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+        }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Waits for the process to exit within `timeout`; kills it if it does not.
+    @discardableResult
+    func wait(timeout: Double) -> Int32? {
+        let done = DispatchSemaphore(value: 0)
+        let process = self.process
+        DispatchQueue.global().async {
+            process.waitUntilExit()
+            done.signal()
+        }
+        if done.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            _ = done.wait(timeout: .now() + 5)
+            return nil
+        }
+        stdout.waitForClose(timeout: 2)
+        stderr.waitForClose(timeout: 2)
+        return process.terminationStatus
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        if wait(timeout: 10) == nil { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    deinit { stop() }
+}
+
+/// One device: a private config folder, removed at the end.
+final class TestDevice: @unchecked Sendable {
+    let directory: URL
+    let name: String
+
+    init(_ name: String) throws {
+        self.name = name
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-test-\(name)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let result = run(["id", "--name", name])
+        precondition(result.status == 0, "share id failed: \(result.stderr)")
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    var config: URL { directory.appendingPathComponent("config") }
+
+    var id: String { run(["id"]).stdout.split(separator: "\n").last.map(String.init) ?? "" }
+
+    /// Runs `share` with this device's config; bounded by `timeout`.
+    @discardableResult
+    func run(_ arguments: [String], stdin: String? = nil, timeout: Double = 60) -> CommandResult {
+        do {
+            let process = try BackgroundShare(withConfig(arguments), stdin: stdin)
+            let status = process.wait(timeout: timeout) ?? -9
+            return CommandResult(status: status, stdout: process.stdout.text, stderr: process.stderr.text)
+        } catch {
+            return CommandResult(status: -1, stdout: "", stderr: "\(error)")
+        }
+    }
+
+    func background(_ arguments: [String], stdin: String? = nil) throws -> BackgroundShare {
+        try BackgroundShare(withConfig(arguments), stdin: stdin)
+    }
+
+    func withConfig(_ arguments: [String]) -> [String] {
+        guard let first = arguments.first else { return arguments }
+        // Options go after the (sub)command path: `share trust add --config DIR …`.
+        var path = [first]
+        var rest = Array(arguments.dropFirst())
+        if first == "trust" || first == "profile" || first == "inbox", let sub = rest.first, !sub.hasPrefix("-") {
+            path.append(sub)
+            rest.removeFirst()
+        }
+        return path + ["--config", config.path] + rest
+    }
+
+    /// Starts this device's agent on a free port and returns it with the port.
+    func startAgent(_ extra: [String] = []) throws -> (BackgroundShare, Int) {
+        let agent = try background(["agent", "--port", "0", "--listen", "127.0.0.1"] + extra)
+        guard let line = agent.stdout.waitForLine(containing: "listening on port", timeout: 30),
+            let port = line.split(separator: " ").last.flatMap({ Int($0) })
+        else {
+            agent.stop()
+            throw TestFailure("agent did not start: \(agent.stderr.text)")
+        }
+        return (agent, port)
+    }
+
+    /// Trusts `other` under its name, optionally with an address and a relation flag.
+    func trust(_ other: TestDevice, address: String? = nil, flags: [String] = []) {
+        var args = ["trust", "add", other.id, "--name", other.name]
+        if let address { args += ["--address", address] }
+        let result = run(args + flags)
+        precondition(result.status == 0, "trust add failed: \(result.stderr)")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Resident memory of a process in KiB (from /proc).
+func residentKiB(_ pid: Int32) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "")
+    }
+    return nil
+}
