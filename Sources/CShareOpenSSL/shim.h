@@ -19,9 +19,10 @@ static inline int cshare_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version
     return (int)SSL_CTX_set_max_proto_version(ctx, version);
 }
 
-/// Options for our contexts: no renegotiation, no compression, no tickets (sessions are not resumed).
+/// Options for our contexts: no renegotiation, no compression, no tickets (sessions are not resumed), and the
+/// server's cipher order wins (AES-128-GCM first: fastest with AES-NI).
 static inline void cshare_SSL_CTX_set_secure_options(SSL_CTX *ctx) {
-    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);

@@ -1,0 +1,93 @@
+import Foundation
+import Glibc
+
+/// Runs an external tool with a time bound; returns status and combined output.
+@discardableResult
+func runTool(_ path: String, _ arguments: [String], stdin: Data? = nil, timeout: Double = 30,
+             currentDirectory: URL? = nil) -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    let collector = OutputCollector(pipe)
+    let input = Pipe()
+    process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+    do { try process.run() } catch { return (-1, "\(error)") }
+    if let stdin {
+        input.fileHandleForWriting.write(stdin)
+        try? input.fileHandleForWriting.close()
+    }
+    let done = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+        process.waitUntilExit()
+        done.signal()
+    }
+    if done.wait(timeout: .now() + timeout) == .timedOut {
+        kill(process.processIdentifier, SIGKILL)
+        _ = done.wait(timeout: .now() + 5)
+        collector.waitForClose(timeout: 2)
+        return (-9, collector.text)
+    }
+    collector.waitForClose(timeout: 2)
+    return (process.terminationStatus, collector.text)
+}
+
+/// A port that was free a moment ago (for tools that cannot pick their own).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A raw TCP client for hostile-input tests.
+final class RawClient {
+    let fd: Int32
+
+    init?(port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard ok == 0 else {
+            close(fd)
+            return nil
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+
+    /// Seconds until the peer closes (EOF or reset), or nil if it stays open for `timeout`.
+    func secondsUntilClosed(timeout: Double) -> Double? {
+        let start = Date()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date().timeIntervalSince(start) < timeout {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let remaining = timeout - Date().timeIntervalSince(start)
+            guard poll(&pfd, 1, Int32(max(1, remaining * 1000))) > 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return Date().timeIntervalSince(start) }
+        }
+        return nil
+    }
+}
