@@ -36,18 +36,22 @@ for round in 1 2 3; do
   wait
 done
 
-# The same bytes through the openssl command-line pair (same cipher, TLS 1.3, Ed25519 certificates).
-head -c "$BYTES" /dev/zero | tr '\0' 'Z' > "$WORK/payload"
+# The same bytes through the openssl command-line pair (same cipher, TLS 1.3, Ed25519 certificates). The pair never
+# ends on its own, so it is timed until the server has written every byte.
 openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null
 for round in 1 2 3; do
   OPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  # s_server stops at EOF on its stdin: keep it open for the length of the run.
-  openssl s_server -accept "$OPORT" -naccept 1 -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 -cert "$WORK/c" -key "$WORK/k" -quiet > /dev/null 2>"$WORK/s.err" < <(sleep 300) &
-  # Wait until it listens (a probing connection would use up its single accept).
+  openssl s_server -accept "$OPORT" -naccept 1 -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 -cert "$WORK/c" -key "$WORK/k" -quiet \
+    > "$WORK/received" 2>/dev/null < <(sleep 300) &
+  SPID=$!
   for _ in $(seq 100); do ss -ltnH "sport = :$OPORT" | grep -q . && break; sleep 0.05; done
   START=$(date +%s.%N)
-  openssl s_client -connect 127.0.0.1:$OPORT -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 -cert "$WORK/c" -key "$WORK/k" -quiet -no_ign_eof < "$WORK/payload" > /dev/null 2>&1
-  wait %%
+  head -c "$BYTES" /dev/zero | openssl s_client -connect 127.0.0.1:$OPORT -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 \
+    -cert "$WORK/c" -key "$WORK/k" -quiet > /dev/null 2>&1 &
+  CPID=$!
+  for _ in $(seq 24000); do [ "$(stat -c %s "$WORK/received")" -ge "$BYTES" ] && break; sleep 0.005; done
   END=$(date +%s.%N)
+  kill $CPID $SPID 2>/dev/null; wait $CPID $SPID 2>/dev/null || true
   python3 -c "b=$BYTES; t=$END-$START; print(f'openssl s_client -> s_server: {b>>20} MiB in {t:.2f} s = {b/t/1048576:.0f} MiB/s (TLS_AES_128_GCM_SHA256)')"
+  rm -f "$WORK/received"
 done

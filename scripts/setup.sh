@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test share. Safe to run repeatedly.
 set -euo pipefail
-packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2)
+packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2 bc)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,12 @@ static inline void cshare_SSL_CTX_set_secure_options(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 }
 
+/// Read whole socket buffers at once rather than one record header and body at a time (fewer system calls).
+static inline void cshare_SSL_CTX_set_read_ahead(SSL_CTX *ctx, size_t buffer) {
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, buffer);
+}
+
 static inline long cshare_BIO_get_mem_data(BIO *bio, char **data) {
     return BIO_get_mem_data(bio, data);
 }

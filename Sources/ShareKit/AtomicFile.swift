@@ -3,9 +3,10 @@ import Glibc
 
 /// Writes files so that a reader sees either the old contents or the new, never a mix, even after a crash.
 public enum AtomicFile {
-    /// Writes `data` to a temporary file beside `url` with `mode`, flushes it to disk, renames it over `url`, and
-    /// flushes the directory.
-    public static func write(_ data: Data, to url: URL, mode: mode_t = 0o644) throws {
+    /// Writes `data` to a temporary file beside `url` with `mode` and renames it over `url`. With `durable` (the
+    /// default) the file and its directory are flushed to disk too, so the new contents survive a power loss;
+    /// without it they survive a crash of the process (the kernel still holds them).
+    public static func write(_ data: Data, to url: URL, mode: mode_t = 0o644, durable: Bool = true) throws {
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
@@ -27,10 +28,12 @@ public enum AtomicFile {
                     done += n
                 }
             }
-            guard fchmod(fd, mode) == 0, fsync(fd) == 0 else { throw posixError("cannot flush \(url.path)") }
+            guard fchmod(fd, mode) == 0 else { throw posixError("cannot set the mode of \(url.path)") }
+            if durable, fsync(fd) != 0 { throw posixError("cannot flush \(url.path)") }
         }
         guard rename(temporary.path, url.path) == 0 else { throw posixError("cannot replace \(url.path)") }
         ok = true
+        guard durable else { return }
         let dirfd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirfd >= 0 {
             fsync(dirfd)

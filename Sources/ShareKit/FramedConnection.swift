@@ -3,17 +3,21 @@ import ShareProtocol
 import ShareTLS
 
 /// Frames over one TLS connection: buffered reads, whole-frame writes, typed messages. Confined to one thread.
+///
+/// Binary frames (file chunks) are read straight into the caller's chunk buffer, so received file bytes are copied
+/// once (decryption) before they are hashed and written.
 public final class FramedConnection: @unchecked Sendable {  // driven by one thread at a time
     public let tls: TLSConnection
-    private var decoder = FrameDecoder()
-    private var readBuffer: [UInt8]
     /// Where the peer connected from or to.
     public let remoteAddress: String
+    private var pending: [UInt8]
+    private var start = 0
+    private var end = 0
 
-    public init(tls: TLSConnection, remoteAddress: String, readBufferSize: Int = 256 << 10) {
+    public init(tls: TLSConnection, remoteAddress: String, readBufferSize: Int = 64 << 10) {
         self.tls = tls
         self.remoteAddress = remoteAddress
-        self.readBuffer = [UInt8](repeating: 0, count: readBufferSize)
+        pending = [UInt8](repeating: 0, count: readBufferSize)
     }
 
     /// Receive/send timeout for the underlying socket (0 = none).
@@ -27,15 +31,52 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         try send(MessageCoding.frame(type, message))
     }
 
-    /// The next frame. A clean close before a complete frame is a `connectionLost` error.
+    /// What arrived: a control frame, or a binary frame whose data now fills `chunk[0..<length]`.
+    public enum Incoming {
+        case control(Frame)
+        case binary(FrameType, ChunkHeader, length: Int)
+    }
+
+    /// The next frame. Binary frames are read into `chunk` (grown if needed, never beyond the frame limit).
+    public func receive(chunk: inout [UInt8]) throws -> Incoming {
+        try fill(Limits.frameHeaderSize)
+        let (type, length) = try FrameDecoder.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])
+        start += Limits.frameHeaderSize
+        guard type.isBinary else {
+            var payload = [UInt8]()
+            payload.reserveCapacity(length)
+            try read(length) { payload.append(contentsOf: $0) }
+            return .control(Frame(type: type, payload: payload))
+        }
+        guard length >= ChunkHeader.size else { throw ProtocolError(.badMessage, "\(type) frame shorter than its header") }
+        try fill(ChunkHeader.size)
+        let header = try ChunkHeader.parse(pending[start..<(start + ChunkHeader.size)])
+        start += ChunkHeader.size
+        let dataLength = length - ChunkHeader.size
+        if chunk.count < dataLength { chunk = [UInt8](repeating: 0, count: dataLength) }
+        // First what is already buffered, then straight from TLS into the chunk buffer.
+        let buffered = min(end - start, dataLength)
+        if buffered > 0 {
+            chunk.replaceSubrange(0..<buffered, with: pending[start..<(start + buffered)])
+            start += buffered
+        }
+        var filled = buffered
+        while filled < dataLength {
+            let n = try tls.read(into: &chunk, offset: filled, count: dataLength - filled)
+            if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection in the middle of a chunk") }
+            filled += n
+        }
+        return .binary(type, header, length: dataLength)
+    }
+
+    /// The next frame as a whole (binary data copied into the frame); for callers that expect control messages.
     public func receive() throws -> Frame {
-        while true {
-            if let frame = try decoder.next() { return frame }
-            let count = try tls.read(into: &readBuffer, count: readBuffer.count)
-            if count == 0 {
-                throw TLSError(.connectionLost, "the peer closed the connection")
-            }
-            decoder.append(readBuffer[0..<count])
+        var chunk: [UInt8] = []
+        switch try receive(chunk: &chunk) {
+        case .control(let frame):
+            return frame
+        case .binary(let type, let header, let length):
+            return Frame(type: type, payload: header.encoded() + chunk[0..<length])
         }
     }
 
@@ -47,6 +88,39 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             throw ProtocolError(.badMessage, "expected \(type), the peer sent \(frame.type)")
         }
         return try MessageCoding.decode(T.self, from: frame)
+    }
+
+    /// Ensures `count` bytes are buffered (count ≤ buffer size).
+    private func fill(_ count: Int) throws {
+        if end - start >= count { return }
+        if start > 0 {
+            pending.replaceSubrange(0..<(end - start), with: pending[start..<end])
+            end -= start
+            start = 0
+        }
+        while end < count {
+            let n = try tls.read(into: &pending, offset: end, count: pending.count - end)
+            if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection") }
+            end += n
+        }
+    }
+
+    /// Consumes `count` bytes, handing them to `sink` piece by piece.
+    private func read(_ count: Int, _ sink: (ArraySlice<UInt8>) -> Void) throws {
+        var remaining = count
+        while remaining > 0 {
+            if start == end {
+                start = 0
+                end = 0
+                let n = try tls.read(into: &pending, offset: 0, count: pending.count)
+                if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection") }
+                end = n
+            }
+            let take = min(remaining, end - start)
+            sink(pending[start..<(start + take)])
+            start += take
+            remaining -= take
+        }
     }
 
     /// Reports `error` to the peer (best effort) and closes politely.

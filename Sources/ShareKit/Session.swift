@@ -129,7 +129,7 @@ public enum SessionErrors {
                 return ShareError(.unavailable, "\(peer): \(error.message)")
             case .storage:
                 return ShareError(.ioError, "\(peer): \(error.message)")
-            case .cancelled, .internalError:
+            case .cancelled, .internalError, .sourceChanged:
                 return ShareError(.interrupted, "\(peer): \(error.message)")
             }
         default:

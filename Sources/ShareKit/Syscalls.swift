@@ -219,3 +219,48 @@ public enum Syscalls {
     /// Stops a blocking accept/read on `fd` from another thread.
     public static func shutdownSocket(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 }
+
+extension Syscalls {
+    /// Reads up to `count` bytes at `offset` into the start of `buffer`; returns the number read (0 at end of file).
+    public static func pread(_ fd: Int32, into buffer: inout [UInt8], count: Int, offset: Int64) throws -> Int {
+        precondition(count <= buffer.count)
+        var done = 0
+        while done < count {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                Glibc.pread(fd, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure("read")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    public static func pwriteAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>, offset: Int64) throws {
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let n = Glibc.pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(offset) + off_t(done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw failure("write")
+                }
+                done += n
+            }
+        }
+    }
+
+    /// Bytes available to an unprivileged user on the file system holding `path`.
+    public static func freeSpace(_ path: String) -> UInt64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return UInt64(info.f_bavail) * UInt64(info.f_frsize)
+    }
+
+    /// Whether standard output is a terminal.
+    public static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+}

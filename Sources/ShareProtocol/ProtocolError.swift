@@ -23,6 +23,8 @@ public struct ProtocolError: Error, Sendable, Equatable, Codable, CustomStringCo
         case cancelled = "cancelled"
         /// The receiver's disk is full or it cannot write.
         case storage = "storage"
+        /// The source changed while it was being sent; the receiver discards the partial.
+        case sourceChanged = "source-changed"
         /// Pairing was declined.
         case pairingDeclined = "pairing-declined"
         /// Something else went wrong on the peer.

@@ -73,17 +73,21 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
 
     /// Writes all of `bytes`.
     public func write(_ bytes: some ContiguousBytes) throws {
-        try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < raw.count {
-                ERR_clear_error()
-                let result = SSL_write(ssl, raw.baseAddress! + done, Int32(clamping: raw.count - done))
-                if result > 0 {
-                    done += Int(result)
-                    continue
-                }
-                throw classify(result, during: "write")
+        try bytes.withUnsafeBytes { raw in try write(raw) }
+    }
+
+    /// Writes all of `raw` (for memory the caller maps, such as a file region).
+    public func write(_ raw: UnsafeRawBufferPointer) throws {
+        guard let base = raw.baseAddress else { return }
+        var done = 0
+        while done < raw.count {
+            ERR_clear_error()
+            let result = SSL_write(ssl, base + done, Int32(clamping: raw.count - done))
+            if result > 0 {
+                done += Int(result)
+                continue
             }
+            throw classify(result, during: "write")
         }
     }
 

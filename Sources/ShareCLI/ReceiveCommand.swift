@@ -1,0 +1,160 @@
+import ArgumentParser
+import CoreTransferable
+import Dispatch
+import Foundation
+import ShareKit
+import ShareTLS
+
+struct ReceiveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "receive",
+        abstract: "Wait for one sending session from a trusted device and receive its items.",
+        discussion: """
+            The accept list (most wanted first) decides what each item becomes; by default anything is accepted as the
+            sender's first representation. Text and URLs are printed; everything else is saved in --into, under a
+            partial name until its digest matches, never overwriting (name (2).ext). An interrupted item resumes when
+            the same send runs again.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+    @OptionGroup var declarations: DeclarationOptions
+
+    @Option(help: "Port to listen on (0 picks one and prints it).")
+    var port = 0
+
+    @Option(help: "Address to listen on.")
+    var listen = "::"
+
+    @Option(help: ArgumentHelp("Accept only this device (name or ID).", valueName: "peer"))
+    var from: String?
+
+    @Option(help: ArgumentHelp("Folder to save into.", valueName: "dir"))
+    var into = "."
+
+    @Option(parsing: .upToNextOption, help: ArgumentHelp("Accepted types, most wanted first.", valueName: "uti"))
+    var accept: [String] = []
+
+    @Option(help: ArgumentHelp("Largest item accepted (e.g. 10M).", valueName: "size"))
+    var maxSize: String?
+
+    @Option(help: "Hours after which an unfinished partial is removed.")
+    var partialMaxAge: Double = 24
+
+    @Option(help: "Seconds to wait for a sender (0 = forever).")
+    var timeout: Double = 0
+
+    @Flag(help: "Flush each item to disk before completing it (slower; survives a power loss right after).")
+    var fsync = false
+
+    func validate() throws {
+        if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size like 10M") }
+        guard partialMaxAge > 0 else { throw ValidationError("--partial-max-age must be positive") }
+    }
+
+    func run() throws {
+        try ShareCLI.run {
+            try declarations.load()
+            let local = try device.loadDevice()
+            let trust = try device.loadTrust()
+            let limit = maxSize.flatMap(parseSize)
+            var entries = try accept.map { AcceptedType(try parseType($0), maxSize: limit) }
+            if entries.isEmpty { entries = [AcceptedType(.item, maxSize: limit)] }
+            let custom = UTType.registeredTypes.customDeclarations
+            var options = ReceiveOptions(
+                directory: URL(fileURLWithPath: into, isDirectory: true).standardizedFileURL,
+                accept: AcceptList(entries, declarations: custom), maxSize: limit)
+            options.partialMaxAge = partialMaxAge * 3600
+            options.durable = fsync
+            var only: DeviceID?
+            if let from {
+                guard let peer = trust.find(from) else {
+                    throw ShareError(.usage, "no trusted device is called '\(from)' (see: share trust list)")
+                }
+                only = peer.id
+            }
+            let progress = output.progress
+            let onlyDevice = only
+            let acceptList = options.accept
+            let receiver = try ReceiveSession(options: options, progress: progress)
+            let outcome = SessionOutcome()
+            let trustCache = try TrustCache(file: local.paths.trustFile)
+            let listener = try Listener(
+                device: local, host: listen, port: port,
+                verifier: { id in onlyDevice.map { $0 == id } ?? trustCache.isTrusted(id) },
+                hello: { ReceiveSession.hello(name: local.name, accept: acceptList) }
+            ) { session in
+                guard outcome.claim() else {
+                    session.connection.fail(with: .init(.refused, "this receiver is busy with another sender"))
+                    return
+                }
+                let name = trustCache.store.device(session.peerID)?.name ?? session.peerHello.name
+                do {
+                    outcome.finish(.success(try receiver.serve(session, peerName: name)))
+                } catch {
+                    outcome.finish(.failure(SessionErrors.describe(error, peer: name, localID: local.id)))
+                }
+            }
+            listener.start()
+            if !output.quiet {
+                progress.note("share receive: \(local.name) waiting on port \(listener.port)", event: "listening", fields: ["port": listener.port])
+            }
+            let result = outcome.wait(timeout: timeout)
+            listener.stop(grace: 1)
+            guard let result else { throw ShareError(.unavailable, "no sender came within \(Int(timeout)) s") }
+            let report = try result.get()
+            if !report.refused.isEmpty {
+                throw ShareError(.refused, "refused \(report.refused.count) item(s): " + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
+            }
+        }
+    }
+}
+
+/// The one session a `share receive` serves, and its result.
+final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
+    private let condition = NSCondition()
+    private var claimed = false
+    private var result: Result<ReceiveReport, Error>?
+
+    func claim() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if claimed { return false }
+        claimed = true
+        return true
+    }
+
+    func finish(_ value: Result<ReceiveReport, Error>) {
+        condition.lock()
+        result = value
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits for the result, SIGINT/SIGTERM (an error), or the timeout (nil).
+    func wait(timeout: Double) -> Result<ReceiveReport, Error>? {
+        let interrupt = DispatchQueue(label: "share.receive.signals")
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: interrupt) }
+        for source in sources {
+            source.setEventHandler { [self] in
+                finish(.failure(ShareError(.interrupted, "stopped before the transfer finished; partial items are kept for a resume")))
+            }
+            source.resume()
+        }
+        defer { sources.forEach { $0.cancel() } }
+        condition.lock()
+        defer { condition.unlock() }
+        // NSCondition.wait(until: .distantFuture) traps on Linux: wait without a deadline when there is none.
+        let deadline = timeout > 0 ? Date().addingTimeInterval(timeout) : nil
+        while result == nil {
+            if let deadline {
+                if !condition.wait(until: deadline) { break }
+            } else {
+                condition.wait()
+            }
+        }
+        return result
+    }
+}

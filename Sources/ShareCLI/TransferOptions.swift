@@ -1,0 +1,52 @@
+import ArgumentParser
+import CoreTransferable
+import Foundation
+import ShareKit
+
+/// Output options shared by send and receive.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print nothing but errors (and received text).")
+    var quiet = false
+
+    @Flag(help: "Print one JSON object per line (events and progress).")
+    var json = false
+
+    var progress: ProgressReporter { ProgressReporter.automatic(quiet: quiet, json: json) }
+}
+
+/// Type declaration files to load before anything is typed or negotiated.
+struct DeclarationOptions: ParsableArguments {
+    @Option(name: .customLong("declarations"), help: ArgumentHelp("An Info.plist-style or JSON file declaring custom types (repeatable).", valueName: "file"))
+    var files: [String] = []
+
+    func load() throws {
+        for file in files {
+            do {
+                try UTType.registerDeclarations(contentsOf: URL(fileURLWithPath: file))
+            } catch {
+                throw ShareError(.dataError, "\(error)")
+            }
+        }
+    }
+}
+
+/// Sizes like `512`, `64K`, `10M`, `1.5G` (powers of 1024).
+func parseSize(_ text: String) -> UInt64? {
+    let units: [Character: Double] = ["K": 1024, "M": 1_048_576, "G": 1_073_741_824, "T": 1_099_511_627_776]
+    var body = text.uppercased()
+    if body.hasSuffix("IB") { body.removeLast(2) } else if body.hasSuffix("B") { body.removeLast() }
+    var factor = 1.0
+    if let last = body.last, let unit = units[last] {
+        factor = unit
+        body.removeLast()
+    }
+    guard let value = Double(body), value >= 0, value.isFinite else { return nil }
+    return UInt64(value * factor)
+}
+
+/// A type named on the command line: a declared identifier, or an extension.
+func parseType(_ text: String) throws -> UTType {
+    if let type = UTType(text) { return type }
+    if !text.contains("."), let type = UTType(filenameExtension: text), !type.isDynamic { return type }
+    throw ShareError(.usage, "unknown type '\(text)'; use a declared identifier such as public.plain-text, or declare it with --declarations FILE")
+}

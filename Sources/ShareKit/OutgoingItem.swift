@@ -1,0 +1,128 @@
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareTLS
+
+/// What an exporter produced for the chosen representation.
+public enum ProducedPayload: Sendable {
+    case data(Data)
+    case file(URL)
+}
+
+/// One representation a sender can offer, with the closure that produces it (run only if it is chosen).
+public struct OutgoingRepresentation: Sendable {
+    public var offered: OfferedRepresentation
+    public var produce: @Sendable () async throws -> ProducedPayload
+
+    public init(offered: OfferedRepresentation, produce: @escaping @Sendable () async throws -> ProducedPayload) {
+        self.offered = offered
+        self.produce = produce
+    }
+}
+
+/// An item to send: a stable id, a label, ordered representations, declarations of custom types, a version.
+public struct OutgoingItem: Sendable {
+    public var id: String
+    public var label: String
+    public var representations: [OutgoingRepresentation]
+    public var declarations: [UTTypeDeclaration]
+    public var version: String?
+
+    public var offerItem: OfferItem {
+        OfferItem(id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
+                  version: version)
+    }
+
+    /// A file from disk, typed by its extension (dynamic when unknown) or by `type`. Its id is stable for the same
+    /// path, and its version (size, modification time, inode) tells a receiver whether a partial still matches.
+    public static func file(_ url: URL, type: UTType? = nil) throws -> OutgoingItem {
+        let path = url.standardizedFileURL.resolvingSymlinksInPath().path
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw ShareError(.noInput, "\(url.path): \(String(cString: strerror(errno))); check the path")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw ShareError(.noInput, "\(url.path) is not a regular file")
+        }
+        guard access(path, R_OK) == 0 else { throw ShareError(.noInput, "\(url.path) is not readable") }
+        let name = url.lastPathComponent
+        let contentType = type ?? (url.pathExtension.isEmpty ? nil : UTType(filenameExtension: url.pathExtension)) ?? .data
+        let version = fileVersion(info)
+        let offered = OfferedRepresentation(
+            contentType: contentType.identifier, kind: .file, size: UInt64(info.st_size), suggestedFileName: name)
+        let fileURL = URL(fileURLWithPath: path)
+        return OutgoingItem(
+            id: stableID("file:" + path), label: name,
+            representations: [OutgoingRepresentation(offered: offered) { .file(fileURL) }],
+            declarations: customDeclarations(for: [contentType]), version: version)
+    }
+
+    static func fileVersion(_ info: stat) -> String {
+        "\(info.st_size)-\(info.st_mtim.tv_sec)\(String(format: "%09d", info.st_mtim.tv_nsec))-\(info.st_ino)"
+    }
+
+    /// The current version string of a file, or nil if it is gone.
+    static func currentVersion(of url: URL) -> String? {
+        var info = stat()
+        guard stat(url.path, &info) == 0 else { return nil }
+        return fileVersion(info)
+    }
+
+    /// Any `Transferable` value: its representations visible to a peer with `relation`, in order.
+    public static func transferable<T: Transferable>(_ value: T, label: String, relation: PeerRelation,
+                                                      id: String = UUID().uuidString) -> OutgoingItem {
+        let entries = value.offeredRepresentations(for: relation)
+        let representations = entries.map { entry in
+            OutgoingRepresentation(
+                offered: OfferedRepresentation(
+                    contentType: entry.contentType.identifier, kind: entry.payload == .file ? .file : .data,
+                    size: nil, suggestedFileName: entry.suggestedFileName(for: value))
+            ) {
+                switch try await entry.export(value) {
+                case .data(let data): return .data(data)
+                case .file(let sent): return .file(sent.file)
+                }
+            }
+        }
+        return OutgoingItem(id: id, label: label, representations: representations,
+                            declarations: customDeclarations(for: entries.map(\.contentType)), version: nil)
+    }
+
+    /// Declarations of the non-system types among `types` and their custom ancestors, so the receiver can evaluate
+    /// conformance for types it has never seen.
+    static func customDeclarations(for types: [UTType]) -> [UTTypeDeclaration] {
+        let table = UTType.registeredTypes
+        var result: [UTTypeDeclaration] = []
+        var seen: Set<String> = []
+        var pending = types.map(\.identifier)
+        while let id = pending.popLast() {
+            guard seen.insert(id).inserted, let declaration = table.declaration(of: id), declaration.kind != .system
+            else { continue }
+            result.append(declaration)
+            pending += declaration.conformsTo
+        }
+        return result
+    }
+
+    /// 32 hex characters derived from `text`.
+    static func stableID(_ text: String) -> String {
+        String(SHA256Hasher.hash(Array(text.utf8)).hexString.prefix(32))
+    }
+}
+
+/// Runs async work from a dedicated (non-pool) thread and waits for it.
+func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = AwaitBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return try box.result!.get()
+}
+
+/// Written once before the semaphore is signalled, read after.
+private final class AwaitBox<T>: @unchecked Sendable {
+    var result: Result<T, Error>?
+}

@@ -1,0 +1,156 @@
+import Foundation
+
+/// What the user sees while items move: a redrawn line on a terminal, periodic plain lines otherwise, JSON events
+/// for scripts, or nothing.
+public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
+    public enum Mode: Sendable { case terminal, lines, json, quiet }
+
+    public let mode: Mode
+    private let lock = NSLock()
+    private var label = ""
+    private var itemNumber = 0
+    private var itemCount = 0
+    private var itemTotal: UInt64?
+    private var itemDone: UInt64 = 0
+    private var sessionTotal: UInt64 = 0
+    private var sessionDone: UInt64 = 0
+    private var moved: UInt64 = 0
+    private var itemStart = ContinuousClock.now
+    private var lastDraw = ContinuousClock.now
+    private var lineOpen = false
+
+    public init(mode: Mode) {
+        self.mode = mode
+    }
+
+    /// Terminal when stdout is one, plain lines otherwise.
+    public static func automatic(quiet: Bool, json: Bool) -> ProgressReporter {
+        ProgressReporter(mode: json ? .json : quiet ? .quiet : Syscalls.stdoutIsTerminal ? .terminal : .lines)
+    }
+
+    /// A line of narrative (what was offered, chosen, why).
+    public func note(_ text: String, event: String, fields: [String: Any] = [:]) {
+        lock.lock()
+        defer { lock.unlock() }
+        switch mode {
+        case .quiet: return
+        case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
+        case .terminal, .lines:
+            clearLine()
+            write(text + "\n")
+        }
+    }
+
+    /// Prints a received text or URL (always, even when quiet: it is the output).
+    public func output(_ text: String, fields: [String: Any] = [:]) {
+        lock.lock()
+        defer { lock.unlock() }
+        if mode == .json {
+            emit(["event": "received-text", "text": text].merging(fields) { a, _ in a })
+        } else {
+            clearLine()
+            write(text.hasSuffix("\n") ? text : text + "\n")
+        }
+    }
+
+    public func setSessionTotal(_ bytes: UInt64, count: Int) {
+        lock.lock()
+        sessionTotal = bytes
+        itemCount = count
+        lock.unlock()
+    }
+
+    public func startItem(_ label: String, number: Int, total: UInt64?, alreadyHeld: UInt64) {
+        lock.lock()
+        defer { lock.unlock() }
+        self.label = label
+        itemNumber = number
+        itemTotal = total
+        itemDone = alreadyHeld
+        sessionDone += alreadyHeld
+        moved = 0
+        itemStart = ContinuousClock.now
+        // The first line comes after one interval: small items finish without any progress noise.
+        lastDraw = ContinuousClock.now
+    }
+
+    public func advance(_ bytes: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        itemDone += UInt64(bytes)
+        sessionDone += UInt64(bytes)
+        moved += UInt64(bytes)
+        let now = ContinuousClock.now
+        let interval: Duration = mode == .terminal ? .milliseconds(100) : .seconds(1)
+        guard now - lastDraw >= interval else { return }
+        lastDraw = now
+        draw(now)
+    }
+
+    public func finishItem() {
+        lock.lock()
+        defer { lock.unlock() }
+        if mode == .terminal { draw(ContinuousClock.now) }
+        clearLine()
+    }
+
+    private func draw(_ now: ContinuousClock.Instant) {
+        let seconds = max((now - itemStart).seconds, 0.001)
+        let rate = Double(moved) / seconds
+        let percent = itemTotal.map { $0 == 0 ? 100 : Double(itemDone) * 100 / Double($0) }
+        var left = ""
+        if let total = itemTotal, rate > 0, total >= itemDone {
+            left = " " + Self.duration(Double(total - itemDone) / rate) + " left"
+        }
+        let sizeText = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
+        let overall = sessionTotal > 0 ? String(format: " | total %.0f%%", Double(sessionDone) * 100 / Double(sessionTotal)) : ""
+        let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
+        switch mode {
+        case .terminal:
+            let text = "\(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)"
+            write("\r\u{1B}[K" + text)
+            lineOpen = true
+        case .lines:
+            write("progress: \(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)\n")
+        case .json:
+            var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
+            if let total = itemTotal { fields["total"] = total }
+            emit(fields)
+        case .quiet:
+            break
+        }
+    }
+
+    private func clearLine() {
+        if lineOpen {
+            write("\r\u{1B}[K")
+            lineOpen = false
+        }
+    }
+
+    private func emit(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        write(String(decoding: data, as: UTF8.self) + "\n")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    public static func bytes(_ count: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "?" }
+        let s = Int(seconds.rounded())
+        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    }
+}

@@ -1,0 +1,216 @@
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareTLS
+
+public struct ReceiveOptions: Sendable {
+    /// Where items are saved.
+    public var directory: URL
+    /// What this receiver accepts, in order.
+    public var accept: AcceptList
+    /// Largest item accepted.
+    public var maxSize: UInt64?
+    /// Text and URLs up to this size are printed rather than saved.
+    public var printLimit = 1 << 20
+    /// Partials not touched for this long are removed when a session starts.
+    public var partialMaxAge: TimeInterval = 24 * 3600
+    /// Flush each completed item to disk before it is moved into place (survives a power loss right after).
+    public var durable = false
+
+    public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
+        self.directory = directory
+        self.accept = accept
+        self.maxSize = maxSize
+    }
+
+    /// Accept anything, the sender's first representation first.
+    public static let everything = AcceptList([AcceptedType(.item)])
+}
+
+/// What happened to each offered item.
+public struct ReceiveReport: Sendable {
+    public var saved: [URL] = []
+    public var printed: [String] = []
+    public var refused: [(label: String, reason: String)] = []
+    public var bytesReceived: UInt64 = 0
+    public var bytesAlreadyHeld: UInt64 = 0
+}
+
+/// Drives `ReceiverMachine` over one authenticated session: negotiates, resumes partials, verifies every chunk and
+/// the whole item, and moves only verified items into place.
+public final class ReceiveSession: @unchecked Sendable {  // used by one thread
+    let options: ReceiveOptions
+    let progress: ProgressReporter
+    let store: PartialStore
+    private var report = ReceiveReport()
+    private var incoming: IncomingItem?
+
+    public init(options: ReceiveOptions, progress: ProgressReporter) throws {
+        self.options = options
+        self.progress = progress
+        store = try PartialStore(directory: options.directory)
+    }
+
+    /// The hello this receiver answers with: its name and accept list.
+    public static func hello(name: String, accept: AcceptList) -> Hello {
+        Hello(name: name, role: .cli, accept: accept)
+    }
+
+    public func serve(_ session: Session, peerName: String) throws -> ReceiveReport {
+        store.removeStale(maxAge: options.partialMaxAge)
+        let policy = ReceiverMachine.Policy(
+            maxItemSize: options.maxSize, freeSpace: Syscalls.freeSpace(options.directory.path))
+        var machine = ReceiverMachine(negotiator: Negotiator(accept: options.accept), policy: policy)
+        let hasher = SHA256Hasher()
+        var peerFailed = false
+        do {
+            var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let incomingFrame = try session.connection.receive(chunk: &chunk)
+                var actions: [ReceiverMachine.Action]
+                let frame: Frame
+                switch incomingFrame {
+                case .binary(_, let header, let length):
+                    let data = chunk[0..<length]
+                    hasher.update(data)
+                    guard hasher.finalize() == header.digest else {
+                        throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
+                    }
+                    actions = try machine.receivedChunk(index: header.index, length: length)
+                    for case .write(let index) in actions {
+                        try incoming?.write(index: index, bytes: data, digest: header.digest)
+                        report.bytesReceived += UInt64(length)
+                        progress.advance(length)
+                    }
+                    continue
+                case .control(let control):
+                    frame = control
+                }
+                switch frame.type {
+                case .offer:
+                    actions = try machine.received(MessageCoding.decode(Offer.self, from: frame))
+                case .done:
+                    actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
+                case .bye:
+                    actions = try machine.receivedBye()
+                case .error:
+                    let error = MessageCoding.peerError(from: frame)
+                    peerFailed = true
+                    if error.code == .sourceChanged {
+                        incoming?.discard()
+                        incoming = nil
+                    }
+                    throw error
+                default:
+                    throw ProtocolError(.badMessage, "the sender sent \(frame.type) out of place")
+                }
+                if try perform(actions, machine: &machine, session: session, peerName: peerName, peerID: session.peerID) {
+                    return report
+                }
+            }
+        } catch let error as ProtocolError {
+            machine.failed()
+            incoming?.suspend()
+            if !peerFailed { session.connection.fail(with: error) }
+            throw error
+        } catch {
+            machine.failed()
+            incoming?.suspend()
+            throw error
+        }
+    }
+
+    /// Performs actions; returns true when the session is complete.
+    private func perform(_ actions: [ReceiverMachine.Action], machine: inout ReceiverMachine, session: Session,
+                         peerName: String, peerID: DeviceID) throws -> Bool {
+        var queue = actions
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            switch action {
+            case .sendSelect(let select):
+                let offer = machine.offer!
+                var total: UInt64 = 0
+                for (item, choice) in zip(offer.items, select.choices) {
+                    let types = item.representations.map(\.contentType).joined(separator: ", ")
+                    if let index = choice.representation {
+                        total += item.representations[index].size ?? 0
+                        progress.note("from \(peerName): \(item.label): offered \(types); chose \(item.representations[index].contentType) — \(choice.reason)",
+                                      event: "chosen", fields: ["item": item.label, "type": item.representations[index].contentType, "offered": item.representations.map(\.contentType)])
+                    } else {
+                        report.refused.append((item.label, choice.reason))
+                        progress.note("from \(peerName): \(item.label): offered \(types); refused — \(choice.reason)",
+                                      event: "refused", fields: ["item": item.label, "reason": choice.reason])
+                    }
+                }
+                progress.setSessionTotal(total, count: select.choices.filter { $0.representation != nil }.count)
+                try session.connection.send(.select, select)
+            case .prepare(let index, let representation):
+                let offer = machine.offer!
+                let item = offer.items[index]
+                let chosen = item.representations[representation]
+                let opened = try store.open(sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize)
+                incoming = opened
+                let held = opened.verifiedBytes(size: chosen.size)
+                report.bytesAlreadyHeld += held
+                if held > 0 {
+                    progress.note("resuming \(item.label): \(ProgressReporter.bytes(held)) already verified", event: "resume",
+                                  fields: ["item": item.label, "held": held])
+                }
+                progress.startItem(item.label, number: index + 1, total: chosen.size, alreadyHeld: held)
+                queue = try machine.prepared(verified: opened.verified) + queue
+            case .sendResume(let resume):
+                try session.connection.send(.resume, resume)
+            case .write:
+                break
+            case .verify(let index, let done):
+                progress.finishItem()
+                let ack = try finish(item: machine.offer!.items[index], representation: machine.choices[index].representation!, done: done)
+                queue = try machine.verified(ack) + queue
+            case .sendAck(let ack):
+                try session.connection.send(.ack, ack)
+            case .complete:
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Verifies the whole item and stores it: small text and URLs are printed, everything else is saved.
+    private func finish(item: OfferItem, representation: Int, done: Done) throws -> Ack {
+        guard let incoming else { throw ProtocolError(.internalError, "no item in progress") }
+        self.incoming = nil
+        let chosen = item.representations[representation]
+        let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
+        let printable = type.map { $0.conforms(to: .plainText) || $0.conforms(to: .url) } ?? false
+        if printable, done.size <= UInt64(options.printLimit) {
+            let received = try incoming.complete(done: done, name: ".share-text-\(UUID().uuidString)", durable: false)
+            defer { try? FileManager.default.removeItem(at: received) }
+            let data = (try? Data(contentsOf: received)) ?? Data()
+            if let text = String(data: data, encoding: .utf8) {
+                report.printed.append(text)
+                progress.output(text, fields: ["item": item.label, "type": chosen.contentType])
+                return Ack(item: item.id, outcome: "printed")
+            }
+            // Not UTF-8 after all: keep it as a file.
+            let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "text")
+            let target = FileNamesOnDisk.unique(withExtension(name, type), in: options.directory)
+            try FileManager.default.moveItem(at: received, to: target)
+            return saved(target, item: item)
+        }
+        var name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item")
+        name = withExtension(name, type)
+        let target = try incoming.complete(done: done, name: name, durable: options.durable)
+        return saved(target, item: item)
+    }
+
+    private func saved(_ target: URL, item: OfferItem) -> Ack {
+        report.saved.append(target)
+        progress.note("saved \(item.label) as \(target.path)", event: "saved", fields: ["item": item.label, "path": target.path])
+        return Ack(item: item.id, outcome: "saved", savedAs: target.lastPathComponent)
+    }
+
+    private func withExtension(_ name: String, _ type: UTType?) -> String {
+        guard (name as NSString).pathExtension.isEmpty, let ext = type?.preferredFilenameExtension else { return name }
+        return name + "." + ext
+    }
+}

@@ -1,0 +1,279 @@
+import CoreTransferable
+import Foundation
+import Glibc
+import ShareProtocol
+import ShareTLS
+
+/// What happened to each item of a send.
+public struct SendReport: Sendable {
+    public var delivered: [(label: String, ack: Ack)] = []
+    public var refused: [(label: String, reason: String)] = []
+    /// Chunk bytes sent in this session (resent bytes included).
+    public var bytesSent: UInt64 = 0
+    /// Bytes the receiver already held when each item started.
+    public var bytesSkipped: UInt64 = 0
+    public var seconds: Double = 0
+}
+
+public struct SendOptions: Sendable {
+    /// Bytes per chunk (1 MiB: see docs/PROTOCOL.md for the measurements behind it).
+    public var chunkSize = 1 << 20
+    public var timeouts = SessionTimeouts()
+    public init() {}
+}
+
+/// Drives `SenderMachine` over one session: offers the items, streams what the receiver chose and lacks, checks
+/// that each source did not change, and reports.
+public final class SendSession: @unchecked Sendable {  // used by one thread
+    let device: LocalDevice
+    let progress: ProgressReporter
+    let options: SendOptions
+    private var buffer: [UInt8]
+    private var report = SendReport()
+
+    public init(device: LocalDevice, progress: ProgressReporter, options: SendOptions = SendOptions()) {
+        self.device = device
+        self.progress = progress
+        self.options = options
+        buffer = [UInt8](repeating: 0, count: options.chunkSize)
+    }
+
+    /// Connects to `target` and sends the items `makeItems` builds for the peer's relation.
+    public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws -> SendReport {
+        let start = ContinuousClock.now
+        let session = try SessionOpener.connect(
+            from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
+            verifier: target.verifier(trust: trust), timeouts: options.timeouts)
+        defer { session.connection.close() }
+        let peerName = trust.device(session.peerID)?.name ?? session.peerHello.name
+        do {
+            guard session.peerHello.accept != nil else {
+                throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
+            }
+            let relation = trust.device(session.peerID).map { Self.relation($0.relation) } ?? .trusted
+            let items = try makeItems(relation)
+            try exchange(session, items: items, peerName: peerName)
+        } catch let error as ShareError {
+            throw error
+        } catch let error as ProtocolError where error.code == .sourceChanged {
+            session.connection.fail(with: error)
+            throw ShareError(.interrupted, error.message)
+        } catch {
+            throw SessionErrors.describe(error, peer: "\(peerName) at \(target.address)", localID: device.id)
+        }
+        report.seconds = (ContinuousClock.now - start).seconds
+        return report
+    }
+
+    static func relation(_ trust: TrustRelation) -> PeerRelation {
+        switch trust {
+        case .trusted: return .trusted
+        case .team: return .ownDevice
+        case .group(let name): return .group(name)
+        }
+    }
+
+    private func exchange(_ session: Session, items: [OutgoingItem], peerName: String) throws {
+        let offer = Offer(items: items.map(\.offerItem), chunkSize: options.chunkSize)
+        try offer.validate()
+        var machine = SenderMachine(offer: offer)
+        var actions = machine.peerReady()
+        while true {
+            for action in actions {
+                switch action {
+                case .sendOffer(let offer):
+                    for item in offer.items {
+                        progress.note("offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
+                                      event: "offered", fields: ["item": item.label, "types": item.representations.map(\.contentType)])
+                    }
+                    try session.connection.send(.offer, offer)
+                case .refused(let index, let choice):
+                    report.refused.append((items[index].label, choice.reason))
+                    progress.note("refused by \(peerName): \(items[index].label): \(choice.reason)", event: "refused",
+                                  fields: ["item": items[index].label, "reason": choice.reason])
+                case .stream(let index, let representation, let verified):
+                    let chosen = items[index].representations[representation].offered
+                    progress.note("chosen for \(items[index].label): \(chosen.contentType) (\(machine.choices[index].reason))",
+                                  event: "chosen", fields: ["item": items[index].label, "type": chosen.contentType])
+                    let done = try stream(items[index], representation: representation, verified: verified,
+                                          number: index + 1, count: items.count, connection: session.connection)
+                    for case .sendDone(let done) in try machine.finishedStreaming(done) {
+                        try session.connection.send(.done, done)
+                    }
+                case .sendDone(let done):
+                    try session.connection.send(.done, done)
+                case .delivered(let index, let ack):
+                    report.delivered.append((items[index].label, ack))
+                    let whereTo = ack.savedAs.map { " as \($0)" } ?? ""
+                    progress.note("delivered \(items[index].label) to \(peerName): \(ack.outcome)\(whereTo)", event: "delivered",
+                                  fields: ["item": items[index].label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""])
+                case .sendBye:
+                    try session.connection.send(.bye, Bye())
+                    return
+                }
+            }
+            if machine.state == .finished { return }
+            let frame = try session.connection.receive()
+            switch frame.type {
+            case .select: actions = try machine.received(MessageCoding.decode(Select.self, from: frame))
+            case .resume: actions = try machine.received(MessageCoding.decode(Resume.self, from: frame))
+            case .ack: actions = try machine.received(MessageCoding.decode(Ack.self, from: frame))
+            case .error: throw machine.received(MessageCoding.peerError(from: frame))
+            default: throw ProtocolError(.badMessage, "the receiver sent \(frame.type) out of place")
+            }
+        }
+    }
+
+    /// Streams the chunks of the chosen representation the receiver lacks, hashing each once; the chunks it holds
+    /// are hashed from the local source on another thread meanwhile, for the whole-item digest.
+    private func stream(_ item: OutgoingItem, representation: Int, verified: Set<Int>, number: Int, count: Int,
+                        connection: FramedConnection) throws -> Done {
+        let chunkSize = options.chunkSize
+        let produced = try blockingAwait(item.representations[representation].produce)
+        let source: ChunkSource
+        switch produced {
+        case .data(let data): source = .memory(Array(data))
+        case .file(let url): source = try .open(url)
+        }
+        defer { source.close() }
+        let offeredSize = item.representations[representation].offered.size
+        if let offeredSize, offeredSize != source.size {
+            throw ProtocolError(.sourceChanged, "\(item.label) changed size since it was offered; run the command again to send the new version")
+        }
+        let chunks = ChunkMath.count(size: source.size, chunkSize: chunkSize)
+        let frameType: FrameType = source.isFile ? .chunk : .data
+        let held = verified.filter { $0 < chunks }
+        let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(source.length(of: $1, chunkSize: chunkSize)) }
+        report.bytesSkipped += heldBytes
+        progress.startItem(item.label, number: number, total: source.size, alreadyHeld: heldBytes)
+        if !held.isEmpty {
+            progress.note("resuming \(item.label): the receiver holds \(ProgressReporter.bytes(heldBytes)) verified; sending \(ProgressReporter.bytes(source.size - heldBytes))",
+                          event: "resume", fields: ["item": item.label, "held": heldBytes])
+        }
+        let background = held.isEmpty ? nil : HeldChunkHasher(source: source, indices: held.sorted(), chunkSize: chunkSize)
+        var digests = [[UInt8]](repeating: [], count: chunks)
+        let hasher = SHA256Hasher()
+        for index in 0..<chunks where !held.contains(index) {
+            let length = source.length(of: index, chunkSize: chunkSize)
+            let read = try source.read(index: index, chunkSize: chunkSize, into: &buffer)
+            guard read == length else {
+                throw ProtocolError(.sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
+            }
+            hasher.update(buffer[0..<length])
+            let digest = hasher.finalize()
+            digests[index] = digest
+            var header = Frame.header(type: frameType, length: ChunkHeader.size + length)
+            header += ChunkHeader(index: index, digest: digest).encoded()
+            try connection.tls.write(header)
+            if length > 0 { try connection.tls.write(buffer[0..<length]) }
+            report.bytesSent += UInt64(length)
+            progress.advance(length)
+        }
+        if let background {
+            for (index, digest) in try background.wait() { digests[index] = digest }
+        }
+        progress.finishItem()
+        if let version = item.version, case .fileURL(let url) = source.origin, OutgoingItem.currentVersion(of: url) != version {
+            throw ProtocolError(.sourceChanged, "\(item.label) changed while it was being sent; run the command again to send the new version")
+        }
+        let root = SHA256Hasher.hash(digests.flatMap { $0 })
+        return Done(item: item.id, size: source.size, chunks: chunks, digest: root.hexString)
+    }
+}
+
+/// Where chunk bytes come from.
+final class ChunkSource: @unchecked Sendable {  // reads are positional; safe from two threads
+    enum Origin { case memory, fileURL(URL) }
+
+    let origin: Origin
+    let size: UInt64
+    private let fd: Int32
+    private let bytes: [UInt8]
+
+    private init(origin: Origin, size: UInt64, fd: Int32, bytes: [UInt8]) {
+        self.origin = origin
+        self.size = size
+        self.fd = fd
+        self.bytes = bytes
+    }
+
+    static func memory(_ bytes: [UInt8]) -> ChunkSource {
+        ChunkSource(origin: .memory, size: UInt64(bytes.count), fd: -1, bytes: bytes)
+    }
+
+    static func open(_ url: URL) throws -> ChunkSource {
+        let fd = Glibc.open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ShareError(.noInput, "cannot open \(url.path): \(String(cString: strerror(errno)))") }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            Glibc.close(fd)
+            throw ShareError(.noInput, "cannot read \(url.path)")
+        }
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        return ChunkSource(origin: .fileURL(url), size: UInt64(info.st_size), fd: fd, bytes: [])
+    }
+
+    var isFile: Bool { fd >= 0 }
+
+    func length(of index: Int, chunkSize: Int) -> Int {
+        let start = UInt64(index) * UInt64(chunkSize)
+        return Int(min(UInt64(chunkSize), size - min(size, start)))
+    }
+
+    func read(index: Int, chunkSize: Int, into buffer: inout [UInt8]) throws -> Int {
+        let length = length(of: index, chunkSize: chunkSize)
+        let offset = index * chunkSize
+        if fd < 0 {
+            buffer.replaceSubrange(0..<length, with: bytes[offset..<(offset + length)])
+            return length
+        }
+        do {
+            return try Syscalls.pread(fd, into: &buffer, count: length, offset: Int64(offset))
+        } catch {
+            throw ShareError(.noInput, "cannot read the file being sent: \(error)")
+        }
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+    }
+}
+
+/// Hashes the chunks the receiver already holds, on its own thread, while the missing ones are sent.
+final class HeldChunkHasher: @unchecked Sendable {  // result guarded by `condition`
+    private let condition = NSCondition()
+    private var result: Result<[(Int, [UInt8])], Error>?
+
+    init(source: ChunkSource, indices: [Int], chunkSize: Int) {
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: chunkSize)
+            let hasher = SHA256Hasher()
+            var out: [(Int, [UInt8])] = []
+            do {
+                for index in indices {
+                    let n = try source.read(index: index, chunkSize: chunkSize, into: &buffer)
+                    hasher.update(buffer[0..<n])
+                    out.append((index, hasher.finalize()))
+                }
+                finish(.success(out))
+            } catch {
+                finish(.failure(error))
+            }
+        }
+        thread.start()
+    }
+
+    private func finish(_ value: Result<[(Int, [UInt8])], Error>) {
+        condition.lock()
+        result = value
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() throws -> [(Int, [UInt8])] {
+        condition.lock()
+        defer { condition.unlock() }
+        while result == nil { condition.wait() }
+        return try result!.get()
+    }
+}

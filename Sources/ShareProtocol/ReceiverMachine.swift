@@ -1,0 +1,189 @@
+import CoreTransferable
+
+/// The receiving side of a transfer session, as events in and actions out; the driver does the I/O.
+///
+/// It negotiates each offered item against the accept list, then for each accepted item asks the driver what is
+/// already verified, announces it with `resume`, and checks every chunk (index in range, in ascending order, not
+/// already held, within size) before the driver writes it.
+public struct ReceiverMachine: Sendable {
+    public enum State: Sendable, Equatable {
+        case awaitingOffer, preparing(item: Int), receiving(item: Int), verifying(item: Int), awaitingBye, finished,
+            failed
+    }
+
+    public enum Action: Sendable, Equatable {
+        case sendSelect(Select)
+        /// Look up what is already held for this item; answer with `prepared(verified:)`.
+        case prepare(item: Int, representation: Int)
+        case sendResume(Resume)
+        /// Write this chunk (its digest already checked by the driver) at `index * chunkSize`.
+        case write(index: Int)
+        /// Compare the whole-item digest and finish the item; answer with `verified(_:)`.
+        case verify(item: Int, Done)
+        case sendAck(Ack)
+        /// Every item is done.
+        case complete
+    }
+
+    /// Limits a receiver applies on top of negotiation.
+    public struct Policy: Sendable {
+        /// Largest item accepted, in bytes.
+        public var maxItemSize: UInt64?
+        /// Bytes free where items are written; items of known size that do not fit are refused.
+        public var freeSpace: UInt64?
+        public init(maxItemSize: UInt64? = nil, freeSpace: UInt64? = nil) {
+            self.maxItemSize = maxItemSize
+            self.freeSpace = freeSpace
+        }
+    }
+
+    public let negotiator: Negotiator
+    public let policy: Policy
+    public private(set) var state: State = .awaitingOffer
+    public private(set) var offer: Offer?
+    public private(set) var choices: [Choice] = []
+    private var pending: [Int] = []
+    // The item being received.
+    private var missing: Set<Int> = []
+    private var expectedChunks: Int?
+    private var lastIndex = -1
+    private var receivedBytes: UInt64 = 0
+    private var itemLimit: UInt64 = .max
+
+    public init(negotiator: Negotiator, policy: Policy = Policy()) {
+        self.negotiator = negotiator
+        self.policy = policy
+    }
+
+    public mutating func received(_ offer: Offer) throws(ProtocolError) -> [Action] {
+        guard state == .awaitingOffer else { throw fail(.badMessage, "a second offer in one session") }
+        do {
+            try offer.validate()
+        } catch {
+            throw fail(error.code, error.message)
+        }
+        self.offer = offer
+        var committed: UInt64 = 0
+        for (index, item) in offer.items.enumerated() {
+            switch negotiator.choose(from: item.representations, senderDeclarations: item.declarations) {
+            case .failure(let failure):
+                choices.append(Choice(item: item.id, representation: nil, reason: failure.description,
+                                      refusal: ProtocolError(.noCommonRepresentation, failure.description)))
+            case .success(let choice):
+                let size = item.representations[choice.representationIndex].size
+                if let size, let max = policy.maxItemSize, size > max {
+                    let reason = "\(item.label) is \(size) bytes; this receiver accepts at most \(max)"
+                    choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason)))
+                    continue
+                }
+                if let size, let free = policy.freeSpace, committed + size > free {
+                    let reason = "\(item.label) needs \(size) bytes; only \(free - min(free, committed)) are free on the receiver"
+                    choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)))
+                    continue
+                }
+                committed += size ?? 0
+                choices.append(Choice(item: item.id, representation: choice.representationIndex, reason: choice.reason))
+                pending.append(index)
+            }
+        }
+        var actions: [Action] = [.sendSelect(Select(choices: choices))]
+        actions += advance()
+        return actions
+    }
+
+    /// The driver found `verified` chunks already held for the item being prepared.
+    public mutating func prepared(verified: Set<Int>) throws(ProtocolError) -> [Action] {
+        guard case .preparing(let item) = state, let offer else { throw fail(.internalError, "prepared out of order") }
+        let representation = offer.items[item].representations[choices[item].representation!]
+        expectedChunks = representation.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
+        let valid = expectedChunks.map { count in verified.filter { $0 < count } } ?? verified
+        missing = expectedChunks.map { Set(0..<$0).subtracting(valid) } ?? []
+        lastIndex = -1
+        receivedBytes = 0
+        itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max)
+        state = .receiving(item: item)
+        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid))))]
+    }
+
+    /// A chunk header and its data length arrived for the current item.
+    public mutating func receivedChunk(index: Int, length: Int) throws(ProtocolError) -> [Action] {
+        guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "a chunk outside an item") }
+        guard index > lastIndex else {
+            throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) arrived after chunk \(lastIndex): duplicate or out of order")
+        }
+        if let expected = expectedChunks {
+            guard index < expected else {
+                throw fail(.badMessage, "chunk \(index) is past the end of \(offer.items[item].label) (\(expected) chunks)")
+            }
+            guard missing.contains(index) else {
+                throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) is already held and was not asked for")
+            }
+            let isLast = index == expected - 1
+            let size = offer.items[item].representations[choices[item].representation!].size!
+            let expectedLength = isLast ? Int(size - UInt64(index) * UInt64(offer.chunkSize)) : offer.chunkSize
+            guard length == expectedLength else {
+                throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) has \(length) bytes, expected \(expectedLength)")
+            }
+        } else {
+            guard index == lastIndex + 1, length <= offer.chunkSize else {
+                throw fail(.badMessage, "chunk \(index) of a stream of unknown size is out of order or oversized")
+            }
+        }
+        receivedBytes += UInt64(length)
+        guard receivedBytes <= itemLimit else {
+            throw fail(.refused, "\(offer.items[item].label) exceeds \(itemLimit) bytes")
+        }
+        lastIndex = index
+        missing.remove(index)
+        return [.write(index: index)]
+    }
+
+    public mutating func received(_ done: Done) throws(ProtocolError) -> [Action] {
+        guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "done outside an item") }
+        guard done.item == offer.items[item].id else { throw fail(.badMessage, "done for item \(done.item)") }
+        if let expected = expectedChunks {
+            guard missing.isEmpty else {
+                throw fail(.badMessage, "done for \(offer.items[item].label) with \(missing.count) chunks never sent")
+            }
+            guard done.chunks == expected, done.size == offer.items[item].representations[choices[item].representation!].size else {
+                throw fail(.badMessage, "done for \(offer.items[item].label) claims \(done.size) bytes in \(done.chunks) chunks; the offer said otherwise")
+            }
+        } else {
+            guard done.chunks == lastIndex + 1, done.size == receivedBytes else {
+                throw fail(.badMessage, "done for \(offer.items[item].label) does not match the chunks sent")
+            }
+        }
+        state = .verifying(item: item)
+        return [.verify(item: item, done)]
+    }
+
+    /// The driver compared the digest and stored the item (or failed to).
+    public mutating func verified(_ ack: Ack) throws(ProtocolError) -> [Action] {
+        guard case .verifying = state else { throw fail(.internalError, "verified out of order") }
+        return [.sendAck(ack)] + advance()
+    }
+
+    /// The sender said goodbye.
+    public mutating func receivedBye() throws(ProtocolError) -> [Action] {
+        guard state == .awaitingBye else { throw fail(.badMessage, "the sender left before every item was sent") }
+        state = .finished
+        return [.complete]
+    }
+
+    public mutating func failed() { state = .failed }
+
+    private mutating func advance() -> [Action] {
+        guard let offer, !pending.isEmpty else {
+            state = .awaitingBye
+            return []
+        }
+        let item = pending.removeFirst()
+        state = .preparing(item: item)
+        return [.prepare(item: item, representation: choices[item].representation!)]
+    }
+
+    private mutating func fail(_ code: ProtocolError.Code, _ message: String) -> ProtocolError {
+        state = .failed
+        return ProtocolError(code, message)
+    }
+}

@@ -1,0 +1,221 @@
+import CoreTransferable
+import Foundation
+
+/// The sender's offer: every item with its ordered representations for this receiver.
+public struct Offer: Sendable, Codable, Equatable {
+    public var items: [OfferItem]
+    /// Bytes per chunk for every item of the session.
+    public var chunkSize: Int
+
+    public init(items: [OfferItem], chunkSize: Int) {
+        self.items = items
+        self.chunkSize = chunkSize
+    }
+
+    public static let maxItems = 10_000
+    public static let minChunkSize = 4 << 10
+    public static let maxChunkSize = 4 << 20
+
+    public func validate() throws(ProtocolError) {
+        guard !items.isEmpty, items.count <= Self.maxItems else {
+            throw ProtocolError(.badMessage, "an offer holds 1 to \(Self.maxItems) items, not \(items.count)")
+        }
+        guard (Self.minChunkSize...Self.maxChunkSize).contains(chunkSize) else {
+            throw ProtocolError(.badMessage, "chunk size \(chunkSize) is outside \(Self.minChunkSize)–\(Self.maxChunkSize)")
+        }
+        var seen: Set<String> = []
+        for item in items {
+            try item.validate()
+            guard seen.insert(item.id).inserted else { throw ProtocolError(.badMessage, "item \(item.id) is offered twice") }
+        }
+    }
+}
+
+/// One item of an offer.
+public struct OfferItem: Sendable, Codable, Equatable {
+    /// Stable for the same source across attempts (so a receiver can resume); at most 64 characters.
+    public var id: String
+    /// What the sender calls it (a file name, "text"), for display only.
+    public var label: String
+    /// Ordered, most faithful first.
+    public var representations: [OfferedRepresentation]
+    /// Declarations of custom types the representations use.
+    public var declarations: [UTTypeDeclaration]
+    /// Identifies the source's version (size, modification time, inode); a partial of another version is discarded.
+    public var version: String?
+
+    public init(id: String, label: String, representations: [OfferedRepresentation],
+                declarations: [UTTypeDeclaration] = [], version: String? = nil) {
+        self.id = id
+        self.label = label
+        self.representations = representations
+        self.declarations = declarations
+        self.version = version
+    }
+
+    public func validate() throws(ProtocolError) {
+        guard !id.isEmpty, id.utf8.count <= 64, id.unicodeScalars.allSatisfy({ $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" }) else {
+            throw ProtocolError(.badMessage, "item id '\(id.prefix(80))' must be 1–64 letters, digits or '-'")
+        }
+        guard label.utf8.count <= 1024 else { throw ProtocolError(.badMessage, "item label is too long") }
+        guard !representations.isEmpty, representations.count <= 64 else {
+            throw ProtocolError(.badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")
+        }
+        guard declarations.count <= Limits.maxDeclarations else {
+            throw ProtocolError(.badMessage, "item \(id) carries too many type declarations")
+        }
+        for representation in representations {
+            guard representation.contentType.utf8.count <= 255, !representation.contentType.isEmpty else {
+                throw ProtocolError(.badMessage, "item \(id) has an invalid content type")
+            }
+            if let name = representation.suggestedFileName, name.utf8.count > 1024 {
+                throw ProtocolError(.badMessage, "item \(id) suggests a file name longer than 1024 bytes")
+            }
+        }
+    }
+}
+
+/// The receiver's decision for one item.
+public struct Choice: Sendable, Codable, Equatable {
+    public var item: String
+    /// Index into the item's representations; nil when refused.
+    public var representation: Int?
+    /// Why this representation (or why none).
+    public var reason: String
+    /// Set when the item is refused.
+    public var refusal: ProtocolError?
+
+    public init(item: String, representation: Int?, reason: String, refusal: ProtocolError? = nil) {
+        self.item = item
+        self.representation = representation
+        self.reason = reason
+        self.refusal = refusal
+    }
+}
+
+/// The receiver's answer to an offer: one choice per item, in offer order.
+public struct Select: Sendable, Codable, Equatable {
+    public var choices: [Choice]
+    public init(choices: [Choice]) { self.choices = choices }
+}
+
+/// Before each accepted item: what the receiver already holds, verified, as ranges of chunk indices [start, end).
+public struct Resume: Sendable, Codable, Equatable {
+    public var item: String
+    public var verified: [ChunkRange]
+
+    public init(item: String, verified: [ChunkRange]) {
+        self.item = item
+        self.verified = verified
+    }
+}
+
+/// A half-open range of chunk indices.
+public struct ChunkRange: Sendable, Codable, Equatable, Hashable {
+    public var start: Int
+    public var end: Int
+
+    public init(_ start: Int, _ end: Int) {
+        self.start = start
+        self.end = end
+    }
+
+    public var count: Int { end - start }
+}
+
+/// After the last chunk of an item: its size and whole-item digest.
+public struct Done: Sendable, Codable, Equatable {
+    public var item: String
+    public var size: UInt64
+    public var chunks: Int
+    /// Hex SHA-256 over the concatenated per-chunk SHA-256 digests (see docs/PROTOCOL.md).
+    public var digest: String
+
+    public init(item: String, size: UInt64, chunks: Int, digest: String) {
+        self.item = item
+        self.size = size
+        self.chunks = chunks
+        self.digest = digest
+    }
+}
+
+/// The receiver confirms an item: verified and stored (or printed, or imported).
+public struct Ack: Sendable, Codable, Equatable {
+    public var item: String
+    /// What happened to it: "saved", "printed", "imported".
+    public var outcome: String
+    /// Where it was saved (file name only), if saved.
+    public var savedAs: String?
+
+    public init(item: String, outcome: String, savedAs: String? = nil) {
+        self.item = item
+        self.outcome = outcome
+        self.savedAs = savedAs
+    }
+}
+
+/// The fixed part of a `chunk` or `data` frame: index (8 bytes, big endian) and SHA-256 of the data (32 bytes);
+/// the data follows.
+public struct ChunkHeader: Sendable, Equatable {
+    public static let size = 40
+    public var index: Int
+    public var digest: [UInt8]
+
+    public init(index: Int, digest: [UInt8]) {
+        self.index = index
+        self.digest = digest
+    }
+
+    public func encoded() -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.size)
+        let value = UInt64(index)
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+        bytes += digest
+        return bytes
+    }
+
+    /// Parses the header at the start of a frame payload.
+    public static func parse(_ payload: ArraySlice<UInt8>) throws(ProtocolError) -> ChunkHeader {
+        guard payload.count >= size else { throw ProtocolError(.badMessage, "chunk frame shorter than its header") }
+        let start = payload.startIndex
+        var value: UInt64 = 0
+        for offset in 0..<8 { value = (value << 8) | UInt64(payload[start + offset]) }
+        guard value <= UInt64(Int32.max) else { throw ProtocolError(.badMessage, "chunk index \(value) out of range") }
+        return ChunkHeader(index: Int(value), digest: Array(payload[(start + 8)..<(start + 40)]))
+    }
+}
+
+/// Chunk arithmetic shared by both ends.
+public enum ChunkMath {
+    /// Number of chunks for `size` bytes (at least one: an empty item is one empty chunk).
+    public static func count(size: UInt64, chunkSize: Int) -> Int {
+        max(1, Int((size + UInt64(chunkSize) - 1) / UInt64(chunkSize)))
+    }
+
+    /// Ranges covering the sorted indices.
+    public static func ranges(_ indices: [Int]) -> [ChunkRange] {
+        var result: [ChunkRange] = []
+        for index in indices.sorted() {
+            if let last = result.last, last.end == index {
+                result[result.count - 1].end = index + 1
+            } else if result.last.map({ index < $0.end }) != true {
+                result.append(ChunkRange(index, index + 1))
+            }
+        }
+        return result
+    }
+
+    /// Expands ranges into a set, rejecting malformed or out-of-bounds ranges.
+    public static func indices(_ ranges: [ChunkRange], limit: Int) throws(ProtocolError) -> Set<Int> {
+        var result: Set<Int> = []
+        guard ranges.count <= 100_000 else { throw ProtocolError(.badMessage, "too many resume ranges") }
+        for range in ranges {
+            guard range.start >= 0, range.end > range.start, range.end <= limit else {
+                throw ProtocolError(.badMessage, "resume range \(range.start)..<\(range.end) is outside 0..<\(limit)")
+            }
+            for index in range.start..<range.end { result.insert(index) }
+        }
+        return result
+    }
+}
