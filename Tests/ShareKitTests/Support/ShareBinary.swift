@@ -214,3 +214,80 @@ func residentKiB(_ pid: Int32) -> Int? {
     }
     return nil
 }
+
+extension TestDevice {
+    /// Starts `share receive` with `extra` options; returns it and its port.
+    func startReceive(_ extra: [String] = [], into: URL) throws -> (BackgroundShare, Int) {
+        let receiver = try background(["receive", "--port", "0", "--listen", "127.0.0.1", "--into", into.path] + extra)
+        guard let line = receiver.stdout.waitForLine(containing: "waiting on port", timeout: 30),
+            let port = line.split(separator: " ").last.flatMap({ Int($0) })
+        else {
+            receiver.stop()
+            throw TestFailure("receive did not start: \(receiver.stderr.text)")
+        }
+        return (receiver, port)
+    }
+
+    /// Two devices that trust each other as the same owner's.
+    static func pair(_ a: String, _ b: String) throws -> (TestDevice, TestDevice) {
+        let first = try TestDevice(a)
+        let second = try TestDevice(b)
+        first.trust(second, flags: ["--team"])
+        second.trust(first, flags: ["--team"])
+        return (first, second)
+    }
+
+    /// A scratch folder inside this device's directory.
+    func folder(_ name: String) throws -> URL {
+        let url = directory.appendingPathComponent(name, isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}
+
+/// Random bytes in a file.
+func makeFile(_ url: URL, size: Int) throws {
+    var generator = SystemRandomNumberGenerator()
+    var data = Data(count: size)
+    data.withUnsafeMutableBytes { raw in
+        var offset = 0
+        while offset < size {
+            var value = generator.next()
+            let n = min(8, size - offset)
+            withUnsafeBytes(of: &value) { raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: n) }
+            offset += n
+        }
+    }
+    try data.write(to: url)
+}
+
+/// Chunks recorded in the ledger of the (single) partial in `inbox`.
+func ledgerChunkCount(_ inbox: URL) -> Int {
+    let partials = inbox.appendingPathComponent(".share-partial")
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: partials.path),
+        let ledger = names.first(where: { $0.hasSuffix(".json") }),
+        let data = FileManager.default.contents(atPath: partials.appendingPathComponent(ledger).path),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+        let chunks = object["chunks"] as? [String: Any]
+    else { return 0 }
+    return chunks.count
+}
+
+/// Waits (bounded) until `condition` holds, checking each time a process prints something or every 20 ms.
+func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        // Nothing signals ledger writes; a short bounded poll is the only way to watch a file fill up.
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    return condition()
+}
+
+/// The `summary` event of `share send --json`.
+func summary(_ output: String) -> [String: Any]? {
+    for line in output.split(separator: "\n") where line.contains("\"summary\"") {
+        if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] { return object }
+    }
+    return nil
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Glibc
+
+/// A TCP proxy on loopback that stands between two devices: it can pace the bytes (to make a transfer last long
+/// enough to interrupt), cut every connection after a number of bytes, and flip a byte in flight.
+final class TCPProxy: @unchecked Sendable {  // settings are set before use; counters guarded by `lock`
+    let port: Int
+    private let listener: Int32
+    private let upstreamPort: Int
+    private let lock = NSLock()
+    private var stopped = false
+    private var sockets: [Int32] = []
+    /// Client-to-server bytes per second (0 = unpaced).
+    var bytesPerSecond = 0
+    /// Close each connection after this many client-to-server bytes.
+    var cutAfter: Int?
+    /// Flip the byte at this client-to-server offset (once per connection).
+    var flipAt: Int?
+    private(set) var connections = 0
+
+    init(upstreamPort: Int) throws {
+        self.upstreamPort = upstreamPort
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else { throw TestFailure("proxy cannot listen") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        start()
+    }
+
+    private func start() {
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        lock.lock()
+        let wasStopped = stopped
+        stopped = true
+        let open = sockets
+        sockets.removeAll()
+        lock.unlock()
+        if wasStopped { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 { return }
+            lock.lock()
+            if stopped {
+                lock.unlock()
+                close(client)
+                return
+            }
+            connections += 1
+            lock.unlock()
+            guard let server = RawClient(port: upstreamPort).map({ dup($0.fd) }) else {
+                close(client)
+                continue
+            }
+            lock.lock()
+            sockets += [client, server]
+            lock.unlock()
+            let (cut, flip, pace) = (cutAfter, flipAt, bytesPerSecond)
+            Thread { [self] in pump(from: client, to: server, limit: cut, flip: flip, pace: pace) }.start()
+            Thread { [self] in pump(from: server, to: client, limit: nil, flip: nil, pace: 0) }.start()
+        }
+    }
+
+    private func pump(from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int) {
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var total = 0
+        let start = Date()
+        defer {
+            shutdown(source, Int32(SHUT_RDWR))
+            shutdown(target, Int32(SHUT_RDWR))
+        }
+        while true {
+            var want = buffer.count
+            if let limit { want = min(want, limit - total) }
+            if want <= 0 { return }
+            let n = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, want, 0) }
+            if n <= 0 { return }
+            if let flip, flip >= total, flip < total + n { buffer[flip - total] ^= 0x40 }
+            var sent = 0
+            while sent < n {
+                let m = buffer.withUnsafeBytes { send(target, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }
+                if m <= 0 { return }
+                sent += m
+            }
+            total += n
+            if pace > 0 {
+                // Pacing, not synchronisation: keep the average rate at `pace` bytes per second.
+                let ahead = Double(total) / Double(pace) - Date().timeIntervalSince(start)
+                if ahead > 0 { Thread.sleep(forTimeInterval: ahead) }
+            }
+        }
+    }
+}
