@@ -18,10 +18,13 @@ let package = Package(
             name: "CShareOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
-        .target(name: "ShareKit", dependencies: ["ShareTLS", "ShareProtocol", "CoreTransferable"]),
+        .target(name: "CShareSystem"),
+        .target(name: "ShareProfiles", dependencies: ["CoreTransferable"]),
+        .target(
+            name: "ShareKit", dependencies: ["ShareTLS", "ShareProtocol", "ShareProfiles", "CoreTransferable", "CShareSystem"]),
         .target(
             name: "ShareCLI",
-            dependencies: ["ShareKit", "ShareTLS", "ShareProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),

@@ -1,7 +1,83 @@
 #!/usr/bin/env bash
-# The main job on one machine: installs what is missing, builds in release, runs the demo.
+# The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
+# profile the receiver accepts only as text, and a large file that is interrupted and resumed. Every step prints
+# what was offered, what was chosen and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-swift build -c release
-.build/release/share-bench-types
+echo "== building share (release)"
+swift build -c release --product share 2>&1 | tail -1
+SHARE=$PWD/.build/release/share
+WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+LAPTOP="--config $WORK/laptop"
+DESK="--config $WORK/desk"
+INBOX=$WORK/desk-inbox
+
+step() { printf '\n== %s\n' "$*"; }
+# Starts `share receive` on the desk with extra options; sets PORT and RECEIVER.
+receive() {
+  $SHARE receive $DESK --port 0 --listen 127.0.0.1 --into "$INBOX" "$@" > "$WORK/receive.out" 2>&1 &
+  RECEIVER=$!
+  for _ in $(seq 200); do grep -q "waiting on port" "$WORK/receive.out" 2>/dev/null && break; sleep 0.05; done
+  PORT=$(grep -o 'port [0-9]*' "$WORK/receive.out" | awk '{print $2}')
+}
+finish() { wait "$RECEIVER" || true; sed 's/^/   desk | /' "$WORK/receive.out"; }
+
+step "two devices on this machine"
+$SHARE id $LAPTOP --name laptop | sed 's/^/   /'
+$SHARE id $DESK --name desk | sed 's/^/   /'
+
+step "pairing: both show the same code; both confirm (--yes)"
+$SHARE pair $DESK --yes --team --listen 127.0.0.1 > "$WORK/pair.out" 2>&1 &
+PAIRING=$!
+for _ in $(seq 200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
+PAIRPORT=$(grep -o 'port [0-9]*' "$WORK/pair.out" | head -1 | awk '{print $2}')
+$SHARE pair $LAPTOP "127.0.0.1:$PAIRPORT" --yes --team | sed 's/^/ laptop | /'
+wait $PAIRING; sed 's/^/   desk | /' "$WORK/pair.out"
+
+step "1. a text"
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --text "Dinner at eight?" | sed 's/^/ laptop | /'
+finish
+
+step "2. a file of a custom type the desk has never heard of (the laptop's declaration travels with the offer)"
+cat > "$WORK/recipe-types.json" <<'JSON'
+{ "UTExportedTypeDeclarations": [ {
+    "UTTypeIdentifier": "com.example.recipe",
+    "UTTypeConformsTo": ["public.json"],
+    "UTTypeDescription": "Recipe",
+    "UTTypeTagSpecification": { "public.filename-extension": ["recipe"] } } ] }
+JSON
+printf '{"dish": "paella", "serves": 4}\n' > "$WORK/dinner.recipe"
+receive --accept public.json
+$SHARE send $LAPTOP --declarations "$WORK/recipe-types.json" --to "127.0.0.1:$PORT" "$WORK/dinner.recipe" | sed 's/^/ laptop | /'
+finish
+
+step "3. a profile: a text-only receiver gets the name; a receiver that knows profiles imports it"
+$SHARE profile add $LAPTOP Juan --bio "Loves hiking" --fact "Has climbed Aneto" | sed 's/^/ laptop | /'
+receive --accept public.plain-text
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan | sed 's/^/ laptop | /'
+finish
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan | sed 's/^/ laptop | /'
+finish
+$SHARE profile list $DESK | sed 's/^/   desk | /'
+
+step "4. a large file, interrupted half way (the desk is killed) and resumed"
+head -c $((256 << 20)) /dev/urandom > "$WORK/holiday.mov"
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" --quiet 2> "$WORK/send.err" &
+SENDER=$!
+for _ in $(seq 3000); do
+  held=$(python3 -c "import json,glob; f=glob.glob('$INBOX/.share-partial/*.json'); print(len(json.load(open(f[0]))['chunks']) if f else 0)" 2>/dev/null || echo 0)
+  [ "$held" -ge 128 ] && break; sleep 0.01
+done
+kill -9 "$RECEIVER"; wait "$RECEIVER" 2>/dev/null || true; wait "$SENDER" || true
+echo "   desk was killed with $held MiB of 256 MiB verified; the sender said:"
+sed 's/^/ laptop | /' "$WORK/send.err"
+[ -e "$INBOX/holiday.mov" ] && echo "   holiday.mov exposed before it was complete!" || echo "   no holiday.mov yet: only a partial and its ledger in $INBOX/.share-partial"
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" | sed 's/^/ laptop | /'
+finish
+cmp "$WORK/holiday.mov" "$INBOX/holiday.mov" && echo "   holiday.mov arrived identical after the resume"

@@ -66,6 +66,7 @@ struct ReceiveCommand: ParsableCommand {
                 accept: AcceptList(entries, declarations: custom), maxSize: limit)
             options.partialMaxAge = partialMaxAge * 3600
             options.durable = fsync
+            options.catalogFile = local.paths.profilesFile
             var only: DeviceID?
             if let from {
                 guard let peer = trust.find(from) else {

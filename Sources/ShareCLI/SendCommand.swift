@@ -2,6 +2,7 @@ import ArgumentParser
 import CoreTransferable
 import Foundation
 import ShareKit
+import ShareProfiles
 
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -29,6 +30,9 @@ struct SendCommand: ParsableCommand {
     @Option(help: "Send this URL.")
     var url: [String] = []
 
+    @Option(help: ArgumentHelp("Send this profile from the catalog (name or id).", valueName: "name"))
+    var profile: [String] = []
+
     @Option(help: ArgumentHelp("Content type of the files and standard input (identifier or extension).", valueName: "uti"))
     var type: String?
 
@@ -39,8 +43,8 @@ struct SendCommand: ParsableCommand {
     var timeout: Double = 10
 
     func validate() throws {
-        if files.isEmpty && text.isEmpty && url.isEmpty {
-            throw ValidationError("nothing to send: give files, - for standard input, --text or --url")
+        if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty {
+            throw ValidationError("nothing to send: give files, - for standard input, --text, --url or --profile")
         }
         guard let size = parseSize(chunkSize), (4096...(4 << 20)).contains(Int(size)) else {
             throw ValidationError("--chunk-size must be between 4K and 4M")
@@ -67,6 +71,13 @@ struct SendCommand: ParsableCommand {
                     fileItems.append(try OutgoingItem.file(URL(fileURLWithPath: file), type: explicitType))
                 }
             }
+            let catalog = profile.isEmpty ? nil : try ProfileCatalog.load(local.paths.profilesFile)
+            let profiles = try profile.map { name -> Profile in
+                guard let found = catalog?.find(name) else {
+                    throw ShareError(.noInput, "no profile is called '\(name)' (see: share profile list)")
+                }
+                return found
+            }
             var options = SendOptions()
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
@@ -77,6 +88,9 @@ struct SendCommand: ParsableCommand {
                 fileItems
                     + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
                     + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
+                    + profiles.map {
+                        OutgoingItem.transferable($0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
+                    }
             }
             if output.json {
                 progress.note("summary", event: "summary", fields: [

@@ -12,7 +12,7 @@ public struct ShareCommand: ParsableCommand {
             \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
             """,
         version: "share 0.1 (protocol \(protocolVersionText))",
-        subcommands: [SendCommand.self, ReceiveCommand.self, IdCommand.self, TrustCommand.self, PairCommand.self, PingCommand.self, AgentCommand.self]
+        subcommands: [SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self, PairCommand.self, PingCommand.self, AgentCommand.self]
     )
 
     public init() {}

@@ -29,6 +29,7 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
         maxConnections: Int = 256, handler: @escaping Handler
     ) throws {
         Syscalls.ignoreSIGPIPE()
+        Syscalls.limitMallocArenas()
         do {
             (fd, self.port) = try Syscalls.listen(host: host, port: port)
         } catch let error as Syscalls.SocketError {

@@ -1,5 +1,6 @@
 import CoreTransferable
 import Foundation
+import ShareProfiles
 import ShareProtocol
 import ShareTLS
 
@@ -16,6 +17,8 @@ public struct ReceiveOptions: Sendable {
     public var partialMaxAge: TimeInterval = 24 * 3600
     /// Flush each completed item to disk before it is moved into place (survives a power loss right after).
     public var durable = false
+    /// Profiles received in their rich form are imported here (the same id updates, never duplicates).
+    public var catalogFile: URL?
 
     public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
@@ -31,6 +34,7 @@ public struct ReceiveOptions: Sendable {
 public struct ReceiveReport: Sendable {
     public var saved: [URL] = []
     public var printed: [String] = []
+    public var importedProfiles: [String] = []
     public var refused: [(label: String, reason: String)] = []
     public var bytesReceived: UInt64 = 0
     public var bytesAlreadyHeld: UInt64 = 0
@@ -181,6 +185,19 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         self.incoming = nil
         let chosen = item.representations[representation]
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
+        if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
+            let received = try incoming.complete(done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
+            defer { try? FileManager.default.removeItem(at: received) }
+            guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)) else {
+                throw ProtocolError(.badMessage, "\(item.label) is not a valid profile")
+            }
+            var catalog = try ProfileCatalog.load(catalogFile)
+            let isNew = catalog.upsert(profile)
+            try catalog.save()
+            report.importedProfiles.append(profile.name)
+            progress.note("\(isNew ? "imported" : "updated") profile \(profile.name)", event: "imported", fields: ["item": item.label, "profile": profile.name])
+            return Ack(item: item.id, outcome: isNew ? "imported" : "updated")
+        }
         let printable = type.map { $0.conforms(to: .plainText) || $0.conforms(to: .url) } ?? false
         if printable, done.size <= UInt64(options.printLimit) {
             let received = try incoming.complete(done: done, name: ".share-text-\(UUID().uuidString)", durable: false)

@@ -113,7 +113,7 @@ public enum SessionErrors {
                     .notTrusted,
                     "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)")
             case .connectionLost:
-                return ShareError(.interrupted, "connection to \(peer) lost: \(error.message)")
+                return ShareError(.interrupted, "connection to \(peer) lost (\(error.message)); run the same command again to resume")
             case .handshake:
                 return ShareError(.protocolError, "TLS handshake with \(peer) failed: \(error.message)")
             case .openssl, .badCredentials:

@@ -1,8 +1,14 @@
+internal import CShareSystem
 import Foundation
 import Glibc
 
 /// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
 public enum Syscalls {
+    /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
+    public static func limitMallocArenas(_ arenas: Int32 = 2) {
+        _ = cshare_limit_malloc_arenas(arenas)
+    }
+
     /// Writes to a closed socket must fail with EPIPE rather than kill the process.
     public static func ignoreSIGPIPE() {
         signal(SIGPIPE, SIG_IGN)

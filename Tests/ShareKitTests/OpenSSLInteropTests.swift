@@ -2,6 +2,7 @@ import Foundation
 import ShareTLS
 import Testing
 
+extension EndToEnd {
 /// The real `openssl` command line as a peer.
 @Suite(.serialized) struct OpenSSLInteropTests {
     let openssl = "/usr/bin/openssl"
@@ -90,4 +91,5 @@ import Testing
         let ping = friend.run(["ping", "desk"])
         #expect(ping.status == 0, "\(ping.stderr)")
     }
+}
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+extension EndToEnd {
 /// Interrupted transfers: only what the receiver lacks is sent again, and changed sources are never spliced.
 @Suite(.serialized) struct ResumeEndToEndTests {
     static let size = 48 << 20
@@ -134,4 +135,5 @@ import Testing
         #expect(result.status == 0)
         #expect(summary(result.stdout)?["bytesAlreadyThere"] as? Int == 0)
     }
+}
 }

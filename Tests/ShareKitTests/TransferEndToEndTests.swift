@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+extension EndToEnd {
 /// `share send` and `share receive` as two devices on loopback.
 @Suite(.serialized) struct TransferEndToEndTests {
     @Test func everyItemKindInOneSession() throws {
@@ -110,4 +111,5 @@ import Testing
         #expect(desk.run(["receive", "--max-size", "lots"]).status == 64)
         #expect(desk.run(["receive", "--accept", "com.nobody.nothing", "--timeout", "1"]).status == 64)
     }
+}
 }

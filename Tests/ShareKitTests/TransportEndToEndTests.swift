@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+extension EndToEnd {
 /// Two (or three) devices on loopback, driven only through the `share` binary.
 @Suite(.serialized) struct TransportEndToEndTests {
     @Test func trustedPingWorksAndPrintsThePeer() throws {
@@ -150,4 +151,5 @@ import Testing
         let help = a.run(["--help"])
         #expect(help.stdout.contains("Exit codes:") && help.stdout.contains("77  not trusted"))
     }
+}
 }

@@ -9,7 +9,6 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
     private let upstreamPort: Int
     private let lock = NSLock()
     private var stopped = false
-    private var sockets: [Int32] = []
     /// Client-to-server bytes per second (0 = unpaced).
     var bytesPerSecond = 0
     /// Close each connection after this many client-to-server bytes.
@@ -50,13 +49,10 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
         lock.lock()
         let wasStopped = stopped
         stopped = true
-        let open = sockets
-        sockets.removeAll()
         lock.unlock()
         if wasStopped { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
@@ -75,23 +71,50 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
                 close(client)
                 continue
             }
-            lock.lock()
-            sockets += [client, server]
-            lock.unlock()
             let (cut, flip, pace) = (cutAfter, flipAt, bytesPerSecond)
-            Thread { [self] in pump(from: client, to: server, limit: cut, flip: flip, pace: pace) }.start()
-            Thread { [self] in pump(from: server, to: client, limit: nil, flip: nil, pace: 0) }.start()
+            let pair = SocketPair(client: client, server: server)
+            Thread { [self] in pump(from: client, to: server, limit: cut, flip: flip, pace: pace, pair: pair) }.start()
+            Thread { [self] in pump(from: server, to: client, limit: nil, flip: nil, pace: 0, pair: pair) }.start()
         }
     }
 
-    private func pump(from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int) {
+    /// The two sockets of one proxied connection: the first pump to end shuts both down (waking the other), the
+    /// second closes them. A cut closes with a reset, as a dropped link would look to the sender.
+    final class SocketPair: @unchecked Sendable {  // guarded by `lock`
+        let client: Int32
+        let server: Int32
+        private let lock = NSLock()
+        private var finished = 0
+
+        init(client: Int32, server: Int32) {
+            self.client = client
+            self.server = server
+        }
+
+        func finish(reset: Bool) {
+            lock.lock()
+            finished += 1
+            let last = finished == 2
+            lock.unlock()
+            if reset {
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            }
+            if last {
+                close(client)
+                close(server)
+            } else {
+                shutdown(client, Int32(SHUT_RDWR))
+                shutdown(server, Int32(SHUT_RDWR))
+            }
+        }
+    }
+
+    private func pump(from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int, pair: SocketPair) {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var total = 0
         let start = Date()
-        defer {
-            shutdown(source, Int32(SHUT_RDWR))
-            shutdown(target, Int32(SHUT_RDWR))
-        }
+        defer { pair.finish(reset: limit != nil && total >= limit!) }
         while true {
             var want = buffer.count
             if let limit { want = min(want, limit - total) }

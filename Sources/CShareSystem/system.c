@@ -1,0 +1,1 @@
+// Header-only module; this file makes it a C target.
