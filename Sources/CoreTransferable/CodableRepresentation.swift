@@ -34,8 +34,8 @@ where
         list.append(
             ResolvedTransferRepresentation(
                 contentType: contentType, payload: .data,
-                exporter: { item in .data(try box.encoder.encode(item)) },
-                importer: { payload in try box.decoder.decode(Item.self, from: try payload.bytes()) }))
+                exporter: .data { item in try box.encoder.encode(item) },
+                importer: .data { data in try box.decoder.decode(Item.self, from: data) }))
     }
 }
 
@@ -45,7 +45,7 @@ private struct CoderBox<Encoder, Decoder>: @unchecked Sendable {
     let decoder: Decoder
 }
 
-extension ResolvedTransferRepresentation.Exported {
+extension TransferPayload {
     /// The bytes of the payload; a file is read whole (only where an API asks for `Data`).
     func bytes() throws -> Data {
         switch self {

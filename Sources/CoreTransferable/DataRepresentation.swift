@@ -34,12 +34,9 @@ public struct DataRepresentation<Item: Transferable>: TransferRepresentation {
     }
 
     public func _resolve(into list: inout [ResolvedTransferRepresentation<Item>]) {
-        let exporting = exporting
-        let importing = importing
         list.append(
             ResolvedTransferRepresentation(
-                contentType: contentType, payload: .data,
-                exporter: exporting.map { export in { item in .data(try await export(item)) } },
-                importer: importing.map { make in { payload in try await make(try payload.bytes()) } }))
+                contentType: contentType, payload: .data, exporter: exporting.map { .data($0) },
+                importer: importing.map { .data($0) }))
     }
 }

@@ -52,33 +52,10 @@ public struct FileRepresentation<Item: Transferable>: TransferRepresentation {
 
     public func _resolve(into list: inout [ResolvedTransferRepresentation<Item>]) {
         var entry = ResolvedTransferRepresentation<Item>(
-            contentType: contentType, payload: .file,
-            exporter: exporting.map(Self.exporter), importer: importing.map { Self.importer($0, contentType) })
+            contentType: contentType, payload: .file, exporter: exporting.map { .file($0) },
+            importer: importing.map { .file($0) })
         entry.shouldAttemptToOpenInPlace = shouldAttemptToOpenInPlace
         entry.shouldAllowToOpenInPlace = shouldAllowToOpenInPlace
         list.append(entry)
-    }
-
-    private static func exporter(
-        _ export: @escaping @Sendable (Item) async throws -> SentTransferredFile
-    ) -> @Sendable (Item) async throws -> ResolvedTransferRepresentation<Item>.Exported {
-        { item in .file(try await export(item)) }
-    }
-
-    private static func importer(
-        _ make: @escaping @Sendable (ReceivedTransferredFile) async throws -> Item, _ contentType: UTType
-    ) -> @Sendable (ResolvedTransferRepresentation<Item>.Exported) async throws -> Item {
-        { payload in
-            switch payload {
-            case .file(let sent):
-                let received = ReceivedTransferredFile(file: sent.file, isOriginalFile: sent.allowAccessingOriginalFile)
-                return try await make(received)
-            case .data(let data):
-                // Data handed to a file importer goes through a temporary file that lives as long as the closure.
-                return try await TemporaryFiles.withFile(containing: data, contentType: contentType) { url in
-                    try await make(ReceivedTransferredFile(file: url, isOriginalFile: false))
-                }
-            }
-        }
     }
 }

@@ -1,5 +1,11 @@
 import Foundation
 
+/// What an exporter produced, or what an importer is given: bytes in memory or a file.
+public enum TransferPayload: Sendable {
+    case data(Data)
+    case file(SentTransferredFile)
+}
+
 /// One entry of a type's resolved representation list: a content type with how to export it, how to import it, and
 /// the modifiers that apply (visibility, exporting conditions, suggested file name, open-in-place flags).
 ///
@@ -12,10 +18,7 @@ public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
     }
 
     /// What an exporter produced.
-    public enum Exported: Sendable {
-        case data(Data)
-        case file(SentTransferredFile)
-    }
+    public typealias Exported = TransferPayload
 
     enum FileName: Sendable {
         case constant(String)
@@ -33,16 +36,25 @@ public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
     /// The sender lets receivers open the original file.
     public internal(set) var shouldAllowToOpenInPlace = false
 
-    let exporter: (@Sendable (Item) async throws -> Exported)?
-    let importer: (@Sendable (Exported) async throws -> Item)?
+    /// The user's closures are stored as given (no wrapping closure per entry: resolution stays cheap).
+    enum ExportFunction: Sendable {
+        case data(@Sendable (Item) async throws -> Data)
+        case file(@Sendable (Item) async throws -> SentTransferredFile)
+        case payload(@Sendable (Item) async throws -> TransferPayload)
+    }
+
+    enum ImportFunction: Sendable {
+        case data(@Sendable (Data) async throws -> Item)
+        case file(@Sendable (ReceivedTransferredFile) async throws -> Item)
+        case payload(@Sendable (TransferPayload) async throws -> Item)
+    }
+
+    let exporter: ExportFunction?
+    let importer: ImportFunction?
     var conditions: [@Sendable (Item) -> Bool] = []
     var fileName: FileName?
 
-    init(
-        contentType: UTType, payload: Payload,
-        exporter: (@Sendable (Item) async throws -> Exported)?,
-        importer: (@Sendable (Exported) async throws -> Item)?
-    ) {
+    init(contentType: UTType, payload: Payload, exporter: ExportFunction?, importer: ImportFunction?) {
         self.contentType = contentType
         self.payload = payload
         self.exporter = exporter
@@ -75,18 +87,43 @@ public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
 
     /// Runs the exporter. Only the chosen representation is ever exported.
     public func export(_ item: Item) async throws -> Exported {
-        guard let exporter else {
+        switch exporter {
+        case .data(let export): return .data(try await export(item))
+        case .file(let export): return .file(try await export(item))
+        case .payload(let export): return try await export(item)
+        case nil:
             throw TransferableSupportError(.exportFailed, "the \(contentType.identifier) representation of \(Item.self) is import-only")
         }
-        return try await exporter(item)
     }
 
-    /// Runs the importer on received bytes or a received file.
+    /// Runs the importer on received bytes or a received file. A file importer given bytes gets a temporary file
+    /// that lives as long as its closure; a data importer given a file gets the file's bytes.
     public func importItem(from payload: Exported) async throws -> Item {
-        guard let importer else {
+        switch (importer, payload) {
+        case (.data(let make), _): return try await make(try payload.bytes())
+        case (.file(let make), .file(let sent)):
+            return try await make(ReceivedTransferredFile(file: sent.file, isOriginalFile: sent.allowAccessingOriginalFile))
+        case (.file(let make), .data(let data)):
+            return try await TemporaryFiles.withFile(containing: data, contentType: contentType) { url in
+                try await make(ReceivedTransferredFile(file: url, isOriginalFile: false))
+            }
+        case (.payload(let make), _): return try await make(payload)
+        case (nil, _):
             throw TransferableSupportError(.importFailed, "the \(contentType.identifier) representation of \(Item.self) is export-only")
         }
-        return try await importer(payload)
+    }
+
+    /// The payload-level closures, for composing through a proxy.
+    var exportPayload: (@Sendable (Item) async throws -> TransferPayload)? {
+        guard exporter != nil else { return nil }
+        let entry = self
+        return { item in try await entry.export(item) }
+    }
+
+    var importPayload: (@Sendable (TransferPayload) async throws -> Item)? {
+        guard importer != nil else { return nil }
+        let entry = self
+        return { payload in try await entry.importItem(from: payload) }
     }
 }
 
@@ -98,25 +135,13 @@ extension ResolvedTransferRepresentation {
         syncExportProxy: (@Sendable (Outer) throws -> Item)?,
         importProxy: (@Sendable (Item) async throws -> Outer)?
     ) -> ResolvedTransferRepresentation<Outer> {
-        var outerExporter: (@Sendable (Outer) async throws -> ResolvedTransferRepresentation<Outer>.Exported)?
-        if let exportProxy, let exporter {
-            outerExporter = { outer in
-                switch try await exporter(try await exportProxy(outer)) {
-                case .data(let data): return .data(data)
-                case .file(let file): return .file(file)
-                }
-            }
+        var outerExporter: ResolvedTransferRepresentation<Outer>.ExportFunction?
+        if let exportProxy, let inner = exportPayload {
+            outerExporter = .payload { outer in try await inner(try await exportProxy(outer)) }
         }
-        var outerImporter: (@Sendable (ResolvedTransferRepresentation<Outer>.Exported) async throws -> Outer)?
-        if let importProxy, let importer {
-            outerImporter = { payload in
-                let inner: Exported
-                switch payload {
-                case .data(let data): inner = .data(data)
-                case .file(let file): inner = .file(file)
-                }
-                return try await importProxy(try await importer(inner))
-            }
+        var outerImporter: ResolvedTransferRepresentation<Outer>.ImportFunction?
+        if let importProxy, let inner = importPayload {
+            outerImporter = .payload { payload in try await importProxy(try await inner(payload)) }
         }
         var result = ResolvedTransferRepresentation<Outer>(
             contentType: contentType, payload: payload == .data ? .data : .file,
