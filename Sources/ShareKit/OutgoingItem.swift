@@ -28,6 +28,15 @@ public struct OutgoingItem: Sendable {
     public var declarations: [UTTypeDeclaration]
     public var version: String?
 
+    public init(id: String, label: String, representations: [OutgoingRepresentation],
+                declarations: [UTTypeDeclaration] = [], version: String? = nil) {
+        self.id = id
+        self.label = label
+        self.representations = representations
+        self.declarations = declarations
+        self.version = version
+    }
+
     public var offerItem: OfferItem {
         OfferItem(id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
                   version: version)
