@@ -99,6 +99,9 @@ struct ReceiveCommand: ParsableCommand {
             listener.start()
             if !output.quiet {
                 progress.note("share receive: \(local.name) waiting on port \(listener.port)", event: "listening", fields: ["port": listener.port])
+            } else if port == 0 {
+                // A port picked by the system is the one thing a caller cannot know otherwise.
+                say("share receive: \(local.name) waiting on port \(listener.port)")
             }
             let result = outcome.wait(timeout: timeout)
             listener.stop(grace: 1)

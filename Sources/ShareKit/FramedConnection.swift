@@ -24,6 +24,9 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
     public func setTimeout(_ seconds: Double) { Syscalls.setTimeouts(tls.fileDescriptor, seconds: seconds) }
 
     public func send(_ frame: Frame) throws {
+        guard frame.isWithinLimit else {
+            throw ProtocolError(.internalError, "a \(frame.type) message of \(frame.payload.count) bytes is over the protocol's limit of \(frame.type.maxPayload)")
+        }
         try tls.write(frame.encoded())
     }
 

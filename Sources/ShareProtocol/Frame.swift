@@ -18,7 +18,13 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     public var isBinary: Bool { self == .data || self == .chunk }
 
     /// The largest payload a peer may send in a frame of this type.
-    public var maxPayload: Int { isBinary ? Limits.maxChunkPayload : Limits.maxControlPayload }
+    public var maxPayload: Int {
+        switch self {
+        case .data, .chunk: return Limits.maxChunkPayload
+        case .offer, .select: return Limits.maxOfferPayload
+        default: return Limits.maxControlPayload
+        }
+    }
 }
 
 /// One length-prefixed frame: `type (1) | length (4, big endian) | payload`.
@@ -31,6 +37,9 @@ public struct Frame: Sendable, Equatable {
         self.payload = payload
     }
 
+    /// Whether the payload is within its type's limit (a peer would refuse the frame otherwise).
+    public var isWithinLimit: Bool { payload.count <= type.maxPayload }
+
     /// The frame's bytes on the wire.
     public func encoded() -> [UInt8] {
         var bytes = Frame.header(type: type, length: payload.count)
@@ -38,10 +47,9 @@ public struct Frame: Sendable, Equatable {
         return bytes
     }
 
-    /// A frame header for `length` bytes of payload.
+    /// A frame header for `length` bytes of payload (callers check `length` against `type.maxPayload`).
     public static func header(type: FrameType, length: Int) -> [UInt8] {
-        precondition(length <= type.maxPayload, "frame payload over its limit")
-        let n = UInt32(length)
+        let n = UInt32(clamping: length)
         return [type.rawValue, UInt8(n >> 24), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
     }
 }

@@ -4,10 +4,14 @@ public enum Limits {
     public static let protocolVersion = 1
     /// Largest control message (JSON): hello, offer, select, resume, done, error.
     public static let maxControlPayload = 1 << 20
+    /// Largest offer (JSON): up to 10,000 items with their representations and declarations.
+    public static let maxOfferPayload = 16 << 20
     /// Largest binary frame: one chunk of file data plus its small header.
     public static let maxChunkPayload = (4 << 20) + 64
     /// Frame header: type (1 byte) + payload length (4 bytes, big endian).
     public static let frameHeaderSize = 5
+    /// Largest item size a peer may announce (1 PiB): keeps every size computation far from overflow.
+    public static let maxItemSize: UInt64 = 1 << 50
     /// Longest device name accepted from a peer.
     public static let maxDeviceName = 128
     /// Most entries in an accept list, and most declarations in one message.

@@ -43,8 +43,11 @@ public struct ReceiverMachine: Sendable {
     public private(set) var offer: Offer?
     public private(set) var choices: [Choice] = []
     private var pending: [Int] = []
-    // The item being received.
-    private var missing: Set<Int> = []
+    // The item being received: chunks held before this session, and how many arrived since (chunks arrive in
+    // ascending order and never one already held, so the two counts tell when the item is complete; no set of every
+    // missing index is ever built, whatever size a peer announces).
+    private var held: Set<Int> = []
+    private var arrived = 0
     private var expectedChunks: Int?
     private var lastIndex = -1
     private var receivedBytes: UInt64 = 0
@@ -76,7 +79,7 @@ public struct ReceiverMachine: Sendable {
                     choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason)))
                     continue
                 }
-                if let size, let free = policy.freeSpace, committed + size > free {
+                if let size, let free = policy.freeSpace, committed.addingReportingOverflow(size).partialValue > free {
                     let reason = "\(item.label) needs \(size) bytes; only \(free - min(free, committed)) are free on the receiver"
                     choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)))
                     continue
@@ -96,8 +99,9 @@ public struct ReceiverMachine: Sendable {
         guard case .preparing(let item) = state, let offer else { throw fail(.internalError, "prepared out of order") }
         let representation = offer.items[item].representations[choices[item].representation!]
         expectedChunks = representation.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-        let valid = expectedChunks.map { count in verified.filter { $0 < count } } ?? verified
-        missing = expectedChunks.map { Set(0..<$0).subtracting(valid) } ?? []
+        let valid: Set<Int> = expectedChunks.map { count in verified.filter { $0 < count } } ?? []
+        held = valid
+        arrived = 0
         lastIndex = -1
         receivedBytes = 0
         itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max)
@@ -115,7 +119,7 @@ public struct ReceiverMachine: Sendable {
             guard index < expected else {
                 throw fail(.badMessage, "chunk \(index) is past the end of \(offer.items[item].label) (\(expected) chunks)")
             }
-            guard missing.contains(index) else {
+            guard !held.contains(index) else {
                 throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) is already held and was not asked for")
             }
             let isLast = index == expected - 1
@@ -134,7 +138,7 @@ public struct ReceiverMachine: Sendable {
             throw fail(.refused, "\(offer.items[item].label) exceeds \(itemLimit) bytes")
         }
         lastIndex = index
-        missing.remove(index)
+        arrived += 1
         return [.write(index: index)]
     }
 
@@ -142,8 +146,8 @@ public struct ReceiverMachine: Sendable {
         guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "done outside an item") }
         guard done.item == offer.items[item].id else { throw fail(.badMessage, "done for item \(done.item)") }
         if let expected = expectedChunks {
-            guard missing.isEmpty else {
-                throw fail(.badMessage, "done for \(offer.items[item].label) with \(missing.count) chunks never sent")
+            guard held.count + arrived == expected else {
+                throw fail(.badMessage, "done for \(offer.items[item].label) with \(expected - held.count - arrived) chunks never sent")
             }
             guard done.chunks == expected, done.size == offer.items[item].representations[choices[item].representation!].size else {
                 throw fail(.badMessage, "done for \(offer.items[item].label) claims \(done.size) bytes in \(done.chunks) chunks; the offer said otherwise")

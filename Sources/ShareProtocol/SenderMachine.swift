@@ -68,7 +68,8 @@ public struct SenderMachine: Sendable {
         }
         let chosen = choices[item].representation!
         let size = offer.items[item].representations[chosen].size
-        let limit = size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) } ?? Int(Int32.max)
+        // An item of unknown size was never held in part: it is always sent whole.
+        let limit = size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) } ?? 0
         let verified: Set<Int>
         do {
             verified = try ChunkMath.indices(resume.verified, limit: limit)

@@ -68,6 +68,9 @@ public struct OfferItem: Sendable, Codable, Equatable {
             guard representation.contentType.utf8.count <= 255, !representation.contentType.isEmpty else {
                 throw ProtocolError(.badMessage, "item \(id) has an invalid content type")
             }
+            if let size = representation.size, size > Limits.maxItemSize {
+                throw ProtocolError(.badMessage, "item \(id) claims \(size) bytes, over the limit of \(Limits.maxItemSize)")
+            }
             if let name = representation.suggestedFileName, name.utf8.count > 1024 {
                 throw ProtocolError(.badMessage, "item \(id) suggests a file name longer than 1024 bytes")
             }
@@ -210,10 +213,13 @@ public enum ChunkMath {
     public static func indices(_ ranges: [ChunkRange], limit: Int) throws(ProtocolError) -> Set<Int> {
         var result: Set<Int> = []
         guard ranges.count <= 100_000 else { throw ProtocolError(.badMessage, "too many resume ranges") }
+        var total = 0
         for range in ranges {
             guard range.start >= 0, range.end > range.start, range.end <= limit else {
                 throw ProtocolError(.badMessage, "resume range \(range.start)..<\(range.end) is outside 0..<\(limit)")
             }
+            total += range.count
+            guard total <= limit else { throw ProtocolError(.badMessage, "resume ranges overlap") }
             for index in range.start..<range.end { result.insert(index) }
         }
         return result

@@ -131,6 +131,22 @@ import Testing
         #expect(throws: ProtocolError.self) { try tooMany.validate() }
     }
 
+    @Test func hostileSizesAndResumesAreRefusedWithoutHugeAllocations() throws {
+        #expect(throws: ProtocolError.self) { try offer(sizes: [UInt64.max]).validate() }
+        #expect(throws: ProtocolError.self) { try offer(sizes: [Limits.maxItemSize + 1]).validate() }
+        // A receiver claiming to hold chunks of an item of unknown size.
+        var sender = SenderMachine(offer: offer(sizes: [nil]))
+        _ = sender.peerReady()
+        _ = try sender.received(Select(choices: [Choice(item: "item-0", representation: 0, reason: "")]))
+        #expect(throws: ProtocolError.self) { try sender.received(Resume(item: "item-0", verified: [ChunkRange(0, Int(Int32.max))])) }
+        // Overlapping ranges cannot inflate the count.
+        #expect(throws: ProtocolError.self) { try ChunkMath.indices([ChunkRange(0, 3), ChunkRange(1, 3)], limit: 4) }
+        // The largest allowed item is negotiated without building per-chunk state.
+        var machine = receiver()
+        _ = try machine.received(offer(sizes: [Limits.maxItemSize]))
+        #expect(try machine.prepared(verified: []).count == 1)
+    }
+
     @Test func chunkMath() throws {
         #expect(ChunkMath.count(size: 0, chunkSize: 10) == 1)
         #expect(ChunkMath.count(size: 10, chunkSize: 10) == 1)
