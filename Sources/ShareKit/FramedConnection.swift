@@ -126,10 +126,27 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         }
     }
 
-    /// Reports `error` to the peer (best effort) and closes politely.
+    /// Whether the peer has sent something not read yet (checked between chunks while streaming).
+    public var hasIncomingData: Bool {
+        start < end || tls.hasBufferedData || Syscalls.isReadable(tls.fileDescriptor)
+    }
+
+    /// After a failed write: the peer's `Error` frame, if it sent one before closing (read within `timeout`).
+    public func pendingPeerError(timeout: Double = 2) -> ProtocolError? {
+        setTimeout(timeout)
+        for _ in 0..<64 {
+            guard let frame = try? receive() else { return nil }
+            if frame.type == .error { return MessageCoding.peerError(from: frame) }
+        }
+        return nil
+    }
+
+    /// Reports `error` to the peer (best effort) and closes politely, reading and discarding what the peer still
+    /// sends for a moment so that the error arrives instead of being destroyed by a TCP reset.
     public func fail(with error: ProtocolError) {
         try? send(.error, error)
         tls.shutdown()
+        Syscalls.lingeringDrain(tls.fileDescriptor, maxBytes: 64 << 20, timeout: 2)
     }
 
     public func close() { tls.shutdown() }

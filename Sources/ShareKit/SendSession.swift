@@ -164,8 +164,18 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             digests[index] = digest
             var header = Frame.header(type: frameType, length: ChunkHeader.size + length)
             header += ChunkHeader(index: index, digest: digest).encoded()
-            try connection.tls.write(header)
-            if length > 0 { try connection.tls.write(buffer[0..<length]) }
+            // The receiver says something mid-item only to stop us (disk full, a limit): listen between chunks.
+            if connection.hasIncomingData {
+                let frame = try connection.receive()
+                if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+                throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+            }
+            do {
+                try connection.tls.write(header)
+                if length > 0 { try connection.tls.write(buffer[0..<length]) }
+            } catch let error as TLSError where error.kind == .connectionLost {
+                throw connection.pendingPeerError() ?? error
+            }
             report.bytesSent += UInt64(length)
             progress.advance(length)
         }

@@ -260,6 +260,12 @@ extension Syscalls {
         }
     }
 
+    /// Whether `fd` has bytes (or an end of stream) to read right now.
+    public static func isReadable(_ fd: Int32) -> Bool {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&pfd, 1, 0) > 0
+    }
+
     /// Bytes available to an unprivileged user on the file system holding `path`.
     public static func freeSpace(_ path: String) -> UInt64? {
         var info = statvfs()

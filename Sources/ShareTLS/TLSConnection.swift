@@ -91,6 +91,9 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         }
     }
 
+    /// Whether decrypted bytes are already buffered inside OpenSSL.
+    public var hasBufferedData: Bool { SSL_pending(ssl) > 0 }
+
     /// Sends close_notify (once) and stops; the socket is closed when the connection is released.
     public func shutdown() {
         guard !isShutDown else { return }
