@@ -13,6 +13,10 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
     private var pending: [UInt8]
     private var start = 0
     private var end = 0
+    /// Longest time one frame may take to arrive once it has begun: a peer trickling a byte at a time cannot hold a
+    /// session open forever (each read alone would stay within the idle timeout).
+    public var frameDeadline: Duration = .seconds(120)
+    private var frameStarted: ContinuousClock.Instant?
 
     public init(tls: TLSConnection, remoteAddress: String, readBufferSize: Int = 64 << 10) {
         self.tls = tls
@@ -42,7 +46,10 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
 
     /// The next frame. Binary frames are read into `chunk` (grown if needed, never beyond the frame limit).
     public func receive(chunk: inout [UInt8]) throws -> Incoming {
+        frameStarted = nil
+        defer { frameStarted = nil }
         try fill(Limits.frameHeaderSize)
+        frameStarted = ContinuousClock.now
         let (type, length) = try FrameDecoder.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])
         start += Limits.frameHeaderSize
         guard type.isBinary else {
@@ -65,6 +72,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         }
         var filled = buffered
         while filled < dataLength {
+            try checkDeadline()
             let n = try tls.read(into: &chunk, offset: filled, count: dataLength - filled)
             if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection in the middle of a chunk") }
             filled += n
@@ -102,9 +110,16 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             start = 0
         }
         while end < count {
+            try checkDeadline()
             let n = try tls.read(into: &pending, offset: end, count: pending.count - end)
             if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection") }
             end += n
+        }
+    }
+
+    private func checkDeadline() throws {
+        if let frameStarted, ContinuousClock.now - frameStarted > frameDeadline {
+            throw ProtocolError(.timeout, "the peer took longer than \(frameDeadline) to send one message")
         }
     }
 
@@ -113,6 +128,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         var remaining = count
         while remaining > 0 {
             if start == end {
+                try checkDeadline()
                 start = 0
                 end = 0
                 let n = try tls.read(into: &pending, offset: 0, count: pending.count)

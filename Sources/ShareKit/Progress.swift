@@ -41,7 +41,8 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         }
     }
 
-    /// Prints a received text or URL (always, even when quiet: it is the output).
+    /// Prints a received text or URL (always, even when quiet: it is the output). On a terminal, control characters
+    /// other than newline and tab are shown as `\u{…}`: a peer's text must not drive the terminal (escape sequences).
     public func output(_ text: String, fields: [String: Any] = [:]) {
         lock.lock()
         defer { lock.unlock() }
@@ -49,8 +50,23 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
             emit(["event": "received-text", "text": text].merging(fields) { a, _ in a })
         } else {
             clearLine()
-            write(text.hasSuffix("\n") ? text : text + "\n")
+            let shown = Syscalls.stdoutIsTerminal ? Self.neutralized(text) : text
+            write(shown.hasSuffix("\n") ? shown : shown + "\n")
         }
+    }
+
+    /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`.
+    public static func neutralized(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if (value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(value) {
+                out.append(contentsOf: "\\u{\(String(value, radix: 16))}".unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 
     public func setSessionTotal(_ bytes: UInt64, count: Int) {

@@ -46,12 +46,17 @@ public enum SessionOpener {
         let context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
         let connection = FramedConnection(tls: tls, remoteAddress: address.description)
+        let watchdog = Watchdog(fileDescriptor: fd, seconds: timeouts.handshake)
+        defer { watchdog.disarm() }
+        connection.frameDeadline = .seconds(timeouts.handshake)
         do {
             try tls.handshake()
             try connection.send(.hello, hello)
             let peerHello = try connection.receive(.hello, as: Hello.self)
             try peerHello.validate()
             guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
+            watchdog.disarm()
+            connection.frameDeadline = .seconds(120)
             connection.setTimeout(timeouts.idle)
             let elapsed = ContinuousClock.now - start
             return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds)
@@ -69,6 +74,10 @@ public enum SessionOpener {
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
         let connection = FramedConnection(tls: tls, remoteAddress: remoteAddress)
+        // The handshake and the hello together must finish within the handshake timeout.
+        let watchdog = Watchdog(fileDescriptor: fd, seconds: timeouts.handshake)
+        defer { watchdog.disarm() }
+        connection.frameDeadline = .seconds(timeouts.handshake)
         do {
             try tls.handshake()
         } catch {
@@ -86,6 +95,8 @@ public enum SessionOpener {
         }
         try connection.send(.hello, hello)
         guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
+        watchdog.disarm()
+        connection.frameDeadline = .seconds(120)
         connection.setTimeout(timeouts.idle)
         return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0)
     }

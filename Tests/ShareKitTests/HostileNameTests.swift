@@ -56,3 +56,10 @@ extension EndToEnd {
         }
     }
 }
+
+@Suite struct TerminalOutputTests {
+    @Test func controlCharactersAreNeutralized() {
+        #expect(ProgressReporter.neutralized("a\u{1B}[31mb\u{7}c\n\td\u{9B}") == "a\\u{1b}[31mb\\u{7}c\n\td\\u{9b}")
+        #expect(ProgressReporter.neutralized("héllo ✓") == "héllo ✓")
+    }
+}

@@ -30,6 +30,29 @@ extension EndToEnd {
             #expect(saved.isEmpty)
         }
 
+        @Test func aNewerPeerGetsAClearVersionError() throws {
+            let desk = try TestDevice("desk")
+            let hostile = try TestDevice("hostile")
+            desk.trust(hostile)
+            let (agent, port) = try desk.startAgent()
+            defer { agent.stop() }
+            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                                                      hostile.config.appendingPathComponent("key.pem").path, "newer-version"])
+            #expect(result.output.contains("error version the peer speaks share protocol 99, this device speaks 1"), "\(result.output)")
+        }
+
+        @Test func aTricklingPeerIsCutOffByTheHandshakeDeadline() throws {
+            let desk = try TestDevice("desk")
+            let hostile = try TestDevice("hostile")
+            desk.trust(hostile)
+            let (agent, port) = try desk.startAgent(["--handshake-timeout", "3"])
+            defer { agent.stop() }
+            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                                                      hostile.config.appendingPathComponent("key.pem").path, "trickle"], timeout: 60)
+            let seconds = result.output.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? 99
+            #expect(seconds < 15, "\(result.output)")
+        }
+
         @Test func tenThousandItemsInOneOfferAreNegotiated() throws {
             let desk = try TestDevice("desk")
             let hostile = try TestDevice("hostile")
