@@ -62,6 +62,11 @@ public enum SessionOpener {
             return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds)
         } catch {
             connection.close()
+            if watchdog.fired {
+                throw ShareError(
+                    .unavailable,
+                    "\(address) did not complete the TLS handshake and hello within \(Int(timeouts.handshake)) s; is it a share device?")
+            }
             throw SessionErrors.describe(error, peer: address.description, localID: device.id, established: false)
         }
     }

@@ -6,13 +6,24 @@ import Foundation
 final class Watchdog: @unchecked Sendable {  // `armed` guarded by `lock`
     private let lock = NSLock()
     private var armed = true
+    private var didFire = false
 
     init(fileDescriptor fd: Int32, seconds: Double) {
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
             lock.lock()
             defer { lock.unlock() }
-            if armed { Syscalls.shutdownSocket(fd) }
+            if armed {
+                didFire = true
+                Syscalls.shutdownSocket(fd)
+            }
         }
+    }
+
+    /// Whether the deadline passed and the socket was shut down.
+    var fired: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return didFire
     }
 
     /// The phase finished in time.
