@@ -17,16 +17,10 @@ public enum AtomicFile {
         }
         do {
             defer { close(fd) }
-            try data.withUnsafeBytes { raw in
-                var done = 0
-                while done < raw.count {
-                    let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw posixError("cannot write \(url.path)")
-                    }
-                    done += n
-                }
+            do {
+                try Syscalls.pwriteAll(fd, Array(data)[...], offset: 0)
+            } catch {
+                throw posixError("cannot write \(url.path)")
             }
             guard fchmod(fd, mode) == 0 else { throw posixError("cannot set the mode of \(url.path)") }
             if durable, fsync(fd) != 0 { throw posixError("cannot flush \(url.path)") }

@@ -76,8 +76,7 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         try bytes.withUnsafeBytes { raw in try write(raw) }
     }
 
-    /// Writes all of `raw` (for memory the caller maps, such as a file region).
-    public func write(_ raw: UnsafeRawBufferPointer) throws {
+    private func write(_ raw: UnsafeRawBufferPointer) throws {
         guard let base = raw.baseAddress else { return }
         var done = 0
         while done < raw.count {
