@@ -111,5 +111,73 @@ extension EndToEnd {
         #expect(desk.run(["receive", "--max-size", "lots"]).status == 64)
         #expect(desk.run(["receive", "--accept", "com.nobody.nothing", "--timeout", "1"]).status == 64)
     }
+    @Test func fromAcceptsOnlyThatDevice() throws {
+        let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+        let phone = try TestDevice("phone")
+        desk.trust(phone)
+        phone.trust(desk)
+        let inbox = try desk.folder("inbox")
+        let (receiver, port) = try desk.startReceive(["--from", "laptop"], into: inbox)
+        defer { receiver.stop() }
+        #expect(phone.run(["send", "--text", "not you", "--to", "127.0.0.1:\(port)"]).status == 77)
+        #expect(laptop.run(["send", "--text", "me", "--to", "127.0.0.1:\(port)"]).status == 0)
+        #expect(receiver.wait(timeout: 30) == 0)
+        #expect(!receiver.stdout.text.contains("not you"))
+    }
+
+    @Test func stoppingTheReceiverKeepsThePartialAndSaysHowToResume() throws {
+        let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+        let inbox = try desk.folder("inbox")
+        let file = try laptop.folder("src").appendingPathComponent("big.bin")
+        try makeFile(file, size: 32 << 20)
+        let (receiver, port) = try desk.startReceive(into: inbox)
+        let proxy = try TCPProxy(upstreamPort: port)
+        defer { proxy.stop() }
+        proxy.bytesPerSecond = 8 << 20
+        let sender = try laptop.background(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
+        #expect(waitUntil(timeout: 30) { ledgerChunkCount(inbox) > 0 })
+        kill(receiver.pid, SIGTERM)
+        #expect(receiver.wait(timeout: 30) == 75)
+        #expect(receiver.stderr.text.contains("partial items are kept"))
+        #expect(sender.wait(timeout: 30) == 75)
+        #expect(ledgerChunkCount(inbox) > 0)
+    }
+
+    @Test func aSecondSenderIsToldTheReceiverIsBusy() throws {
+        let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+        let inbox = try desk.folder("inbox")
+        let file = try laptop.folder("src").appendingPathComponent("big.bin")
+        try makeFile(file, size: 16 << 20)
+        let (receiver, port) = try desk.startReceive(into: inbox)
+        defer { receiver.stop() }
+        let proxy = try TCPProxy(upstreamPort: port)
+        defer { proxy.stop() }
+        proxy.bytesPerSecond = 4 << 20
+        let first = try laptop.background(["send", file.path, "--to", "127.0.0.1:\(proxy.port)"])
+        #expect(waitUntil(timeout: 30) { ledgerChunkCount(inbox) > 0 })
+        let second = laptop.run(["send", "--text", "me too", "--to", "127.0.0.1:\(port)"])
+        #expect(second.status == 3)
+        #expect(second.stderr.contains("busy"))
+        #expect(first.wait(timeout: 60) == 0)
+    }
+
+    @Test func jsonEventsForScripts() throws {
+        let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+        let inbox = try desk.folder("inbox")
+        let (receiver, port) = try desk.startReceive(["--json"], into: inbox)
+        defer { receiver.stop() }
+        let sent = laptop.run(["send", "--text", "hi", "--to", "127.0.0.1:\(port)", "--json"])
+        #expect(sent.status == 0)
+        #expect(receiver.wait(timeout: 30) == 0)
+        for output in [sent.stdout, receiver.stdout.text] {
+            for line in output.split(separator: "\n") {
+                let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object?["event"] is String, "\(line)")
+            }
+        }
+        #expect(sent.stdout.contains("\"event\":\"delivered\""))
+        #expect(receiver.stdout.text.contains("\"event\":\"received-text\""))
+        #expect(receiver.stdout.text.contains("\"text\":\"hi\""))
+    }
 }
 }

@@ -220,12 +220,19 @@ extension TestDevice {
     func startReceive(_ extra: [String] = [], into: URL) throws -> (BackgroundShare, Int) {
         let receiver = try background(["receive", "--port", "0", "--listen", "127.0.0.1", "--into", into.path] + extra)
         guard let line = receiver.stdout.waitForLine(containing: "waiting on port", timeout: 30),
-            let port = line.split(separator: " ").last.flatMap({ Int($0) })
+            let port = Self.port(in: line)
         else {
             receiver.stop()
             throw TestFailure("receive did not start: \(receiver.stderr.text)")
         }
         return (receiver, port)
+    }
+
+    /// The number after the last "port" in a line (plain text or a JSON event).
+    static func port(in line: String) -> Int? {
+        guard let range = line.range(of: "port", options: .backwards) else { return nil }
+        let digits = line[range.upperBound...].drop { !$0.isNumber }.prefix { $0.isNumber }
+        return Int(digits)
     }
 
     /// Two devices that trust each other as the same owner's.
