@@ -9,7 +9,7 @@ let package = Package(
         .executable(name: "share", targets: ["share"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
     ],
     targets: [
         .target(name: "UniformTypeIdentifiers"),
@@ -21,10 +21,14 @@ let package = Package(
         .target(name: "CShareSystem"),
         .target(name: "ShareProfiles", dependencies: ["CoreTransferable"]),
         .target(
-            name: "ShareKit", dependencies: ["ShareTLS", "ShareProtocol", "ShareProfiles", "CoreTransferable", "CShareSystem"]),
+            name: "ShareKit",
+            dependencies: ["ShareTLS", "ShareProtocol", "ShareProfiles", "CoreTransferable", "CShareSystem"]),
         .target(
             name: "ShareCLI",
-            dependencies: ["ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: [
+                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),

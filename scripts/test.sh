@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+swift format lint --strict -r Sources Tests Benchmarks Package.swift
 swift build --build-tests
 swift test

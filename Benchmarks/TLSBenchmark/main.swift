@@ -86,14 +86,20 @@ case "stream":
     var sent = 0
     while sent < total {
         let n = min(buffer.count, total - sent)
-        if n == buffer.count { try session.connection.tls.write(buffer) } else { try session.connection.tls.write(buffer[0..<n]) }
+        if n == buffer.count {
+            try session.connection.tls.write(buffer)
+        } else {
+            try session.connection.tls.write(buffer[0..<n])
+        }
         sent += n
     }
     let ack = try session.connection.receive(.pong, as: Ping.self)
     let seconds = (ContinuousClock.now - start).seconds
     guard Int(ack.nonce) == total else { fail("receiver counted \(ack.nonce) of \(total) bytes") }
-    print(String(format: "share stream: %d MiB in %.2f s = %.0f MiB/s (%@)", total >> 20, seconds,
-                 Double(total) / seconds / 1_048_576, session.connection.tls.cipher))
+    print(
+        String(
+            format: "share stream: %d MiB in %.2f s = %.0f MiB/s (%@)", total >> 20, seconds,
+            Double(total) / seconds / 1_048_576, session.connection.tls.cipher))
 
 default:
     fail("mode must be latency, serve or stream")

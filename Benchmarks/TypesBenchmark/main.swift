@@ -31,7 +31,9 @@ struct Document: Codable, Transferable {
 /// Median nanoseconds per operation over `rounds` rounds of `iterations` calls; the minimum is printed too, because
 /// this machine's speed varies by more than half between identical runs (other tenants), and the minimum is the
 /// cost of the code itself.
-func measure(_ name: String, iterations: Int = 20_000, rounds: Int = 9, _ body: () -> Int) -> (median: Double, min: Double) {
+func measure(_ name: String, iterations: Int = 20_000, rounds: Int = 9, _ body: () -> Int) -> (
+    median: Double, min: Double
+) {
     let iterations = ProcessInfo.processInfo.environment["BENCH_ITERATIONS"].flatMap(Int.init) ?? iterations
     var sink = 0
     var perOp: [Double] = []
@@ -44,7 +46,8 @@ func measure(_ name: String, iterations: Int = 20_000, rounds: Int = 9, _ body: 
     }
     perOp.sort()
     let median = perOp[perOp.count / 2]
-    let line = "\(name.padding(toLength: 58, withPad: " ", startingAt: 0)) \(String(format: "%8.3f", median / 1000)) µs/op median"
+    let line =
+        "\(name.padding(toLength: 58, withPad: " ", startingAt: 0)) \(String(format: "%8.3f", median / 1000)) µs/op median"
         + String(format: ", %.3f min", perOp[0] / 1000)
     print(line + (sink == 42 ? " " : ""))
     return (median, perOp[0])
@@ -69,15 +72,19 @@ let negotiator = Negotiator(accept: acceptList)
 
 func offered() -> [OfferedRepresentation] {
     document.offeredRepresentations(for: .trusted).map {
-        OfferedRepresentation(contentType: $0.contentType.identifier, kind: $0.payload == .file ? .file : .data, size: 1024)
+        OfferedRepresentation(
+            contentType: $0.contentType.identifier, kind: $0.payload == .file ? .file : .data, size: 1024)
     }
 }
 let offer = offered()
-guard case .success(let choice) = negotiator.choose(from: offer), offer[choice.representationIndex].contentType == "public.comma-separated-values-text"
+guard case .success(let choice) = negotiator.choose(from: offer),
+    offer[choice.representationIndex].contentType == "public.comma-separated-values-text"
 else { fatalError("negotiation picked the wrong representation") }
 
 print("share type-core benchmark (release build expected), 9 rounds")
-let resolveCold = measure("resolve 10 representations (uncached)") { ResolvedRepresentations.resolve(Document.self).count }
+let resolveCold = measure("resolve 10 representations (uncached)") {
+    ResolvedRepresentations.resolve(Document.self).count
+}
 let resolveCached = measure("resolve 10 representations (cached)") { ResolvedRepresentations.of(Document.self).count }
 let offerCost = measure("offered representations for a peer (filter + describe)") { offered().count }
 let negotiate = measure("negotiate 9 offered against a 50-entry accept list") {
@@ -92,5 +99,6 @@ let budget = 10_000.0
 _ = (resolveCached, offerCost, negotiateFresh)
 // Judged on the minimum (the code's own cost); the median is printed above for the machine's state.
 let ok = resolveCold.min < budget && negotiate.min < budget
-print(ok ? "PASS: resolution and negotiation under 10 µs per operation" : "FAIL: budget of 10 µs per operation exceeded")
+print(
+    ok ? "PASS: resolution and negotiation under 10 µs per operation" : "FAIL: budget of 10 µs per operation exceeded")
 exit(ok ? 0 : 1)

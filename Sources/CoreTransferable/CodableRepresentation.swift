@@ -54,7 +54,8 @@ extension TransferPayload {
             do {
                 return try Data(contentsOf: file.file, options: .mappedIfSafe)
             } catch {
-                throw TransferableSupportError(.fileUnavailable, "cannot read \(file.file.path): \(error.localizedDescription)")
+                throw TransferableSupportError(
+                    .fileUnavailable, "cannot read \(file.file.path): \(error.localizedDescription)")
             }
         }
     }

@@ -92,7 +92,8 @@ public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
         case .file(let export): return .file(try await export(item))
         case .payload(let export): return try await export(item)
         case nil:
-            throw TransferableSupportError(.exportFailed, "the \(contentType.identifier) representation of \(Item.self) is import-only")
+            throw TransferableSupportError(
+                .exportFailed, "the \(contentType.identifier) representation of \(Item.self) is import-only")
         }
     }
 
@@ -102,14 +103,16 @@ public struct ResolvedTransferRepresentation<Item: Transferable>: Sendable {
         switch (importer, payload) {
         case (.data(let make), _): return try await make(try payload.bytes())
         case (.file(let make), .file(let sent)):
-            return try await make(ReceivedTransferredFile(file: sent.file, isOriginalFile: sent.allowAccessingOriginalFile))
+            return try await make(
+                ReceivedTransferredFile(file: sent.file, isOriginalFile: sent.allowAccessingOriginalFile))
         case (.file(let make), .data(let data)):
             return try await TemporaryFiles.withFile(containing: data, contentType: contentType) { url in
                 try await make(ReceivedTransferredFile(file: url, isOriginalFile: false))
             }
         case (.payload(let make), _): return try await make(payload)
         case (nil, _):
-            throw TransferableSupportError(.importFailed, "the \(contentType.identifier) representation of \(Item.self) is export-only")
+            throw TransferableSupportError(
+                .importFailed, "the \(contentType.identifier) representation of \(Item.self) is export-only")
         }
     }
 

@@ -3,7 +3,11 @@ import Foundation
 extension String: Transferable {
     /// UTF-8 plain text both ways; any plain text is accepted on import.
     public static var transferRepresentation: some TransferRepresentation {
-        DataRepresentation(contentType: .utf8PlainText) { Data($0.utf8) } importing: { try decodeText($0) }
+        DataRepresentation(contentType: .utf8PlainText) {
+            Data($0.utf8)
+        } importing: {
+            try decodeText($0)
+        }
         DataRepresentation(importedContentType: .plainText) { try decodeText($0) }
     }
 }
@@ -11,16 +15,28 @@ extension String: Transferable {
 extension Data: Transferable {
     /// Bytes as `public.data` both ways.
     public static var transferRepresentation: some TransferRepresentation {
-        DataRepresentation(contentType: .data) { $0 } importing: { $0 }
+        DataRepresentation(contentType: .data) {
+            $0
+        } importing: {
+            $0
+        }
     }
 }
 
 extension URL: Transferable {
     /// A file URL as `public.file-url`, any URL as `public.url`, and the URL's text as plain text.
     public static var transferRepresentation: some TransferRepresentation {
-        DataRepresentation(contentType: .fileURL) { Data($0.absoluteString.utf8) } importing: { try decodeURL($0) }
-            .exportingCondition { $0.isFileURL }
-        DataRepresentation(contentType: .url) { Data($0.absoluteString.utf8) } importing: { try decodeURL($0) }
+        DataRepresentation(contentType: .fileURL) {
+            Data($0.absoluteString.utf8)
+        } importing: {
+            try decodeURL($0)
+        }
+        .exportingCondition { $0.isFileURL }
+        DataRepresentation(contentType: .url) {
+            Data($0.absoluteString.utf8)
+        } importing: {
+            try decodeURL($0)
+        }
         DataRepresentation(exportedContentType: .utf8PlainText) { Data($0.absoluteString.utf8) }
         DataRepresentation(importedContentType: .plainText) { try decodeURL($0) }
     }
@@ -29,7 +45,9 @@ extension URL: Transferable {
 extension AttributedString: Transferable {
     /// The characters as UTF-8 plain text both ways (attributes have no portable encoding here).
     public static var transferRepresentation: some TransferRepresentation {
-        DataRepresentation(contentType: .utf8PlainText) { Data(String($0.characters).utf8) } importing: {
+        DataRepresentation(contentType: .utf8PlainText) {
+            Data(String($0.characters).utf8)
+        } importing: {
             AttributedString(try decodeText($0))
         }
         DataRepresentation(importedContentType: .plainText) { AttributedString(try decodeText($0)) }

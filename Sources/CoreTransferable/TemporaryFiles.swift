@@ -27,11 +27,13 @@ enum TemporaryFiles {
     /// Runs `body` with a private copy of `source` that is removed afterwards.
     static func withCopy<R>(of source: URL, _ body: (URL) async throws -> R) async throws -> R {
         try await withDirectory { directory in
-            let copy = directory.appendingPathComponent(source.lastPathComponent.isEmpty ? "file" : source.lastPathComponent)
+            let copy = directory.appendingPathComponent(
+                source.lastPathComponent.isEmpty ? "file" : source.lastPathComponent)
             do {
                 try FileManager.default.copyItem(at: source, to: copy)
             } catch {
-                throw TransferableSupportError(.fileUnavailable, "cannot copy \(source.path): \(error.localizedDescription)")
+                throw TransferableSupportError(
+                    .fileUnavailable, "cannot copy \(source.path): \(error.localizedDescription)")
             }
             return try await body(copy)
         }

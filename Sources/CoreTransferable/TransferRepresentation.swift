@@ -26,7 +26,9 @@ extension TransferRepresentation {
 
 /// The builder enforces `Body.Item == Item`; the protocol cannot state it (primitives use `Never`), so the entries of
 /// a body are re-typed here. A mismatch is a programming error in a hand-written `body`.
-func castResolved<A, B>(_ entries: [ResolvedTransferRepresentation<A>], to: B.Type) -> [ResolvedTransferRepresentation<B>] {
+func castResolved<A, B>(_ entries: [ResolvedTransferRepresentation<A>], to: B.Type) -> [ResolvedTransferRepresentation<
+    B
+>] {
     guard A.self == B.self else {
         preconditionFailure("a TransferRepresentation body of \(A.self) was used for \(B.self)")
     }

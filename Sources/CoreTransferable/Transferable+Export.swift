@@ -66,7 +66,8 @@ extension Transferable {
         case .data(let data):
             let name = FileNames.sanitized(
                 entry.suggestedFileName(for: self)
-                    ?? URL(fileURLWithPath: "Exported").appendingPathExtension(for: entry.contentType).lastPathComponent)
+                    ?? URL(fileURLWithPath: "Exported").appendingPathExtension(for: entry.contentType).lastPathComponent
+            )
             let target = FileNames.unique(name, in: destinationDirectory)
             try data.write(to: target, options: .withoutOverwriting)
             return target

@@ -32,7 +32,8 @@ extension Transferable {
             case .data:
                 return try await entry.importItem(from: .file(SentTransferredFile(file)))
             case .file where entry.shouldAttemptToOpenInPlace:
-                return try await entry.importItem(from: .file(SentTransferredFile(file, allowAccessingOriginalFile: true)))
+                return try await entry.importItem(
+                    from: .file(SentTransferredFile(file, allowAccessingOriginalFile: true)))
             case .file:
                 // The importer gets a private copy that exists only while it runs.
                 return try await TemporaryFiles.withCopy(of: file) { copy in

@@ -67,7 +67,9 @@ struct PairCommand: ParsableCommand {
             } else {
                 outcome = try Pairing.listen(
                     device: local, host: listen, port: port, options: options, timeout: timeout,
-                    ready: { bound in say("waiting to pair on port \(bound); on the other device run: share pair HOST:\(bound)") },
+                    ready: { bound in
+                        say("waiting to pair on port \(bound); on the other device run: share pair HOST:\(bound)")
+                    },
                     confirm: confirm)
             }
             say("paired: now trusting \(outcome.peer.name) (\(outcome.peer.id)) as \(outcome.peer.relation)")

@@ -32,7 +32,9 @@ struct PingCommand: ParsableCommand {
                 timeouts: SessionTimeouts(connect: timeout, handshake: timeout, idle: timeout))
             let name = trust.device(result.peerID)?.name ?? result.peerName
             say("\(name) (\(result.peerID)) at \(target.address)")
-            say("protocol \(result.protocolVersion), \(result.role), \(result.tls), connected in \(ms(result.setupSeconds))")
+            say(
+                "protocol \(result.protocolVersion), \(result.role), \(result.tls), connected in \(ms(result.setupSeconds))"
+            )
             for (index, trip) in result.roundTrips.enumerated() {
                 say("ping \(index + 1): round trip \(ms(trip))")
             }

@@ -39,7 +39,8 @@ struct ProfileCommand: ParsableCommand {
                     }
                     return url
                 }
-                let profile = Profile(name: name, bio: bio, funFacts: fact, video: try file(video), portrait: try file(portrait))
+                let profile = Profile(
+                    name: name, bio: bio, funFacts: fact, video: try file(video), portrait: try file(portrait))
                 catalog.upsert(profile)
                 try catalog.save()
                 say("added profile \(name) (\(profile.id))")
@@ -48,16 +49,20 @@ struct ProfileCommand: ParsableCommand {
     }
 
     struct AddFact: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "add-fact", abstract: "Add a fun fact read from standard input.")
+        static let configuration = CommandConfiguration(
+            commandName: "add-fact", abstract: "Add a fun fact read from standard input.")
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The profile's name or id.") var name: String
 
         func run() throws {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
-                guard var profile = catalog.find(name) else { throw ShareError(.usage, "no profile is called '\(name)'") }
+                guard var profile = catalog.find(name) else {
+                    throw ShareError(.usage, "no profile is called '\(name)'")
+                }
                 let text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-                let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty }
                 guard !facts.isEmpty else { throw ShareError(.noInput, "standard input held no fun fact") }
                 profile.funFacts += facts
                 catalog.upsert(profile)
@@ -74,7 +79,9 @@ struct ProfileCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 for profile in try ProfileCommand.load(device).profiles {
-                    say("\(profile.name)\t\(profile.id)\t\(profile.funFacts.count) facts\(profile.portrait == nil ? "" : "\tportrait")\(profile.video == nil ? "" : "\tvideo")")
+                    say(
+                        "\(profile.name)\t\(profile.id)\t\(profile.funFacts.count) facts\(profile.portrait == nil ? "" : "\tportrait")\(profile.video == nil ? "" : "\tvideo")"
+                    )
                 }
             }
         }
@@ -87,7 +94,9 @@ struct ProfileCommand: ParsableCommand {
 
         func run() throws {
             try ShareCLI.run {
-                guard let profile = try ProfileCommand.load(device).find(name) else { throw ShareError(.usage, "no profile is called '\(name)'") }
+                guard let profile = try ProfileCommand.load(device).find(name) else {
+                    throw ShareError(.usage, "no profile is called '\(name)'")
+                }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 say(String(decoding: try encoder.encode(profile), as: UTF8.self))
@@ -103,7 +112,9 @@ struct ProfileCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
-                guard let removed = catalog.remove(name) else { throw ShareError(.usage, "no profile is called '\(name)'") }
+                guard let removed = catalog.remove(name) else {
+                    throw ShareError(.usage, "no profile is called '\(name)'")
+                }
                 try catalog.save()
                 say("removed profile \(removed.name)")
             }

@@ -48,7 +48,9 @@ struct ReceiveCommand: ParsableCommand {
     var fsync = false
 
     func validate() throws {
-        if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size like 10M") }
+        if let maxSize, parseSize(maxSize) == nil {
+            throw ValidationError("--max-size '\(maxSize)' is not a size like 10M")
+        }
         guard partialMaxAge > 0 else { throw ValidationError("--partial-max-age must be positive") }
     }
 
@@ -98,7 +100,9 @@ struct ReceiveCommand: ParsableCommand {
             }
             listener.start()
             if !output.quiet {
-                progress.note("share receive: \(local.name) waiting on port \(listener.port)", event: "listening", fields: ["port": listener.port])
+                progress.note(
+                    "share receive: \(local.name) waiting on port \(listener.port)", event: "listening",
+                    fields: ["port": listener.port])
             } else if port == 0 {
                 // A port picked by the system is the one thing a caller cannot know otherwise.
                 say("share receive: \(local.name) waiting on port \(listener.port)")
@@ -108,7 +112,10 @@ struct ReceiveCommand: ParsableCommand {
             guard let result else { throw ShareError(.unavailable, "no sender came within \(Int(timeout)) s") }
             let report = try result.get()
             if !report.refused.isEmpty {
-                throw ShareError(.refused, "refused \(report.refused.count) item(s): " + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
+                throw ShareError(
+                    .refused,
+                    "refused \(report.refused.count) item(s): "
+                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
             }
         }
     }
@@ -143,7 +150,10 @@ final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
         let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: interrupt) }
         for source in sources {
             source.setEventHandler { [self] in
-                finish(.failure(ShareError(.interrupted, "stopped before the transfer finished; partial items are kept for a resume")))
+                finish(
+                    .failure(
+                        ShareError(
+                            .interrupted, "stopped before the transfer finished; partial items are kept for a resume")))
             }
             source.resume()
         }

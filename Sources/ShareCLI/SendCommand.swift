@@ -33,7 +33,8 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Send this profile from the catalog (name or id).", valueName: "name"))
     var profile: [String] = []
 
-    @Option(help: ArgumentHelp("Content type of the files and standard input (identifier or extension).", valueName: "uti"))
+    @Option(
+        help: ArgumentHelp("Content type of the files and standard input (identifier or extension).", valueName: "uti"))
     var type: String?
 
     @Option(help: ArgumentHelp("Bytes per chunk (e.g. 1M).", valueName: "size"))
@@ -84,26 +85,37 @@ struct SendCommand: ParsableCommand {
             let progress = output.progress
             let texts = text
             let urls = url.compactMap { URL(string: $0) }
-            let report = try SendSession(device: local, progress: progress, options: options).run(to: target, trust: trust) { relation in
+            let report = try SendSession(device: local, progress: progress, options: options).run(
+                to: target, trust: trust
+            ) { relation in
                 fileItems
                     + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
                     + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
                     + profiles.map {
-                        OutgoingItem.transferable($0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
+                        OutgoingItem.transferable(
+                            $0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
                     }
             }
             if output.json {
-                progress.note("summary", event: "summary", fields: [
-                    "delivered": report.delivered.count, "refused": report.refused.count, "bytesSent": report.bytesSent,
-                    "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
-                ])
+                progress.note(
+                    "summary", event: "summary",
+                    fields: [
+                        "delivered": report.delivered.count, "refused": report.refused.count,
+                        "bytesSent": report.bytesSent,
+                        "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
+                    ])
             } else if !output.quiet {
                 let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
-                say("sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s)"
-                    + (report.bytesSkipped > 0 ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : ""))
+                say(
+                    "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s)"
+                        + (report.bytesSkipped > 0
+                            ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : ""))
             }
             if !report.refused.isEmpty {
-                throw ShareError(.refused, "\(report.refused.count) item(s) refused: " + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
+                throw ShareError(
+                    .refused,
+                    "\(report.refused.count) item(s) refused: "
+                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
             }
         }
     }
@@ -124,7 +136,8 @@ struct SendCommand: ParsableCommand {
         }
         var item = try OutgoingItem.file(file, type: type ?? .data)
         item.label = "standard input"
-        item.representations[0].offered.suggestedFileName = "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
+        item.representations[0].offered.suggestedFileName =
+            "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
         return item
     }
 }

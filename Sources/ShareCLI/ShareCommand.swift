@@ -12,7 +12,10 @@ public struct ShareCommand: ParsableCommand {
             \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
             """,
         version: "share 0.1 (protocol \(protocolVersionText))",
-        subcommands: [SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self, PairCommand.self, PingCommand.self, AgentCommand.self]
+        subcommands: [
+            SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self,
+            PairCommand.self, PingCommand.self, AgentCommand.self,
+        ]
     )
 
     public init() {}
@@ -20,7 +23,11 @@ public struct ShareCommand: ParsableCommand {
 
 /// Options every command takes.
 struct DeviceOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("This device's config directory (default: $SHARE_CONFIG_DIR, else $XDG_CONFIG_HOME/share).", valueName: "dir"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "This device's config directory (default: $SHARE_CONFIG_DIR, else $XDG_CONFIG_HOME/share).",
+            valueName: "dir"))
     var config: String?
 
     var paths: DevicePaths { DevicePaths.resolve(configOverride: config) }

@@ -16,7 +16,9 @@ struct OutputOptions: ParsableArguments {
 
 /// Type declaration files to load before anything is typed or negotiated.
 struct DeclarationOptions: ParsableArguments {
-    @Option(name: .customLong("declarations"), help: ArgumentHelp("An Info.plist-style or JSON file declaring custom types (repeatable).", valueName: "file"))
+    @Option(
+        name: .customLong("declarations"),
+        help: ArgumentHelp("An Info.plist-style or JSON file declaring custom types (repeatable).", valueName: "file"))
     var files: [String] = []
 
     func load() throws {
@@ -48,5 +50,8 @@ func parseSize(_ text: String) -> UInt64? {
 func parseType(_ text: String) throws -> UTType {
     if let type = UTType(text) { return type }
     if !text.contains("."), let type = UTType(filenameExtension: text), !type.isDynamic { return type }
-    throw ShareError(.usage, "unknown type '\(text)'; use a declared identifier such as public.plain-text, or declare it with --declarations FILE")
+    throw ShareError(
+        .usage,
+        "unknown type '\(text)'; use a declared identifier such as public.plain-text, or declare it with --declarations FILE"
+    )
 }

@@ -25,7 +25,9 @@ struct TrustCommand: ParsableCommand {
         @Flag(help: "The device is one of your own (receives .team representations).")
         var team = false
 
-        @Option(help: ArgumentHelp("The device belongs to this group (receives .group representations).", valueName: "name"))
+        @Option(
+            help: ArgumentHelp("The device belongs to this group (receives .group representations).", valueName: "name")
+        )
         var group: String?
 
         func validate() throws {

@@ -8,7 +8,8 @@ public enum AtomicFile {
     /// without it they survive a crash of the process (the kernel still holds them).
     public static func write(_ data: Data, to url: URL, mode: mode_t = 0o644, durable: Bool = true) throws {
         let directory = url.deletingLastPathComponent()
-        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let temporary = directory.appendingPathComponent(
+            ".\(url.lastPathComponent).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw posixError("cannot create \(temporary.path)") }
         var ok = false

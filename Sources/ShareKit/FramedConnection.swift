@@ -29,7 +29,10 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
 
     public func send(_ frame: Frame) throws {
         guard frame.isWithinLimit else {
-            throw ProtocolError(.internalError, "a \(frame.type) message of \(frame.payload.count) bytes is over the protocol's limit of \(frame.type.maxPayload)")
+            throw ProtocolError(
+                .internalError,
+                "a \(frame.type) message of \(frame.payload.count) bytes is over the protocol's limit of \(frame.type.maxPayload)"
+            )
         }
         try tls.write(frame.encoded())
     }
@@ -58,7 +61,9 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             try read(length) { payload.append(contentsOf: $0) }
             return .control(Frame(type: type, payload: payload))
         }
-        guard length >= ChunkHeader.size else { throw ProtocolError(.badMessage, "\(type) frame shorter than its header") }
+        guard length >= ChunkHeader.size else {
+            throw ProtocolError(.badMessage, "\(type) frame shorter than its header")
+        }
         try fill(ChunkHeader.size)
         let header = try ChunkHeader.parse(pending[start..<(start + ChunkHeader.size)])
         start += ChunkHeader.size

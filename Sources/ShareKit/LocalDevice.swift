@@ -20,7 +20,9 @@ public struct LocalDevice: Sendable {
         do {
             try DevicePaths.ensurePrivateDirectory(paths.config)
         } catch {
-            throw ShareError(.configuration, "cannot create the config directory \(paths.config.path): \(error.localizedDescription)")
+            throw ShareError(
+                .configuration, "cannot create the config directory \(paths.config.path): \(error.localizedDescription)"
+            )
         }
         let fm = FileManager.default
         let hasKey = fm.fileExists(atPath: paths.keyFile.path)
@@ -34,7 +36,8 @@ public struct LocalDevice: Sendable {
                 try AtomicFile.write(Data(try identity.key.pemRepresentation().utf8), to: paths.keyFile, mode: 0o600)
                 try AtomicFile.write(Data(try identity.certificate.pemRepresentation().utf8), to: paths.certificateFile)
             } catch {
-                throw ShareError(.configuration, "cannot create this device's identity in \(paths.config.path): \(error)")
+                throw ShareError(
+                    .configuration, "cannot create this device's identity in \(paths.config.path): \(error)")
             }
         case (true, true):
             do {
@@ -44,13 +47,15 @@ public struct LocalDevice: Sendable {
             } catch {
                 throw ShareError(
                     .configuration,
-                    "this device's identity in \(paths.config.path) is damaged (\(error)); restore key.pem and cert.pem from a backup, or move both away to create a new identity (peers must then trust it again)")
+                    "this device's identity in \(paths.config.path) is damaged (\(error)); restore key.pem and cert.pem from a backup, or move both away to create a new identity (peers must then trust it again)"
+                )
             }
         default:
             let missing = hasKey ? "cert.pem" : "key.pem"
             throw ShareError(
                 .configuration,
-                "\(missing) is missing from \(paths.config.path); restore it, or move the other file away to create a new identity")
+                "\(missing) is missing from \(paths.config.path); restore it, or move the other file away to create a new identity"
+            )
         }
         if !fm.fileExists(atPath: paths.deviceFile.path) {
             try saveName(name, paths)

@@ -28,8 +28,10 @@ public struct OutgoingItem: Sendable {
     public var declarations: [UTTypeDeclaration]
     public var version: String?
 
-    public init(id: String, label: String, representations: [OutgoingRepresentation],
-                declarations: [UTTypeDeclaration] = [], version: String? = nil) {
+    public init(
+        id: String, label: String, representations: [OutgoingRepresentation],
+        declarations: [UTTypeDeclaration] = [], version: String? = nil
+    ) {
         self.id = id
         self.label = label
         self.representations = representations
@@ -38,8 +40,9 @@ public struct OutgoingItem: Sendable {
     }
 
     public var offerItem: OfferItem {
-        OfferItem(id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
-                  version: version)
+        OfferItem(
+            id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
+            version: version)
     }
 
     /// A file from disk, typed by its extension (dynamic when unknown) or by `type`. Its id is stable for the same
@@ -55,7 +58,8 @@ public struct OutgoingItem: Sendable {
         }
         guard access(path, R_OK) == 0 else { throw ShareError(.noInput, "\(url.path) is not readable") }
         let name = url.lastPathComponent
-        let contentType = type ?? (url.pathExtension.isEmpty ? nil : UTType(filenameExtension: url.pathExtension)) ?? .data
+        let contentType =
+            type ?? (url.pathExtension.isEmpty ? nil : UTType(filenameExtension: url.pathExtension)) ?? .data
         let version = fileVersion(info)
         let offered = OfferedRepresentation(
             contentType: contentType.identifier, kind: .file, size: UInt64(info.st_size), suggestedFileName: name)
@@ -78,8 +82,10 @@ public struct OutgoingItem: Sendable {
     }
 
     /// Any `Transferable` value: its representations visible to a peer with `relation`, in order.
-    public static func transferable<T: Transferable>(_ value: T, label: String, relation: PeerRelation,
-                                                      id: String = UUID().uuidString) -> OutgoingItem {
+    public static func transferable<T: Transferable>(
+        _ value: T, label: String, relation: PeerRelation,
+        id: String = UUID().uuidString
+    ) -> OutgoingItem {
         let entries = value.offeredRepresentations(for: relation)
         let representations = entries.map { entry in
             OutgoingRepresentation(
@@ -93,8 +99,9 @@ public struct OutgoingItem: Sendable {
                 }
             }
         }
-        return OutgoingItem(id: id, label: label, representations: representations,
-                            declarations: customDeclarations(for: entries.map(\.contentType)), version: nil)
+        return OutgoingItem(
+            id: id, label: label, representations: representations,
+            declarations: customDeclarations(for: entries.map(\.contentType)), version: nil)
     }
 
     /// Declarations of the non-system types among `types` and their custom ancestors, so the receiver can evaluate

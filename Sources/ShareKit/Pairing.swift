@@ -36,7 +36,9 @@ public enum Pairing {
     }
 
     /// The side that connects.
-    public static func connect(device: LocalDevice, to address: PeerAddress, options: Options, confirm: Confirm) throws -> Outcome {
+    public static func connect(device: LocalDevice, to address: PeerAddress, options: Options, confirm: Confirm) throws
+        -> Outcome
+    {
         let session = try SessionOpener.connect(
             from: device, to: address, hello: Hello(name: device.name, role: .pair, listenPort: options.agentPort),
             verifier: { _ in true })
@@ -45,8 +47,10 @@ public enum Pairing {
     }
 
     /// The side that waits: accepts one pairing connection on `port` and returns the outcome.
-    public static func listen(device: LocalDevice, host: String, port: Int, options: Options, timeout: Double,
-                              ready: (Int) -> Void, confirm: Confirm) throws -> Outcome {
+    public static func listen(
+        device: LocalDevice, host: String, port: Int, options: Options, timeout: Double,
+        ready: (Int) -> Void, confirm: Confirm
+    ) throws -> Outcome {
         Syscalls.ignoreSIGPIPE()
         let (fd, bound) = try Syscalls.listen(host: host, port: port)
         defer { Syscalls.close(fd) }
@@ -54,7 +58,9 @@ public enum Pairing {
         let context = try TLSContext(identity: device.identity, role: .server, verifier: { _ in true })
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            guard let (client, peer) = try Syscalls.accept(fd, timeout: min(1, deadline.timeIntervalSinceNow)) else { continue }
+            guard let (client, peer) = try Syscalls.accept(fd, timeout: min(1, deadline.timeIntervalSinceNow)) else {
+                continue
+            }
             let session: Session
             do {
                 session = try SessionOpener.accept(
@@ -75,8 +81,10 @@ public enum Pairing {
         throw ShareError(.unavailable, "no device came to pair within \(Int(timeout)) s")
     }
 
-    private static func decide(_ session: Session, device: LocalDevice, peerHost: String, options: Options,
-                               confirm: Confirm) throws -> Outcome {
+    private static func decide(
+        _ session: Session, device: LocalDevice, peerHost: String, options: Options,
+        confirm: Confirm
+    ) throws -> Outcome {
         guard let peerDER = session.connection.tls.peerCertificateDER else {
             throw ShareError(.protocolError, "the peer presented no certificate")
         }
@@ -95,7 +103,9 @@ public enum Pairing {
         var store = try TrustStore.load(device.paths.trustFile)
         var name = session.peerHello.name
         var suffix = 2
-        while store.devices.contains(where: { $0.id != session.peerID && $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+        while store.devices.contains(where: {
+            $0.id != session.peerID && $0.name.caseInsensitiveCompare(name) == .orderedSame
+        }) {
             name = "\(session.peerHello.name) (\(suffix))"
             suffix += 1
         }

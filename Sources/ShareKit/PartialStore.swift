@@ -18,7 +18,8 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try DevicePaths.ensurePrivateDirectory(partials)
         } catch {
-            throw ShareError(.cannotCreate, "cannot use \(directory.path) for incoming items: \(error.localizedDescription)")
+            throw ShareError(
+                .cannotCreate, "cannot use \(directory.path) for incoming items: \(error.localizedDescription)")
         }
     }
 
@@ -63,13 +64,18 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
     }()
 
     /// Opens (or starts) the partial for one item. A ledger for another version, chunk size or type is discarded.
-    public func open(sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingItem {
-        let key = String(SHA256Hasher.hash(Array("\(sender)|\(item.id)|\(representation.contentType)".utf8)).hexString.prefix(32))
+    public func open(sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws
+        -> IncomingItem
+    {
+        let key = String(
+            SHA256Hasher.hash(Array("\(sender)|\(item.id)|\(representation.contentType)".utf8)).hexString.prefix(32))
         let ledgerURL = partials.appendingPathComponent("\(key).json")
         let partURL = partials.appendingPathComponent("\(key).part")
-        var ledger = Ledger(sender: sender.description, item: item.id, version: item.version, contentType: representation.contentType,
-                            size: representation.size, chunkSize: chunkSize, suggestedName: representation.suggestedFileName, chunks: [:],
-                            boot: Self.bootID)
+        var ledger = Ledger(
+            sender: sender.description, item: item.id, version: item.version, contentType: representation.contentType,
+            size: representation.size, chunkSize: chunkSize, suggestedName: representation.suggestedFileName,
+            chunks: [:],
+            boot: Self.bootID)
         var resumed = false
         var rehash = false
         if item.version != nil, let data = FileManager.default.contents(atPath: ledgerURL.path),

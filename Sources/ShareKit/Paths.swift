@@ -18,7 +18,9 @@ public struct DevicePaths: Sendable {
 
     /// Resolves directories: an explicit `--config` or `SHARE_CONFIG_DIR` puts everything under that folder (data and
     /// state in subfolders) so each test device is self-contained; otherwise the XDG directories.
-    public static func resolve(configOverride: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func resolve(
+        configOverride: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         -> DevicePaths
     {
         if let explicit = configOverride ?? environment["SHARE_CONFIG_DIR"], !explicit.isEmpty {
@@ -27,13 +29,15 @@ public struct DevicePaths: Sendable {
                 config: root, data: root.appendingPathComponent("data", isDirectory: true),
                 state: root.appendingPathComponent("state", isDirectory: true))
         }
-        let home = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let home =
+            environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.homeDirectoryForCurrentUser
         func xdg(_ key: String, _ fallback: String) -> URL {
             if let value = environment[key], value.hasPrefix("/") {
                 return URL(fileURLWithPath: value, isDirectory: true).appendingPathComponent("share", isDirectory: true)
             }
-            return home.appendingPathComponent(fallback, isDirectory: true).appendingPathComponent("share", isDirectory: true)
+            return home.appendingPathComponent(fallback, isDirectory: true).appendingPathComponent(
+                "share", isDirectory: true)
         }
         return DevicePaths(
             config: xdg("XDG_CONFIG_HOME", ".config"), data: xdg("XDG_DATA_HOME", ".local/share"),

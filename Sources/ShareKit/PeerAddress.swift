@@ -32,7 +32,8 @@ public struct PeerAddress: Hashable, Sendable, Codable, CustomStringConvertible 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let parsed = PeerAddress(parsing: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "'\(text)' is not HOST:PORT"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "'\(text)' is not HOST:PORT"))
         }
         self = parsed
     }

@@ -26,7 +26,8 @@ public struct PeerTarget: Sendable {
             guard let address = device.address else {
                 throw ShareError(
                     .unavailable,
-                    "no address is known for '\(device.name)'; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT")
+                    "no address is known for '\(device.name)'; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
+                )
             }
             return PeerTarget(address: address, expected: device)
         }
@@ -34,9 +35,12 @@ public struct PeerTarget: Sendable {
             return PeerTarget(address: address, expected: nil)
         }
         if (try? DeviceID(parsing: reference)) != nil {
-            throw ShareError(.notTrusted, "device \(reference) is not trusted; run: share trust add \(reference) --address HOST:PORT")
+            throw ShareError(
+                .notTrusted, "device \(reference) is not trusted; run: share trust add \(reference) --address HOST:PORT"
+            )
         }
-        throw ShareError(.usage, "'\(reference)' is neither a trusted device name nor HOST:PORT (see: share trust list)")
+        throw ShareError(
+            .usage, "'\(reference)' is neither a trusted device name nor HOST:PORT (see: share trust list)")
     }
 
     /// Accepts exactly the expected device, or any trusted device for a bare address.
@@ -49,8 +53,10 @@ public struct PeerTarget: Sendable {
 
 public enum PingClient {
     /// Connects, authenticates, exchanges hellos and `count` pings.
-    public static func ping(device: LocalDevice, target: PeerTarget, trust: TrustStore, count: Int = 1,
-                            timeouts: SessionTimeouts = SessionTimeouts()) throws -> PingResult {
+    public static func ping(
+        device: LocalDevice, target: PeerTarget, trust: TrustStore, count: Int = 1,
+        timeouts: SessionTimeouts = SessionTimeouts()
+    ) throws -> PingResult {
         let session = try SessionOpener.connect(
             from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
             verifier: target.verifier(trust: trust), timeouts: timeouts)
@@ -71,7 +77,8 @@ public enum PingClient {
         }
         return PingResult(
             peerName: session.peerHello.name, peerID: session.peerID, protocolVersion: session.peerHello.version,
-            role: session.peerHello.role, tls: "\(session.connection.tls.protocolVersion) \(session.connection.tls.cipher)",
+            role: session.peerHello.role,
+            tls: "\(session.connection.tls.protocolVersion) \(session.connection.tls.cipher)",
             setupSeconds: session.setupSeconds, roundTrips: trips)
     }
 

@@ -119,15 +119,19 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
             left = " " + Self.duration(Double(total - itemDone) / rate) + " left"
         }
         let sizeText = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
-        let overall = sessionTotal > 0 ? String(format: " | total %.0f%%", Double(sessionDone) * 100 / Double(sessionTotal)) : ""
+        let overall =
+            sessionTotal > 0 ? String(format: " | total %.0f%%", Double(sessionDone) * 100 / Double(sessionTotal)) : ""
         let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
         switch mode {
         case .terminal:
-            let text = "\(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)"
+            let text =
+                "\(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)"
             write("\r\u{1B}[K" + text)
             lineOpen = true
         case .lines:
-            write("progress: \(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)\n")
+            write(
+                "progress: \(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)\n"
+            )
         case .json:
             var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
             if let total = itemTotal { fields["total"] = total }
@@ -167,6 +171,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "?" }
         let s = Int(seconds.rounded())
-        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+        return s >= 3600
+            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
     }
 }

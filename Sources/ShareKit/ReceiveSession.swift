@@ -108,7 +108,8 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 default:
                     throw ProtocolError(.badMessage, "the sender sent \(frame.type) out of place")
                 }
-                if try perform(actions, machine: &machine, session: session, peerName: peerName, peerID: session.peerID) {
+                if try perform(actions, machine: &machine, session: session, peerName: peerName, peerID: session.peerID)
+                {
                     return report
                 }
             }
@@ -125,8 +126,10 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
     }
 
     /// Performs actions; returns true when the session is complete.
-    private func perform(_ actions: [ReceiverMachine.Action], machine: inout ReceiverMachine, session: Session,
-                         peerName: String, peerID: DeviceID) throws -> Bool {
+    private func perform(
+        _ actions: [ReceiverMachine.Action], machine: inout ReceiverMachine, session: Session,
+        peerName: String, peerID: DeviceID
+    ) throws -> Bool {
         var queue = actions
         while !queue.isEmpty {
             let action = queue.removeFirst()
@@ -138,12 +141,18 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                     let types = item.representations.map(\.contentType).joined(separator: ", ")
                     if let index = choice.representation {
                         total += item.representations[index].size ?? 0
-                        progress.note("from \(peerName): \(item.label): offered \(types); chose \(item.representations[index].contentType) — \(choice.reason)",
-                                      event: "chosen", fields: ["item": item.label, "type": item.representations[index].contentType, "offered": item.representations.map(\.contentType)])
+                        progress.note(
+                            "from \(peerName): \(item.label): offered \(types); chose \(item.representations[index].contentType) — \(choice.reason)",
+                            event: "chosen",
+                            fields: [
+                                "item": item.label, "type": item.representations[index].contentType,
+                                "offered": item.representations.map(\.contentType),
+                            ])
                     } else {
                         report.refused.append((item.label, choice.reason))
-                        progress.note("from \(peerName): \(item.label): offered \(types); refused — \(choice.reason)",
-                                      event: "refused", fields: ["item": item.label, "reason": choice.reason])
+                        progress.note(
+                            "from \(peerName): \(item.label): offered \(types); refused — \(choice.reason)",
+                            event: "refused", fields: ["item": item.label, "reason": choice.reason])
                     }
                 }
                 progress.setSessionTotal(total, count: select.choices.filter { $0.representation != nil }.count)
@@ -152,13 +161,15 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 let offer = machine.offer!
                 let item = offer.items[index]
                 let chosen = item.representations[representation]
-                let opened = try store.open(sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize)
+                let opened = try store.open(
+                    sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize)
                 incoming = opened
                 let held = opened.verifiedBytes(size: chosen.size)
                 report.bytesAlreadyHeld += held
                 if held > 0 {
-                    progress.note("resuming \(item.label): \(ProgressReporter.bytes(held)) already verified", event: "resume",
-                                  fields: ["item": item.label, "held": held])
+                    progress.note(
+                        "resuming \(item.label): \(ProgressReporter.bytes(held)) already verified", event: "resume",
+                        fields: ["item": item.label, "held": held])
                 }
                 progress.startItem(item.label, number: index + 1, total: chosen.size, alreadyHeld: held)
                 queue = try machine.prepared(verified: opened.verified) + queue
@@ -168,7 +179,9 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 break
             case .verify(let index, let done):
                 progress.finishItem()
-                let ack = try finish(item: machine.offer!.items[index], representation: machine.choices[index].representation!, done: done)
+                let ack = try finish(
+                    item: machine.offer!.items[index], representation: machine.choices[index].representation!,
+                    done: done)
                 queue = try machine.verified(ack) + queue
             case .sendAck(let ack):
                 try session.connection.send(.ack, ack)
@@ -186,7 +199,8 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         let chosen = item.representations[representation]
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
-            let received = try incoming.complete(done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
+            let received = try incoming.complete(
+                done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
             defer { try? FileManager.default.removeItem(at: received) }
             guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)) else {
                 throw ProtocolError(.badMessage, "\(item.label) is not a valid profile")
@@ -195,7 +209,9 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             let isNew = catalog.upsert(profile)
             try catalog.save()
             report.importedProfiles.append(profile.name)
-            progress.note("\(isNew ? "imported" : "updated") profile \(profile.name)", event: "imported", fields: ["item": item.label, "profile": profile.name])
+            progress.note(
+                "\(isNew ? "imported" : "updated") profile \(profile.name)", event: "imported",
+                fields: ["item": item.label, "profile": profile.name])
             return Ack(item: item.id, outcome: isNew ? "imported" : "updated")
         }
         let printable = type.map { $0.conforms(to: .plainText) || $0.conforms(to: .url) } ?? false
@@ -222,7 +238,8 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
 
     private func saved(_ target: URL, item: OfferItem) -> Ack {
         report.saved.append(target)
-        progress.note("saved \(item.label) as \(target.path)", event: "saved", fields: ["item": item.label, "path": target.path])
+        progress.note(
+            "saved \(item.label) as \(target.path)", event: "saved", fields: ["item": item.label, "path": target.path])
         return Ack(item: item.id, outcome: "saved", savedAs: target.lastPathComponent)
     }
 

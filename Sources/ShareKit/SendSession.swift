@@ -39,7 +39,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     }
 
     /// Connects to `target` and sends the items `makeItems` builds for the peer's relation.
-    public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws -> SendReport {
+    public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws
+        -> SendReport
+    {
         let start = ContinuousClock.now
         let session = try SessionOpener.connect(
             from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
@@ -83,20 +85,25 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
                 switch action {
                 case .sendOffer(let offer):
                     for item in offer.items {
-                        progress.note("offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
-                                      event: "offered", fields: ["item": item.label, "types": item.representations.map(\.contentType)])
+                        progress.note(
+                            "offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
+                            event: "offered",
+                            fields: ["item": item.label, "types": item.representations.map(\.contentType)])
                     }
                     try session.connection.send(.offer, offer)
                 case .refused(let index, let choice):
                     report.refused.append((items[index].label, choice.reason))
-                    progress.note("refused by \(peerName): \(items[index].label): \(choice.reason)", event: "refused",
-                                  fields: ["item": items[index].label, "reason": choice.reason])
+                    progress.note(
+                        "refused by \(peerName): \(items[index].label): \(choice.reason)", event: "refused",
+                        fields: ["item": items[index].label, "reason": choice.reason])
                 case .stream(let index, let representation, let verified):
                     let chosen = items[index].representations[representation].offered
-                    progress.note("chosen for \(items[index].label): \(chosen.contentType) (\(machine.choices[index].reason))",
-                                  event: "chosen", fields: ["item": items[index].label, "type": chosen.contentType])
-                    let done = try stream(items[index], representation: representation, verified: verified,
-                                          number: index + 1, count: items.count, connection: session.connection)
+                    progress.note(
+                        "chosen for \(items[index].label): \(chosen.contentType) (\(machine.choices[index].reason))",
+                        event: "chosen", fields: ["item": items[index].label, "type": chosen.contentType])
+                    let done = try stream(
+                        items[index], representation: representation, verified: verified,
+                        number: index + 1, count: items.count, connection: session.connection)
                     for case .sendDone(let done) in try machine.finishedStreaming(done) {
                         try session.connection.send(.done, done)
                     }
@@ -105,8 +112,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
                 case .delivered(let index, let ack):
                     report.delivered.append((items[index].label, ack))
                     let whereTo = ack.savedAs.map { " as \($0)" } ?? ""
-                    progress.note("delivered \(items[index].label) to \(peerName): \(ack.outcome)\(whereTo)", event: "delivered",
-                                  fields: ["item": items[index].label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""])
+                    progress.note(
+                        "delivered \(items[index].label) to \(peerName): \(ack.outcome)\(whereTo)", event: "delivered",
+                        fields: ["item": items[index].label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""])
                 case .sendBye:
                     try session.connection.send(.bye, Bye())
                     return
@@ -126,8 +134,10 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
 
     /// Streams the chunks of the chosen representation the receiver lacks, hashing each once; the chunks it holds
     /// are hashed from the local source on another thread meanwhile, for the whole-item digest.
-    private func stream(_ item: OutgoingItem, representation: Int, verified: Set<Int>, number: Int, count: Int,
-                        connection: FramedConnection) throws -> Done {
+    private func stream(
+        _ item: OutgoingItem, representation: Int, verified: Set<Int>, number: Int, count: Int,
+        connection: FramedConnection
+    ) throws -> Done {
         let chunkSize = options.chunkSize
         let produced = try blockingAwait(item.representations[representation].produce)
         let source: ChunkSource
@@ -138,7 +148,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         defer { source.close() }
         let offeredSize = item.representations[representation].offered.size
         if let offeredSize, offeredSize != source.size {
-            throw ProtocolError(.sourceChanged, "\(item.label) changed size since it was offered; run the command again to send the new version")
+            throw ProtocolError(
+                .sourceChanged,
+                "\(item.label) changed size since it was offered; run the command again to send the new version")
         }
         let chunks = ChunkMath.count(size: source.size, chunkSize: chunkSize)
         let frameType: FrameType = source.isFile ? .chunk : .data
@@ -147,17 +159,20 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         report.bytesSkipped += heldBytes
         progress.startItem(item.label, number: number, total: source.size, alreadyHeld: heldBytes)
         if !held.isEmpty {
-            progress.note("resuming \(item.label): the receiver holds \(ProgressReporter.bytes(heldBytes)) verified; sending \(ProgressReporter.bytes(source.size - heldBytes))",
-                          event: "resume", fields: ["item": item.label, "held": heldBytes])
+            progress.note(
+                "resuming \(item.label): the receiver holds \(ProgressReporter.bytes(heldBytes)) verified; sending \(ProgressReporter.bytes(source.size - heldBytes))",
+                event: "resume", fields: ["item": item.label, "held": heldBytes])
         }
-        let background = held.isEmpty ? nil : HeldChunkHasher(source: source, indices: held.sorted(), chunkSize: chunkSize)
+        let background =
+            held.isEmpty ? nil : HeldChunkHasher(source: source, indices: held.sorted(), chunkSize: chunkSize)
         var digests = [[UInt8]](repeating: [], count: chunks)
         let hasher = SHA256Hasher()
         for index in 0..<chunks where !held.contains(index) {
             let length = source.length(of: index, chunkSize: chunkSize)
             let read = try source.read(index: index, chunkSize: chunkSize, into: &buffer)
             guard read == length else {
-                throw ProtocolError(.sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
+                throw ProtocolError(
+                    .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
             }
             hasher.update(buffer[0..<length])
             let digest = hasher.finalize()
@@ -183,8 +198,12 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             for (index, digest) in try background.wait() { digests[index] = digest }
         }
         progress.finishItem()
-        if let version = item.version, case .fileURL(let url) = source.origin, OutgoingItem.currentVersion(of: url) != version {
-            throw ProtocolError(.sourceChanged, "\(item.label) changed while it was being sent; run the command again to send the new version")
+        if let version = item.version, case .fileURL(let url) = source.origin,
+            OutgoingItem.currentVersion(of: url) != version
+        {
+            throw ProtocolError(
+                .sourceChanged,
+                "\(item.label) changed while it was being sent; run the command again to send the new version")
         }
         let root = SHA256Hasher.hash(digests.flatMap { $0 })
         return Done(item: item.id, size: source.size, chunks: chunks, digest: root.hexString)
@@ -213,7 +232,9 @@ final class ChunkSource: @unchecked Sendable {  // reads are positional; safe fr
 
     static func open(_ url: URL) throws -> ChunkSource {
         let fd = Glibc.open(url.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ShareError(.noInput, "cannot open \(url.path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw ShareError(.noInput, "cannot open \(url.path): \(String(cString: strerror(errno)))")
+        }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             Glibc.close(fd)

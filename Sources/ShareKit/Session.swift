@@ -65,7 +65,8 @@ public enum SessionOpener {
             if watchdog.fired {
                 throw ShareError(
                     .unavailable,
-                    "\(address) did not complete the TLS handshake and hello within \(Int(timeouts.handshake)) s; is it a share device?")
+                    "\(address) did not complete the TLS handshake and hello within \(Int(timeouts.handshake)) s; is it a share device?"
+                )
             }
             throw SessionErrors.describe(error, peer: address.description, localID: device.id, established: false)
         }
@@ -110,7 +111,8 @@ public enum SessionOpener {
 /// Turns lower-level failures into one clear line with the right exit status.
 public enum SessionErrors {
     /// `established`: whether both hellos had been exchanged when the error happened.
-    public static func describe(_ error: Error, peer: String, localID: DeviceID, established: Bool = true) -> ShareError {
+    public static func describe(_ error: Error, peer: String, localID: DeviceID, established: Bool = true) -> ShareError
+    {
         switch error {
         case let error as ShareError:
             return error
@@ -127,9 +129,11 @@ public enum SessionErrors {
             case .connectionLost where !established:
                 return ShareError(
                     .notTrusted,
-                    "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)")
+                    "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)"
+                )
             case .connectionLost:
-                return ShareError(.interrupted, "connection to \(peer) lost (\(error.message)); run the same command again to resume")
+                return ShareError(
+                    .interrupted, "connection to \(peer) lost (\(error.message)); run the same command again to resume")
             case .handshake:
                 return ShareError(.protocolError, "TLS handshake with \(peer) failed: \(error.message)")
             case .openssl, .badCredentials:

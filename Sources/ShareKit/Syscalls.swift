@@ -35,7 +35,8 @@ public enum Syscalls {
         var result: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host.isEmpty ? nil : host, String(port), &hints, &result)
         guard status == 0, let first = result else {
-            throw SocketError(message: "cannot resolve \(host): \(String(cString: gai_strerror(status)))", code: EHOSTUNREACH)
+            throw SocketError(
+                message: "cannot resolve \(host): \(String(cString: gai_strerror(status)))", code: EHOSTUNREACH)
         }
         defer { freeaddrinfo(first) }
         var out: [(Int32, [UInt8])] = []
@@ -145,9 +146,13 @@ public enum Syscalls {
         var copy = storage
         return withUnsafePointer(to: &copy) { pointer in
             if Int32(storage.ss_family) == AF_INET6 {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    Int(UInt16(bigEndian: $0.pointee.sin6_port))
+                }
             }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                Int(UInt16(bigEndian: $0.pointee.sin_port))
+            }
         }
     }
 
@@ -186,7 +191,8 @@ public enum Syscalls {
                 getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
             }
         }
-        let text = status == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+        let text =
+            status == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
         let port = portOf(storage)
         let plain = text.hasPrefix("::ffff:") ? String(text.dropFirst(7)) : text
         return plain.contains(":") ? "[\(plain)]:\(port)" : "\(plain):\(port)"

@@ -27,7 +27,10 @@ public struct TrustedDevice: Hashable, Sendable {
     public var relation: TrustRelation
     public var added: Date
 
-    public init(id: DeviceID, name: String, address: PeerAddress? = nil, relation: TrustRelation = .trusted, added: Date = Date()) {
+    public init(
+        id: DeviceID, name: String, address: PeerAddress? = nil, relation: TrustRelation = .trusted,
+        added: Date = Date()
+    ) {
         self.id = id
         self.name = name
         self.address = address
@@ -69,10 +72,12 @@ public struct TrustStore: Sendable {
         } catch {
             throw ShareError(
                 .dataError,
-                "the trust store \(file.path) is corrupt (\(Self.reason(error))); fix it by hand or restore a backup — it was left untouched")
+                "the trust store \(file.path) is corrupt (\(Self.reason(error))); fix it by hand or restore a backup — it was left untouched"
+            )
         }
         guard format.version == 1 else {
-            throw ShareError(.dataError, "the trust store \(file.path) has version \(format.version); this share reads version 1")
+            throw ShareError(
+                .dataError, "the trust store \(file.path) has version \(format.version); this share reads version 1")
         }
         var devices: [TrustedDevice] = []
         for (index, entry) in format.devices.enumerated() {
@@ -82,13 +87,21 @@ public struct TrustStore: Sendable {
             case "team": relation = .team
             case "group":
                 guard let group = entry.group, !group.isEmpty else {
-                    throw ShareError(.dataError, "the trust store \(file.path) is corrupt: device \(index + 1) is in a group without a name")
+                    throw ShareError(
+                        .dataError,
+                        "the trust store \(file.path) is corrupt: device \(index + 1) is in a group without a name")
                 }
                 relation = .group(group)
             default:
-                throw ShareError(.dataError, "the trust store \(file.path) is corrupt: device \(index + 1) has unknown relation '\(entry.relation)'")
+                throw ShareError(
+                    .dataError,
+                    "the trust store \(file.path) is corrupt: device \(index + 1) has unknown relation '\(entry.relation)'"
+                )
             }
-            devices.append(TrustedDevice(id: entry.id, name: entry.name, address: entry.address, relation: relation, added: entry.added ?? Date(timeIntervalSince1970: 0)))
+            devices.append(
+                TrustedDevice(
+                    id: entry.id, name: entry.name, address: entry.address, relation: relation,
+                    added: entry.added ?? Date(timeIntervalSince1970: 0)))
         }
         return TrustStore(devices: devices, file: file)
     }
@@ -107,9 +120,18 @@ public struct TrustStore: Sendable {
     public func save() throws {
         let entries = devices.map { device -> Entry in
             switch device.relation {
-            case .trusted: return Entry(id: device.id, name: device.name, address: device.address, relation: "trusted", group: nil, added: device.added)
-            case .team: return Entry(id: device.id, name: device.name, address: device.address, relation: "team", group: nil, added: device.added)
-            case .group(let g): return Entry(id: device.id, name: device.name, address: device.address, relation: "group", group: g, added: device.added)
+            case .trusted:
+                return Entry(
+                    id: device.id, name: device.name, address: device.address, relation: "trusted", group: nil,
+                    added: device.added)
+            case .team:
+                return Entry(
+                    id: device.id, name: device.name, address: device.address, relation: "team", group: nil,
+                    added: device.added)
+            case .group(let g):
+                return Entry(
+                    id: device.id, name: device.name, address: device.address, relation: "group", group: g,
+                    added: device.added)
             }
         }
         let encoder = JSONEncoder()
@@ -123,7 +145,9 @@ public struct TrustStore: Sendable {
     /// Finds a device by name (case-insensitive), full ID, or a unique prefix of its ID (at least 7 characters).
     public func find(_ reference: String) -> TrustedDevice? {
         if let id = try? DeviceID(parsing: reference) { return device(id) }
-        if let byName = devices.first(where: { $0.name.caseInsensitiveCompare(reference) == .orderedSame }) { return byName }
+        if let byName = devices.first(where: { $0.name.caseInsensitiveCompare(reference) == .orderedSame }) {
+            return byName
+        }
         let prefix = reference.uppercased().filter { $0 != "-" }
         guard prefix.count >= 7 else { return nil }
         let matches = devices.filter { $0.id.description.filter { $0 != "-" }.hasPrefix(prefix) }
@@ -132,8 +156,12 @@ public struct TrustStore: Sendable {
 
     /// Adds or updates a device. A name used by another device is an error (names address peers).
     public mutating func add(_ device: TrustedDevice) throws {
-        if let other = devices.first(where: { $0.id != device.id && $0.name.caseInsensitiveCompare(device.name) == .orderedSame }) {
-            throw ShareError(.usage, "the name '\(device.name)' is already used by device \(other.id.short); choose another with --name")
+        if let other = devices.first(where: {
+            $0.id != device.id && $0.name.caseInsensitiveCompare(device.name) == .orderedSame
+        }) {
+            throw ShareError(
+                .usage,
+                "the name '\(device.name)' is already used by device \(other.id.short); choose another with --name")
         }
         if let index = devices.firstIndex(where: { $0.id == device.id }) {
             var updated = device

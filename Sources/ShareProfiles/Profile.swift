@@ -17,8 +17,10 @@ public struct Profile: Codable, Transferable, Identifiable, Equatable, Sendable 
     public var video: URL?
     public var portrait: URL?
 
-    public init(id: UUID = UUID(), name: String, bio: String = "", funFacts: [String] = [], video: URL? = nil,
-                portrait: URL? = nil) {
+    public init(
+        id: UUID = UUID(), name: String, bio: String = "", funFacts: [String] = [], video: URL? = nil,
+        portrait: URL? = nil
+    ) {
         self.id = id
         self.name = name
         self.bio = bio

@@ -16,7 +16,8 @@ public struct ProfileCatalog: Sendable {
         do {
             return ProfileCatalog(profiles: try JSONDecoder().decode([Profile].self, from: data), file: file)
         } catch {
-            throw CatalogError(description: "the profile catalog \(file.path) is corrupt (\(error)); it was left untouched")
+            throw CatalogError(
+                description: "the profile catalog \(file.path) is corrupt (\(error)); it was left untouched")
         }
     }
 

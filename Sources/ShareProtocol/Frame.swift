@@ -102,7 +102,8 @@ public struct FrameDecoder: Sendable {
         }
         let length = Int(bytes[1]) << 24 | Int(bytes[2]) << 16 | Int(bytes[3]) << 8 | Int(bytes[4])
         guard length <= type.maxPayload else {
-            throw ProtocolError(.frameTooLarge, "\(type) frame of \(length) bytes exceeds the limit of \(type.maxPayload)")
+            throw ProtocolError(
+                .frameTooLarge, "\(type) frame of \(length) bytes exceeds the limit of \(type.maxPayload)")
         }
         return (type, length)
     }

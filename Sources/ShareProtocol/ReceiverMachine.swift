@@ -70,18 +70,27 @@ public struct ReceiverMachine: Sendable {
         for (index, item) in offer.items.enumerated() {
             switch negotiator.choose(from: item.representations, senderDeclarations: item.declarations) {
             case .failure(let failure):
-                choices.append(Choice(item: item.id, representation: nil, reason: failure.description,
-                                      refusal: ProtocolError(.noCommonRepresentation, failure.description)))
+                choices.append(
+                    Choice(
+                        item: item.id, representation: nil, reason: failure.description,
+                        refusal: ProtocolError(.noCommonRepresentation, failure.description)))
             case .success(let choice):
                 let size = item.representations[choice.representationIndex].size
                 if let size, let max = policy.maxItemSize, size > max {
                     let reason = "\(item.label) is \(size) bytes; this receiver accepts at most \(max)"
-                    choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason)))
+                    choices.append(
+                        Choice(
+                            item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason)
+                        ))
                     continue
                 }
                 if let size, let free = policy.freeSpace, committed.addingReportingOverflow(size).partialValue > free {
-                    let reason = "\(item.label) needs \(size) bytes; only \(free - min(free, committed)) are free on the receiver"
-                    choices.append(Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)))
+                    let reason =
+                        "\(item.label) needs \(size) bytes; only \(free - min(free, committed)) are free on the receiver"
+                    choices.append(
+                        Choice(
+                            item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)
+                        ))
                     continue
                 }
                 committed += size ?? 0
@@ -113,20 +122,27 @@ public struct ReceiverMachine: Sendable {
     public mutating func receivedChunk(index: Int, length: Int) throws(ProtocolError) -> [Action] {
         guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "a chunk outside an item") }
         guard index > lastIndex else {
-            throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) arrived after chunk \(lastIndex): duplicate or out of order")
+            throw fail(
+                .badMessage,
+                "chunk \(index) of \(offer.items[item].label) arrived after chunk \(lastIndex): duplicate or out of order"
+            )
         }
         if let expected = expectedChunks {
             guard index < expected else {
-                throw fail(.badMessage, "chunk \(index) is past the end of \(offer.items[item].label) (\(expected) chunks)")
+                throw fail(
+                    .badMessage, "chunk \(index) is past the end of \(offer.items[item].label) (\(expected) chunks)")
             }
             guard !held.contains(index) else {
-                throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) is already held and was not asked for")
+                throw fail(
+                    .badMessage, "chunk \(index) of \(offer.items[item].label) is already held and was not asked for")
             }
             let isLast = index == expected - 1
             let size = offer.items[item].representations[choices[item].representation!].size!
             let expectedLength = isLast ? Int(size - UInt64(index) * UInt64(offer.chunkSize)) : offer.chunkSize
             guard length == expectedLength else {
-                throw fail(.badMessage, "chunk \(index) of \(offer.items[item].label) has \(length) bytes, expected \(expectedLength)")
+                throw fail(
+                    .badMessage,
+                    "chunk \(index) of \(offer.items[item].label) has \(length) bytes, expected \(expectedLength)")
             }
         } else {
             guard index == lastIndex + 1, length <= offer.chunkSize else {
@@ -147,10 +163,17 @@ public struct ReceiverMachine: Sendable {
         guard done.item == offer.items[item].id else { throw fail(.badMessage, "done for item \(done.item)") }
         if let expected = expectedChunks {
             guard held.count + arrived == expected else {
-                throw fail(.badMessage, "done for \(offer.items[item].label) with \(expected - held.count - arrived) chunks never sent")
+                throw fail(
+                    .badMessage,
+                    "done for \(offer.items[item].label) with \(expected - held.count - arrived) chunks never sent")
             }
-            guard done.chunks == expected, done.size == offer.items[item].representations[choices[item].representation!].size else {
-                throw fail(.badMessage, "done for \(offer.items[item].label) claims \(done.size) bytes in \(done.chunks) chunks; the offer said otherwise")
+            guard done.chunks == expected,
+                done.size == offer.items[item].representations[choices[item].representation!].size
+            else {
+                throw fail(
+                    .badMessage,
+                    "done for \(offer.items[item].label) claims \(done.size) bytes in \(done.chunks) chunks; the offer said otherwise"
+                )
             }
         } else {
             guard done.chunks == lastIndex + 1, done.size == receivedBytes else {

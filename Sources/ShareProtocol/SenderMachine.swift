@@ -49,7 +49,10 @@ public struct SenderMachine: Sendable {
             }
             if let representation = choice.representation {
                 guard offer.items[index].representations.indices.contains(representation) else {
-                    throw fail(.badMessage, "the receiver chose representation \(representation) of item \(choice.item), which does not exist")
+                    throw fail(
+                        .badMessage,
+                        "the receiver chose representation \(representation) of item \(choice.item), which does not exist"
+                    )
                 }
                 pending.append(index)
             } else {

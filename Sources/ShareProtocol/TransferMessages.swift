@@ -21,12 +21,15 @@ public struct Offer: Sendable, Codable, Equatable {
             throw ProtocolError(.badMessage, "an offer holds 1 to \(Self.maxItems) items, not \(items.count)")
         }
         guard (Self.minChunkSize...Self.maxChunkSize).contains(chunkSize) else {
-            throw ProtocolError(.badMessage, "chunk size \(chunkSize) is outside \(Self.minChunkSize)–\(Self.maxChunkSize)")
+            throw ProtocolError(
+                .badMessage, "chunk size \(chunkSize) is outside \(Self.minChunkSize)–\(Self.maxChunkSize)")
         }
         var seen: Set<String> = []
         for item in items {
             try item.validate()
-            guard seen.insert(item.id).inserted else { throw ProtocolError(.badMessage, "item \(item.id) is offered twice") }
+            guard seen.insert(item.id).inserted else {
+                throw ProtocolError(.badMessage, "item \(item.id) is offered twice")
+            }
         }
     }
 }
@@ -44,8 +47,10 @@ public struct OfferItem: Sendable, Codable, Equatable {
     /// Identifies the source's version (size, modification time, inode); a partial of another version is discarded.
     public var version: String?
 
-    public init(id: String, label: String, representations: [OfferedRepresentation],
-                declarations: [UTTypeDeclaration] = [], version: String? = nil) {
+    public init(
+        id: String, label: String, representations: [OfferedRepresentation],
+        declarations: [UTTypeDeclaration] = [], version: String? = nil
+    ) {
         self.id = id
         self.label = label
         self.representations = representations
@@ -54,12 +59,17 @@ public struct OfferItem: Sendable, Codable, Equatable {
     }
 
     public func validate() throws(ProtocolError) {
-        guard !id.isEmpty, id.utf8.count <= 64, id.unicodeScalars.allSatisfy({ $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" }) else {
+        guard !id.isEmpty, id.utf8.count <= 64,
+            id.unicodeScalars.allSatisfy({
+                $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-"
+            })
+        else {
             throw ProtocolError(.badMessage, "item id '\(id.prefix(80))' must be 1–64 letters, digits or '-'")
         }
         guard label.utf8.count <= 1024 else { throw ProtocolError(.badMessage, "item label is too long") }
         guard !representations.isEmpty, representations.count <= 64 else {
-            throw ProtocolError(.badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")
+            throw ProtocolError(
+                .badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")
         }
         guard declarations.count <= Limits.maxDeclarations else {
             throw ProtocolError(.badMessage, "item \(id) carries too many type declarations")
@@ -69,7 +79,8 @@ public struct OfferItem: Sendable, Codable, Equatable {
                 throw ProtocolError(.badMessage, "item \(id) has an invalid content type")
             }
             if let size = representation.size, size > Limits.maxItemSize {
-                throw ProtocolError(.badMessage, "item \(id) claims \(size) bytes, over the limit of \(Limits.maxItemSize)")
+                throw ProtocolError(
+                    .badMessage, "item \(id) claims \(size) bytes, over the limit of \(Limits.maxItemSize)")
             }
             if let name = representation.suggestedFileName, name.utf8.count > 1024 {
                 throw ProtocolError(.badMessage, "item \(id) suggests a file name longer than 1024 bytes")

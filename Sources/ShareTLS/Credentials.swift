@@ -149,7 +149,9 @@ enum MemoryBIO {
     static func reading<T>(_ text: String, _ read: (OpaquePointer) -> T?) throws -> T? {
         let bytes = Array(text.utf8)
         return try bytes.withUnsafeBytes { raw -> T? in
-            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { throw TLSError.drain("BIO_new_mem_buf") }
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else {
+                throw TLSError.drain("BIO_new_mem_buf")
+            }
             defer { BIO_free(bio) }
             return read(bio)
         }

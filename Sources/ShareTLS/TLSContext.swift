@@ -34,7 +34,9 @@ public final class TLSContext: @unchecked Sendable {  // immutable after init; S
         cshare_SSL_CTX_set_secure_options(context)
         cshare_SSL_CTX_set_read_ahead(context, 64 << 10)
         // AES-GCM first: this CPU has AES-NI; ChaCha20 for peers without it.
-        guard SSL_CTX_set_ciphersuites(context, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") == 1
+        guard
+            SSL_CTX_set_ciphersuites(
+                context, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") == 1
         else { throw TLSError.drain("SSL_CTX_set_ciphersuites") }
         guard SSL_CTX_use_certificate(context, identity.certificate.pointer) == 1 else {
             throw TLSError.drain(.badCredentials, "SSL_CTX_use_certificate")

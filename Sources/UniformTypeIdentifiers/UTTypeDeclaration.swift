@@ -64,7 +64,8 @@ extension UTTypeDeclaration {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw UTTypeDeclarationError(file: url.path, entry: nil, reason: "cannot be read (\(error.localizedDescription))")
+            throw UTTypeDeclarationError(
+                file: url.path, entry: nil, reason: "cannot be read (\(error.localizedDescription))")
         }
         return try parse(data, name: url.path)
     }

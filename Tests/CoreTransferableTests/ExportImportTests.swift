@@ -20,7 +20,9 @@ import Testing
         #expect(TransferableSupportError.errorDomain == "CoreTransferable.TransferableSupportError")
 
         let secret = Note(title: "t", body: "b", secret: true)
-        let conditional = try await #require(throws: TransferableSupportError.self) { try await secret.exported(as: .html) }
+        let conditional = try await #require(throws: TransferableSupportError.self) {
+            try await secret.exported(as: .html)
+        }
         #expect(conditional.code == .exportingConditionFailed)
         #expect(conditional.message.contains("public.html"))
         #expect(Set(TransferableSupportError.Code.allCases.map(\.rawValue)).count == 6)
@@ -117,7 +119,9 @@ import Testing
         // A movie is not text.
         let movie = directory.appendingPathComponent("b.mp4")
         try Data([0]).write(to: movie)
-        await #expect(throws: TransferableSupportError.self) { _ = try await String(importing: movie, contentType: nil) }
+        await #expect(throws: TransferableSupportError.self) {
+            _ = try await String(importing: movie, contentType: nil)
+        }
     }
 
     @Test func fileRepresentationExportsAreNotReadUnlessDataIsAsked() async throws {

@@ -62,7 +62,7 @@ struct Clip: Transferable {
         } importing: { received in
             seen.add(received.file)
             #if DEBUG
-            precondition(FileManager.default.fileExists(atPath: received.file.path))
+                precondition(FileManager.default.fileExists(atPath: received.file.path))
             #endif
             return Clip(file: received.file, sawOriginal: received.isOriginalFile)
         }

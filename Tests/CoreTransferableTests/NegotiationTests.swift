@@ -7,8 +7,10 @@ import Testing
         types.map { OfferedRepresentation(contentType: $0.0, kind: .data, size: $0.1) }
     }
 
-    func choose(_ offered: [OfferedRepresentation], _ accept: [AcceptedType], senderDeclarations: [UTTypeDeclaration] = [],
-                receiverDeclarations: [UTTypeDeclaration] = []) -> Result<NegotiationChoice, NegotiationFailure> {
+    func choose(
+        _ offered: [OfferedRepresentation], _ accept: [AcceptedType], senderDeclarations: [UTTypeDeclaration] = [],
+        receiverDeclarations: [UTTypeDeclaration] = []
+    ) -> Result<NegotiationChoice, NegotiationFailure> {
         Negotiator(accept: AcceptList(accept, declarations: receiverDeclarations), table: .system)
             .choose(from: offered, senderDeclarations: senderDeclarations)
     }
@@ -22,9 +24,13 @@ import Testing
 
     static let table: [Row] = [
         // Rich type chosen when accepted.
-        Row(offered: ["public.png", "public.utf8-plain-text"], accepted: ["public.png", "public.plain-text"], expected: 0),
+        Row(
+            offered: ["public.png", "public.utf8-plain-text"], accepted: ["public.png", "public.plain-text"],
+            expected: 0),
         // Receiver order first: text wanted before images.
-        Row(offered: ["public.png", "public.utf8-plain-text"], accepted: ["public.plain-text", "public.image"], expected: 1),
+        Row(
+            offered: ["public.png", "public.utf8-plain-text"], accepted: ["public.plain-text", "public.image"],
+            expected: 1),
         // Sender order second: both conform to image; the sender's first wins.
         Row(offered: ["public.jpeg", "public.png"], accepted: ["public.image"], expected: 0),
         // Conformance, not equality.
@@ -69,14 +75,19 @@ import Testing
     }
 
     @Test func failureListsBothSides() {
-        guard case .failure(let failure) = choose(offer([("public.png", nil), ("public.utf8-plain-text", nil)]),
-                                                   [AcceptedType(.url), AcceptedType(.pdf, maxSize: 9)]) else {
+        guard
+            case .failure(let failure) = choose(
+                offer([("public.png", nil), ("public.utf8-plain-text", nil)]),
+                [AcceptedType(.url), AcceptedType(.pdf, maxSize: 9)])
+        else {
             Issue.record("expected failure")
             return
         }
         #expect(failure.offered == ["public.png", "public.utf8-plain-text"])
-        #expect(failure.description
-            == "no common representation: offered public.png, public.utf8-plain-text; receiver accepts public.url, com.adobe.pdf (≤ 9 bytes)")
+        #expect(
+            failure.description
+                == "no common representation: offered public.png, public.utf8-plain-text; receiver accepts public.url, com.adobe.pdf (≤ 9 bytes)"
+        )
     }
 
     @Test func senderDeclarationsExplainTypesTheReceiverNeverSaw() throws {
@@ -93,8 +104,9 @@ import Testing
         let receiver = UTTypeDeclaration(identifier: "org.shared.kind", conformsTo: ["public.text"])
         let sender = UTTypeDeclaration(identifier: "org.shared.kind", conformsTo: ["public.image"])
         let offered = offer([("org.shared.kind", nil)])
-        let result = choose(offered, [AcceptedType(.image), AcceptedType(.text)],
-                            senderDeclarations: [sender], receiverDeclarations: [receiver])
+        let result = choose(
+            offered, [AcceptedType(.image), AcceptedType(.text)],
+            senderDeclarations: [sender], receiverDeclarations: [receiver])
         #expect(try result.get().acceptIndex == 1)
     }
 

@@ -89,10 +89,11 @@ import Testing
         struct Slow: Transferable {
             var n: Int
             static var transferRepresentation: some TransferRepresentation {
-                ProxyRepresentation(exporting: { (s: Slow) async throws -> String in
-                    await Task.yield()
-                    return "\(s.n)"
-                }, importing: { (text: String) async throws -> Slow in Slow(n: Int(text) ?? -1) })
+                ProxyRepresentation(
+                    exporting: { (s: Slow) async throws -> String in
+                        await Task.yield()
+                        return "\(s.n)"
+                    }, importing: { (text: String) async throws -> Slow in Slow(n: Int(text) ?? -1) })
                 ProxyRepresentation(importing: { (url: URL) in Slow(n: url.absoluteString.count) })
             }
         }
@@ -123,7 +124,8 @@ import Testing
                 DataRepresentation(exportedContentType: .plainText) { _ in Data() }
             }
         }
-        #expect(Ten.exportedContentTypes() == [.png, .jpeg, .gif, .tiff, .bmp, .webP, .heic, .svg, .ico, .pdf, .plainText])
+        #expect(
+            Ten.exportedContentTypes() == [.png, .jpeg, .gif, .tiff, .bmp, .webP, .heic, .svg, .ico, .pdf, .plainText])
     }
 
     @Test func customRepresentationWithABody() {
@@ -150,7 +152,8 @@ import Testing
         #expect(Data.exportedContentTypes() == [.data])
         #expect(URL(string: "https://example.com")!.exportedContentTypes() == [.url, .utf8PlainText])
         #expect(URL(fileURLWithPath: "/tmp/x").exportedContentTypes() == [.fileURL, .url, .utf8PlainText])
-        #expect(try await URL(importing: Data("https://example.com/a".utf8), contentType: .plainText).host == "example.com")
+        #expect(
+            try await URL(importing: Data("https://example.com/a".utf8), contentType: .plainText).host == "example.com")
         await #expect(throws: TransferableSupportError.self) {
             _ = try await URL(importing: Data("not a url".utf8), contentType: .plainText)
         }
@@ -170,7 +173,8 @@ import Testing
                 return encoder
             }
             static var transferRepresentation: some TransferRepresentation {
-                CodableRepresentation(contentType: .xmlPropertyList, encoder: xmlEncoder, decoder: PropertyListDecoder())
+                CodableRepresentation(
+                    contentType: .xmlPropertyList, encoder: xmlEncoder, decoder: PropertyListDecoder())
             }
         }
         let data = try await Point(x: 3).exported(as: .propertyList)

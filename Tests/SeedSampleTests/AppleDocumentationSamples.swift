@@ -9,7 +9,7 @@ extension UTType {
 }
 
 struct ImageDocumentLayer {
-    init(data: Data) throws { }
+    init(data: Data) throws {}
     func data() -> Data { Data([1, 2, 3]) }
     func pngData() -> Data { Data([0x89, 0x50]) }
 }

@@ -1,3 +1,4 @@
+// swift-format-ignore-file
 // Sample code from WWDC22 "Meet Transferable" (Profile with Codable + Proxy), unchanged.
 import CoreTransferable
 import UniformTypeIdentifiers

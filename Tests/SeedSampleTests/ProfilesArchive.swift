@@ -1,3 +1,4 @@
+// swift-format-ignore-file
 // Sample code from WWDC22 "Meet Transferable" (ProfilesArchive with CSV and exportingCondition), unchanged.
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -1,3 +1,4 @@
+// swift-format-ignore-file
 // Sample code from WWDC22 "Meet Transferable" (Video with FileRepresentation + Proxy), unchanged.
 import CoreTransferable
 

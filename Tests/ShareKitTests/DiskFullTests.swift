@@ -23,7 +23,9 @@ extension EndToEnd {
             let (receiver, port) = try desk.startReceive(into: inbox)
             let proxy = try TCPProxy(upstreamPort: port)
             proxy.bytesPerSecond = 8 << 20
-            let sender = try laptop.background(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
+            let sender = try laptop.background([
+                "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K",
+            ])
             #expect(waitUntil(timeout: 30) { ledgerChunkCount(inbox) > 0 })
             let filler = mountPoint.appendingPathComponent("filler")
             _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=1M", "count=40"])

@@ -29,13 +29,19 @@ extension EndToEnd {
             defer { receiver.stop() }
             let device = try LocalDevice.loadOrCreate(paths: DevicePaths.resolve(configOverride: laptop.config.path))
             let trust = try TrustStore.load(device.paths.trustFile)
-            let names = ["../../escape.txt", "/etc/cron.d/evil", "..", "a\u{1B}[31mred.txt", String(repeating: "x", count: 1000) + ".bin"]
+            let names = [
+                "../../escape.txt", "/etc/cron.d/evil", "..", "a\u{1B}[31mred.txt",
+                String(repeating: "x", count: 1000) + ".bin",
+            ]
             let items = names.enumerated().map { index, name in
                 OutgoingItem(
                     id: "hostile-\(index)", label: "item \(index)",
-                    representations: [OutgoingRepresentation(
-                        offered: OfferedRepresentation(contentType: "public.data", kind: .data, size: nil, suggestedFileName: name)
-                    ) { .data(Data("payload \(index)".utf8)) }],
+                    representations: [
+                        OutgoingRepresentation(
+                            offered: OfferedRepresentation(
+                                contentType: "public.data", kind: .data, size: nil, suggestedFileName: name)
+                        ) { .data(Data("payload \(index)".utf8)) }
+                    ],
                     declarations: [])
             }
             let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
@@ -43,14 +49,20 @@ extension EndToEnd {
             let report = try session.run(to: target, trust: trust) { _ in items }
             #expect(report.delivered.count == names.count)
             _ = receiver.wait(timeout: 30)
-            let saved = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter { $0 != ".share-partial" }
+            let saved = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter {
+                $0 != ".share-partial"
+            }
             for name in saved {
                 #expect(!name.contains("/") && name != ".." && !name.hasPrefix("."))
                 #expect(!name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
                 #expect(name.utf8.count <= 255)
             }
             #expect(!FileManager.default.fileExists(atPath: desk.directory.appendingPathComponent("escape.txt").path))
-            #expect(!FileManager.default.fileExists(atPath: inbox.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("escape.txt").path))
+            #expect(
+                !FileManager.default.fileExists(
+                    atPath: inbox.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+                        "escape.txt"
+                    ).path))
             #expect(saved.contains("_.._escape.txt"))
             #expect(saved.count == names.count)
         }

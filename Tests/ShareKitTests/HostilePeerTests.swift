@@ -21,12 +21,18 @@ extension EndToEnd {
             let inbox = try desk.folder("inbox")
             let (receiver, port) = try desk.startReceive(into: inbox)
             defer { receiver.stop() }
-            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
-                                                      hostile.config.appendingPathComponent("key.pem").path, scenario])
+            let result = runTool(
+                "/usr/bin/python3",
+                [
+                    Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                    hostile.config.appendingPathComponent("key.pem").path, scenario,
+                ])
             #expect(result.output.contains("error \(code)"), "\(scenario): \(result.output)")
             #expect(receiver.wait(timeout: 30) == 76, "\(scenario): \(receiver.stderr.text)")
             #expect(receiver.stderr.text.split(separator: "\n").count == 1, "\(receiver.stderr.text)")
-            let saved = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter { $0 != ".share-partial" }
+            let saved = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter {
+                $0 != ".share-partial"
+            }
             #expect(saved.isEmpty)
         }
 
@@ -36,9 +42,15 @@ extension EndToEnd {
             desk.trust(hostile)
             let (agent, port) = try desk.startAgent()
             defer { agent.stop() }
-            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
-                                                      hostile.config.appendingPathComponent("key.pem").path, "newer-version"])
-            #expect(result.output.contains("error version the peer speaks share protocol 99, this device speaks 1"), "\(result.output)")
+            let result = runTool(
+                "/usr/bin/python3",
+                [
+                    Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                    hostile.config.appendingPathComponent("key.pem").path, "newer-version",
+                ])
+            #expect(
+                result.output.contains("error version the peer speaks share protocol 99, this device speaks 1"),
+                "\(result.output)")
         }
 
         @Test func aTricklingPeerIsCutOffByTheHandshakeDeadline() throws {
@@ -47,8 +59,12 @@ extension EndToEnd {
             desk.trust(hostile)
             let (agent, port) = try desk.startAgent(["--handshake-timeout", "3"])
             defer { agent.stop() }
-            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
-                                                      hostile.config.appendingPathComponent("key.pem").path, "trickle"], timeout: 60)
+            let result = runTool(
+                "/usr/bin/python3",
+                [
+                    Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                    hostile.config.appendingPathComponent("key.pem").path, "trickle",
+                ], timeout: 60)
             let seconds = result.output.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? 99
             #expect(seconds < 15, "\(result.output)")
         }
@@ -60,8 +76,12 @@ extension EndToEnd {
             let inbox = try desk.folder("inbox")
             let (receiver, port) = try desk.startReceive(["--quiet"], into: inbox)
             defer { receiver.stop() }
-            let result = runTool("/usr/bin/python3", [Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
-                                                      hostile.config.appendingPathComponent("key.pem").path, "ten-thousand-items"])
+            let result = runTool(
+                "/usr/bin/python3",
+                [
+                    Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                    hostile.config.appendingPathComponent("key.pem").path, "ten-thousand-items",
+                ])
             #expect(result.output.contains("select"), "\(result.output)")
             #expect(receiver.wait(timeout: 60) == 75)
         }

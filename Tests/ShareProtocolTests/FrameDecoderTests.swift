@@ -55,7 +55,10 @@ import Testing
         for type in FrameType.allCases {
             let length = UInt32(type.maxPayload + 1)
             var decoder = FrameDecoder()
-            decoder.append([type.rawValue, UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
+            decoder.append([
+                type.rawValue, UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF),
+                UInt8(length & 0xFF),
+            ])
             #expect(throws: ProtocolError.self) { _ = try decoder.next() }
         }
         var huge = FrameDecoder()
@@ -114,7 +117,9 @@ import Testing
 
     @Test func namesAreBounded() {
         #expect(throws: ProtocolError.self) { try Hello(name: "", role: .cli).validate() }
-        #expect(throws: ProtocolError.self) { try Hello(name: String(repeating: "x", count: 200), role: .cli).validate() }
+        #expect(throws: ProtocolError.self) {
+            try Hello(name: String(repeating: "x", count: 200), role: .cli).validate()
+        }
         #expect(throws: ProtocolError.self) { try Hello(name: "a\u{7}b", role: .cli).validate() }
         #expect(throws: ProtocolError.self) { try Hello(name: "a", role: .cli, listenPort: 70000).validate() }
         #expect(throws: Never.self) { try Hello(name: "laptop", role: .agent, listenPort: 5000).validate() }

@@ -10,9 +10,10 @@ import Testing
     func offer(sizes: [UInt64?], types: [String] = ["public.data"]) -> Offer {
         Offer(
             items: sizes.enumerated().map { index, size in
-                OfferItem(id: "item-\(index)", label: "item \(index)",
-                          representations: types.map { OfferedRepresentation(contentType: $0, kind: .file, size: size) },
-                          version: "v1")
+                OfferItem(
+                    id: "item-\(index)", label: "item \(index)",
+                    representations: types.map { OfferedRepresentation(contentType: $0, kind: .file, size: size) },
+                    version: "v1")
             },
             chunkSize: Self.chunk)
     }
@@ -53,16 +54,25 @@ import Testing
         _ = fourth.peerReady()
         _ = try? fourth.received(Select(choices: [Choice(item: "item-0", representation: 0, reason: "")]))
         // A resume range past the end of the item is a bad message.
-        #expect(throws: ProtocolError.self) { try fourth.received(Resume(item: "item-0", verified: [ChunkRange(0, 99)])) }
+        #expect(throws: ProtocolError.self) {
+            try fourth.received(Resume(item: "item-0", verified: [ChunkRange(0, 99)]))
+        }
     }
 
     @Test func receiverNegotiatesAndRefusesWithReasons() throws {
         var machine = receiver(accept: ["public.image", "public.plain-text"], maxSize: 5000)
-        let offered = Offer(items: [
-            OfferItem(id: "a", label: "photo", representations: [OfferedRepresentation(contentType: "public.png", kind: .file, size: 100)]),
-            OfferItem(id: "b", label: "movie", representations: [OfferedRepresentation(contentType: "public.mpeg-4", kind: .file, size: 100)]),
-            OfferItem(id: "c", label: "huge", representations: [OfferedRepresentation(contentType: "public.png", kind: .file, size: 9000)]),
-        ], chunkSize: Self.chunk)
+        let offered = Offer(
+            items: [
+                OfferItem(
+                    id: "a", label: "photo",
+                    representations: [OfferedRepresentation(contentType: "public.png", kind: .file, size: 100)]),
+                OfferItem(
+                    id: "b", label: "movie",
+                    representations: [OfferedRepresentation(contentType: "public.mpeg-4", kind: .file, size: 100)]),
+                OfferItem(
+                    id: "c", label: "huge",
+                    representations: [OfferedRepresentation(contentType: "public.png", kind: .file, size: 9000)]),
+            ], chunkSize: Self.chunk)
         let actions = try machine.received(offered)
         guard case .sendSelect(let select) = actions.first else {
             Issue.record("expected a select")
@@ -88,15 +98,27 @@ import Testing
         _ = try machine.received(offer(sizes: [10_000]))  // 3 chunks: 4096, 4096, 1808
         let resume = try machine.prepared(verified: [1])
         #expect(resume == [.sendResume(Resume(item: "item-0", verified: [ChunkRange(1, 2)]))])
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 1, length: 4096) }  // already held
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 3, length: 10) }  // past the end
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 0, length: 100) }  // wrong length
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 1, length: 4096)
+        }  // already held
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 3, length: 10)
+        }  // past the end
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 0, length: 100)
+        }  // wrong length
         #expect(try machine.receivedChunk(index: 0, length: 4096) == [.write(index: 0)])
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 0, length: 4096) }  // duplicate
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 0, length: 4096)
+        }  // duplicate
         // Done before the last chunk is a lie.
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.received(Done(item: "item-0", size: 10_000, chunks: 3, digest: "")) }
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.received(Done(item: "item-0", size: 10_000, chunks: 3, digest: ""))
+        }
         #expect(try machine.receivedChunk(index: 2, length: 1808) == [.write(index: 2)])
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.received(Done(item: "item-0", size: 9_999, chunks: 3, digest: "")) }
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.received(Done(item: "item-0", size: 9_999, chunks: 3, digest: ""))
+        }
         let done = Done(item: "item-0", size: 10_000, chunks: 3, digest: "x")
         #expect(try machine.received(done) == [.verify(item: 0, done)])
         let ack = Ack(item: "item-0", outcome: "saved")
@@ -109,8 +131,12 @@ import Testing
         _ = try machine.received(offer(sizes: [nil]))
         _ = try machine.prepared(verified: [])
         #expect(try machine.receivedChunk(index: 0, length: 4096) == [.write(index: 0)])
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 2, length: 10) }
-        #expect(throws: ProtocolError.self) { var copy = machine; _ = try copy.receivedChunk(index: 1, length: 4096) }  // over max size
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 2, length: 10)
+        }
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.receivedChunk(index: 1, length: 4096)
+        }  // over max size
     }
 
     @Test func byeBeforeEveryItemIsAnError() throws {
@@ -127,7 +153,12 @@ import Testing
         var badID = offer(sizes: [1])
         badID.items[0].id = "../x"
         #expect(throws: ProtocolError.self) { try badID.validate() }
-        let tooMany = Offer(items: (0...Offer.maxItems).map { OfferItem(id: "i\($0)", label: "", representations: [OfferedRepresentation(contentType: "public.data", kind: .data)]) }, chunkSize: 4096)
+        let tooMany = Offer(
+            items: (0...Offer.maxItems).map {
+                OfferItem(
+                    id: "i\($0)", label: "",
+                    representations: [OfferedRepresentation(contentType: "public.data", kind: .data)])
+            }, chunkSize: 4096)
         #expect(throws: ProtocolError.self) { try tooMany.validate() }
     }
 
@@ -138,7 +169,9 @@ import Testing
         var sender = SenderMachine(offer: offer(sizes: [nil]))
         _ = sender.peerReady()
         _ = try sender.received(Select(choices: [Choice(item: "item-0", representation: 0, reason: "")]))
-        #expect(throws: ProtocolError.self) { try sender.received(Resume(item: "item-0", verified: [ChunkRange(0, Int(Int32.max))])) }
+        #expect(throws: ProtocolError.self) {
+            try sender.received(Resume(item: "item-0", verified: [ChunkRange(0, Int(Int32.max))]))
+        }
         // Overlapping ranges cannot inflate the count.
         #expect(throws: ProtocolError.self) { try ChunkMath.indices([ChunkRange(0, 3), ChunkRange(1, 3)], limit: 4) }
         // The largest allowed item is negotiated without building per-chunk state.
@@ -192,13 +225,16 @@ import Testing
                         let length = Int(min(UInt64(Self.chunk), size - UInt64(index * Self.chunk)))
                         #expect(try machine.receivedChunk(index: index, length: length) == [.write(index: index)])
                     }
-                    next += try sender.finishedStreaming(Done(item: "item-\(item)", size: size, chunks: chunks, digest: "d"))
+                    next += try sender.finishedStreaming(
+                        Done(item: "item-\(item)", size: size, chunks: chunks, digest: "d"))
                 case .sendDone(let done):
                     var receiverActions = try machine.received(done)
                     while let action = receiverActions.first {
                         receiverActions.removeFirst()
                         switch action {
-                        case .verify(let item, _): receiverActions = try machine.verified(Ack(item: "item-\(item)", outcome: "saved")) + receiverActions
+                        case .verify(let item, _):
+                            receiverActions =
+                                try machine.verified(Ack(item: "item-\(item)", outcome: "saved")) + receiverActions
                         case .sendAck(let ack): next += try sender.received(ack)
                         case .prepare: receiverActions = try machine.prepared(verified: []) + receiverActions
                         case .sendResume(let resume): next += try sender.received(resume)

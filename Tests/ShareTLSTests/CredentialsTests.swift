@@ -29,7 +29,9 @@ import Testing
 
     @Test func garbagePEMIsAClearError() {
         #expect(throws: TLSError.self) { try PrivateKey(pem: "not a key") }
-        #expect(throws: TLSError.self) { try Certificate(pem: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n") }
+        #expect(throws: TLSError.self) {
+            try Certificate(pem: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+        }
         #expect(throws: TLSError.self) { try Certificate(der: [0x30, 0x03, 0x01]) }
         // The error queue is drained: a following call starts clean.
         #expect(TLSError.drainQueue().isEmpty)

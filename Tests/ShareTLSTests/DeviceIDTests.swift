@@ -55,7 +55,9 @@ import Testing
 
     @Test func badInputSaysWhatIsWrong() {
         #expect(throws: DeviceID.ParseError.wrongLength(3)) { try DeviceID(parsing: "ABC") }
-        #expect(throws: DeviceID.ParseError.badCharacter("1")) { try DeviceID(parsing: "1" + String(repeating: "A", count: 55)) }
+        #expect(throws: DeviceID.ParseError.badCharacter("1")) {
+            try DeviceID(parsing: "1" + String(repeating: "A", count: 55))
+        }
         #expect(throws: DeviceID.ParseError.badCharacter("é")) { try DeviceID(parsing: "é") }
     }
 
@@ -67,8 +69,12 @@ import Testing
     }
 
     @Test func sha256KnownAnswers() {
-        #expect(SHA256Hasher.hash(Array("abc".utf8)).hexString == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(SHA256Hasher.hash([UInt8]()).hexString == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(
+            SHA256Hasher.hash(Array("abc".utf8)).hexString
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            SHA256Hasher.hash([UInt8]()).hexString == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        )
         let hasher = SHA256Hasher()
         hasher.update(Array("a".utf8))
         hasher.update(Array("bc".utf8))

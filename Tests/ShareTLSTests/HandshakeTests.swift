@@ -18,11 +18,17 @@ import Testing
     }
 
     /// Runs the server handshake on a thread and the client here; returns both outcomes.
-    func handshake(serverTrusts: Bool, clientTrusts: Bool) throws -> (server: Result<DeviceID?, TLSError>, client: Result<DeviceID?, TLSError>, payload: [UInt8]) {
+    func handshake(serverTrusts: Bool, clientTrusts: Bool) throws -> (
+        server: Result<DeviceID?, TLSError>, client: Result<DeviceID?, TLSError>, payload: [UInt8]
+    ) {
         let serverIdentity = try TLSIdentity.generate(commonName: "server")
         let clientIdentity = try TLSIdentity.generate(commonName: "client")
-        let serverContext = try TLSContext(identity: serverIdentity, role: .server) { $0 == clientIdentity.deviceID && serverTrusts }
-        let clientContext = try TLSContext(identity: clientIdentity, role: .client) { $0 == serverIdentity.deviceID && clientTrusts }
+        let serverContext = try TLSContext(identity: serverIdentity, role: .server) {
+            $0 == clientIdentity.deviceID && serverTrusts
+        }
+        let clientContext = try TLSContext(identity: clientIdentity, role: .client) {
+            $0 == serverIdentity.deviceID && clientTrusts
+        }
         let (a, b) = pair()
         let server = try TLSConnection(context: serverContext, fileDescriptor: a)
         let client = try TLSConnection(context: clientContext, fileDescriptor: b)

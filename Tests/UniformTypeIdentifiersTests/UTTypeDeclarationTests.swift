@@ -31,15 +31,19 @@ import Testing
         #expect(!thing.conforms(to: .text))
         #expect(thing.localizedDescription == "Exported description")
         // Registering the imported declaration again changes nothing.
-        UTType.register([UTTypeDeclaration(identifier: "org.example.shared-thing", conformsTo: ["public.text"], kind: .imported)])
+        UTType.register([
+            UTTypeDeclaration(identifier: "org.example.shared-thing", conformsTo: ["public.text"], kind: .imported)
+        ])
         #expect(!UTType("org.example.shared-thing")!.conforms(to: .text))
     }
 
     @Test func binaryPlistIsRead() throws {
         let plist: [String: Any] = [
             "UTExportedTypeDeclarations": [
-                ["UTTypeIdentifier": "com.example.binary-declared", "UTTypeConformsTo": ["public.image"],
-                 "UTTypeTagSpecification": ["public.filename-extension": ["bindecl"]]]
+                [
+                    "UTTypeIdentifier": "com.example.binary-declared", "UTTypeConformsTo": ["public.image"],
+                    "UTTypeTagSpecification": ["public.filename-extension": ["bindecl"]],
+                ]
             ]
         ]
         let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0)

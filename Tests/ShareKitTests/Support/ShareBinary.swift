@@ -140,7 +140,8 @@ final class TestDevice: @unchecked Sendable {
 
     init(_ name: String) throws {
         self.name = name
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-test-\(name)-\(UUID().uuidString.prefix(8))")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "share-test-\(name)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let result = run(["id", "--name", name])
         precondition(result.status == 0, "share id failed: \(result.stderr)")
@@ -261,7 +262,9 @@ func makeFile(_ url: URL, size: Int) throws {
         while offset < size {
             var value = generator.next()
             let n = min(8, size - offset)
-            withUnsafeBytes(of: &value) { raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: n) }
+            withUnsafeBytes(of: &value) {
+                raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: n)
+            }
             offset += n
         }
     }

@@ -3,8 +3,10 @@ import Glibc
 
 /// Runs an external tool with a time bound; returns status and combined output.
 @discardableResult
-func runTool(_ path: String, _ arguments: [String], stdin: Data? = nil, timeout: Double = 30,
-             currentDirectory: URL? = nil) -> (status: Int32, output: String) {
+func runTool(
+    _ path: String, _ arguments: [String], stdin: Data? = nil, timeout: Double = 30,
+    currentDirectory: URL? = nil
+) -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
@@ -64,7 +66,9 @@ final class RawClient {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         let ok = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard ok == 0 else {
             close(fd)
@@ -75,7 +79,9 @@ final class RawClient {
 
     deinit { close(fd) }
 
-    func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
 
     /// Seconds until the peer closes (EOF or reset), or nil if it stays open for `timeout`.
     func secondsUntilClosed(timeout: Double) -> Double? {
