@@ -126,6 +126,27 @@ extension EndToEnd {
             #expect(try Data(contentsOf: inbox.appendingPathComponent("big.bin")) == Data(contentsOf: file))
         }
 
+        @Test func aByteFlippedInFlightIsRejectedAndTheTransferResumes() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(file, size: Self.size)
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            let proxy = try TCPProxy(upstreamPort: port)
+            proxy.flipAt = 20 << 20
+            let flipped = laptop.run(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
+            proxy.stop()
+            // TLS authenticates every record: the flipped byte ends the session, it is never written.
+            #expect(flipped.status == 75 || flipped.status == 76, "\(flipped.stderr)")
+            #expect(receiver.wait(timeout: 30) != 0)
+            #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("big.bin").path))
+            let held = ledgerChunkCount(inbox)
+            #expect(held * Self.chunk <= 20 << 20)
+            let result = try finish(laptop, desk, file: file, inbox: inbox)
+            #expect(result["bytesAlreadyThere"] as? Int == held * Self.chunk)
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("big.bin")) == Data(contentsOf: file))
+        }
+
         @Test func partialsOlderThanTheLimitAreRemoved() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
