@@ -53,7 +53,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         defer { frameStarted = nil }
         try fill(Limits.frameHeaderSize)
         frameStarted = ContinuousClock.now
-        let (type, length) = try FrameDecoder.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])
+        let (type, length) = try Frame.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])
         start += Limits.frameHeaderSize
         guard type.isBinary else {
             var payload = [UInt8]()

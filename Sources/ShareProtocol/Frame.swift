@@ -54,45 +54,7 @@ public struct Frame: Sendable, Equatable {
     }
 }
 
-/// Splits a byte stream into frames, checking every header before any payload is buffered.
-///
-/// Feed it whatever the connection delivers (one byte or a megabyte at a time); `next()` returns complete frames.
-public struct FrameDecoder: Sendable {
-    private var buffer: [UInt8] = []
-    private var start = 0
-
-    public init() {}
-
-    /// Bytes received but not yet returned as frames.
-    public var bufferedCount: Int { buffer.count - start }
-
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
-        buffer.append(contentsOf: bytes)
-    }
-
-    public mutating func append(_ bytes: ArraySlice<UInt8>) {
-        buffer.append(contentsOf: bytes)
-    }
-
-    /// The next complete frame, nil when more bytes are needed; throws on a bad header.
-    public mutating func next() throws(ProtocolError) -> Frame? {
-        guard buffer.count - start >= Limits.frameHeaderSize else { return nil }
-        let (type, length) = try Self.parseHeader(buffer[start..<(start + Limits.frameHeaderSize)])
-        guard buffer.count - start >= Limits.frameHeaderSize + length else { return nil }
-        let payloadStart = start + Limits.frameHeaderSize
-        let frame = Frame(type: type, payload: Array(buffer[payloadStart..<(payloadStart + length)]))
-        start = payloadStart + length
-        // Compact once the consumed prefix is large, so the buffer does not grow without bound.
-        if start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        } else if start > 1 << 16 {
-            buffer.removeFirst(start)
-            start = 0
-        }
-        return frame
-    }
-
+extension Frame {
     /// Validates a 5-byte header: known type, length within that type's limit.
     public static func parseHeader(_ header: ArraySlice<UInt8>) throws(ProtocolError) -> (FrameType, Int) {
         let bytes = Array(header)

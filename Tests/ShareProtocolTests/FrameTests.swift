@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+
+@testable import ShareProtocol
+
+/// Frame headers and control messages. Whole streams (one byte at a time, all at once, truncated) are tested on the
+/// real read path, `FramedConnection` over TLS, in ShareKitTests.
+@Suite struct FrameHeaderTests {
+    @Test func encodedFramesParseBack() throws {
+        for frame in [MessageCoding.frame(.hello, Hello(name: "desk", role: .agent)), Frame(type: .bye, payload: [])] {
+            let bytes = frame.encoded()
+            let (type, length) = try Frame.parseHeader(bytes[0..<5])
+            #expect(type == frame.type && length == frame.payload.count)
+            #expect(Array(bytes[5...]) == frame.payload)
+        }
+    }
+
+    @Test func lengthsPastEveryLimitAreRefused() {
+        for type in FrameType.allCases {
+            let length = UInt32(type.maxPayload + 1)
+            let header: [UInt8] = [
+                type.rawValue, UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF),
+                UInt8(length & 0xFF),
+            ]
+            let error = try? #require(throws: ProtocolError.self) { _ = try Frame.parseHeader(header[...]) }
+            #expect(error?.code == .frameTooLarge)
+        }
+    }
+
+    @Test func unknownTypesAreRefused() {
+        let error = try? #require(throws: ProtocolError.self) { _ = try Frame.parseHeader([0xEE, 0, 0, 0, 0][...]) }
+        #expect(error?.code == .badFrame)
+    }
+
+    @Test func randomHeadersEndInAnErrorOrABoundedLength() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5000 {
+            let header = (0..<5).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            do {
+                let (type, length) = try Frame.parseHeader(header[...])
+                #expect(length <= type.maxPayload)
+            } catch {
+                #expect(!error.message.isEmpty)
+            }
+        }
+    }
+
+    @Test func oversizedOutgoingFramesAreDetected() {
+        #expect(!Frame(type: .hello, payload: [UInt8](repeating: 0, count: Limits.maxControlPayload + 1)).isWithinLimit)
+        #expect(Frame(type: .offer, payload: [UInt8](repeating: 0, count: Limits.maxControlPayload + 1)).isWithinLimit)
+    }
+
+    @Test func controlMessagesThatDoNotDecodeAreBadMessages() {
+        let frame = Frame(type: .hello, payload: Array("{\"magic\": 1}".utf8))
+        let error = try? #require(throws: ProtocolError.self) { _ = try MessageCoding.decode(Hello.self, from: frame) }
+        #expect(error?.code == .badMessage)
+    }
+}
+
+@Suite struct HelloTests {
+    @Test func versionMismatchIsAClearVersionError() {
+        var newer = Hello(name: "a", role: .cli)
+        newer.version = Limits.protocolVersion + 1
+        let error = try? #require(throws: ProtocolError.self) { try newer.validate() }
+        #expect(error?.code == .version)
+        #expect(error?.message.contains("protocol \(Limits.protocolVersion + 1)") == true)
+        var older = newer
+        older.version = 0
+        #expect(throws: ProtocolError.self) { try older.validate() }
+    }
+
+    @Test func wrongMagicIsNotShare() {
+        var hello = Hello(name: "a", role: .cli)
+        hello.magic = "http"
+        let error = try? #require(throws: ProtocolError.self) { try hello.validate() }
+        #expect(error?.code == .notShare)
+    }
+
+    @Test func namesAreBounded() {
+        #expect(throws: ProtocolError.self) { try Hello(name: "", role: .cli).validate() }
+        #expect(throws: ProtocolError.self) {
+            try Hello(name: String(repeating: "x", count: 200), role: .cli).validate()
+        }
+        #expect(throws: ProtocolError.self) { try Hello(name: "a\u{7}b", role: .cli).validate() }
+        #expect(throws: ProtocolError.self) { try Hello(name: "a", role: .cli, listenPort: 70000).validate() }
+        #expect(throws: Never.self) { try Hello(name: "laptop", role: .agent, listenPort: 5000).validate() }
+    }
+}
