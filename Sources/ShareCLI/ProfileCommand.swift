@@ -16,6 +16,13 @@ struct ProfileCommand: ParsableCommand {
         }
     }
 
+    static func find(_ name: String, in catalog: ProfileCatalog) throws -> Profile {
+        guard let profile = catalog.find(name) else {
+            throw ShareError(.usage, "no profile is called '\(name)' (see: share profile list)")
+        }
+        return profile
+    }
+
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a profile.")
         @OptionGroup var device: DeviceOptions
@@ -57,9 +64,7 @@ struct ProfileCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
-                guard var profile = catalog.find(name) else {
-                    throw ShareError(.usage, "no profile is called '\(name)'")
-                }
+                var profile = try ProfileCommand.find(name, in: catalog)
                 let text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
                 let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }
@@ -94,9 +99,7 @@ struct ProfileCommand: ParsableCommand {
 
         func run() throws {
             try ShareCLI.run {
-                guard let profile = try ProfileCommand.load(device).find(name) else {
-                    throw ShareError(.usage, "no profile is called '\(name)'")
-                }
+                let profile = try ProfileCommand.find(name, in: try ProfileCommand.load(device))
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 say(String(decoding: try encoder.encode(profile), as: UTF8.self))
@@ -112,9 +115,8 @@ struct ProfileCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
-                guard let removed = catalog.remove(name) else {
-                    throw ShareError(.usage, "no profile is called '\(name)'")
-                }
+                let removed = try ProfileCommand.find(name, in: catalog)
+                catalog.remove(removed.id.uuidString)
                 try catalog.save()
                 say("removed profile \(removed.name)")
             }

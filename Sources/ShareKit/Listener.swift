@@ -19,6 +19,8 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
     private let maxConnections: Int
     private let lock = NSCondition()
     private var active = 0
+    /// Sockets of sessions being served, shut down by `stop` when they outlast the grace period.
+    private var clients: Set<Int32> = []
     private var stopping = false
     private var acceptThreadDone = false
 
@@ -77,10 +79,12 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
                 continue
             }
             active += 1
+            clients.insert(client)
             lock.unlock()
             let thread = Thread { [self] in
                 serve(client, peer)
                 lock.lock()
+                clients.remove(client)
                 active -= 1
                 lock.broadcast()
                 lock.unlock()
@@ -116,7 +120,9 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
         return active
     }
 
-    /// Stops accepting, then waits up to `grace` seconds for sessions in flight to end.
+    /// Stops accepting, waits up to `grace` seconds for sessions in flight to end, then shuts down the sockets of
+    /// those still running so they end through their own error path (partials flushed) and waits for them too: the
+    /// process never exits under a thread that is still using a connection.
     public func stop(grace: Double = 5) {
         lock.lock()
         stopping = true
@@ -125,6 +131,11 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
         Syscalls.close(fd)
         let sessionDeadline = Date().addingTimeInterval(grace)
         while active > 0 && Date() < sessionDeadline { _ = lock.wait(until: sessionDeadline) }
+        if active > 0 {
+            for client in clients { Syscalls.shutdownSocket(client) }
+            let finalDeadline = Date().addingTimeInterval(10)
+            while active > 0 && Date() < finalDeadline { _ = lock.wait(until: finalDeadline) }
+        }
         lock.unlock()
     }
 }

@@ -90,11 +90,16 @@ public enum Syscalls {
         _ = fcntl(fd, F_SETFL, flags)
     }
 
-    /// Sets receive and send timeouts (seconds; 0 = none) on a blocking socket.
+    /// Sets receive and send timeouts (seconds; 0 = none) on a blocking socket. Failing here would silently remove
+    /// every timeout guarantee, so it is reported (it does not happen on a valid socket).
     public static func setTimeouts(_ fd: Int32, seconds: Double) {
         var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        if setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, size) != 0
+            || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, size) != 0
+        {
+            Log.line("warning: cannot set socket timeouts: \(String(cString: strerror(errno)))")
+        }
     }
 
     static func setNoDelay(_ fd: Int32) {

@@ -102,19 +102,36 @@ extension EndToEnd {
             _ = receiver.wait(timeout: 30)
         }
 
-        @Test(arguments: [3 << 20, 17 << 20, 31 << 20])
-        func resumesAfterTheConnectionIsCut(at offset: Int) throws {
+        /// One send of a fresh 48 MiB file through a proxy that `configure` sets up to break it.
+        struct Broken {
+            let laptop: TestDevice
+            let desk: TestDevice
+            let inbox: URL
+            let file: URL
+            let sent: CommandResult
+            let receiverStatus: Int32?
+        }
+
+        func sendThroughBrokenLink(_ configure: (TCPProxy) -> Void) throws -> Broken {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
             let file = try laptop.folder("src").appendingPathComponent("big.bin")
             try makeFile(file, size: Self.size)
             let (receiver, port) = try desk.startReceive(into: inbox)
             let proxy = try TCPProxy(upstreamPort: port)
-            proxy.cutAfter = offset
-            let cut = laptop.run(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
+            configure(proxy)
+            let sent = laptop.run(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
             proxy.stop()
-            #expect(cut.status == 75, "\(cut.stderr)")
-            #expect(receiver.wait(timeout: 30) == 75)
+            let status = receiver.wait(timeout: 30)
+            return Broken(laptop: laptop, desk: desk, inbox: inbox, file: file, sent: sent, receiverStatus: status)
+        }
+
+        @Test(arguments: [3 << 20, 17 << 20, 31 << 20])
+        func resumesAfterTheConnectionIsCut(at offset: Int) throws {
+            let broken = try sendThroughBrokenLink { $0.cutAfter = offset }
+            let (laptop, desk, inbox, file) = (broken.laptop, broken.desk, broken.inbox, broken.file)
+            #expect(broken.sent.status == 75, "\(broken.sent.stderr)")
+            #expect(broken.receiverStatus == 75)
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("big.bin").path))
             // The receiver flushed its ledger when the connection dropped: every chunk it wrote counts.
             let held = ledgerChunkCount(inbox)
@@ -127,18 +144,11 @@ extension EndToEnd {
         }
 
         @Test func aByteFlippedInFlightIsRejectedAndTheTransferResumes() throws {
-            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
-            let inbox = try desk.folder("inbox")
-            let file = try laptop.folder("src").appendingPathComponent("big.bin")
-            try makeFile(file, size: Self.size)
-            let (receiver, port) = try desk.startReceive(into: inbox)
-            let proxy = try TCPProxy(upstreamPort: port)
-            proxy.flipAt = 20 << 20
-            let flipped = laptop.run(["send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K"])
-            proxy.stop()
+            let broken = try sendThroughBrokenLink { $0.flipAt = 20 << 20 }
+            let (laptop, desk, inbox, file) = (broken.laptop, broken.desk, broken.inbox, broken.file)
             // TLS authenticates every record: the flipped byte ends the session, it is never written.
-            #expect(flipped.status == 75 || flipped.status == 76, "\(flipped.stderr)")
-            #expect(receiver.wait(timeout: 30) != 0)
+            #expect(broken.sent.status == 75 || broken.sent.status == 76, "\(broken.sent.stderr)")
+            #expect(broken.receiverStatus != 0)
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("big.bin").path))
             let held = ledgerChunkCount(inbox)
             #expect(held * Self.chunk <= 20 << 20)
