@@ -17,6 +17,9 @@ let package = Package(
         .systemLibrary(
             name: "CShareOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
+        .systemLibrary(
+            name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        .target(name: "ShareArchive", dependencies: ["CShareArchive"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
         .target(name: "CShareSystem"),
         .target(name: "ShareProfiles", dependencies: ["CoreTransferable"]),
@@ -43,6 +46,7 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
+        .testTarget(name: "ShareArchiveTests", dependencies: ["ShareArchive"]),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"]),
         .testTarget(name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share"]),
         .testTarget(

@@ -1,0 +1,176 @@
+import Foundation
+
+/// Extraction of a tar stream that arrives in pieces (chunks from a connection), on its own thread: `push` hands
+/// over bytes in stream order and blocks while a few chunks are queued, so memory stays bounded.
+///
+/// Resuming: given the checkpoint of an interrupted extraction and the offset where the new input starts (a chunk
+/// boundary at or before the checkpoint's safe offset), libarchive is restarted at the interrupted entry's header:
+/// the saved header blocks, then zeros standing for the data already on disk, then the new bytes.
+public final class StreamExtraction: @unchecked Sendable {  // queue state guarded by `condition`
+    public let extractor: Extractor
+    private let condition = NSCondition()
+    private var queue: [[UInt8]] = []
+    private var headOffset = 0
+    private var inputEnded = false
+    private var cancelled = false
+    private var finished = false
+    private var failure: Error?
+    private var starving = false
+    private let capacity: Int
+    private var thread: Thread?
+
+    /// Where a resumed input must start for `checkpoint`: the chunk boundary at or before its safe offset.
+    public static func resumeOffset(for checkpoint: ExtractionCheckpoint, chunkSize: Int) -> Int64 {
+        checkpoint.safeOffset / Int64(chunkSize) * Int64(chunkSize)
+    }
+
+    /// Starts extracting into `root`. `inputOffset` is the stream offset of the first byte that will be pushed (0,
+    /// or `resumeOffset(for: checkpoint, …)` when resuming).
+    public init(
+        root: URL, policy: ExtractionPolicy = ExtractionPolicy(), resuming checkpoint: ExtractionCheckpoint? = nil,
+        inputOffset: Int64 = 0, queuedChunks: Int = 4
+    ) throws {
+        capacity = queuedChunks
+        var prefix: [UInt8] = []
+        var skipInput: Int64 = 0
+        var base: Int64 = inputOffset
+        var adjusted = checkpoint
+        if var resume = checkpoint {
+            guard inputOffset <= resume.safeOffset else {
+                throw ArchiveError(.corrupt, "the resumed stream starts after what is on disk")
+            }
+            base = resume.headerOffset
+            if inputOffset <= resume.headerOffset {
+                skipInput = resume.headerOffset - inputOffset
+                resume.written = 0
+            } else if inputOffset <= resume.dataOffset {
+                prefix = Array(resume.header[0..<Int(inputOffset - resume.headerOffset)])
+                resume.written = 0
+            } else {
+                prefix = Array(resume.header)
+                let onDisk = inputOffset - resume.dataOffset
+                prefix += [UInt8](repeating: 0, count: Int(onDisk))
+                resume.written = UInt64(onDisk)
+            }
+            adjusted = resume
+        }
+        extractor = try Extractor(root: root, policy: policy, resuming: adjusted)
+        let (start, skip, streamBase) = (prefix, skipInput, base)
+        let thread = Thread { [self] in
+            run(prefix: start, skip: skip, base: streamBase)
+        }
+        thread.name = "share-extract"
+        thread.stackSize = 1 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    private func run(prefix: [UInt8], skip: Int64, base: Int64) {
+        var prefixLeft = prefix[...]
+        var skipLeft = skip
+        do {
+            let reader = try ArchiveReader(
+                stream: { [self] buffer in
+                    if !prefixLeft.isEmpty {
+                        let n = min(buffer.count, prefixLeft.count)
+                        buffer.copyBytes(from: prefixLeft.prefix(n))
+                        prefixLeft = prefixLeft.dropFirst(n)
+                        return n
+                    }
+                    while true {
+                        let n = try pull(into: buffer)
+                        guard skipLeft > 0, n > 0 else { return n }
+                        if Int64(n) <= skipLeft {
+                            skipLeft -= Int64(n)
+                            continue
+                        }
+                        let keep = n - Int(skipLeft)
+                        buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[Int(skipLeft)..<n]))
+                        skipLeft = 0
+                        return keep
+                    }
+                })
+            try extractor.run(reader, streamBase: base)
+            end(nil)
+        } catch {
+            end(error)
+        }
+    }
+
+    private func end(_ error: Error?) {
+        condition.lock()
+        failure = error
+        finished = true
+        queue.removeAll()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Copies the next queued bytes into `buffer`; 0 at the end of input.
+    private func pull(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !inputEnded && !cancelled {
+            starving = true
+            condition.broadcast()
+            condition.wait()
+        }
+        starving = false
+        if cancelled { throw ArchiveError(.cancelled, "the transfer stopped") }
+        guard let head = queue.first else { return 0 }
+        let n = min(buffer.count, head.count - headOffset)
+        head.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[headOffset..<(headOffset + n)])) }
+        headOffset += n
+        if headOffset == head.count {
+            queue.removeFirst()
+            headOffset = 0
+            condition.broadcast()
+        }
+        return n
+    }
+
+    /// Queues the next bytes of the stream. Throws the extraction's error once it has failed.
+    public func push(_ bytes: ArraySlice<UInt8>) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.count >= capacity && !finished && !cancelled { condition.wait() }
+        if let failure { throw failure }
+        if finished || cancelled { return }  // the archive ended; trailing padding is not needed
+        queue.append(Array(bytes))
+        condition.broadcast()
+    }
+
+    /// Ends the input and waits for the extraction; throws its error, or `corrupt` if the archive was incomplete.
+    public func finish() throws {
+        condition.lock()
+        inputEnded = true
+        condition.broadcast()
+        while !finished { condition.wait() }
+        let failure = self.failure
+        condition.unlock()
+        if let failure { throw failure }
+    }
+
+    /// Waits until the extractor has taken everything pushed and waits for more (or has ended).
+    public func drain() {
+        condition.lock()
+        while !finished && !(queue.isEmpty && starving) { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Stops the extraction (the connection failed) and waits for its thread; the checkpoint stays readable.
+    public func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        while !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    /// The error the extraction stopped with, if it has.
+    public var error: Error? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failure
+    }
+}

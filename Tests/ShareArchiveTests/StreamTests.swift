@@ -1,0 +1,67 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import ShareArchive
+
+@Suite struct StreamTests {
+    @Test func folderRoundTripsThroughAStreamFedInArbitraryPieces() throws {
+        let scratch = Scratch()
+        let root = try sampleFolder(in: scratch)
+        let plan = try ArchivePlan.folder(root)
+        #expect(plan.skipped.map(\.path) == ["outside"])
+        let bytes = try streamBytes(plan)
+        #expect(UInt64(bytes.count) == plan.streamSize)
+        #expect(try streamBytes(ArchivePlan.folder(root)) == bytes, "the stream is deterministic")
+        for pieces in [1, 997, 512, 65_536, 1 << 20] {
+            let target = scratch.path("out-\(pieces)")
+            let extraction = try StreamExtraction(root: target)
+            var offset = 0
+            while offset < bytes.count {
+                let n = min(pieces == 1 ? Int.random(in: 1...4096) : pieces, bytes.count - offset)
+                try extraction.push(bytes[offset..<(offset + n)])
+                offset += n
+            }
+            try extraction.finish()
+            var expected = tree(root)
+            expected["outside"] = nil
+            #expect(tree(target) == expected, "pieces of \(pieces)")
+        }
+    }
+
+    @Test func interruptedExtractionResumesFromItsCheckpoint() throws {
+        let scratch = Scratch()
+        let root = try sampleFolder(in: scratch, bigFile: 5 << 20)
+        let plan = try ArchivePlan.folder(root)
+        let bytes = try streamBytes(plan)
+        var expected = tree(root)
+        expected["outside"] = nil
+        let chunk = 1 << 20
+        // Interrupt after every possible number of chunks; resume from the checkpoint's chunk boundary.
+        for cut in 1..<((bytes.count + chunk - 1) / chunk) {
+            let target = scratch.path("cut-\(cut)")
+            let first = try StreamExtraction(root: target, queuedChunks: 1)
+            for index in 0..<cut { try first.push(bytes[(index * chunk)..<min(bytes.count, (index + 1) * chunk)]) }
+            // Let the extractor take what it was given, then stop it as a dropped connection would.
+            first.drain()
+            first.cancel()
+            let checkpoint = first.extractor.checkpoint
+            var start: Int64 = 0
+            if let checkpoint {
+                start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunk)
+                #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
+                #expect(cut * chunk - Int(start) <= 2 * chunk, "resends at most about a chunk")
+            }
+            let second = try StreamExtraction(root: target, resuming: checkpoint, inputOffset: start)
+            var offset = Int(start)
+            while offset < bytes.count {
+                let n = min(chunk, bytes.count - offset)
+                try second.push(bytes[offset..<(offset + n)])
+                offset += n
+            }
+            try second.finish()
+            #expect(tree(target) == expected, "cut after \(cut) chunks")
+        }
+    }
+
+}
