@@ -19,13 +19,15 @@ let package = Package(
         .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
         .systemLibrary(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
-        .target(name: "ShareArchive", dependencies: ["CShareArchive"]),
+        .target(name: "ShareArchive", dependencies: ["CShareArchive", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
         .target(name: "CShareSystem"),
-        .target(name: "ShareProfiles", dependencies: ["CoreTransferable"]),
+        .target(name: "ShareProfiles", dependencies: ["CoreTransferable", "ShareArchive"]),
         .target(
             name: "ShareKit",
-            dependencies: ["ShareTLS", "ShareProtocol", "ShareProfiles", "CoreTransferable", "CShareSystem"]),
+            dependencies: [
+                "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable", "CShareSystem",
+            ]),
         .target(
             name: "ShareCLI",
             dependencies: [

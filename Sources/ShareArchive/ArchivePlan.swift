@@ -75,7 +75,14 @@ public struct ArchivePlan: Sendable {
     /// Walks the folder `root`. Unreadable files and folders stop the plan with an error naming them; `maxEntries`
     /// bounds it.
     public static func folder(_ root: URL, maxEntries: Int = 1_000_000) throws -> ArchivePlan {
-        var entries: [Entry] = []
+        var info = stat()
+        guard stat(root.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw ArchiveError(.io, "\(root.path) is not a readable folder")
+        }
+        // The folder itself first ("./"), for its mode and time.
+        var entries = [
+            Entry(path: "./", kind: .directory, mode: UInt32(info.st_mode) & 0o777, modified: Int64(info.st_mtim.tv_sec))
+        ]
         var skipped: [(String, String)] = []
         try walk(
             directory: root.standardizedFileURL.path, relative: "", into: &entries, skipped: &skipped,
@@ -237,6 +244,7 @@ public struct ArchivePlan: Sendable {
         var lines: [String] = []
         for entry in entries {
             switch entry.kind {
+            case .directory where entry.path == "./": continue
             case .directory: lines.append(entry.path + "/")
             case .symlink(let target): lines.append("\(entry.path) -> \(target)")
             default: lines.append("\(entry.path)\t\(entry.size)")

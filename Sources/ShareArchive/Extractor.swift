@@ -146,7 +146,12 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         }
         let name = parts.joined(separator: "/")
         if parts.isEmpty {
-            if info.kind == .directory { return }  // the root itself ("./")
+            if info.kind == .directory {  // the root itself ("./")
+                lock.lock()
+                directories.append(DirectoryMeta(path: "", mode: info.mode & 0o777, modified: info.modified))
+                lock.unlock()
+                return
+            }
             throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it has no name")
         }
         let full = root.path + "/" + name
@@ -312,7 +317,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
     private func applyDirectoryMetadata() throws {
         var seen: Set<String> = []
         for meta in directories.reversed() where seen.insert(meta.path).inserted {
-            let full = root.path + "/" + meta.path
+            let full = meta.path.isEmpty ? root.path : root.path + "/" + meta.path
             if let modified = meta.modified {
                 var times = [timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0)]
                 utimensat(AT_FDCWD, full, &times, AT_SYMLINK_NOFOLLOW)

@@ -9,8 +9,12 @@ struct ProfileCommand: ParsableCommand {
         subcommands: [Add.self, AddFact.self, List.self, Show.self, Remove.self])
 
     static func load(_ device: DeviceOptions) throws -> ProfileCatalog {
+        try load(device.paths.profilesFile)
+    }
+
+    static func load(_ file: URL) throws -> ProfileCatalog {
         do {
-            return try ProfileCatalog.load(device.paths.profilesFile)
+            return try ProfileCatalog.load(file)
         } catch {
             throw ShareError(.dataError, "\(error)")
         }

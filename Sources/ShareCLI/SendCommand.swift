@@ -18,7 +18,7 @@ struct SendCommand: ParsableCommand {
     @OptionGroup var output: OutputOptions
     @OptionGroup var declarations: DeclarationOptions
 
-    @Argument(help: ArgumentHelp("Files to send; - reads standard input.", valueName: "file"))
+    @Argument(help: ArgumentHelp("Files or folders to send; - reads standard input.", valueName: "file"))
     var files: [String] = []
 
     @Option(help: ArgumentHelp("The receiving device: a trusted name or ID, or HOST:PORT.", valueName: "peer"))
@@ -33,6 +33,9 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Send this profile from the catalog (name or id).", valueName: "name"))
     var profile: [String] = []
 
+    @Flag(help: "Send the whole profile catalog as one archive (portraits and videos included).")
+    var profiles = false
+
     @Option(
         help: ArgumentHelp("Content type of the files and standard input (identifier or extension).", valueName: "uti"))
     var type: String?
@@ -44,8 +47,9 @@ struct SendCommand: ParsableCommand {
     var timeout: Double = 10
 
     func validate() throws {
-        if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty {
-            throw ValidationError("nothing to send: give files, - for standard input, --text, --url or --profile")
+        if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty && !profiles {
+            throw ValidationError(
+                "nothing to send: give files or folders, - for standard input, --text, --url, --profile or --profiles")
         }
         guard let size = parseSize(chunkSize), (4096...(4 << 20)).contains(Int(size)) else {
             throw ValidationError("--chunk-size must be between 4K and 4M")
@@ -66,13 +70,27 @@ struct SendCommand: ParsableCommand {
             // Check every file before connecting: a missing file is an error before any byte moves.
             var fileItems: [OutgoingItem] = []
             for file in files {
+                var isFolder: ObjCBool = false
                 if file == "-" {
                     fileItems.append(try spoolStandardInput(local.paths, type: explicitType))
+                } else if FileManager.default.fileExists(atPath: file, isDirectory: &isFolder), isFolder.boolValue {
+                    let (item, skipped) = try OutgoingItem.folder(URL(fileURLWithPath: file))
+                    for entry in skipped {
+                        output.progress.note(
+                            "left out \(file)/\(entry.path): \(entry.reason)", event: "skipped",
+                            fields: ["path": entry.path, "reason": entry.reason])
+                    }
+                    fileItems.append(item)
                 } else {
                     fileItems.append(try OutgoingItem.file(URL(fileURLWithPath: file), type: explicitType))
                 }
             }
-            let catalog = profile.isEmpty ? nil : try ProfileCatalog.load(local.paths.profilesFile)
+            let catalog =
+                profile.isEmpty && !profiles ? nil : try ProfileCommand.load(local.paths.profilesFile)
+            if profiles, catalog?.profiles.isEmpty ?? true {
+                throw ShareError(.noInput, "the profile catalog is empty (add one with: share profile add NAME)")
+            }
+            let bundle = profiles ? ProfilesArchive(profiles: catalog!.profiles) : nil
             let profiles = try profile.map { name -> Profile in
                 guard let found = catalog?.find(name) else {
                     throw ShareError(.noInput, "no profile is called '\(name)' (see: share profile list)")
@@ -88,7 +106,8 @@ struct SendCommand: ParsableCommand {
             let report = try SendSession(device: local, progress: progress, options: options).run(
                 to: target, trust: trust
             ) { relation in
-                fileItems
+                try (bundle.map { [try OutgoingItem.profiles($0, relation: relation)] } ?? [])
+                    + fileItems
                     + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
                     + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
                     + profiles.map {

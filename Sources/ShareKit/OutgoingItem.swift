@@ -1,5 +1,7 @@
 import CoreTransferable
 import Foundation
+import ShareArchive
+import ShareProfiles
 import ShareProtocol
 import ShareTLS
 
@@ -7,6 +9,8 @@ import ShareTLS
 public enum ProducedPayload: Sendable {
     case data(Data)
     case file(URL)
+    /// A tar stream produced as it is sent.
+    case archive(ArchivePlan)
 }
 
 /// One representation a sender can offer, with the closure that produces it (run only if it is chosen).
@@ -68,6 +72,53 @@ public struct OutgoingItem: Sendable {
             id: stableID("file:" + path), label: name,
             representations: [OutgoingRepresentation(offered: offered) { .file(fileURL) }],
             declarations: customDeclarations(for: [contentType]), version: version)
+    }
+
+    /// A folder: first as a tar stream (extracted as it arrives), then as a text listing of its entries for a
+    /// receiver that takes only text. Entries that cannot travel (special files, links leaving the folder) are
+    /// listed in `skipped`.
+    public static func folder(_ url: URL) throws -> (item: OutgoingItem, skipped: [(path: String, reason: String)]) {
+        let path = url.standardizedFileURL.resolvingSymlinksInPath().path
+        let plan: ArchivePlan
+        do {
+            plan = try ArchivePlan.folder(URL(fileURLWithPath: path))
+        } catch let error as ArchiveError {
+            throw ShareError(.noInput, error.message)
+        }
+        let name = url.standardizedFileURL.lastPathComponent
+        let listing = Data(plan.listing.utf8)
+        let archive = OfferedRepresentation(
+            contentType: UTType.tarArchive.identifier, kind: .archive, size: plan.streamSize, suggestedFileName: name)
+        let text = OfferedRepresentation(
+            contentType: UTType.utf8PlainText.identifier, kind: .data, size: UInt64(listing.count),
+            suggestedFileName: name + ".txt")
+        let item = OutgoingItem(
+            id: stableID("folder:" + path), label: name + "/",
+            representations: [
+                OutgoingRepresentation(offered: archive) { .archive(plan) },
+                OutgoingRepresentation(offered: text) { .data(listing) },
+            ],
+            declarations: customDeclarations(for: [.tarArchive]), version: plan.version)
+        return (item, plan.skipped)
+    }
+
+    /// Profiles shared together: the bundle streamed as a tar archive (manifest, portraits, videos), then the
+    /// archive's other representations for this peer (CSV when nothing needs a file, then the names).
+    public static func profiles(_ archive: ProfilesArchive, relation: PeerRelation) throws -> OutgoingItem {
+        let plan: ArchivePlan
+        do {
+            plan = try archive.plan()
+        } catch {
+            throw ShareError(.noInput, "cannot bundle the profiles: \(error)")
+        }
+        let bundle = OfferedRepresentation(
+            contentType: UTType.shareProfilesArchive.identifier, kind: .archive, size: plan.streamSize,
+            suggestedFileName: "Profiles")
+        var item = transferable(archive, label: "\(archive.profiles.count) profiles", relation: relation)
+        item.representations.removeAll { $0.offered.contentType == UTType.shareProfilesArchive.identifier }
+        item.representations.insert(OutgoingRepresentation(offered: bundle) { .archive(plan) }, at: 0)
+        item.declarations = customDeclarations(for: item.representations.compactMap { UTType($0.offered.contentType) })
+        return item
     }
 
     static func fileVersion(_ info: stat) -> String {

@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import Glibc
+import ShareArchive
 import ShareProtocol
 import ShareTLS
 
@@ -35,6 +36,7 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
             if Date().timeIntervalSince(modified) > maxAge {
                 try? fm.removeItem(at: ledger)
                 try? fm.removeItem(at: ledger.deletingPathExtension().appendingPathExtension("part"))
+                IncomingArchive.removeTree(ledger.deletingPathExtension().appendingPathExtension("dir"))
                 removed += 1
             }
         }
@@ -55,6 +57,8 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
         /// The boot during which the chunks were written: after a reboot, unflushed writes may be lost, so the
         /// chunks are re-hashed from disk before they count.
         var boot: String?
+        /// For an archive extracted as it arrives: where the extraction stands (chunks before its safe offset count).
+        var archive: ExtractionCheckpoint?
     }
 
     /// This boot's identity.
@@ -101,8 +105,20 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
     }
 }
 
+/// Where the chunks of one item being received go: a partial file, or an extraction into a partial folder.
+public protocol IncomingPayload: AnyObject {
+    /// Chunks already held and verified.
+    var verified: Set<Int> { get }
+    func verifiedBytes(size: UInt64?) -> UInt64
+    func write(index: Int, bytes: ArraySlice<UInt8>, digest: [UInt8]) throws
+    /// Verifies the whole item and moves it into place under `name` (or a free variant); returns where it went.
+    func complete(done: Done, name: String, durable: Bool) throws -> URL
+    func discard()
+    func suspend()
+}
+
 /// One item being received: writes chunks, checkpoints the ledger, verifies and completes.
-public final class IncomingItem: @unchecked Sendable {  // used by one receiving thread
+public final class IncomingItem: IncomingPayload, @unchecked Sendable {  // used by one receiving thread
     let fd: Int32
     let partURL: URL
     let ledgerURL: URL

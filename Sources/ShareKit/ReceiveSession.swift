@@ -1,5 +1,6 @@
 import CoreTransferable
 import Foundation
+import ShareArchive
 import ShareProfiles
 import ShareProtocol
 import ShareTLS
@@ -19,6 +20,8 @@ public struct ReceiveOptions: Sendable {
     public var durable = false
     /// Profiles received in their rich form are imported here (the same id updates, never duplicates).
     public var catalogFile: URL?
+    /// Where imported profiles' portraits and videos go (beside the catalog when nil).
+    public var mediaDirectory: URL?
 
     public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
@@ -47,7 +50,7 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
     let progress: ProgressReporter
     let store: PartialStore
     private var report = ReceiveReport()
-    private var incoming: IncomingItem?
+    private var incoming: IncomingPayload?
 
     public init(options: ReceiveOptions, progress: ProgressReporter) throws {
         self.options = options
@@ -161,8 +164,17 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 let offer = machine.offer!
                 let item = offer.items[index]
                 let chosen = item.representations[representation]
-                let opened = try store.open(
-                    sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize)
+                let opened: IncomingPayload
+                if Self.isArchive(chosen) {
+                    var policy = ExtractionPolicy()
+                    if let maxSize = options.maxSize { policy.maxTotalBytes = maxSize }
+                    opened = try store.openArchive(
+                        sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize,
+                        policy: policy)
+                } else {
+                    opened = try store.open(
+                        sender: peerID, item: item, representation: chosen, chunkSize: offer.chunkSize)
+                }
                 incoming = opened
                 let held = opened.verifiedBytes(size: chosen.size)
                 report.bytesAlreadyHeld += held
@@ -192,11 +204,21 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         return false
     }
 
-    /// Verifies the whole item and stores it: small text and URLs are printed, everything else is saved.
+    /// A tar stream to extract as it arrives (rather than a file to store).
+    static func isArchive(_ representation: OfferedRepresentation) -> Bool {
+        guard representation.kind == .archive, let type = UTType(representation.contentType) else { return false }
+        return type.conforms(to: .tarArchive)
+    }
+
+    /// Verifies the whole item and stores it: small text and URLs are printed, folders are moved into place,
+    /// profiles are imported, everything else is saved.
     private func finish(item: OfferItem, representation: Int, done: Done) throws -> Ack {
         guard let incoming else { throw ProtocolError(.internalError, "no item in progress") }
         self.incoming = nil
         let chosen = item.representations[representation]
+        if incoming is IncomingArchive {
+            return try finishArchive(incoming, item: item, chosen: chosen, done: done)
+        }
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             let received = try incoming.complete(
@@ -232,6 +254,31 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         }
         var name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item")
         name = withExtension(name, type)
+        let target = try incoming.complete(done: done, name: name, durable: options.durable)
+        return saved(target, item: item)
+    }
+
+    private func finishArchive(
+        _ incoming: IncomingPayload, item: OfferItem, chosen: OfferedRepresentation, done: Done
+    ) throws -> Ack {
+        let type = UTType(chosen.contentType)
+        if let catalogFile = options.catalogFile, let type, type.conforms(to: .shareProfilesArchive) {
+            let folder = try incoming.complete(done: done, name: ".share-profiles-\(UUID().uuidString)", durable: false)
+            defer { IncomingArchive.removeTree(folder) }
+            let result: ProfilesArchive.ImportResult
+            do {
+                result = try ProfilesArchive.importBundle(
+                    at: folder, into: catalogFile, media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
+            } catch {
+                throw ProtocolError(.unsafeArchive, "\(item.label) is not a valid profiles archive: \(error)")
+            }
+            report.importedProfiles += result.names
+            progress.note(
+                "imported \(result.added) and updated \(result.updated) profiles: \(result.names.joined(separator: ", "))",
+                event: "imported", fields: ["item": item.label, "profiles": result.names])
+            return Ack(item: item.id, outcome: "imported")
+        }
+        let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
         let target = try incoming.complete(done: done, name: name, durable: options.durable)
         return saved(target, item: item)
     }

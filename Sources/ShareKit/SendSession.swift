@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import Glibc
+import ShareArchive
 import ShareProtocol
 import ShareTLS
 
@@ -29,7 +30,7 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     let progress: ProgressReporter
     let options: SendOptions
     private var buffer: [UInt8]
-    private var report = SendReport()
+    fileprivate var report = SendReport()
 
     public init(device: LocalDevice, progress: ProgressReporter, options: SendOptions = SendOptions()) {
         self.device = device
@@ -144,6 +145,10 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         switch produced {
         case .data(let data): source = .memory(Array(data))
         case .file(let url): source = try .open(url)
+        case .archive(let plan):
+            return try streamArchive(
+                plan, item: item, representation: representation, verified: verified, number: number,
+                connection: connection)
         }
         defer { source.close() }
         let offeredSize = item.representations[representation].offered.size
@@ -207,6 +212,123 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         }
         let root = SHA256Hasher.hash(digests.flatMap { $0 })
         return Done(item: item.id, size: source.size, chunks: chunks, digest: root.hexString)
+    }
+}
+
+extension SendSession {
+    /// Streams a tar archive produced as it goes: libarchive's output is cut into chunks; chunks the receiver holds
+    /// (a prefix, after an interruption) are regenerated and hashed but not sent.
+    fileprivate func streamArchive(
+        _ plan: ArchivePlan, item: OutgoingItem, representation: Int, verified: Set<Int>, number: Int,
+        connection: FramedConnection
+    ) throws -> Done {
+        let chunkSize = options.chunkSize
+        let size = plan.streamSize
+        if let offered = item.representations[representation].offered.size, offered != size {
+            throw ProtocolError(
+                .sourceChanged, "\(item.label) changed since it was offered; run the command again to send it")
+        }
+        let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
+        let held = verified.filter { $0 < chunks }
+        let heldBytes = held.reduce(UInt64(0)) {
+            $0 + min(UInt64(chunkSize), size - min(size, UInt64($1) * UInt64(chunkSize)))
+        }
+        report.bytesSkipped += heldBytes
+        progress.startItem(item.label, number: number, total: size, alreadyHeld: heldBytes)
+        if !held.isEmpty {
+            progress.note(
+                "resuming \(item.label): the receiver holds \(ProgressReporter.bytes(heldBytes)) verified; sending \(ProgressReporter.bytes(size - heldBytes))",
+                event: "resume", fields: ["item": item.label, "held": heldBytes])
+        }
+        let cutter = ChunkCutter(chunkSize: chunkSize, chunks: chunks)
+        let hasher = SHA256Hasher()
+        let emit: (ArraySlice<UInt8>, Int) throws -> Void = { [self] bytes, index in
+            hasher.update(bytes)
+            let digest = hasher.finalize()
+            cutter.digests[index] = digest
+            guard !held.contains(index) else { return }
+            if connection.hasIncomingData {
+                let frame = try connection.receive()
+                if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+                throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+            }
+            var header = Frame.header(type: .chunk, length: ChunkHeader.size + bytes.count)
+            header += ChunkHeader(index: index, digest: digest).encoded()
+            do {
+                try connection.tls.write(header)
+                if !bytes.isEmpty { try connection.tls.write(bytes) }
+            } catch let error as TLSError where error.kind == .connectionLost {
+                throw connection.pendingPeerError() ?? error
+            }
+            report.bytesSent += UInt64(bytes.count)
+            progress.advance(bytes.count)
+        }
+        let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { readBuffer.deallocate() }
+        do {
+            let writer = try ArchiveWriter { try cutter.append($0, emit: emit) }
+            try plan.write(to: writer, buffer: readBuffer)
+            try cutter.finish(emit: emit)
+        } catch let error as ArchiveError {
+            switch error.kind {
+            case .sourceChanged:
+                throw ProtocolError(.sourceChanged, "\(error.message); run the command again to send the new version")
+            default:
+                throw ShareError(.noInput, "cannot archive \(item.label): \(error.message)")
+            }
+        }
+        guard cutter.total == size, cutter.index == chunks else {
+            throw ProtocolError(
+                .sourceChanged, "\(item.label) changed while it was being sent; run the command again to send it")
+        }
+        progress.finishItem()
+        let root = SHA256Hasher.hash(cutter.digests.flatMap { $0 })
+        return Done(item: item.id, size: size, chunks: chunks, digest: root.hexString)
+    }
+}
+
+/// Cuts a byte stream into chunks of a fixed size.
+private final class ChunkCutter {
+    let chunkSize: Int
+    var buffer: [UInt8]
+    var fill = 0
+    var index = 0
+    var total: UInt64 = 0
+    var digests: [[UInt8]]
+
+    init(chunkSize: Int, chunks: Int) {
+        self.chunkSize = chunkSize
+        buffer = [UInt8](repeating: 0, count: chunkSize)
+        digests = [[UInt8]](repeating: [], count: chunks)
+    }
+
+    func append(_ bytes: UnsafeRawBufferPointer, emit: (ArraySlice<UInt8>, Int) throws -> Void) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = min(chunkSize - fill, bytes.count - offset)
+            guard index < digests.count else {
+                throw ArchiveError(.sourceChanged, "the folder grew after it was offered")
+            }
+            buffer.withUnsafeMutableBytes { destination in
+                destination.baseAddress!.advanced(by: fill).copyMemory(
+                    from: bytes.baseAddress!.advanced(by: offset), byteCount: n)
+            }
+            fill += n
+            offset += n
+            total += UInt64(n)
+            if fill == chunkSize {
+                try emit(buffer[0..<fill], index)
+                index += 1
+                fill = 0
+            }
+        }
+    }
+
+    func finish(emit: (ArraySlice<UInt8>, Int) throws -> Void) throws {
+        guard fill > 0 || (index == 0 && digests.count > 0) else { return }
+        try emit(buffer[0..<fill], index)
+        index += 1
+        fill = 0
     }
 }
 

@@ -149,6 +149,8 @@ public enum SessionErrors {
                 return ShareError(.unavailable, "\(peer): \(error.message)")
             case .storage:
                 return ShareError(.ioError, "\(peer): \(error.message)")
+            case .unsafeArchive:
+                return ShareError(.dataError, "\(peer): \(error.message)")
             case .cancelled, .internalError, .sourceChanged:
                 return ShareError(.interrupted, "\(peer): \(error.message)")
             }

@@ -5,6 +5,11 @@ import Glibc
 /// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
 public enum Syscalls {
     /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
+    /// Renames `from` to `to` only if `to` does not exist; false with errno set (EEXIST) otherwise.
+    static func renameNoReplace(_ from: String, to: String) -> Bool {
+        cshare_rename_noreplace(from, to) == 0
+    }
+
     public static func limitMallocArenas(_ arenas: Int32 = 2) {
         _ = cshare_limit_malloc_arenas(arenas)
     }

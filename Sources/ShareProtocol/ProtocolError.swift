@@ -25,6 +25,9 @@ public struct ProtocolError: Error, Sendable, Equatable, Codable, CustomStringCo
         case storage = "storage"
         /// The source changed while it was being sent; the receiver discards the partial.
         case sourceChanged = "source-changed"
+        /// An archive entry broke the receiver's extraction policy (a path leaving the target, a device node, a
+        /// limit), or the archive is malformed.
+        case unsafeArchive = "unsafe-archive"
         /// Pairing was declined.
         case pairingDeclined = "pairing-declined"
         /// Something else went wrong on the peer.

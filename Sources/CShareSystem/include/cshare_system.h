@@ -3,11 +3,20 @@
 #define CSHARE_SYSTEM_H
 
 #include <malloc.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <errno.h>
 
 /// Caps glibc's per-thread malloc arenas: a process with hundreds of short-lived connection threads otherwise grows
 /// one arena per burst of threads and keeps the memory.
 static inline int cshare_limit_malloc_arenas(int arenas) {
     return mallopt(M_ARENA_MAX, arenas);
+}
+
+/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE); -1 with errno EEXIST if it does.
+static inline int cshare_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }
 
 #endif
