@@ -1,12 +1,14 @@
 import ArgumentParser
+import CoreTransferable
 import Foundation
+import ShareArchive
 import ShareKit
 import ShareProfiles
 
 struct ProfileCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profile", abstract: "Manage this device's profile catalog.",
-        subcommands: [Add.self, AddFact.self, List.self, Show.self, Remove.self])
+        subcommands: [Add.self, AddFact.self, List.self, Show.self, Remove.self, Export.self, Import.self])
 
     static func load(_ device: DeviceOptions) throws -> ProfileCatalog {
         try load(device.paths.profilesFile)
@@ -124,6 +126,126 @@ struct ProfileCommand: ParsableCommand {
                 try catalog.save()
                 say("removed profile \(removed.name)")
             }
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write profiles to a file: .tar, .tar.zst or .zip (portraits and videos included) or .csv.",
+            discussion: "CSV cannot carry portraits or videos: it is refused when a profile has one.")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: ArgumentHelp("The file to write (FILE.tar, FILE.tar.zst, FILE.zip or FILE.csv).", valueName: "file"))
+        var file: String
+        @Option(help: ArgumentHelp("Only this profile (repeatable); all when omitted.", valueName: "name"))
+        var profile: [String] = []
+        @Flag(help: "Replace the file if it exists.") var force = false
+
+        func validate() throws {
+            guard ProfileFileFormat(file) != nil else {
+                throw ValidationError("'\(file)' must end in .tar, .tar.zst, .tzst, .zip or .csv")
+            }
+        }
+
+        func run() throws {
+            try ShareCLI.run {
+                let catalog = try ProfileCommand.load(device)
+                let chosen = try profile.isEmpty ? catalog.profiles : profile.map { try ProfileCommand.find($0, in: catalog) }
+                guard !chosen.isEmpty else { throw ShareError(.noInput, "the profile catalog is empty") }
+                let url = URL(fileURLWithPath: file)
+                if FileManager.default.fileExists(atPath: url.path), !force {
+                    throw ShareError(.cannotCreate, "\(file) exists; pass --force to replace it")
+                }
+                let archive = ProfilesArchive(profiles: chosen)
+                do {
+                    switch ProfileFileFormat(file)! {
+                    case .csv:
+                        let data = try blockingAwait { try await archive.exported(as: .commaSeparatedText) }
+                        try data.write(to: url, options: .atomic)
+                    case .tar: try archive.write(to: url, format: .pax)
+                    case .tarZstd: try archive.write(to: url, format: .pax, compression: .zstd(level: 3))
+                    case .zip: try archive.write(to: url, format: .zip)
+                    }
+                } catch let error as TransferableSupportError where error.code == .exportingConditionFailed {
+                    throw ShareError(
+                        .dataError,
+                        "CSV cannot carry portraits or videos, and these profiles have some; export .tar, .tar.zst or .zip instead")
+                } catch let error as ShareError {
+                    throw error
+                } catch {
+                    throw ShareError(.cannotCreate, "cannot write \(file): \(error)")
+                }
+                say("exported \(chosen.count) profile(s) to \(file)")
+            }
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import profiles from a file written by export (or any tar, zip or CSV of the same shape).",
+            discussion: "A profile whose id is already in the catalog is updated, never duplicated.")
+        @OptionGroup var device: DeviceOptions
+        @Argument(help: ArgumentHelp("The file to read.", valueName: "file")) var file: String
+
+        func run() throws {
+            try ShareCLI.run {
+                let url = URL(fileURLWithPath: file)
+                guard FileManager.default.isReadableFile(atPath: url.path) else {
+                    throw ShareError(.noInput, "\(file) is not a readable file")
+                }
+                let paths = device.paths
+                let result: ProfilesArchive.ImportResult
+                if ProfileFileFormat(file) == .csv {
+                    let archive: ProfilesArchive
+                    do {
+                        let data = try Data(contentsOf: url)
+                        archive = try blockingAwait {
+                            try await ProfilesArchive(importing: data, contentType: .commaSeparatedText)
+                        }
+                    } catch {
+                        throw ShareError(.dataError, "\(file): \(error)")
+                    }
+                    do {
+                        result = try archive.merge(into: paths.profilesFile)
+                    } catch {
+                        throw ShareError(.dataError, "\(error)")
+                    }
+                } else {
+                    try DevicePaths.ensurePrivateDirectory(paths.data)
+                    let staging = paths.data.appendingPathComponent(".import-\(UUID().uuidString)")
+                    defer { try? FileManager.default.removeItem(at: staging) }
+                    do {
+                        try ProfilesArchive.extract(url, into: staging)
+                        result = try ProfilesArchive.importBundle(
+                            at: staging, into: paths.profilesFile, media: paths.data)
+                    } catch let error as ArchiveError {
+                        throw ShareError(error.kind == .noSpace ? .ioError : .dataError, "\(file): \(error.message)")
+                    } catch {
+                        throw ShareError(.dataError, "\(file): \(error)")
+                    }
+                }
+                say(
+                    "imported \(result.added) new and updated \(result.updated) profile(s): \(result.names.joined(separator: ", "))")
+            }
+        }
+    }
+}
+
+/// The file formats profiles export to, by file name.
+enum ProfileFileFormat {
+    case tar, tarZstd, zip, csv
+
+    init?(_ name: String) {
+        let lower = name.lowercased()
+        if lower.hasSuffix(".tar.zst") || lower.hasSuffix(".tzst") {
+            self = .tarZstd
+        } else if lower.hasSuffix(".tar") {
+            self = .tar
+        } else if lower.hasSuffix(".zip") {
+            self = .zip
+        } else if lower.hasSuffix(".csv") {
+            self = .csv
+        } else {
+            return nil
         }
     }
 }

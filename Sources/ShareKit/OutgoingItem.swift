@@ -178,7 +178,7 @@ public struct OutgoingItem: Sendable {
 }
 
 /// Runs async work from a dedicated (non-pool) thread and waits for it.
-func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+public func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
     let box = AwaitBox<T>()
     let done = DispatchSemaphore(value: 0)
     Task {

@@ -56,6 +56,8 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         self.options = options
         self.progress = progress
         store = try PartialStore(directory: options.directory)
+        // The types this receiver imports are known before any offer names them.
+        _ = (UTType.shareProfile, UTType.shareProfilesArchive)
     }
 
     /// The hello this receiver answers with: its name and accept list.

@@ -168,6 +168,25 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
         public var added = 0
         public var updated = 0
         public var names: [String] = []
+        public init() {}
+    }
+
+    /// Adds or updates these profiles in the catalog at `catalogFile` (by id); a profile imported without
+    /// attachments keeps the portrait and video it already had.
+    public func merge(into catalogFile: URL) throws -> ImportResult {
+        var catalog = try ProfileCatalog.load(catalogFile)
+        var result = ImportResult()
+        for profile in profiles {
+            var merged = profile
+            if let existing = catalog.profiles.first(where: { $0.id == profile.id }) {
+                merged.portrait = profile.portrait ?? existing.portrait
+                merged.video = profile.video ?? existing.video
+            }
+            if catalog.upsert(merged) { result.added += 1 } else { result.updated += 1 }
+            result.names.append(profile.name)
+        }
+        try catalog.save()
+        return result
     }
 
     /// Imports an extracted bundle into the catalog at `catalogFile`: attachments move under
