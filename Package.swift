@@ -48,9 +48,13 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
-        .testTarget(name: "ShareArchiveTests", dependencies: ["ShareArchive"]),
+        .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
+        .testTarget(
+            name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"]),
-        .testTarget(name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share"]),
+        .testTarget(
+            name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "ShareTestSupport"],
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "CoreTransferableTests",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"]

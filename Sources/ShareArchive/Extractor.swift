@@ -118,6 +118,76 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         try applyDirectoryMetadata()
     }
 
+    /// Reads an archive file's headers without writing anything and applies every rule that does not need the disk:
+    /// names, link targets, entry kinds, entry count, total size and expansion ratio. Returns the entry count and
+    /// the total file bytes. Extracting a file after this refuses a hostile archive before its first byte lands.
+    public static func inspect(file: URL, policy: ExtractionPolicy = ExtractionPolicy()) throws -> (
+        entries: Int, bytes: UInt64
+    ) {
+        let reader = try ArchiveReader(file: file.path)
+        var entries = 0
+        var total: UInt64 = 0
+        var links: Set<String> = []
+        var files: Set<String> = []
+        let allowed = max(
+            policy.ratioFloor, (reader.inputSize ?? 0).multipliedReportingOverflow(by: policy.maxExpansionRatio).0)
+        while let info = try reader.nextEntry() {
+            entries += 1
+            guard entries <= policy.maxEntries else {
+                throw ArchiveError(.limit, "the archive holds more than \(policy.maxEntries) entries; it was refused")
+            }
+            guard let parts = SafePath.components(info.path) else {
+                throw ArchiveError(
+                    .unsafeEntry, "refused entry '\(info.path)': its path is absolute or climbs out with '..'")
+            }
+            let name = parts.joined(separator: "/")
+            var prefix = ""
+            for part in parts.dropLast() {
+                prefix = prefix.isEmpty ? part : prefix + "/" + part
+                if links.contains(prefix) {
+                    throw ArchiveError(
+                        .unsafeEntry,
+                        "refused entry '\(info.path)': '\(prefix)' is a link, and share never writes through links")
+                }
+            }
+            switch info.kind {
+            case .symlink(let target):
+                guard SafePath.linkStaysInside(link: name, target: target) else {
+                    throw ArchiveError(
+                        .unsafeEntry, "refused entry '\(info.path)': it links to '\(target)', outside the target folder")
+                }
+                links.insert(name)
+            case .hardlink(let target):
+                guard let targetParts = SafePath.components(target), files.contains(targetParts.joined(separator: "/"))
+                else {
+                    throw ArchiveError(
+                        .unsafeEntry,
+                        "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it")
+                }
+            case .special(let what):
+                throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it is \(what); share never creates those")
+            case .file:
+                files.insert(name)
+                links.remove(name)
+                let (sum, overflow) = total.addingReportingOverflow(info.size ?? 0)
+                guard !overflow, sum <= policy.maxTotalBytes else {
+                    throw ArchiveError(
+                        .limit, "refused entry '\(info.path)': the archive's files exceed \(policy.maxTotalBytes) bytes in total")
+                }
+                guard sum <= allowed else {
+                    throw ArchiveError(
+                        .limit,
+                        "refused entry '\(info.path)': \(sum) bytes from a \(reader.inputSize ?? 0)-byte archive is more than \(policy.maxExpansionRatio) times its size (an archive bomb?)"
+                    )
+                }
+                total = sum
+            case .directory:
+                links.remove(name)
+            }
+        }
+        return (entries, total)
+    }
+
     private func capture(reader: ArchiveReader, info: ArchiveEntryInfo, base: Int64) {
         let headerOffset = base + reader.headerPosition
         var header: [UInt8]?

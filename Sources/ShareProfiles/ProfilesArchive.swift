@@ -135,8 +135,10 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
         }
     }
 
-    /// Extracts an archive file under the safe-extraction policy.
+    /// Extracts an archive file under the safe-extraction policy; the headers are inspected first, so a hostile
+    /// archive is refused before anything is written.
     public static func extract(_ file: URL, into folder: URL, policy: ExtractionPolicy = ExtractionPolicy()) throws {
+        _ = try Extractor.inspect(file: file, policy: policy)
         let reader = try ArchiveReader(file: file.path)
         let extractor = try Extractor(root: folder, policy: policy)
         try extractor.run(reader)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareTestSupport
 import Testing
 
 @testable import ShareArchive
