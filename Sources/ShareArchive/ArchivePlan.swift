@@ -22,9 +22,10 @@ public struct ArchivePlan: Sendable {
         public var modified: Int64
         public var source: Source
 
-        public init(path: String, kind: ArchiveEntryInfo.Kind, size: UInt64 = 0, mode: UInt32, modified: Int64,
-            source: Source = .none)
-        {
+        public init(
+            path: String, kind: ArchiveEntryInfo.Kind, size: UInt64 = 0, mode: UInt32, modified: Int64,
+            source: Source = .none
+        ) {
             self.path = path
             self.kind = kind
             self.size = size
@@ -41,7 +42,8 @@ public struct ArchivePlan: Sendable {
             }
             return Entry(
                 path: path, kind: .file, size: UInt64(info.st_size), mode: UInt32(info.st_mode) & 0o777,
-                modified: Int64(info.st_mtim.tv_sec), source: .file(path: url.path, identity: "\(info.st_dev):\(info.st_ino)"))
+                modified: Int64(info.st_mtim.tv_sec),
+                source: .file(path: url.path, identity: "\(info.st_dev):\(info.st_ino)"))
         }
 
         public var info: ArchiveEntryInfo {
@@ -81,7 +83,8 @@ public struct ArchivePlan: Sendable {
         }
         // The folder itself first ("./"), for its mode and time.
         var entries = [
-            Entry(path: "./", kind: .directory, mode: UInt32(info.st_mode) & 0o777, modified: Int64(info.st_mtim.tv_sec))
+            Entry(
+                path: "./", kind: .directory, mode: UInt32(info.st_mode) & 0o777, modified: Int64(info.st_mtim.tv_sec))
         ]
         var skipped: [(String, String)] = []
         try walk(
@@ -232,7 +235,9 @@ public struct ArchivePlan: Sendable {
             let want = Int(min(left, UInt64(buffer.count)))
             let n = pread(fd, buffer.baseAddress, want, offset)
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw ArchiveError(.sourceChanged, "\(path) became shorter while it was being archived") }
+            guard n > 0 else {
+                throw ArchiveError(.sourceChanged, "\(path) became shorter while it was being archived")
+            }
             try writer.writeData(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             left -= UInt64(n)
             offset += off_t(n)

@@ -60,7 +60,8 @@ public final class ArchiveReader {
         if status == ARCHIVE_EOF { return nil }
         guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry else { throw readError("a header") }
         current = entry
-        let path = archive_entry_pathname_utf8(entry).map { String(cString: $0) }
+        let path =
+            archive_entry_pathname_utf8(entry).map { String(cString: $0) }
             ?? archive_entry_pathname(entry).map { String(cString: $0) } ?? ""
         let type = UInt32(archive_entry_filetype(entry)) & cshare_ae_ifmt()
         let kind: ArchiveEntryInfo.Kind

@@ -57,15 +57,19 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
     private var entries = 0
     private var totalBytes: UInt64 = 0
     private var knownDirectories: Set<String> = []
-    private var progress: (path: String, header: [UInt8], headerOffset: Int64, entries: Int, bytes: UInt64,
-        directories: Int, written: UInt64)?
+    private var progress:
+        (
+            path: String, header: [UInt8], headerOffset: Int64, entries: Int, bytes: UInt64,
+            directories: Int, written: UInt64
+        )?
     private let resume: ExtractionCheckpoint?
     /// Files written, for a summary.
     public private(set) var fileCount = 0
     /// Called after each block of file data with its size (progress display).
     public var onBytes: ((Int) -> Void)?
 
-    public init(root: URL, policy: ExtractionPolicy = ExtractionPolicy(), resuming: ExtractionCheckpoint? = nil) throws {
+    public init(root: URL, policy: ExtractionPolicy = ExtractionPolicy(), resuming: ExtractionCheckpoint? = nil) throws
+    {
         self.root = root
         self.policy = policy
         resume = resuming
@@ -154,7 +158,8 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             case .symlink(let target):
                 guard SafePath.linkStaysInside(link: name, target: target) else {
                     throw ArchiveError(
-                        .unsafeEntry, "refused entry '\(info.path)': it links to '\(target)', outside the target folder")
+                        .unsafeEntry, "refused entry '\(info.path)': it links to '\(target)', outside the target folder"
+                    )
                 }
                 links.insert(name)
             case .hardlink(let target):
@@ -162,17 +167,21 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
                 else {
                     throw ArchiveError(
                         .unsafeEntry,
-                        "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it")
+                        "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it"
+                    )
                 }
             case .special(let what):
-                throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it is \(what); share never creates those")
+                throw ArchiveError(
+                    .unsafeEntry, "refused entry '\(info.path)': it is \(what); share never creates those")
             case .file:
                 files.insert(name)
                 links.remove(name)
                 let (sum, overflow) = total.addingReportingOverflow(info.size ?? 0)
                 guard !overflow, sum <= policy.maxTotalBytes else {
                     throw ArchiveError(
-                        .limit, "refused entry '\(info.path)': the archive's files exceed \(policy.maxTotalBytes) bytes in total")
+                        .limit,
+                        "refused entry '\(info.path)': the archive's files exceed \(policy.maxTotalBytes) bytes in total"
+                    )
                 }
                 guard sum <= allowed else {
                     throw ArchiveError(
@@ -249,7 +258,8 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         case .hardlink(let target):
             guard let targetParts = SafePath.components(target), !targetParts.isEmpty else {
                 throw ArchiveError(
-                    .unsafeEntry, "refused entry '\(info.path)': it is a hard link to '\(target)', outside the target folder")
+                    .unsafeEntry,
+                    "refused entry '\(info.path)': it is a hard link to '\(target)', outside the target folder")
             }
             try ensureParents(targetParts, entry: info.path, create: false)
             let source = root.path + "/" + targetParts.joined(separator: "/")
@@ -257,7 +267,8 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             guard lstat(source, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
                 throw ArchiveError(
                     .unsafeEntry,
-                    "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it")
+                    "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it"
+                )
             }
             try ensureParents(parts, entry: info.path)
             try removeNonDirectory(full, entry: info.path)
@@ -354,13 +365,16 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
                 end > max(policy.ratioFloor, input &* policy.maxExpansionRatio)
             {
                 throw ArchiveError(
-                    .limit, "refused entry '\(info.path)': it expands to more than \(policy.maxExpansionRatio) times the archive")
+                    .limit,
+                    "refused entry '\(info.path)': it expands to more than \(policy.maxExpansionRatio) times the archive"
+                )
             }
             var start = 0
             if UInt64(offset) < skip { start = Int(min(UInt64(bytes.count), skip - UInt64(offset))) }
             var position = start
             while position < bytes.count {
-                let n = pwrite(fd, bytes.baseAddress! + position, bytes.count - position, off_t(offset) + off_t(position))
+                let n = pwrite(
+                    fd, bytes.baseAddress! + position, bytes.count - position, off_t(offset) + off_t(position))
                 if n < 0 {
                     if errno == EINTR { continue }
                     if errno == ENOSPC || errno == EDQUOT {
@@ -378,7 +392,9 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         if let declared, written < declared, ftruncate(fd, off_t(declared)) != 0 { throw ioError(full) }
         fchmod(fd, mode_t(info.mode & 0o777))
         if let modified = info.modified {
-            var times = [timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0)]
+            var times = [
+                timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0),
+            ]
             futimens(fd, &times)
         }
     }
@@ -389,7 +405,9 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         for meta in directories.reversed() where seen.insert(meta.path).inserted {
             let full = meta.path.isEmpty ? root.path : root.path + "/" + meta.path
             if let modified = meta.modified {
-                var times = [timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0)]
+                var times = [
+                    timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0),
+                ]
                 utimensat(AT_FDCWD, full, &times, AT_SYMLINK_NOFOLLOW)
             }
             chmod(full, mode_t(meta.mode | 0o700))

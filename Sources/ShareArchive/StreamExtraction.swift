@@ -119,7 +119,9 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
         if cancelled { throw ArchiveError(.cancelled, "the transfer stopped") }
         guard let head = queue.first else { return 0 }
         let n = min(buffer.count, head.count - headOffset)
-        head.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[headOffset..<(headOffset + n)])) }
+        head.withUnsafeBytes {
+            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[headOffset..<(headOffset + n)]))
+        }
         headOffset += n
         if headOffset == head.count {
             queue.removeFirst()

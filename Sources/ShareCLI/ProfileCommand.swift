@@ -134,7 +134,8 @@ struct ProfileCommand: ParsableCommand {
             abstract: "Write profiles to a file: .tar, .tar.zst or .zip (portraits and videos included) or .csv.",
             discussion: "CSV cannot carry portraits or videos: it is refused when a profile has one.")
         @OptionGroup var device: DeviceOptions
-        @Argument(help: ArgumentHelp("The file to write (FILE.tar, FILE.tar.zst, FILE.zip or FILE.csv).", valueName: "file"))
+        @Argument(
+            help: ArgumentHelp("The file to write (FILE.tar, FILE.tar.zst, FILE.zip or FILE.csv).", valueName: "file"))
         var file: String
         @Option(help: ArgumentHelp("Only this profile (repeatable); all when omitted.", valueName: "name"))
         var profile: [String] = []
@@ -149,7 +150,8 @@ struct ProfileCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 let catalog = try ProfileCommand.load(device)
-                let chosen = try profile.isEmpty ? catalog.profiles : profile.map { try ProfileCommand.find($0, in: catalog) }
+                let chosen =
+                    try profile.isEmpty ? catalog.profiles : profile.map { try ProfileCommand.find($0, in: catalog) }
                 guard !chosen.isEmpty else { throw ShareError(.noInput, "the profile catalog is empty") }
                 let url = URL(fileURLWithPath: file)
                 if FileManager.default.fileExists(atPath: url.path), !force {
@@ -168,7 +170,8 @@ struct ProfileCommand: ParsableCommand {
                 } catch let error as TransferableSupportError where error.code == .exportingConditionFailed {
                     throw ShareError(
                         .dataError,
-                        "CSV cannot carry portraits or videos, and these profiles have some; export .tar, .tar.zst or .zip instead")
+                        "CSV cannot carry portraits or videos, and these profiles have some; export .tar, .tar.zst or .zip instead"
+                    )
                 } catch let error as ShareError {
                     throw error
                 } catch {
@@ -224,7 +227,8 @@ struct ProfileCommand: ParsableCommand {
                     }
                 }
                 say(
-                    "imported \(result.added) new and updated \(result.updated) profile(s): \(result.names.joined(separator: ", "))")
+                    "imported \(result.added) new and updated \(result.updated) profile(s): \(result.names.joined(separator: ", "))"
+                )
             }
         }
     }

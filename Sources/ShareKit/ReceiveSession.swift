@@ -238,7 +238,10 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 fields: ["item": item.label, "profile": profile.name])
             return Ack(item: item.id, outcome: isNew ? "imported" : "updated")
         }
-        let printable = type.map { $0.conforms(to: .plainText) || $0.conforms(to: .url) } ?? false
+        // Plain text and URLs are printed; structured text (CSV, JSON, source code) is saved as a file.
+        let printable =
+            type.map { [UTType.plainText, .utf8PlainText, .utf16PlainText].contains($0) || $0.conforms(to: .url) }
+            ?? false
         if printable, done.size <= UInt64(options.printLimit) {
             let received = try incoming.complete(done: done, name: ".share-text-\(UUID().uuidString)", durable: false)
             defer { try? FileManager.default.removeItem(at: received) }
@@ -270,7 +273,8 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             let result: ProfilesArchive.ImportResult
             do {
                 result = try ProfilesArchive.importBundle(
-                    at: folder, into: catalogFile, media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
+                    at: folder, into: catalogFile,
+                    media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
             } catch {
                 throw ProtocolError(.unsafeArchive, "\(item.label) is not a valid profiles archive: \(error)")
             }

@@ -126,7 +126,8 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
     /// Reads a bundle from an archive file (any format libarchive reads): extracted safely into a temporary folder,
     /// profiles read from its manifest; attachments are left out (use `importBundle` to keep them).
     public init(contentsOf file: URL) throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("share-profiles-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "share-profiles-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         try Self.extract(file, into: folder)
         let (manifest, _) = try Self.readManifest(in: folder)
@@ -289,7 +290,9 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
             if quoted {
                 if c == "\"" {
                     if let after = next() {
-                        if after == "\"" { field.unicodeScalars.append("\"") } else {
+                        if after == "\"" {
+                            field.unicodeScalars.append("\"")
+                        } else {
                             quoted = false
                             pending = after
                         }

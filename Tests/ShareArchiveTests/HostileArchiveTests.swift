@@ -60,10 +60,11 @@ import Testing
         let scratch = Scratch()
         let source = scratch.path("zeros")
         try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
-        let handle = try FileHandle(forWritingTo: {
-            FileManager.default.createFile(atPath: source.appendingPathComponent("z.bin").path, contents: nil)
-            return source.appendingPathComponent("z.bin")
-        }())
+        let handle = try FileHandle(
+            forWritingTo: {
+                FileManager.default.createFile(atPath: source.appendingPathComponent("z.bin").path, contents: nil)
+                return source.appendingPathComponent("z.bin")
+            }())
         try handle.truncate(atOffset: 256 << 20)
         try handle.close()
         let archive = scratch.path("bomb.tar.zst")

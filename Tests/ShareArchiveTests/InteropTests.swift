@@ -61,10 +61,13 @@ import Testing
         let target = scratch.path("out")
         _ = try Extractor.inspect(file: zip)
         try Extractor(root: target).run(ArchiveReader(file: zip.path))
-        #expect(try String(contentsOf: target.appendingPathComponent("docs/readme.txt"), encoding: .utf8) == "hello zip\n")
+        #expect(
+            try String(contentsOf: target.appendingPathComponent("docs/readme.txt"), encoding: .utf8) == "hello zip\n")
         #expect(try String(contentsOf: target.appendingPathComponent("café.txt"), encoding: .utf8) == "accent")
         var isFolder: ObjCBool = false
-        #expect(FileManager.default.fileExists(atPath: target.appendingPathComponent("docs/empty").path, isDirectory: &isFolder) && isFolder.boolValue)
+        #expect(
+            FileManager.default.fileExists(
+                atPath: target.appendingPathComponent("docs/empty").path, isDirectory: &isFolder) && isFolder.boolValue)
     }
 
     @Test func zstdAndZipFilesRoundTrip() throws {

@@ -10,4 +10,3 @@ func streamBytes(_ plan: ArchivePlan) throws -> [UInt8] {
     try plan.write(to: writer, buffer: buffer)
     return out
 }
-

@@ -60,14 +60,19 @@ public func sampleFolder(at root: URL, bigFile: Int = 3 << 20) throws -> URL {
     try write("hello\n", to: root.appendingPathComponent("a.txt"))
     try write("script", to: root.appendingPathComponent("bin/run.sh"), mode: 0o755)
     try write("ünïcödé", to: root.appendingPathComponent("dossier été/résumé 日本.txt"), mode: 0o600)
-    try write(String(repeating: "long name ", count: 3), to: root.appendingPathComponent(String(repeating: "n", count: 200) + "/" + String(repeating: "x", count: 150)))
+    try write(
+        String(repeating: "long name ", count: 3),
+        to: root.appendingPathComponent(String(repeating: "n", count: 200) + "/" + String(repeating: "x", count: 150)))
     var big = [UInt8](repeating: 0, count: bigFile)
     for i in big.indices { big[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
-    try FileManager.default.createDirectory(at: root.appendingPathComponent("deep/er"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+        at: root.appendingPathComponent("deep/er"), withIntermediateDirectories: true)
     try Data(big).write(to: root.appendingPathComponent("deep/er/big.bin"))
     try FileManager.default.createDirectory(at: root.appendingPathComponent("empty"), withIntermediateDirectories: true)
-    try FileManager.default.createSymbolicLink(atPath: root.appendingPathComponent("bin/link").path, withDestinationPath: "../a.txt")
-    try FileManager.default.createSymbolicLink(atPath: root.appendingPathComponent("outside").path, withDestinationPath: "/etc/passwd")
+    try FileManager.default.createSymbolicLink(
+        atPath: root.appendingPathComponent("bin/link").path, withDestinationPath: "../a.txt")
+    try FileManager.default.createSymbolicLink(
+        atPath: root.appendingPathComponent("outside").path, withDestinationPath: "/etc/passwd")
     var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
     utimensat(AT_FDCWD, root.appendingPathComponent("a.txt").path, &times, 0)
     return root
