@@ -38,6 +38,8 @@ let package = Package(
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
+            name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
+        .executableTarget(
             name: "share-bench-types",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"],
             path: "Benchmarks/TypesBenchmark"

@@ -8,16 +8,12 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 MIB=${1:-1024}
 ROUNDS=${2:-3}
-export DEBIAN_FRONTEND=noninteractive
-need=()
-for p in openssh-server openssh-client rsync time gcc; do dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || need+=($p); done
-if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" >/dev/null; fi
-
 swift build -c release --product share >/dev/null
 BIN=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
-cleanup() { kill $(jobs -p) 2>/dev/null || true; [ -f "$WORK/sshd.pid" ] && kill "$(cat "$WORK/sshd.pid")" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+source scripts/lib-bench.sh
+bench_install
+trap bench_cleanup EXIT
 gcc -O2 -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c -lssl -lcrypto
 
 SRC=$WORK/src; mkdir -p "$SRC"
@@ -25,35 +21,9 @@ head -c $((MIB << 20)) /dev/urandom > "$SRC/payload.bin"
 head -c $((100 << 20)) /dev/urandom > "$SRC/small.bin"
 BYTES=$((MIB << 20))
 
-# Two share devices.
-S=$WORK/sender; R=$WORK/receiver
-$BIN id --config "$S" --name bench-sender >/dev/null; $BIN id --config "$R" --name bench-receiver >/dev/null
-$BIN trust add --config "$S" "$($BIN id --config "$R" | tail -1)" --name receiver --team >/dev/null
-$BIN trust add --config "$R" "$($BIN id --config "$S" | tail -1)" --name sender --team >/dev/null
+bench_devices
+bench_sshd
 
-# A throwaway sshd on a loopback port with temporary keys.
-mkdir -p /run/sshd "$WORK/ssh"
-ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/id"
-cp "$WORK/ssh/id.pub" "$WORK/ssh/authorized_keys"
-SSHPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/ssh/config" <<CFG
-Port $SSHPORT
-ListenAddress 127.0.0.1
-HostKey $WORK/ssh/host
-PidFile $WORK/sshd.pid
-AuthorizedKeysFile $WORK/ssh/authorized_keys
-PermitRootLogin yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-StrictModes no
-UsePAM no
-Subsystem sftp internal-sftp
-CFG
-/usr/sbin/sshd -f "$WORK/ssh/config"
-SSH="ssh -i $WORK/ssh/id -p $SSHPORT -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
-for _ in $(seq 100); do $SSH root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
-
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Before each run: every destination emptied, dirty pages written back, the source in the page cache.
 settle() {
   rm -f "$WORK"/dst-*/payload.bin
@@ -107,7 +77,7 @@ read -r _ s r < <(share_once "$SRC/small.bin"); RSS_S[small]=$s; RSS_R[small]=$r
 
 mkdir -p "$WORK/dst-scp" "$WORK/dst-rsync" "$WORK/dst-ossl" "$WORK/dst-ceiling"
 # ossl = openssl s_client -> s_server; ceiling = Benchmarks/ceiling/tls_ceiling.c
-run_tool scp scp -q -i "$WORK/ssh/id" -P "$SSHPORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR "$SRC/payload.bin" root@127.0.0.1:"$WORK/dst-scp/"
+run_tool scp scp -q $SSHOPTS -P "$SSHPORT" "$SRC/payload.bin" root@127.0.0.1:"$WORK/dst-scp/"
 run_tool rsync bash -c "rm -f '$WORK/dst-rsync/payload.bin'; rsync -a -e '$SSH' '$SRC/payload.bin' root@127.0.0.1:'$WORK/dst-rsync/'"
 
 openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Folder benchmark, all in one run (release build). The tree: 2,000 files of 4 KiB in 20 folders plus three 50 MiB
+# files, random bytes.
+#   bundling: share's tar stream (share-bench-archive DIR) | tar -cf - DIR | bsdtar -cf - DIR | zstd -1
+#   transfer over loopback: share send DIR | scp -r | rsync -a -e ssh
+# Every output goes through a pipe (GNU tar skips reading files when it writes straight to /dev/null).
+# Usage: scripts/bench-folder.sh [rounds]     (default 5; medians are reported)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+ROUNDS=${1:-5}
+swift build -c release --product share >/dev/null
+swift build -c release --product share-bench-archive >/dev/null
+BIN=$PWD/.build/release/share
+BUNDLE=$PWD/.build/release/share-bench-archive
+WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
+source scripts/lib-bench.sh
+bench_install
+trap bench_cleanup EXIT
+
+SRC=$WORK/tree
+for d in $(seq -w 1 20); do
+  mkdir -p "$SRC/dir$d"
+  for f in $(seq -w 1 100); do head -c 4096 /dev/urandom > "$SRC/dir$d/file$f.bin"; done
+done
+for n in 1 2 3; do head -c $((50 << 20)) /dev/urandom > "$SRC/video$n.mp4"; done
+BYTES=$(du -sb "$SRC" | awk '{print $1}')
+bench_devices
+bench_sshd
+
+settle() { rm -rf "$WORK"/dst-*; mkdir -p "$WORK/dst-share" "$WORK/dst-scp" "$WORK/dst-rsync"; sync; cat "$SRC"/*.mp4 > /dev/null; }
+declare -A RESULT
+time_rounds() { # name command...
+  local name=$1; shift
+  local times=()
+  for _ in $(seq "$ROUNDS"); do
+    settle
+    local start end
+    start=$(date +%s.%N); "$@"; end=$(date +%s.%N)
+    times+=("$(echo "$end - $start" | bc)")
+  done
+  RESULT[$name]=$(printf '%s\n' "${times[@]}" | median)
+}
+same_tree() { diff -r "$SRC" "$1" > /dev/null || { echo "$2 delivered a different tree" >&2; exit 1; }; }
+
+echo "tree: 2,000 files of 4 KiB + 3 files of 50 MiB ($((BYTES >> 20)) MiB), $ROUNDS rounds, median wall time"
+time_rounds bundle-share bash -c "'$BUNDLE' '$SRC' | cat > /dev/null"
+time_rounds bundle-tar bash -c "tar -cf - -C '$SRC' . | cat > /dev/null"
+time_rounds bundle-bsdtar-zstd bash -c "bsdtar -cf - -C '$SRC' . | zstd -1 -q -c | cat > /dev/null"
+
+share_send() {
+  bench_receive "$WORK/dst-share"
+  $BIN send --config "$S" --to "127.0.0.1:$PORT" "$SRC" --quiet
+  wait "$RPID"
+}
+time_rounds share share_send
+same_tree "$WORK/dst-share/tree" share
+time_rounds scp scp -q -r $SSHOPTS -P "$SSHPORT" "$SRC" root@127.0.0.1:"$WORK/dst-scp/"
+same_tree "$WORK/dst-scp/tree" scp
+time_rounds rsync rsync -a -e "$SSH" "$SRC" root@127.0.0.1:"$WORK/dst-rsync/"
+same_tree "$WORK/dst-rsync/tree" rsync
+
+mibs() { python3 -c "print(f'{$BYTES/$1/1048576:.0f}')"; }
+printf '\n%-34s %10s %10s\n' "bundling (stream to a pipe)" "seconds" "MiB/s"
+for name in bundle-share bundle-tar bundle-bsdtar-zstd; do
+  printf '%-34s %10.3f %10s\n' "$name" "${RESULT[$name]}" "$(mibs "${RESULT[$name]}")"
+done
+printf '\n%-34s %10s %10s %10s\n' "folder transfer over loopback" "seconds" "MiB/s" "÷ share"
+for name in share scp rsync; do
+  printf '%-34s %10.3f %10s %10.2f\n' "$name" "${RESULT[$name]}" "$(mibs "${RESULT[$name]}")" \
+    "$(python3 -c "print(${RESULT[$name]}/${RESULT[share]})")"
+done

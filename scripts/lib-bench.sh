@@ -1,0 +1,62 @@
+# Shared by the benchmark scripts (sourced): baseline tools, two share devices, a throwaway sshd on loopback.
+# Expects WORK (a scratch folder) and BIN (the release share binary) to be set.
+
+# Installs what the baselines need.
+bench_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  local need=()
+  for p in openssh-server openssh-client rsync time gcc libarchive-tools zstd; do
+    dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || need+=($p)
+  done
+  if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" >/dev/null; fi
+}
+
+# Two share devices, $S (sender) and $R (receiver), trusting each other.
+bench_devices() {
+  S=$WORK/sender; R=$WORK/receiver
+  $BIN id --config "$S" --name bench-sender >/dev/null; $BIN id --config "$R" --name bench-receiver >/dev/null
+  $BIN trust add --config "$S" "$($BIN id --config "$R" | tail -1)" --name receiver --team >/dev/null
+  $BIN trust add --config "$R" "$($BIN id --config "$S" | tail -1)" --name sender --team >/dev/null
+}
+
+# sshd on a free loopback port with temporary keys; sets SSHPORT, SSH (the ssh command) and SSHOPTS (for scp).
+bench_sshd() {
+  mkdir -p /run/sshd "$WORK/ssh"
+  ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/id"
+  cp "$WORK/ssh/id.pub" "$WORK/ssh/authorized_keys"
+  SSHPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cat > "$WORK/ssh/config" <<CFG
+Port $SSHPORT
+ListenAddress 127.0.0.1
+HostKey $WORK/ssh/host
+PidFile $WORK/sshd.pid
+AuthorizedKeysFile $WORK/ssh/authorized_keys
+PermitRootLogin yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+StrictModes no
+UsePAM no
+Subsystem sftp internal-sftp
+CFG
+  /usr/sbin/sshd -f "$WORK/ssh/config"
+  SSHOPTS="-i $WORK/ssh/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+  SSH="ssh $SSHOPTS -p $SSHPORT"
+  for _ in $(seq 100); do $SSH root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
+}
+
+# Stops background jobs and sshd, removes WORK.
+bench_cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  [ -f "$WORK/sshd.pid" ] && kill "$(cat "$WORK/sshd.pid")" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+
+# Starts `share receive` for $R into DIR; sets RPID and PORT.
+bench_receive() {
+  $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$1" > "$WORK/recv.out" 2>&1 &
+  RPID=$!
+  for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done
+  PORT=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
