@@ -43,6 +43,9 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Bytes per chunk (e.g. 1M).", valueName: "size"))
     var chunkSize = "1M"
 
+    @Flag(help: "Never compress chunks (by default zstd is used when the receiver decodes it and the content shrinks).")
+    var noCompress = false
+
     @Option(help: "Seconds to wait for connect and handshake.")
     var timeout: Double = 10
 
@@ -99,6 +102,7 @@ struct SendCommand: ParsableCommand {
             }
             var options = SendOptions()
             options.chunkSize = Int(parseSize(chunkSize)!)
+            options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
             let progress = output.progress
             let texts = text
@@ -120,7 +124,7 @@ struct SendCommand: ParsableCommand {
                     "summary", event: "summary",
                     fields: [
                         "delivered": report.delivered.count, "refused": report.refused.count,
-                        "bytesSent": report.bytesSent,
+                        "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
                         "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
                     ])
             } else if !output.quiet {

@@ -62,7 +62,7 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
 
     /// The hello this receiver answers with: its name and accept list.
     public static func hello(name: String, accept: AcceptList) -> Hello {
-        Hello(name: name, role: .cli, accept: accept)
+        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"])
     }
 
     public func serve(_ session: Session, peerName: String) throws -> ReceiveReport {
@@ -74,12 +74,17 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         var peerFailed = false
         do {
             var chunk = [UInt8](repeating: 0, count: 1 << 20)
+            var plain = [UInt8]()
             while true {
                 let incomingFrame = try session.connection.receive(chunk: &chunk)
                 var actions: [ReceiverMachine.Action]
                 let frame: Frame
                 switch incomingFrame {
-                case .binary(_, let header, let length):
+                case .binary(let type, let header, var length):
+                    if type == .zchunk {
+                        length = try decompress(chunk[0..<length], index: header.index, machine: machine, into: &plain)
+                        swap(&chunk, &plain)
+                    }
                     let data = chunk[0..<length]
                     hasher.update(data)
                     guard hasher.finalize() == header.digest else {
@@ -128,6 +133,24 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             incoming?.suspend()
             throw error
         }
+    }
+
+    /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
+    private func decompress(
+        _ compressed: ArraySlice<UInt8>, index: Int, machine: ReceiverMachine, into output: inout [UInt8]
+    ) throws -> Int {
+        guard let expected = machine.expectedLength(of: index) else {
+            throw ProtocolError(.badMessage, "compressed chunk \(index) is outside an item of known size")
+        }
+        if output.count < expected + 1 { output = [UInt8](repeating: 0, count: expected + 1) }
+        do {
+            try compressed.withUnsafeBytes { source in
+                try output.withUnsafeMutableBytes { try ZstdCodec.decompress(source, into: $0, expected: expected) }
+            }
+        } catch let error as ArchiveError {
+            throw ProtocolError(.badMessage, "chunk \(index): \(error.message)")
+        }
+        return expected
     }
 
     /// Performs actions; returns true when the session is complete.

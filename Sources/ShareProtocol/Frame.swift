@@ -12,15 +12,17 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case chunk = 0x14
     case done = 0x15
     case ack = 0x16
+    /// A chunk whose data is one zstd frame (the digest is of the decompressed bytes).
+    case zchunk = 0x17
     case bye = 0x1F
 
     /// Binary frames carry bytes; every other frame carries one JSON object.
-    public var isBinary: Bool { self == .data || self == .chunk }
+    public var isBinary: Bool { self == .data || self == .chunk || self == .zchunk }
 
     /// The largest payload a peer may send in a frame of this type.
     public var maxPayload: Int {
         switch self {
-        case .data, .chunk: return Limits.maxChunkPayload
+        case .data, .chunk, .zchunk: return Limits.maxChunkPayload
         case .offer, .select: return Limits.maxOfferPayload
         default: return Limits.maxControlPayload
         }

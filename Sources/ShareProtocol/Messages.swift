@@ -18,14 +18,19 @@ public struct Hello: Sendable, Codable, Equatable {
     public var accept: AcceptList?
     /// Where this device's agent listens, when it has one (learned by peers during pairing).
     public var listenPort: Int?
+    /// Chunk encodings this device decodes besides plain bytes (`zstd`); absent means none.
+    public var compression: [String]?
 
-    public init(name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil) {
+    public init(
+        name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil
+    ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
         self.name = name
         self.role = role
         self.accept = accept
         self.listenPort = listenPort
+        self.compression = compression
     }
 
     /// Checks a peer's hello: magic, version, field limits.
@@ -47,6 +52,9 @@ public struct Hello: Sendable, Codable, Equatable {
         }
         if let listenPort, !(1...65535).contains(listenPort) {
             throw ProtocolError(.badMessage, "the peer's listen port \(listenPort) is out of range")
+        }
+        if let compression, compression.count > 16 || compression.contains(where: { $0.utf8.count > 32 }) {
+            throw ProtocolError(.badMessage, "the peer's compression list is too long")
         }
     }
 }

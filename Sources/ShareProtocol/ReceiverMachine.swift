@@ -119,6 +119,15 @@ public struct ReceiverMachine: Sendable {
     }
 
     /// A chunk header and its data length arrived for the current item.
+    /// The length chunk `index` of the item being received must have, when its size is known (nil otherwise, or
+    /// when the index is out of range).
+    public func expectedLength(of index: Int) -> Int? {
+        guard case .receiving(let item) = state, let offer, let expected = expectedChunks, index >= 0,
+            index < expected, let size = offer.items[item].representations[choices[item].representation!].size
+        else { return nil }
+        return index == expected - 1 ? Int(size - UInt64(index) * UInt64(offer.chunkSize)) : offer.chunkSize
+    }
+
     public mutating func receivedChunk(index: Int, length: Int) throws(ProtocolError) -> [Action] {
         guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "a chunk outside an item") }
         guard index > lastIndex else {

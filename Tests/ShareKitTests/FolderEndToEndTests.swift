@@ -31,6 +31,36 @@ extension EndToEnd {
                     .isEmpty)
         }
 
+        @Test func compressibleContentTravelsSmallerAndArrivesIdentical() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let source = try laptop.folder("Logs")
+            let line = "2026-11-22 07:00:00 INFO request served in 12 ms from 127.0.0.1\n"
+            for index in 0..<4 {
+                try Data(String(repeating: line, count: 60_000).utf8).write(
+                    to: source.appendingPathComponent("app\(index).log"))
+            }
+            try makeFile(source.appendingPathComponent("random.bin"), size: 4 << 20)
+            for flags in [[String](), ["--no-compress"]] {
+                let (receiver, port) = try desk.startReceive(into: inbox)
+                defer { receiver.stop() }
+                let sent = laptop.run(["send", source.path, "--to", "127.0.0.1:\(port)", "--json"] + flags)
+                #expect(sent.status == 0, "\(sent.stderr)")
+                #expect(receiver.wait(timeout: 60) == 0)
+                let report = try #require(summary(sent.stdout))
+                let payload = try #require(report["bytesSent"] as? Int)
+                let wire = try #require(report["wireBytes"] as? Int)
+                if flags.isEmpty {
+                    #expect(wire < payload / 2, "logs compress: \(wire) of \(payload)")
+                    #expect(wire > 4 << 20, "random bytes do not")
+                } else {
+                    #expect(wire == payload)
+                }
+                let arrived = inbox.appendingPathComponent(flags.isEmpty ? "Logs" : "Logs (2)")
+                #expect(tree(arrived) == tree(source))
+            }
+        }
+
         @Test func aTextOnlyReceiverGetsTheListing() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
