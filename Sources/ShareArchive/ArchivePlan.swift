@@ -11,7 +11,7 @@ public struct ArchivePlan: Sendable {
         public enum Source: Sendable, Equatable {
             case none
             /// A file on disk, with the device and inode it had when planned.
-            case file(path: String, identity: String)
+            case file(path: String, identity: FileIdentity)
             case bytes(Data)
         }
 
@@ -43,7 +43,7 @@ public struct ArchivePlan: Sendable {
             return Entry(
                 path: path, kind: .file, size: UInt64(info.st_size), mode: UInt32(info.st_mode) & 0o777,
                 modified: Int64(info.st_mtim.tv_sec),
-                source: .file(path: url.path, identity: "\(info.st_dev):\(info.st_ino)"))
+                source: .file(path: url.path, identity: FileIdentity(info)))
         }
 
         public var info: ArchiveEntryInfo {
@@ -67,16 +67,16 @@ public struct ArchivePlan: Sendable {
         streamSize = try Self.measure(entries)
     }
 
-    private init(entries: [Entry], skipped: [(String, String)]) throws {
+    private init(entries: [Entry], skipped: [(String, String)], measure: Bool) throws {
         self.entries = entries
         self.skipped = skipped
         contentBytes = entries.reduce(0) { $0 + ($1.kind == .file ? $1.size : 0) }
-        streamSize = try Self.measure(entries)
+        streamSize = measure ? try Self.measure(entries) : 0
     }
 
     /// Walks the folder `root`. Unreadable files and folders stop the plan with an error naming them; `maxEntries`
-    /// bounds it.
-    public static func folder(_ root: URL, maxEntries: Int = 1_000_000) throws -> ArchivePlan {
+    /// bounds it. `measure: false` skips computing `streamSize` (left 0) for a stream nobody needs to announce.
+    public static func folder(_ root: URL, maxEntries: Int = 1_000_000, measure: Bool = true) throws -> ArchivePlan {
         var info = stat()
         guard stat(root.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw ArchiveError(.io, "\(root.path) is not a readable folder")
@@ -90,7 +90,7 @@ public struct ArchivePlan: Sendable {
         try walk(
             directory: root.standardizedFileURL.path, relative: "", into: &entries, skipped: &skipped,
             maxEntries: maxEntries)
-        return try ArchivePlan(entries: entries, skipped: skipped)
+        return try ArchivePlan(entries: entries, skipped: skipped, measure: measure)
     }
 
     private static func walk(
@@ -100,41 +100,59 @@ public struct ArchivePlan: Sendable {
         guard let dir = opendir(directory) else {
             throw ArchiveError(.io, "cannot read the folder \(directory): \(String(cString: strerror(errno)))")
         }
-        var names: [String] = []
+        // Names and their metadata while the folder is open (lookups relative to it), sorted by their bytes.
+        var listed: [(raw: [UInt8], info: stat)] = []
+        let fd = dirfd(dir)
         while let item = readdir(dir) {
             let raw = withUnsafeBytes(of: item.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
             if raw == [46] || raw == [46, 46] { continue }
-            guard let name = String(validating: raw, as: UTF8.self) else {
-                skipped.append((relative + String(decoding: raw, as: UTF8.self), "its name is not UTF-8"))
-                continue
+            var info = stat()
+            let found = raw.withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { name in
+                    var terminated = Array(name)
+                    terminated.append(0)
+                    return fstatat(fd, terminated, &info, AT_SYMLINK_NOFOLLOW) == 0
+                }
             }
-            names.append(name)
+            guard found else {
+                let code = errno
+                closedir(dir)
+                throw ArchiveError(
+                    .io,
+                    "cannot read \(directory)/\(String(decoding: raw, as: UTF8.self)): \(String(cString: strerror(code)))"
+                )
+            }
+            listed.append((raw, info))
         }
         closedir(dir)
-        names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        for name in names {
+        listed.sort { $0.raw.lexicographicallyPrecedes($1.raw) }
+        var named: [(name: String, info: stat)] = []
+        named.reserveCapacity(listed.count)
+        for (raw, info) in listed {
+            guard let name = String(validating: raw, as: UTF8.self) else {
+                let shown = relative.isEmpty ? "" : relative + "/"
+                skipped.append((shown + String(decoding: raw, as: UTF8.self), "its name is not UTF-8"))
+                continue
+            }
+            named.append((name, info))
+        }
+        for (name, info) in named {
             let path = relative.isEmpty ? name : relative + "/" + name
             let full = directory + "/" + name
-            var info = stat()
-            guard lstat(full, &info) == 0 else {
-                throw ArchiveError(.io, "cannot read \(full): \(String(cString: strerror(errno)))")
-            }
             guard entries.count < maxEntries else {
                 throw ArchiveError(.limit, "the folder holds more than \(maxEntries) entries")
             }
             let mode = UInt32(info.st_mode) & 0o777
-            let identity = "\(info.st_dev):\(info.st_ino)"
+            let identity = FileIdentity(info)
             switch info.st_mode & S_IFMT {
             case S_IFREG:
-                guard access(full, R_OK) == 0 else {
-                    throw ArchiveError(.io, "cannot read \(full): permission denied")
-                }
+                guard mayRead(info, full) else { throw ArchiveError(.io, "cannot read \(full): permission denied") }
                 entries.append(
                     Entry(
                         path: path, kind: .file, size: UInt64(info.st_size), mode: mode,
                         modified: Int64(info.st_mtim.tv_sec), source: .file(path: full, identity: identity)))
             case S_IFDIR:
-                guard access(full, R_OK | X_OK) == 0 else {
+                guard mayRead(info, full, execute: true) else {
                     throw ArchiveError(.io, "cannot read the folder \(full): permission denied")
                 }
                 entries.append(Entry(path: path, kind: .directory, mode: mode, modified: Int64(info.st_mtim.tv_sec)))
@@ -154,6 +172,19 @@ public struct ArchivePlan: Sendable {
         }
     }
 
+    /// Readability from the mode bits already at hand (no extra system call per file); `access` only when the bits
+    /// alone say no, so ACLs and capabilities are still honoured.
+    private static func mayRead(_ info: stat, _ path: String, execute: Bool = false) -> Bool {
+        let euid = geteuid()
+        let mode = UInt32(info.st_mode)
+        let need: UInt32 = execute ? 0o5 : 0o4
+        if euid == 0 { return true }
+        if info.st_uid == euid, (mode >> 6) & need == need { return true }
+        if info.st_uid != euid, info.st_gid == getegid(), (mode >> 3) & need == need { return true }
+        if info.st_uid != euid, info.st_gid != getegid(), mode & need == need { return true }
+        return access(path, execute ? R_OK | X_OK : R_OK) == 0
+    }
+
     private static func readLink(_ path: String) throws -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink(path, &buffer, buffer.count - 1)
@@ -163,15 +194,29 @@ public struct ArchivePlan: Sendable {
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Stream size: the headers written for real, the data counted without being read.
+    /// Stream size: the headers written for real, the data counted without being read. A file under 8 GiB has the
+    /// same header whatever its size (ustar's octal field holds it; pax adds a `size` record only beyond), so its
+    /// header is written as if empty and its data counted as whole 512-byte blocks; larger files go through the
+    /// writer with zeros standing for their data.
     private static func measure(_ entries: [Entry]) throws -> UInt64 {
         var total: UInt64 = 0
         let writer = try ArchiveWriter { total += UInt64($0.count) }
         let zeros = [UInt8](repeating: 0, count: 1 << 16)
+        let ustarLimit: UInt64 = 0o77777777777
         try zeros.withUnsafeBytes { zero in
             for entry in entries {
+                guard entry.kind == .file, entry.size > 0 else {
+                    try writer.writeHeader(entry.info)
+                    continue
+                }
+                if entry.size <= ustarLimit {
+                    var info = entry.info
+                    info.size = 0
+                    try writer.writeHeader(info)
+                    total += (entry.size + 511) / 512 * 512
+                    continue
+                }
                 try writer.writeHeader(entry.info)
-                guard entry.kind == .file else { continue }
                 var left = entry.size
                 while left > 0 {
                     let n = Int(min(left, UInt64(zero.count)))
@@ -196,6 +241,8 @@ public struct ArchivePlan: Sendable {
     /// Writes the stream into `writer`, reading each file as it goes. `buffer` is reused for reads. A file whose
     /// size or identity changed since planning stops the stream (`sourceChanged`).
     public func write(to writer: ArchiveWriter, buffer: UnsafeMutableRawBufferPointer) throws {
+        let folders = FolderHandles()
+        defer { folders.close() }
         for entry in entries {
             try writer.writeHeader(entry.info)
             guard entry.kind == .file else { continue }
@@ -208,27 +255,29 @@ public struct ArchivePlan: Sendable {
                 }
                 try data.withUnsafeBytes { try writer.writeData($0) }
             case .file(let path, let identity):
-                try Self.copy(path, identity: identity, entry: entry, to: writer, buffer: buffer)
+                try Self.copy(path, identity: identity, entry: entry, to: writer, buffer: buffer, folders: folders)
             }
         }
         try writer.finish()
     }
 
     private static func copy(
-        _ path: String, identity: String, entry: Entry, to writer: ArchiveWriter, buffer: UnsafeMutableRawBufferPointer
+        _ path: String, identity: FileIdentity, entry: Entry, to writer: ArchiveWriter,
+        buffer: UnsafeMutableRawBufferPointer,
+        folders: FolderHandles
     ) throws {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = folders.open(path)
         guard fd >= 0 else {
             throw ArchiveError(.sourceChanged, "\(path) cannot be read any more: \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, UInt64(info.st_size) == entry.size, "\(info.st_dev):\(info.st_ino)" == identity,
+        guard fstat(fd, &info) == 0, UInt64(info.st_size) == entry.size, FileIdentity(info) == identity,
             Int64(info.st_mtim.tv_sec) == entry.modified
         else {
             throw ArchiveError(.sourceChanged, "\(path) changed after it was planned")
         }
-        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+        if entry.size > 1 << 20 { posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL) }
         var left = entry.size
         var offset: off_t = 0
         while left > 0 {
@@ -256,6 +305,47 @@ public struct ArchivePlan: Sendable {
             }
         }
         return lines.joined(separator: "\n") + (lines.isEmpty ? "" : "\n")
+    }
+}
+
+/// Device and inode: which file a path named when it was planned.
+public struct FileIdentity: Sendable, Equatable, CustomStringConvertible {
+    public let device: UInt64
+    public let inode: UInt64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    public var description: String { "\(device):\(inode)" }
+}
+
+/// The folder of the file opened last, kept open: files are opened relative to it (a plan lists a folder's files
+/// together), so the kernel does not walk the whole path again for each one.
+final class FolderHandles {
+    private var path = ""
+    private var fd: Int32 = -1
+
+    /// Opens a file read-only without following a final link; -1 with errno set on failure.
+    func open(_ file: String) -> Int32 {
+        guard let slash = file.lastIndex(of: "/"), slash != file.startIndex else {
+            return Glibc.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        }
+        let folder = String(file[..<slash])
+        if folder != path {
+            close()
+            fd = Glibc.open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            path = fd >= 0 ? folder : ""
+        }
+        guard fd >= 0 else { return Glibc.open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        return openat(fd, String(file[file.index(after: slash)...]), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+        path = ""
     }
 }
 
