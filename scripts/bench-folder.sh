@@ -51,8 +51,8 @@ time_rounds bundle-bsdtar-zstd bash -c "bsdtar -cf - -C '$SRC' . | zstd -1 -q -c
 unset BUNDLE_ROUNDS
 
 share_send() {
-  bench_receive "$WORK/dst-share"
-  $BIN send --config "$S" --to "127.0.0.1:$PORT" "$SRC" --quiet
+  BIN="/usr/bin/time -f %M -a -o $WORK/recv.rss $BIN" bench_receive "$WORK/dst-share"
+  /usr/bin/time -f %M -a -o "$WORK/send.rss" $BIN send --config "$S" --to "127.0.0.1:$PORT" "$SRC" --quiet
   wait "$RPID"
 }
 time_rounds share share_send
@@ -72,3 +72,5 @@ for name in share scp rsync; do
   printf '%-34s %10.3f %10s %10.2f\n' "$name" "${RESULT[$name]}" "$(mibs "${RESULT[$name]}")" \
     "$(python3 -c "print(${RESULT[$name]}/${RESULT[share]})")"
 done
+printf '\npeak RSS of share during the folder transfers (KiB): sender %s, receiver %s\n' \
+  "$(sort -n "$WORK/send.rss" | tail -1)" "$(sort -n "$WORK/recv.rss" | tail -1)"

