@@ -1,11 +1,17 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import CoreTransferable
 import ShareKit
 
 struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "agent", abstract: "Run this device's agent: accept trusted devices until stopped.")
+        commandName: "agent",
+        abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
+        discussion: """
+            Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and
+            URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog.
+            """)
 
     @OptionGroup var device: DeviceOptions
 
@@ -21,15 +27,37 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Seconds a new connection has to complete its TLS handshake and hello.")
     var handshakeTimeout: Double = 10
 
+    @Option(help: ArgumentHelp("Where received items go (default: DATA/inbox).", valueName: "folder"))
+    var inbox: String?
+
+    @Option(help: ArgumentHelp("Accept only this type (repeatable, in order of preference).", valueName: "uti"))
+    var accept: [String] = []
+
+    @Option(help: ArgumentHelp("Largest item accepted (e.g. 2G).", valueName: "size"))
+    var maxSize: String?
+
+    func validate() throws {
+        if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
+    }
+
     func run() throws {
         try ShareCLI.run {
             let local = try device.loadDevice()
             var timeouts = SessionTimeouts()
             timeouts.idle = idleTimeout
             timeouts.handshake = handshakeTimeout
-            let agent = try Agent(device: local, host: listen, port: port, timeouts: timeouts)
+            let limit = maxSize.flatMap(parseSize)
+            var entries = try accept.map { AcceptedType(try parseType($0), maxSize: limit) }
+            if entries.isEmpty { entries = [AcceptedType(.item, maxSize: limit)] }
+            let folder =
+                inbox.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL }
+                ?? local.paths.inbox
+            let box = AgentInbox(
+                directory: folder,
+                accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations), maxSize: limit)
+            let agent = try Agent(device: local, host: listen, port: port, inbox: box, timeouts: timeouts)
             agent.start()
-            say("share agent: \(local.name) (\(local.id)) listening on port \(agent.port)")
+            say("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             AgentSignals.waitForTermination()
             agent.stop()
             say("share agent: stopped")

@@ -49,6 +49,8 @@ public struct DevicePaths: Sendable {
     public var deviceFile: URL { config.appendingPathComponent("device.json") }
     public var trustFile: URL { config.appendingPathComponent("trust.json") }
     public var profilesFile: URL { data.appendingPathComponent("profiles.json") }
+    /// The agent's default inbox.
+    public var inbox: URL { data.appendingPathComponent("inbox", isDirectory: true) }
 
     /// Creates `url` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
     public static func ensurePrivateDirectory(_ url: URL) throws {

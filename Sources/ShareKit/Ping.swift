@@ -84,6 +84,13 @@ public enum PingClient {
 
     /// The agent side: answers pings until bye, error or idle timeout.
     public static func answer(_ session: Session) throws {
+        if let frame = try answerPings(session) {
+            throw ProtocolError(.badMessage, "unexpected \(frame.type) in a ping session")
+        }
+    }
+
+    /// Answers pings until the peer says bye (nil) or sends anything else, which is returned unhandled.
+    public static func answerPings(_ session: Session) throws -> Frame? {
         while true {
             let frame = try session.connection.receive()
             switch frame.type {
@@ -91,11 +98,11 @@ public enum PingClient {
                 let ping = try MessageCoding.decode(Ping.self, from: frame)
                 try session.connection.send(.pong, ping)
             case .bye:
-                return
+                return nil
             case .error:
                 throw MessageCoding.peerError(from: frame)
             default:
-                throw ProtocolError(.badMessage, "unexpected \(frame.type) in a ping session")
+                return frame
             }
         }
     }

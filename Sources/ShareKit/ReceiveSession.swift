@@ -22,6 +22,9 @@ public struct ReceiveOptions: Sendable {
     public var catalogFile: URL?
     /// Where imported profiles' portraits and videos go (beside the catalog when nil).
     public var mediaDirectory: URL?
+    /// When set, received text and URLs are appended here (one JSON object per line) rather than printed: the
+    /// agent's history, listed by `share inbox`.
+    public var history: TextHistory?
 
     public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
@@ -51,6 +54,9 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
     let store: PartialStore
     private var report = ReceiveReport()
     private var incoming: IncomingPayload?
+    private var currentPeer = ""
+    /// Catalog imports from concurrent sessions (an agent) happen one at a time.
+    static let catalogLock = NSLock()
 
     public init(options: ReceiveOptions, progress: ProgressReporter) throws {
         self.options = options
@@ -65,7 +71,11 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         Hello(name: name, role: .cli, accept: accept, compression: ["zstd"])
     }
 
-    public func serve(_ session: Session, peerName: String) throws -> ReceiveReport {
+    /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
+    /// offer).
+    public func serve(_ session: Session, peerName: String, first: Frame? = nil) throws -> ReceiveReport {
+        var pending = first
+        currentPeer = peerName
         store.removeStale(maxAge: options.partialMaxAge)
         let policy = ReceiverMachine.Policy(
             maxItemSize: options.maxSize, freeSpace: Syscalls.freeSpace(options.directory.path))
@@ -76,7 +86,13 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             var chunk = [UInt8](repeating: 0, count: 1 << 20)
             var plain = [UInt8]()
             while true {
-                let incomingFrame = try session.connection.receive(chunk: &chunk)
+                let incomingFrame: FramedConnection.Incoming
+                if let frame = pending {
+                    incomingFrame = .control(frame)
+                    pending = nil
+                } else {
+                    incomingFrame = try session.connection.receive(chunk: &chunk)
+                }
                 var actions: [ReceiverMachine.Action]
                 let frame: Frame
                 switch incomingFrame {
@@ -252,9 +268,12 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)) else {
                 throw ProtocolError(.badMessage, "\(item.label) is not a valid profile")
             }
-            var catalog = try ProfileCatalog.load(catalogFile)
-            let isNew = catalog.upsert(profile)
-            try catalog.save()
+            let isNew = try Self.catalogLock.withLock {
+                var catalog = try ProfileCatalog.load(catalogFile)
+                let isNew = catalog.upsert(profile)
+                try catalog.save()
+                return isNew
+            }
             report.importedProfiles.append(profile.name)
             progress.note(
                 "\(isNew ? "imported" : "updated") profile \(profile.name)", event: "imported",
@@ -271,6 +290,15 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             let data = (try? Data(contentsOf: received)) ?? Data()
             if let text = String(data: data, encoding: .utf8) {
                 report.printed.append(text)
+                if let history = options.history {
+                    try history.append(
+                        TextHistory.Entry(
+                            date: Date(), from: currentPeer, type: chosen.contentType, text: text))
+                    progress.note(
+                        "kept \(item.label) from \(currentPeer) in the inbox history", event: "kept",
+                        fields: ["item": item.label])
+                    return Ack(item: item.id, outcome: "kept")
+                }
                 progress.output(text, fields: ["item": item.label, "type": chosen.contentType])
                 return Ack(item: item.id, outcome: "printed")
             }
@@ -295,9 +323,11 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             defer { IncomingArchive.removeTree(folder) }
             let result: ProfilesArchive.ImportResult
             do {
-                result = try ProfilesArchive.importBundle(
-                    at: folder, into: catalogFile,
-                    media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
+                result = try Self.catalogLock.withLock {
+                    try ProfilesArchive.importBundle(
+                        at: folder, into: catalogFile,
+                        media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
+                }
             } catch {
                 throw ProtocolError(.unsafeArchive, "\(item.label) is not a valid profiles archive: \(error)")
             }

@@ -185,7 +185,7 @@ final class TestDevice: @unchecked Sendable {
     func startAgent(_ extra: [String] = []) throws -> (BackgroundShare, Int) {
         let agent = try background(["agent", "--port", "0", "--listen", "127.0.0.1"] + extra)
         guard let line = agent.stdout.waitForLine(containing: "listening on port", timeout: 30),
-            let port = line.split(separator: " ").last.flatMap({ Int($0) })
+            let port = Self.port(in: line)
         else {
             agent.stop()
             throw TestFailure("agent did not start: \(agent.stderr.text)")

@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import ShareKit
+
+struct InboxCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inbox", abstract: "List what the agent received: text and URLs, then files and folders by device."
+    )
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: ArgumentHelp("The agent's inbox (default: DATA/inbox).", valueName: "folder"))
+    var inbox: String?
+
+    @Option(help: "Show only the last N text items.")
+    var last: Int?
+
+    @Flag(help: "One JSON object per line.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let folder = inbox.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? device.paths.inbox
+            let box = AgentInbox(directory: folder)
+            var texts = box.history.entries()
+            if let last { texts = Array(texts.suffix(max(0, last))) }
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let dates = ISO8601DateFormatter()
+            for entry in texts {
+                if json {
+                    say(String(decoding: try encoder.encode(entry), as: UTF8.self))
+                } else {
+                    say("\(dates.string(from: entry.date))  \(entry.from): \(ProgressReporter.neutralized(entry.text))")
+                }
+            }
+            let fm = FileManager.default
+            let peers = ((try? fm.contentsOfDirectory(atPath: folder.path)) ?? []).filter {
+                var isFolder: ObjCBool = false
+                return !$0.hasPrefix(".")
+                    && fm.fileExists(atPath: folder.appendingPathComponent($0).path, isDirectory: &isFolder)
+                    && isFolder.boolValue
+            }.sorted()
+            for peer in peers {
+                let items = ((try? fm.contentsOfDirectory(atPath: folder.appendingPathComponent(peer).path)) ?? [])
+                    .filter { !$0.hasPrefix(".") }.sorted()
+                for item in items {
+                    let path = folder.appendingPathComponent(peer).appendingPathComponent(item).path
+                    if json {
+                        let object = ["from": peer, "path": path]
+                        say(
+                            String(
+                                decoding: try JSONSerialization.data(
+                                    withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+                                as: UTF8.self))
+                    } else {
+                        say("\(peer): \(path)")
+                    }
+                }
+            }
+        }
+    }
+}
