@@ -43,6 +43,12 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Bytes per chunk (e.g. 1M).", valueName: "size"))
     var chunkSize = "1M"
 
+    @Flag(help: "With an agent running, wait until it has delivered the job (exit status as for a direct send).")
+    var wait = false
+
+    @Flag(help: "Send from this process even when an agent is running.")
+    var direct = false
+
     @Flag(help: "Never compress chunks (by default zstd is used when the receiver decodes it and the content shrinks).")
     var noCompress = false
 
@@ -70,55 +76,39 @@ struct SendCommand: ParsableCommand {
             let trust = try device.loadTrust()
             let target = try PeerTarget.resolve(to, trust: trust)
             let explicitType = try type.map(parseType)
-            // Check every file before connecting: a missing file is an error before any byte moves.
-            var fileItems: [OutgoingItem] = []
+            // Check every file and folder before connecting: a missing file is an error before any byte moves.
+            var items = SendItems()
+            var paths: [URL] = []
             for file in files {
-                var isFolder: ObjCBool = false
-                if file == "-" {
-                    fileItems.append(try spoolStandardInput(local.paths, type: explicitType))
-                } else if FileManager.default.fileExists(atPath: file, isDirectory: &isFolder), isFolder.boolValue {
-                    let (item, skipped) = try OutgoingItem.folder(URL(fileURLWithPath: file))
-                    for entry in skipped {
-                        output.progress.note(
-                            "left out \(file)/\(entry.path): \(entry.reason)", event: "skipped",
-                            fields: ["path": entry.path, "reason": entry.reason])
-                    }
-                    fileItems.append(item)
-                } else {
-                    fileItems.append(try OutgoingItem.file(URL(fileURLWithPath: file), type: explicitType))
-                }
+                paths.append(
+                    file == "-" ? try spoolStandardInput(local.paths) : URL(fileURLWithPath: file).standardizedFileURL)
             }
-            let catalog =
-                profile.isEmpty && !profiles ? nil : try ProfileCommand.load(local.paths.profilesFile)
-            if profiles, catalog?.profiles.isEmpty ?? true {
-                throw ShareError(.noInput, "the profile catalog is empty (add one with: share profile add NAME)")
+            try items.add(paths: paths, type: explicitType)
+            if files.contains("-"), let index = files.firstIndex(of: "-") {
+                items.files[index].label = "standard input"
+                items.files[index].representations[0].offered.suggestedFileName =
+                    "stdin" + ((explicitType ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
             }
-            let bundle = profiles ? ProfilesArchive(profiles: catalog!.profiles) : nil
-            let profiles = try profile.map { name -> Profile in
-                guard let found = catalog?.find(name) else {
-                    throw ShareError(.noInput, "no profile is called '\(name)' (see: share profile list)")
-                }
-                return found
+            for entry in items.skipped {
+                output.progress.note(
+                    "left out \(entry.path): \(entry.reason)", event: "skipped",
+                    fields: ["path": entry.path, "reason": entry.reason])
+            }
+            items.texts = text
+            items.urls = url.compactMap { URL(string: $0) }
+            try items.add(profiles: profile, all: profiles, catalogFile: local.paths.profilesFile)
+            if !direct, ControlClient.agentIsRunning(local.paths) {
+                try handToAgent(local.paths, paths: paths)
+                return
             }
             var options = SendOptions()
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
             let progress = output.progress
-            let texts = text
-            let urls = url.compactMap { URL(string: $0) }
             let report = try SendSession(device: local, progress: progress, options: options).run(
                 to: target, trust: trust
-            ) { relation in
-                try (bundle.map { [try OutgoingItem.profiles($0, relation: relation)] } ?? [])
-                    + fileItems
-                    + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
-                    + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
-                    + profiles.map {
-                        OutgoingItem.transferable(
-                            $0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
-                    }
-            }
+            ) { try items.items(for: $0) }
             if output.json {
                 progress.note(
                     "summary", event: "summary",
@@ -143,8 +133,37 @@ struct SendCommand: ParsableCommand {
         }
     }
 
+    /// With an agent running, the send becomes one of its outbox jobs: this returns at once (or, with `--wait`, when
+    /// the job is delivered or fails, with the exit status a direct send would have had).
+    private func handToAgent(_ device: DevicePaths, paths: [URL]) throws {
+        var job = OutboxJob(to: to)
+        job.files = paths.map(\.path)
+        job.contentType = try type.map(parseType)?.identifier
+        job.texts = text
+        job.urls = url
+        job.profiles = profile
+        job.allProfiles = profiles
+        let queued = try ControlClient.request(ControlRequest(op: .send, job: job), paths: device)
+        let id = queued.job?.id ?? job.id
+        output.progress.note(
+            "queued job \(id) for \(to): the agent sends it now, or as soon as \(to) can be reached",
+            event: "queued", fields: ["job": id, "to": to])
+        guard wait else { return }
+        let finished = try ControlClient.request(ControlRequest(op: .wait, id: id), paths: device)
+        guard let done = finished.job else { throw ShareError(.failure, "the agent lost job \(id)") }
+        switch done.state {
+        case .delivered where done.exitStatus == 0:
+            output.progress.note(
+                "delivered job \(id) to \(to): \(done.delivered) item(s), \(ProgressReporter.bytes(done.bytesSent)) sent",
+                event: "delivered", fields: ["job": id, "delivered": done.delivered, "bytesSent": done.bytesSent])
+        default:
+            let status = done.exitStatus.flatMap(ExitStatus.init(rawValue:)) ?? .failure
+            throw ShareError(status, "job \(id) to \(to): \(done.lastError ?? "not delivered")")
+        }
+    }
+
     /// Standard input goes to a private spool file first, so it can be chunked, verified and resumed like a file.
-    private func spoolStandardInput(_ paths: DevicePaths, type: UTType?) throws -> OutgoingItem {
+    private func spoolStandardInput(_ paths: DevicePaths) throws -> URL {
         let spool = paths.state.appendingPathComponent("spool", isDirectory: true)
         try DevicePaths.ensurePrivateDirectory(spool)
         let file = spool.appendingPathComponent("stdin-\(UUID().uuidString)")
@@ -157,10 +176,6 @@ struct SendCommand: ParsableCommand {
             if chunk.isEmpty { break }
             try handle.write(contentsOf: chunk)
         }
-        var item = try OutgoingItem.file(file, type: type ?? .data)
-        item.label = "standard input"
-        item.representations[0].offered.suggestedFileName =
-            "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
-        return item
+        return file
     }
 }

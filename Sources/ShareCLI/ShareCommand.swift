@@ -14,7 +14,7 @@ public struct ShareCommand: ParsableCommand {
         version: "share 0.1 (protocol \(protocolVersionText))",
         subcommands: [
             SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self,
-            PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self,
+            PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self, StatusCommand.self,
         ]
     )
 

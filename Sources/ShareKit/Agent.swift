@@ -26,14 +26,24 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     public let trust: TrustCache
     public let inbox: AgentInbox
     public private(set) var listener: Listener!
-    private let lock = NSLock()
-    private var receiving: Set<DeviceID> = []
+    public private(set) var outbox: Outbox!
+    private var control: ControlServer?
+    private let started = Date()
+    private let lock = NSCondition()
+    /// The socket of the session receiving from each device.
+    private var receiving: [DeviceID: Int32] = [:]
 
     public init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts()
     ) throws {
         self.device = device
         self.inbox = inbox
+        if ControlClient.agentIsRunning(device.paths) {
+            throw ShareError(
+                .unavailable,
+                "an agent is already running for this device (\(ControlClient.socketPath(device.paths))); stop it first"
+            )
+        }
         trust = try TrustCache(file: device.paths.trustFile)
         do {
             try DevicePaths.ensurePrivateDirectory(inbox.directory)
@@ -50,13 +60,81 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         ) { [weak self] session in
             self?.serve(session)
         }
+        let paths = device.paths
+        outbox = try Outbox(directory: paths.state.appendingPathComponent("outbox", isDirectory: true)) {
+            job in Self.run(job, device: device)
+        }
+        try DevicePaths.ensurePrivateDirectory(paths.state)
+        control = try ControlServer(path: ControlClient.socketPath(paths)) { [weak self] request in
+            self?.answer(request) ?? ControlResponse(ok: false, error: "the agent is stopping")
+        }
     }
 
     public var port: Int { listener.port }
 
-    public func start() { listener.start() }
+    public func start() {
+        listener.start()
+        outbox.start()
+        control?.start()
+    }
 
-    public func stop() { listener.stop() }
+    public func stop() {
+        control?.stop()
+        outbox.stop()
+        listener.stop()
+    }
+
+    /// One attempt at an outbox job: the items are checked and planned again (a file may have changed or gone).
+    static func run(_ job: OutboxJob, device: LocalDevice) -> Result<SendReport, ShareError> {
+        do {
+            let trust = try TrustStore.load(device.paths.trustFile)
+            let target = try PeerTarget.resolve(job.to, trust: trust)
+            var items = SendItems()
+            try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
+            items.texts = job.texts
+            items.urls = job.urls.compactMap { URL(string: $0) }
+            try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
+            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+            let report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
+            Log.line(
+                "outbox: job \(job.id) to \(job.to): delivered \(report.delivered.count), refused \(report.refused.count)"
+            )
+            return .success(report)
+        } catch let error as ShareError {
+            Log.line("outbox: job \(job.id) to \(job.to): \(error.message)")
+            return .failure(error)
+        } catch {
+            Log.line("outbox: job \(job.id) to \(job.to): \(error)")
+            return .failure(ShareError(.failure, "\(error)"))
+        }
+    }
+
+    private func answer(_ request: ControlRequest) -> ControlResponse {
+        var response = ControlResponse(ok: true)
+        switch request.op {
+        case .send:
+            guard let job = request.job else { return ControlResponse(ok: false, error: "a send needs a job") }
+            do {
+                try outbox.add(job)
+            } catch {
+                return ControlResponse(ok: false, error: "cannot queue the job: \(error)")
+            }
+            response.job = job
+        case .status:
+            response.jobs = outbox.all
+            response.name = device.name
+            response.id = device.id.description
+            response.port = port
+            response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
+            response.uptime = Date().timeIntervalSince(started)
+        case .wait:
+            guard let id = request.id, let job = outbox.wait(for: id, timeout: request.timeout ?? 86_400) else {
+                return ControlResponse(ok: false, error: "no job \(request.id ?? "")")
+            }
+            response.job = job
+        }
+        return response
+    }
 
     private func serve(_ session: Session) {
         let peer = trust.store.device(session.peerID)?.name ?? session.peerID.short
@@ -78,11 +156,25 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     /// Receives one sending session into the peer's inbox folder.
     private func receive(_ session: Session, peer: String, first: Frame) throws {
-        let claimed = lock.withLock { receiving.insert(session.peerID).inserted }
-        guard claimed else {
-            throw ProtocolError(.refused, "this agent is already receiving from \(peer); try again when it is done")
+        // A device that connects again while its previous session is still open has lost that connection (it
+        // crashed, or the network dropped): the old session is shut down (its partial kept) and this one takes over.
+        let deadline = Date().addingTimeInterval(10)
+        lock.lock()
+        while let old = receiving[session.peerID] {
+            Syscalls.shutdownSocket(old)
+            guard lock.wait(until: deadline) else {
+                lock.unlock()
+                throw ProtocolError(.refused, "this agent is still finishing a session with \(peer); try again")
+            }
         }
-        defer { _ = lock.withLock { receiving.remove(session.peerID) } }
+        receiving[session.peerID] = session.connection.tls.fileDescriptor
+        lock.unlock()
+        defer {
+            lock.lock()
+            receiving[session.peerID] = nil
+            lock.broadcast()
+            lock.unlock()
+        }
         var options = ReceiveOptions(
             directory: inbox.directory.appendingPathComponent(FileNamesOnDisk.sanitize(peer, fallback: "peer")),
             accept: inbox.accept, maxSize: inbox.maxSize)

@@ -2,6 +2,14 @@
 #ifndef CSHARE_SYSTEM_H
 #define CSHARE_SYSTEM_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+/// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
+long long cshare_peer_uid(int fd);
+
+#endif
+#include <sys/socket.h>
+
 #include <malloc.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -18,5 +26,8 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 static inline int cshare_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }
+
+/// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
+long long cshare_peer_uid(int fd);
 
 #endif

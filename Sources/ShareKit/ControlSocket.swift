@@ -1,0 +1,161 @@
+import Foundation
+import Glibc
+
+/// A request to the local agent over its control socket: one JSON object per line, one request per connection.
+public struct ControlRequest: Codable, Sendable {
+    public enum Operation: String, Codable, Sendable { case send, status, wait }
+    public var op: Operation
+    public var job: OutboxJob?
+    public var id: String?
+    public var timeout: Double?
+
+    public init(op: Operation, job: OutboxJob? = nil, id: String? = nil, timeout: Double? = nil) {
+        self.op = op
+        self.job = job
+        self.id = id
+        self.timeout = timeout
+    }
+}
+
+public struct ControlResponse: Codable, Sendable {
+    public var ok: Bool
+    public var error: String?
+    public var job: OutboxJob?
+    public var jobs: [OutboxJob]?
+    public var name: String?
+    public var id: String?
+    public var port: Int?
+    public var version: String?
+    public var uptime: Double?
+
+    public init(ok: Bool, error: String? = nil) {
+        self.ok = ok
+        self.error = error
+    }
+}
+
+/// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
+/// whose user ID differs from the agent's is turned away even if it could open the socket.
+public final class ControlServer: @unchecked Sendable {  // `stopped` guarded by `lock`
+    public let path: String
+    private let fd: Int32
+    private let handler: @Sendable (ControlRequest) -> ControlResponse
+    private let lock = NSLock()
+    private var stopped = false
+
+    public init(path: String, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
+        self.path = path
+        self.handler = handler
+        do {
+            fd = try Syscalls.unixListen(path)
+        } catch let error as Syscalls.SocketError {
+            throw ShareError(.configuration, "cannot open the control socket: \(error.message)")
+        }
+    }
+
+    public func start() {
+        let thread = Thread { [self] in
+            while let client = Syscalls.unixAccept(fd) {
+                let worker = Thread { [self] in serve(client) }
+                worker.name = "share-control"
+                worker.start()
+            }
+        }
+        thread.name = "share-control-accept"
+        thread.start()
+    }
+
+    public func stop() {
+        lock.withLock {
+            guard !stopped else { return }
+            stopped = true
+            Syscalls.shutdownSocket(fd)
+            Syscalls.close(fd)
+            unlink(path)
+        }
+    }
+
+    private func serve(_ client: Int32) {
+        defer { Syscalls.close(client) }
+        Syscalls.setTimeouts(client, seconds: 30)
+        var response: ControlResponse
+        if Syscalls.peerUID(client) != geteuid() {
+            response = ControlResponse(ok: false, error: "the control socket serves only its owner")
+        } else if let line = try? Syscalls.readLine(client),
+            let request = try? JSONDecoder.iso8601.decode(ControlRequest.self, from: Data(line))
+        {
+            if request.op == .wait { Syscalls.setTimeouts(client, seconds: 0) }
+            response = handler(request)
+        } else {
+            response = ControlResponse(ok: false, error: "not a control request")
+        }
+        if let data = try? JSONEncoder.iso8601.encode(response) {
+            try? Syscalls.writeAll(client, Array(data) + [0x0A])
+        }
+    }
+}
+
+/// The CLI's side of the control socket.
+public enum ControlClient {
+    /// The control socket of the device at `paths`.
+    public static func socketPath(_ paths: DevicePaths) -> String {
+        paths.state.appendingPathComponent("agent.sock").path
+    }
+
+    /// Whether an agent is listening on the control socket.
+    public static func agentIsRunning(_ paths: DevicePaths) -> Bool {
+        guard let fd = try? Syscalls.unixConnect(socketPath(paths)) else { return false }
+        Syscalls.close(fd)
+        return true
+    }
+
+    /// Sends one request and returns the answer. A missing or foreign socket is `unavailable`.
+    public static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
+        let path = socketPath(paths)
+        let fd: Int32
+        do {
+            fd = try Syscalls.unixConnect(path)
+        } catch let error as Syscalls.SocketError {
+            if error.code == EACCES || error.code == EPERM {
+                throw ShareError(
+                    .notTrusted, "\(path): permission denied; the agent's control socket serves only its owner")
+            }
+            throw ShareError(
+                .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
+        }
+        defer { Syscalls.close(fd) }
+        if request.op != .wait { Syscalls.setTimeouts(fd, seconds: 30) }
+        do {
+            try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
+            guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {
+                throw ShareError(.unavailable, "the agent closed the control socket without answering")
+            }
+            let response = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
+            if !response.ok {
+                throw ShareError(.failure, response.error ?? "the agent refused the request")
+            }
+            return response
+        } catch let error as ShareError {
+            throw error
+        } catch {
+            throw ShareError(.unavailable, "the agent's control socket failed: \(error)")
+        }
+    }
+}
+
+extension JSONEncoder {
+    static var iso8601: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
+
+extension JSONDecoder {
+    static var iso8601: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+/// A send the agent owns: what to send, to whom, and how far it got. Persisted as JSON in the outbox, so it
+/// survives the agent being stopped or killed; a job that was running is resumed (the receiver's ledger says what
+/// it already holds).
+public struct OutboxJob: Codable, Sendable, Equatable {
+    public enum State: String, Codable, Sendable {
+        case queued, running, delivered, failed
+        public var isFinal: Bool { self == .delivered || self == .failed }
+    }
+
+    public var id: String
+    public var to: String
+    /// Absolute paths of files and folders.
+    public var files: [String] = []
+    /// The content type given with `--type`, for the files.
+    public var contentType: String?
+    public var texts: [String] = []
+    public var urls: [String] = []
+    /// Profile names or ids from the catalog; `allProfiles` sends the whole catalog as one bundle.
+    public var profiles: [String] = []
+    public var allProfiles = false
+    public var created = Date()
+    public var state = State.queued
+    public var attempts = 0
+    public var nextAttempt = Date()
+    public var lastError: String?
+    /// The exit status `share send` would have returned, once final.
+    public var exitStatus: Int32?
+    public var delivered = 0
+    public var refused = 0
+    public var bytesSent: UInt64 = 0
+    public var bytesSkipped: UInt64 = 0
+
+    public init(to: String) {
+        id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
+        self.to = to
+    }
+
+    public var summary: String {
+        var parts = files.map { ($0 as NSString).lastPathComponent }
+        parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" }
+        if allProfiles { parts.append("all profiles") }
+        return parts.joined(separator: ", ")
+    }
+}
+
+/// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
+/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; errors that a retry cannot fix end the job.
+public final class Outbox: @unchecked Sendable {  // all state guarded by `condition`
+    public typealias Runner = @Sendable (OutboxJob) -> Result<SendReport, ShareError>
+
+    public let directory: URL
+    private let condition = NSCondition()
+    private var jobs: [String: OutboxJob] = [:]
+    private var stopping = false
+    private var workerDone = true
+    private let runner: Runner
+
+    /// Loads the persisted jobs; a job that was running when the agent died is queued again.
+    public init(directory: URL, runner: @escaping Runner) throws {
+        self.directory = directory
+        self.runner = runner
+        try DevicePaths.ensurePrivateDirectory(directory)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        where name.hasSuffix(".json") {
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
+                var job = try? JSONDecoder.iso8601.decode(OutboxJob.self, from: data)
+            else { continue }
+            if job.state == .running {
+                job.state = .queued
+                job.nextAttempt = Date()
+            }
+            jobs[job.id] = job
+        }
+    }
+
+    public func start() {
+        condition.lock()
+        stopping = false
+        workerDone = false
+        condition.unlock()
+        let thread = Thread { [self] in work() }
+        thread.name = "share-outbox"
+        thread.start()
+    }
+
+    /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first).
+    public func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Queues a job and wakes the worker.
+    public func add(_ job: OutboxJob) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        try save(job)
+        jobs[job.id] = job
+        condition.broadcast()
+    }
+
+    public var all: [OutboxJob] {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.values.sorted { $0.created < $1.created }
+    }
+
+    /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
+    public func wait(for id: String, timeout: Double) -> OutboxJob? {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while let job = jobs[id], !job.state.isFinal, condition.wait(until: deadline) {}
+        return jobs[id]
+    }
+
+    private func save(_ job: OutboxJob) throws {
+        try AtomicFile.write(
+            try JSONEncoder.iso8601.encode(job), to: directory.appendingPathComponent("\(job.id).json"), mode: 0o600,
+            durable: false)
+    }
+
+    private func work() {
+        condition.lock()
+        defer {
+            workerDone = true
+            condition.broadcast()
+            condition.unlock()
+        }
+        while !stopping {
+            let waiting = jobs.values.filter { $0.state == .queued }.sorted { $0.nextAttempt < $1.nextAttempt }
+            guard var job = waiting.first else {
+                condition.wait()
+                continue
+            }
+            if job.nextAttempt > Date() {
+                _ = condition.wait(until: job.nextAttempt)
+                continue
+            }
+            job.state = .running
+            job.attempts += 1
+            jobs[job.id] = job
+            try? save(job)
+            condition.unlock()
+            let result = runner(job)
+            condition.lock()
+            switch result {
+            case .success(let report):
+                job.delivered = report.delivered.count
+                job.refused = report.refused.count
+                job.bytesSent += report.bytesSent
+                job.bytesSkipped = report.bytesSkipped
+                job.state = .delivered
+                job.exitStatus = report.refused.isEmpty ? 0 : ExitStatus.refused.rawValue
+                job.lastError =
+                    report.refused.isEmpty
+                    ? nil : report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
+            case .failure(let error):
+                job.lastError = error.message
+                if [.unavailable, .interrupted, .ioError].contains(error.status) {
+                    job.state = .queued
+                    let delay = min(30, pow(2, Double(min(job.attempts - 1, 5))))
+                    job.nextAttempt = Date().addingTimeInterval(delay)
+                } else {
+                    job.state = .failed
+                    job.exitStatus = error.status.rawValue
+                }
+            }
+            jobs[job.id] = job
+            try? save(job)
+            condition.broadcast()
+        }
+    }
+}

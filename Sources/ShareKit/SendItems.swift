@@ -1,0 +1,65 @@
+import CoreTransferable
+import Foundation
+import ShareProfiles
+
+/// What one send is made of, checked before any connection: files and folders (each must exist and be readable),
+/// texts, URLs, profiles and the whole catalog. Both `share send` and the agent's outbox build items this way.
+public struct SendItems: Sendable {
+    public var files: [OutgoingItem] = []
+    public var texts: [String] = []
+    public var urls: [URL] = []
+    public var profiles: [Profile] = []
+    public var bundle: ProfilesArchive?
+    /// Folder entries left out (special files, links leaving the folder), for the user to see.
+    public var skipped: [(path: String, reason: String)] = []
+
+    public init() {}
+
+    /// Checks and plans the files and folders at `paths`, typed by `type` when given.
+    public mutating func add(paths: [URL], type: UTType? = nil) throws {
+        for url in paths {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue {
+                let (item, left) = try OutgoingItem.folder(url)
+                skipped += left.map { (url.path + "/" + $0.path, $0.reason) }
+                files.append(item)
+            } else {
+                files.append(try OutgoingItem.file(url, type: type))
+            }
+        }
+    }
+
+    /// Looks up profiles by name or id in the catalog at `catalogFile`; `all` adds the whole catalog as a bundle.
+    public mutating func add(profiles references: [String], all: Bool, catalogFile: URL) throws {
+        guard !references.isEmpty || all else { return }
+        let catalog: ProfileCatalog
+        do {
+            catalog = try ProfileCatalog.load(catalogFile)
+        } catch {
+            throw ShareError(.dataError, "\(error)")
+        }
+        for reference in references {
+            guard let found = catalog.find(reference) else {
+                throw ShareError(.noInput, "no profile is called '\(reference)' (see: share profile list)")
+            }
+            profiles.append(found)
+        }
+        if all {
+            guard !catalog.profiles.isEmpty else {
+                throw ShareError(.noInput, "the profile catalog is empty (add one with: share profile add NAME)")
+            }
+            bundle = ProfilesArchive(profiles: catalog.profiles)
+        }
+    }
+
+    /// The items for a peer with `relation`, in order: the profile bundle, files and folders, texts, URLs, profiles.
+    public func items(for relation: PeerRelation) throws -> [OutgoingItem] {
+        try (bundle.map { [try OutgoingItem.profiles($0, relation: relation)] } ?? []) + files
+            + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
+            + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
+            + profiles.map {
+                OutgoingItem.transferable(
+                    $0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
+            }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import ShareKit
+import Testing
+
+extension EndToEnd {
+    /// `share send` with an agent running hands the job to the agent's outbox through the control socket: it
+    /// returns at once, the job waits for a peer that is away, and survives the agent being killed.
+    @Suite(.serialized) struct AgentOutboxEndToEndTests {
+        /// Two devices; the laptop knows the desk at `deskPort` (nothing listens there yet).
+        func devices(deskPort: Int) throws -> (TestDevice, TestDevice) {
+            let laptop = try TestDevice("laptop")
+            let desk = try TestDevice("desk")
+            laptop.trust(desk, address: "127.0.0.1:\(deskPort)", flags: ["--team"])
+            desk.trust(laptop, flags: ["--team"])
+            return (laptop, desk)
+        }
+
+        func jobID(_ output: String) throws -> String {
+            let line = try #require(output.split(separator: "\n").first { $0.contains("queued job") })
+            return String(line.split(separator: " ")[2])
+        }
+
+        @Test func aSendToADeviceThatIsAwayArrivesWhenItComesBack() throws {
+            let deskPort = freePort()
+            let (laptop, desk) = try devices(deskPort: deskPort)
+            let (agent, _) = try laptop.startAgent()
+            defer { agent.stop() }
+            let file = try laptop.folder("src").appendingPathComponent("report.pdf")
+            try makeFile(file, size: 3 << 20)
+            let queued = laptop.run(["send", file.path, "--text", "back soon", "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            let id = try jobID(queued.stdout)
+            #expect(laptop.run(["status"]).stdout.contains("job \(id) to desk"))
+            let inbox = try desk.folder("inbox")
+            let (awake, port) = try desk.startAgentOn(port: deskPort, inbox: inbox)
+            defer { awake.stop() }
+            #expect(port == deskPort)
+            let waited = laptop.run(["status", "--wait", id], timeout: 120)
+            #expect(waited.status == 0, "\(waited.stdout) \(waited.stderr)")
+            #expect(waited.stdout.contains("delivered"))
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("laptop/report.pdf")) == Data(contentsOf: file))
+            #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("back soon"))
+        }
+
+        @Test func anAgentKilledMidTransferResumesTheJobAfterARestart() throws {
+            let size = 48 << 20
+            let chunk = 1 << 20
+            let (laptop, desk) = try devices(deskPort: 1)
+            let inbox = try desk.folder("inbox")
+            let (deskAgent, deskPort) = try desk.startAgent(["--inbox", inbox.path])
+            defer { deskAgent.stop() }
+            let proxy = try TCPProxy(upstreamPort: deskPort)
+            defer { proxy.stop() }
+            proxy.bytesPerSecond = 16 << 20
+            laptop.trust(desk, address: "127.0.0.1:\(proxy.port)", flags: ["--team"])
+            let (agent, _) = try laptop.startAgent()
+            let file = try laptop.folder("src").appendingPathComponent("movie.bin")
+            try makeFile(file, size: size)
+            let queued = laptop.run(["send", file.path, "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            let id = try jobID(queued.stdout)
+            let partials = inbox.appendingPathComponent("laptop")
+            #expect(waitUntil(timeout: 60) { ledgerChunkCount(partials) >= size / chunk / 2 })
+            kill(agent.pid, SIGKILL)
+            _ = agent.wait(timeout: 30)
+            let held = ledgerChunkCount(partials)
+            let (again, _) = try laptop.startAgent()
+            defer { again.stop() }
+            let waited = laptop.run(["status", "--wait", id, "--json"], timeout: 120)
+            #expect(waited.status == 0, "\(waited.stderr)")
+            #expect(try Data(contentsOf: partials.appendingPathComponent("movie.bin")) == Data(contentsOf: file))
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(waited.stdout.utf8)) as? [String: Any])
+            let job = try #require((object["jobs"] as? [[String: Any]])?.first)
+            let skipped = try #require(job["bytesSkipped"] as? Int)
+            let sent = try #require(job["bytesSent"] as? Int)
+            #expect(skipped >= held * chunk)
+            // What the restarted agent sent beyond what the receiver had verified: at most one chunk.
+            #expect(sent - (size - skipped) <= chunk, "sent \(sent), held \(skipped)")
+        }
+
+        @Test func theControlSocketServesOnlyItsOwner() throws {
+            let laptop = try TestDevice("laptop")
+            let (agent, _) = try laptop.startAgent()
+            defer { agent.stop() }
+            let socket = laptop.config.appendingPathComponent("state/agent.sock").path
+            let attributes = try FileManager.default.attributesOfItem(atPath: socket)
+            #expect(attributes[.posixPermissions] as? Int == 0o600)
+            let state = try FileManager.default.attributesOfItem(
+                atPath: laptop.config.appendingPathComponent("state").path)
+            #expect(state[.posixPermissions] as? Int == 0o700)
+            let script =
+                "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{\"op\":\"status\"}\\n'); print(s.recv(4096))"
+            let other = runTool("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/python3", "-c", script, socket])
+            #expect(other.status != 0)
+            #expect(
+                other.output.contains("Permission denied") || other.output.contains("PermissionError"),
+                "\(other.output)")
+            #expect(laptop.run(["status"]).status == 0)
+        }
+    }
+}
+
+extension TestDevice {
+    /// Starts this device's agent on a given port.
+    func startAgentOn(port: Int, inbox: URL) throws -> (BackgroundShare, Int) {
+        try startAgent(["--inbox", inbox.path, "--port", String(port)])
+    }
+}
