@@ -15,19 +15,19 @@ struct AgentCommand: ParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Option(help: "Port to listen on (0 picks a free one and prints it).")
-    var port = 0
+    @Option(help: "Port to listen on (0 picks a free one and prints it; default: agent.json, else 0).")
+    var port: Int?
 
-    @Option(help: "Address to listen on (:: listens on IPv6 and IPv4).")
-    var listen = "::"
+    @Option(help: "Address to listen on (:: listens on IPv6 and IPv4; default: agent.json, else ::).")
+    var listen: String?
 
     @Option(help: "Seconds a connection may stay idle.")
-    var idleTimeout: Double = 300
+    var idleTimeout: Double?
 
     @Option(help: "Seconds a new connection has to complete its TLS handshake and hello.")
     var handshakeTimeout: Double = 10
 
-    @Option(help: ArgumentHelp("Where received items go (default: DATA/inbox).", valueName: "folder"))
+    @Option(help: ArgumentHelp("Where received items go (default: agent.json, else DATA/inbox).", valueName: "folder"))
     var inbox: String?
 
     @Option(help: ArgumentHelp("Accept only this type (repeatable, in order of preference).", valueName: "uti"))
@@ -38,20 +38,26 @@ struct AgentCommand: ParsableCommand {
 
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
     }
 
     func run() throws {
         try ShareCLI.run {
             let local = try device.loadDevice()
+            let config = try AgentConfig.load(local.paths.agentConfigFile)
             var timeouts = SessionTimeouts()
-            timeouts.idle = idleTimeout
+            timeouts.idle = idleTimeout ?? config.idleTimeout ?? 300
             timeouts.handshake = handshakeTimeout
-            let limit = maxSize.flatMap(parseSize)
-            var entries = try accept.map { AcceptedType(try parseType($0), maxSize: limit) }
+            let limit = (maxSize ?? config.maxSize).flatMap(parseSize)
+            var entries = try (accept.isEmpty ? config.accept ?? [] : accept).map {
+                AcceptedType(try parseType($0), maxSize: limit)
+            }
             if entries.isEmpty { entries = [AcceptedType(.item, maxSize: limit)] }
             let folder =
-                inbox.map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL }
+                (inbox ?? config.inbox).map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL }
                 ?? local.paths.inbox
+            let port = self.port ?? config.port ?? 0
+            let listen = self.listen ?? config.listen ?? "::"
             let box = AgentInbox(
                 directory: folder,
                 accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations), maxSize: limit)
@@ -79,5 +85,35 @@ enum AgentSignals {
         }
         semaphore.wait()
         for source in sources { source.cancel() }
+    }
+}
+
+/// `CONFIG/agent.json`: the agent's settings; command-line options override them.
+///
+///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
+///       "maxSize": "4G", "idleTimeout": 300 }
+struct AgentConfig: Codable {
+    var listen: String?
+    var port: Int?
+    var inbox: String?
+    var accept: [String]?
+    var maxSize: String?
+    var idleTimeout: Double?
+
+    static func load(_ file: URL) throws -> AgentConfig {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return AgentConfig() }
+        let config: AgentConfig
+        do {
+            config = try JSONDecoder().decode(AgentConfig.self, from: data)
+        } catch {
+            throw ShareError(.configuration, "\(file.path) is not valid agent settings: \(error); fix or remove it")
+        }
+        if let port = config.port, !(0...65535).contains(port) {
+            throw ShareError(.configuration, "\(file.path): port \(port) is out of range")
+        }
+        if let size = config.maxSize, parseSize(size) == nil {
+            throw ShareError(.configuration, "\(file.path): maxSize '\(size)' is not a size (e.g. 4G)")
+        }
+        return config
     }
 }

@@ -49,6 +49,8 @@ public struct DevicePaths: Sendable {
     public var deviceFile: URL { config.appendingPathComponent("device.json") }
     public var trustFile: URL { config.appendingPathComponent("trust.json") }
     public var profilesFile: URL { data.appendingPathComponent("profiles.json") }
+    /// The agent's settings.
+    public var agentConfigFile: URL { config.appendingPathComponent("agent.json") }
     /// The agent's default inbox.
     public var inbox: URL { data.appendingPathComponent("inbox", isDirectory: true) }
 

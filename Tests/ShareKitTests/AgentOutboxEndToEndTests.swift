@@ -107,3 +107,39 @@ extension TestDevice {
         try startAgent(["--inbox", inbox.path, "--port", String(port)])
     }
 }
+
+extension EndToEnd {
+    /// The agent's settings file and its one-per-device rule.
+    @Suite(.serialized) struct AgentConfigEndToEndTests {
+        @Test func settingsComeFromAgentJSONAndFlagsOverrideThem() throws {
+            let desk = try TestDevice("desk")
+            let port = freePort()
+            let inbox = desk.directory.appendingPathComponent("Inbox")
+            let settings = """
+                {"listen": "127.0.0.1", "port": \(port), "inbox": "\(inbox.path)", "accept": ["public.plain-text"]}
+                """
+            try Data(settings.utf8).write(to: desk.config.appendingPathComponent("agent.json"))
+            let agent = try desk.background(["agent"])
+            let line = try #require(agent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            #expect(TestDevice.port(in: line) == port)
+            #expect(line.contains("inbox \(inbox.path)"))
+            // One agent per device: a second one is refused with a clear line.
+            let second = desk.run(["agent", "--port", "0"])
+            #expect(second.status == 69)
+            #expect(second.stderr.contains("already running"), "\(second.stderr)")
+            agent.stop()
+            let overridden = try desk.background(["agent", "--port", "0", "--listen", "127.0.0.1"])
+            defer { overridden.stop() }
+            let other = try #require(overridden.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            #expect(TestDevice.port(in: other) != port)
+        }
+
+        @Test func aBrokenSettingsFileIsOneClearLine() throws {
+            let desk = try TestDevice("desk")
+            try Data("{\"port\": \"seven\"".utf8).write(to: desk.config.appendingPathComponent("agent.json"))
+            let result = desk.run(["agent"])
+            #expect(result.status == 78)
+            #expect(result.stderr.contains("agent.json") && result.stderr.split(separator: "\n").count == 1)
+        }
+    }
+}

@@ -16,7 +16,8 @@ extension EndToEnd {
             #expect(result.stdout.contains("desk (\(desk.id)) at 127.0.0.1:\(port)"))
             #expect(result.stdout.contains("protocol 1, agent, TLSv1.3"))
             #expect(result.stdout.contains("ping 2: round trip"))
-            // IPv6 loopback too, by address.
+            // IPv6 loopback too, by address (one agent per device: the first one stops).
+            agent.stop()
             let agent6 = try desk.background(["agent", "--port", "0", "--listen", "::1"])
             defer { agent6.stop() }
             let line = try #require(agent6.stdout.waitForLine(containing: "listening on port", timeout: 30))
