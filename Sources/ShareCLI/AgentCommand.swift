@@ -36,9 +36,29 @@ struct AgentCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Largest item accepted (e.g. 2G).", valueName: "size"))
     var maxSize: String?
 
+    @Flag(help: "Do not announce this agent on the local network or listen for others.")
+    var noDiscovery = false
+
+    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
+    var discoveryPort: Int?
+
+    @Option(help: ArgumentHelp("Seconds between announcements (default 30).", valueName: "seconds"))
+    var announceInterval: Double?
+
+    @Option(
+        help: ArgumentHelp(
+            "Announce and listen on this IPv4 interface address only (127.0.0.1: this machine).", valueName: "address"))
+    var discoveryInterface: String?
+
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
+        if let discoveryPort, !(1...65535).contains(discoveryPort) {
+            throw ValidationError("--discovery-port must be between 1 and 65535")
+        }
+        if let announceInterval, !(0.1...3600).contains(announceInterval) {
+            throw ValidationError("--announce-interval must be between 0.1 and 3600 seconds")
+        }
     }
 
     func run() throws {
@@ -61,7 +81,14 @@ struct AgentCommand: ParsableCommand {
             let box = AgentInbox(
                 directory: folder,
                 accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations), maxSize: limit)
-            let agent = try Agent(device: local, host: listen, port: port, inbox: box, timeouts: timeouts)
+            let discover = !noDiscovery && (config.discovery ?? true)
+            let agent = try Agent(
+                device: local, host: listen, port: port, inbox: box, timeouts: timeouts,
+                discovery: discover
+                    ? (
+                        discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, announceInterval ?? 30,
+                        discoveryInterface
+                    ) : nil)
             agent.start()
             say("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             AgentSignals.waitForTermination()
@@ -91,7 +118,7 @@ enum AgentSignals {
 /// `CONFIG/agent.json`: the agent's settings; command-line options override them.
 ///
 ///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
-///       "maxSize": "4G", "idleTimeout": 300 }
+///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847 }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?
@@ -99,6 +126,8 @@ struct AgentConfig: Codable {
     var accept: [String]?
     var maxSize: String?
     var idleTimeout: Double?
+    var discovery: Bool?
+    var discoveryPort: Int?
 
     static func load(_ file: URL) throws -> AgentConfig {
         guard let data = FileManager.default.contents(atPath: file.path) else { return AgentConfig() }

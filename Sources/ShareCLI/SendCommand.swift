@@ -74,7 +74,6 @@ struct SendCommand: ParsableCommand {
             try declarations.load()
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
-            let target = try PeerTarget.resolve(to, trust: trust)
             let explicitType = try type.map(parseType)
             // Check every file and folder before connecting: a missing file is an error before any byte moves.
             var items = SendItems()
@@ -101,6 +100,7 @@ struct SendCommand: ParsableCommand {
                 try handToAgent(local.paths, paths: paths)
                 return
             }
+            let target = try PeerTarget.resolve(to, trust: trust, discovered: Discovery.load(local.paths))
             var options = SendOptions()
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress

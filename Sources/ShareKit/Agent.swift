@@ -28,13 +28,15 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     public private(set) var listener: Listener!
     public private(set) var outbox: Outbox!
     private var control: ControlServer?
+    private var discovery: Discovery?
     private let started = Date()
     private let lock = NSCondition()
     /// The socket of the session receiving from each device.
     private var receiving: [DeviceID: Int32] = [:]
 
     public init(
-        device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts()
+        device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
+        discovery: (port: Int, interval: Double, interface: String?)? = nil
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -68,6 +70,16 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         control = try ControlServer(path: ControlClient.socketPath(paths)) { [weak self] request in
             self?.answer(request) ?? ControlResponse(ok: false, error: "the agent is stopping")
         }
+        if let discovery {
+            do {
+                self.discovery = try Discovery(
+                    device: device, listenPort: listener.port, port: discovery.port, interval: discovery.interval,
+                    interface: discovery.interface)
+            } catch let error as ShareError {
+                // Discovery is a convenience: the agent serves without it.
+                Log.line("\(error.message); continuing without discovery")
+            }
+        }
     }
 
     public var port: Int { listener.port }
@@ -76,9 +88,11 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         listener.start()
         outbox.start()
         control?.start()
+        discovery?.start()
     }
 
     public func stop() {
+        discovery?.stop()
         control?.stop()
         outbox.stop()
         listener.stop()
@@ -88,7 +102,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     static func run(_ job: OutboxJob, device: LocalDevice) -> Result<SendReport, ShareError> {
         do {
             let trust = try TrustStore.load(device.paths.trustFile)
-            let target = try PeerTarget.resolve(job.to, trust: trust)
+            let target = try PeerTarget.resolve(job.to, trust: trust, discovered: Discovery.load(device.paths))
             var items = SendItems()
             try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
             items.texts = job.texts

@@ -21,12 +21,17 @@ public struct PeerTarget: Sendable {
     /// The device expected at the address; nil when given as HOST:PORT (any trusted device is accepted).
     public let expected: TrustedDevice?
 
-    public static func resolve(_ reference: String, trust: TrustStore) throws -> PeerTarget {
+    /// `discovered`: devices heard on the local network; a trusted device without a recorded address is reached
+    /// at the address it announced (an untrusted one never is).
+    public static func resolve(_ reference: String, trust: TrustStore, discovered: [DiscoveredPeer] = []) throws
+        -> PeerTarget
+    {
         if let device = trust.find(reference) {
-            guard let address = device.address else {
+            let heard = discovered.first { $0.id == device.id.description }?.address
+            guard let address = device.address ?? heard else {
                 throw ShareError(
                     .unavailable,
-                    "no address is known for '\(device.name)'; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
+                    "no address is known for '\(device.name)' and its agent was not heard on this network; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
                 )
             }
             return PeerTarget(address: address, expected: device)
