@@ -141,6 +141,13 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             response.port = port
             response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
             response.uptime = Date().timeIntervalSince(started)
+        case .copy:
+            guard let item = request.clipboard else { return ControlResponse(ok: false, error: "a copy needs an item") }
+            do {
+                try item.save(device.paths)
+            } catch {
+                return ControlResponse(ok: false, error: "cannot keep the clipboard item: \(error)")
+            }
         case .wait:
             guard let id = request.id, let job = outbox.wait(for: id, timeout: request.timeout ?? 86_400) else {
                 return ControlResponse(ok: false, error: "no job \(request.id ?? "")")
@@ -154,10 +161,13 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         let peer = trust.store.device(session.peerID)?.name ?? session.peerID.short
         do {
             guard let first = try PingClient.answerPings(session) else { return }
-            guard first.type == .offer else {
-                throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
+            switch first.type {
+            case .offer: try receive(session, peer: peer, first: first)
+            case .clipboardRequest:
+                try serveClipboard(
+                    session, peer: peer, request: MessageCoding.decode(ClipboardRequest.self, from: first))
+            default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
             }
-            try receive(session, peer: peer, first: first)
         } catch let error as TLSError where error.kind == .timeout {
             Log.line("session with \(peer) closed after being idle")
         } catch let error as ProtocolError {
@@ -166,6 +176,34 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         } catch {
             Log.line("session with \(peer) ended: \(error)")
         }
+    }
+
+    /// Answers a paste: only the owner's own devices (trusted with `--team`) get the clipboard; the item's
+    /// representations for that peer are offered and only the one it chooses is produced.
+    private func serveClipboard(_ session: Session, peer: String, request: ClipboardRequest) throws {
+        guard let trusted = trust.store.device(session.peerID), trusted.relation == .team else {
+            throw ProtocolError(
+                .refused, "\(device.name) shares its clipboard only with its owner's devices (trust them with --team)")
+        }
+        guard let item = ClipboardItem.load(device.paths) else {
+            throw ProtocolError(.refused, "nothing is copied on \(device.name) (or the copy expired)")
+        }
+        let items: [OutgoingItem]
+        do {
+            items = try item.items(device: device, relation: .ownDevice)
+        } catch let error as ShareError {
+            throw ProtocolError(.refused, "the copied item on \(device.name) is gone: \(error.message)")
+        }
+        if request.peek {
+            let info = ClipboardInfo(
+                copied: item.copied.timeIntervalSince1970, expires: item.expires.timeIntervalSince1970,
+                labels: items.map(\.label), types: items.map { $0.representations.map(\.offered.contentType) })
+            try session.connection.send(.clipboardInfo, info)
+            return
+        }
+        let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+        let report = try sender.serve(session, peerName: peer, relation: .ownDevice, items: items)
+        Log.line("clipboard: pasted on \(peer): \(report.delivered.count) item(s)")
     }
 
     /// Receives one sending session into the peer's inbox folder.

@@ -3,15 +3,19 @@ import Glibc
 
 /// A request to the local agent over its control socket: one JSON object per line, one request per connection.
 public struct ControlRequest: Codable, Sendable {
-    public enum Operation: String, Codable, Sendable { case send, status, wait }
+    public enum Operation: String, Codable, Sendable { case send, status, wait, copy }
     public var op: Operation
     public var job: OutboxJob?
+    public var clipboard: ClipboardItem?
     public var id: String?
     public var timeout: Double?
 
-    public init(op: Operation, job: OutboxJob? = nil, id: String? = nil, timeout: Double? = nil) {
+    public init(
+        op: Operation, job: OutboxJob? = nil, id: String? = nil, timeout: Double? = nil, clipboard: ClipboardItem? = nil
+    ) {
         self.op = op
         self.job = job
+        self.clipboard = clipboard
         self.id = id
         self.timeout = timeout
     }

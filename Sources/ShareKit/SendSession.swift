@@ -75,6 +75,20 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         return report
     }
 
+    /// Sends over a session the peer opened (an agent answering a clipboard request): the same exchange as `run`.
+    public func serve(_ session: Session, peerName: String, relation: PeerRelation, items: [OutgoingItem]) throws
+        -> SendReport
+    {
+        let start = ContinuousClock.now
+        guard session.peerHello.accept != nil else {
+            throw ProtocolError(.refused, "\(peerName) did not say what it accepts")
+        }
+        peerDecodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
+        try exchange(session, items: items, peerName: peerName)
+        report.seconds = (ContinuousClock.now - start).seconds
+        return report
+    }
+
     static func relation(_ trust: TrustRelation) -> PeerRelation {
         switch trust {
         case .trusted: return .trusted

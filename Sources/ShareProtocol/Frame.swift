@@ -14,6 +14,10 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case ack = 0x16
     /// A chunk whose data is one zstd frame (the digest is of the decompressed bytes).
     case zchunk = 0x17
+    /// Asks an agent for its clipboard item: the agent answers as a sender (offer, chunks, done), or, with `peek`,
+    /// with one `clipboardInfo`.
+    case clipboardRequest = 0x20
+    case clipboardInfo = 0x21
     case bye = 0x1F
 
     /// Binary frames carry bytes; every other frame carries one JSON object.

@@ -100,3 +100,28 @@ public enum MessageCoding {
             ?? ProtocolError(.badMessage, "the peer reported an error that does not decode")
     }
 }
+
+/// A request for the peer agent's clipboard item.
+public struct ClipboardRequest: Sendable, Codable, Equatable {
+    /// Only describe the item (when it was copied, its types and sizes); produce nothing.
+    public var peek: Bool
+
+    public init(peek: Bool = false) {
+        self.peek = peek
+    }
+}
+
+/// What a peer has on its clipboard: when it was copied and what it can become. No bytes.
+public struct ClipboardInfo: Sendable, Codable, Equatable {
+    public var copied: Double?
+    public var expires: Double?
+    public var labels: [String]
+    public var types: [[String]]
+
+    public init(copied: Double?, expires: Double?, labels: [String], types: [[String]]) {
+        self.copied = copied
+        self.expires = expires
+        self.labels = labels
+        self.types = types
+    }
+}

@@ -1,0 +1,117 @@
+import ArgumentParser
+import CoreTransferable
+import Foundation
+import ShareKit
+
+struct CopyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Put files, text, a URL or a profile on the clipboard your own devices can paste from.",
+        discussion: """
+            Lazy, like Universal Clipboard: your other devices learn only the item's types and sizes when they ask,
+            and bytes are produced only when one of them pastes. A newer copy replaces an older one. Needs this
+            device's agent running.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("Files or folders to copy.", valueName: "file"))
+    var files: [String] = []
+
+    @Option(help: "Copy this text.") var text: [String] = []
+    @Option(help: "Copy this URL.") var url: [String] = []
+    @Option(help: ArgumentHelp("Copy this profile (name or id).", valueName: "name")) var profile: [String] = []
+
+    @Option(help: ArgumentHelp("Seconds until the copy expires.", valueName: "seconds"))
+    var expire: Double = 3600
+
+    func validate() throws {
+        if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty {
+            throw ValidationError("nothing to copy: give files, --text, --url or --profile")
+        }
+        guard expire > 0 else { throw ValidationError("--expire must be positive") }
+        for link in url where URL(string: link)?.scheme == nil {
+            throw ValidationError("'\(link)' is not an absolute URL")
+        }
+    }
+
+    func run() throws {
+        try ShareCLI.run {
+            let paths = device.paths
+            var item = ClipboardItem(expiresIn: expire)
+            item.files = files.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            // Check now: a missing file is an error here, not at paste time.
+            var check = SendItems()
+            try check.add(paths: item.files.map { URL(fileURLWithPath: $0) })
+            try check.add(profiles: profile, all: false, catalogFile: paths.profilesFile)
+            item.texts = text
+            item.urls = url
+            item.profiles = profile
+            _ = try ControlClient.request(ControlRequest(op: .copy, clipboard: item), paths: paths)
+            say("copied; your devices can paste it for \(Int(expire)) s (share paste)")
+        }
+    }
+}
+
+struct PasteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "paste",
+        abstract: "Paste what one of your devices copied: text and URLs to standard output, files into a folder.",
+        discussion: """
+            Without --from, asks each of your own devices (trusted with --team) what it has copied and takes the
+            newest. The item arrives as its best representation for --type (default: anything); profiles are
+            imported into the catalog.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(help: ArgumentHelp("The device to paste from (name or ID).", valueName: "peer")) var from: String?
+
+    @Option(help: ArgumentHelp("Accept only this type (repeatable, in order of preference).", valueName: "uti"))
+    var type: [String] = []
+
+    @Option(help: ArgumentHelp("Where files go (default: the current folder).", valueName: "folder"))
+    var into: String = "."
+
+    @Option(help: "Seconds to wait for connect and handshake.") var timeout: Double = 5
+
+    func run() throws {
+        try ShareCLI.run {
+            let local = try device.loadDevice()
+            let trust = try device.loadTrust()
+            let heard = Discovery.load(local.paths)
+            let timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 60)
+            var entries = try type.map { AcceptedType(try parseType($0)) }
+            if entries.isEmpty { entries = [AcceptedType(.item)] }
+            var options = ReceiveOptions(
+                directory: URL(fileURLWithPath: into, isDirectory: true).standardizedFileURL,
+                accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations))
+            options.catalogFile = local.paths.profilesFile
+            let target: PeerTarget
+            if let from {
+                target = try PeerTarget.resolve(from, trust: trust, discovered: heard)
+            } else {
+                let own = trust.devices.filter { $0.relation == .team }.compactMap {
+                    try? PeerTarget.resolve($0.id.description, trust: trust, discovered: heard)
+                }
+                guard !own.isEmpty else {
+                    throw ShareError(
+                        .unavailable, "none of your own devices (trusted with --team) has a known address; use --from")
+                }
+                guard
+                    let (newest, _) = PasteClient.newest(
+                        device: local, candidates: own, trust: trust, timeouts: timeouts)
+                else { throw ShareError(.refused, "none of your reachable devices has copied anything") }
+                target = newest
+            }
+            let report = try PasteClient.paste(
+                device: local, target: target, trust: trust, options: options, progress: output.progress,
+                timeouts: timeouts)
+            if !report.refused.isEmpty {
+                throw ShareError(
+                    .refused, report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
+            }
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import CoreTransferable
+import Foundation
+
+/// What `share copy` published: only a description (paths, texts, URLs, profile names) and when it expires. Nothing
+/// is produced until a peer pastes; a newer copy replaces it. Kept in `STATE/clipboard.json` (0600).
+public struct ClipboardItem: Codable, Sendable, Equatable {
+    public var files: [String] = []
+    public var texts: [String] = []
+    public var urls: [String] = []
+    public var profiles: [String] = []
+    public var copied = Date()
+    public var expires: Date
+
+    public init(expiresIn seconds: Double) {
+        expires = Date().addingTimeInterval(seconds)
+    }
+
+    public var isExpired: Bool { Date() >= expires }
+
+    public static func file(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("clipboard.json") }
+
+    /// The current item, or nil (none, unreadable, or expired — an expired item is removed).
+    public static func load(_ paths: DevicePaths) -> ClipboardItem? {
+        let url = file(paths)
+        guard let data = FileManager.default.contents(atPath: url.path),
+            let item = try? JSONDecoder.iso8601.decode(ClipboardItem.self, from: data)
+        else { return nil }
+        if item.isExpired {
+            try? FileManager.default.removeItem(at: url)
+            return nil
+        }
+        return item
+    }
+
+    public func save(_ paths: DevicePaths) throws {
+        try DevicePaths.ensurePrivateDirectory(paths.state)
+        try AtomicFile.write(try JSONEncoder.iso8601.encode(self), to: Self.file(paths), mode: 0o600, durable: false)
+    }
+
+    /// The items a paste produces, for a peer with `relation`.
+    func items(device: LocalDevice, relation: PeerRelation) throws -> [OutgoingItem] {
+        var items = SendItems()
+        try items.add(paths: files.map { URL(fileURLWithPath: $0) })
+        items.texts = texts
+        items.urls = urls.compactMap { URL(string: $0) }
+        try items.add(profiles: profiles, all: false, catalogFile: device.paths.profilesFile)
+        return try items.items(for: relation)
+    }
+}

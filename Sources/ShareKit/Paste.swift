@@ -1,0 +1,61 @@
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareTLS
+
+/// `share paste`: asks the owner's devices what they have copied (types only), picks the newest, and receives the
+/// best representation of it for what this side accepts. Only then are bytes produced.
+public enum PasteClient {
+    /// The newest clipboard item among `candidates` (trusted as the owner's devices), with where it is.
+    public static func newest(
+        device: LocalDevice, candidates: [PeerTarget], trust: TrustStore, timeouts: SessionTimeouts
+    ) -> (PeerTarget, ClipboardInfo)? {
+        var best: (PeerTarget, ClipboardInfo)?
+        for target in candidates {
+            guard let info = try? peek(device: device, target: target, trust: trust, timeouts: timeouts) else {
+                continue
+            }
+            if (info.copied ?? 0) > (best?.1.copied ?? -1) { best = (target, info) }
+        }
+        return best
+    }
+
+    /// What `target` has copied, without producing it.
+    public static func peek(device: LocalDevice, target: PeerTarget, trust: TrustStore, timeouts: SessionTimeouts)
+        throws -> ClipboardInfo
+    {
+        let session = try SessionOpener.connect(
+            from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
+            verifier: target.verifier(trust: trust), timeouts: timeouts)
+        defer { session.connection.close() }
+        try session.connection.send(.clipboardRequest, ClipboardRequest(peek: true))
+        let frame = try session.connection.receive()
+        switch frame.type {
+        case .clipboardInfo: return try MessageCoding.decode(ClipboardInfo.self, from: frame)
+        case .error: throw MessageCoding.peerError(from: frame)
+        default: throw ProtocolError(.badMessage, "the peer answered a clipboard request with \(frame.type)")
+        }
+    }
+
+    /// Receives the clipboard item of `target` under `options` (its accept list decides the representation).
+    public static func paste(
+        device: LocalDevice, target: PeerTarget, trust: TrustStore, options: ReceiveOptions,
+        progress: ProgressReporter, timeouts: SessionTimeouts
+    ) throws -> ReceiveReport {
+        let hello = ReceiveSession.hello(name: device.name, accept: options.accept)
+        let session = try SessionOpener.connect(
+            from: device, to: target.address, hello: hello, verifier: target.verifier(trust: trust),
+            timeouts: timeouts)
+        defer { session.connection.close() }
+        let name = trust.device(session.peerID)?.name ?? session.peerHello.name
+        do {
+            try session.connection.send(.clipboardRequest, ClipboardRequest())
+            let receiver = try ReceiveSession(options: options, progress: progress)
+            // Pasting text leaves no empty partial folder behind in the current directory.
+            defer { rmdir(receiver.store.partials.path) }
+            return try receiver.serve(session, peerName: name)
+        } catch {
+            throw SessionErrors.describe(error, peer: "\(name) at \(target.address)", localID: device.id)
+        }
+    }
+}
