@@ -141,6 +141,11 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             response.port = port
             response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
             response.uptime = Date().timeIntervalSince(started)
+            response.clipboard = ClipboardItem.load(device.paths)
+            response.trusted = trust.store.devices.map { device in
+                "\(device.name)" + (device.address.map { " \($0)" } ?? "")
+            }
+            response.discovered = Discovery.load(device.paths)
         case .copy:
             guard let item = request.clipboard else { return ControlResponse(ok: false, error: "a copy needs an item") }
             do {

@@ -31,6 +31,10 @@ public struct ControlResponse: Codable, Sendable {
     public var port: Int?
     public var version: String?
     public var uptime: Double?
+    public var clipboard: ClipboardItem?
+    /// Trusted devices (name and address) and what discovery heard.
+    public var trusted: [String]?
+    public var discovered: [DiscoveredPeer]?
 
     public init(ok: Bool, error: String? = nil) {
         self.ok = ok

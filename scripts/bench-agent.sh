@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Agent load benchmark (release build): 50 devices each send 16 MiB to one agent at once, then one device sends
+# 10,000 small text items in a row. Checks every item arrived verified, samples the agent's RSS, and times a
+# `share status` answered during the load.
+# Usage: scripts/bench-agent.sh [clients] [MiB each] [texts]     (default 50 16 10000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+CLIENTS=${1:-50}
+MIB=${2:-16}
+TEXTS=${3:-10000}
+swift build -c release --product share >/dev/null
+BIN=$PWD/.build/release/share
+WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+HUB=$WORK/hub
+$BIN id --config "$HUB" --name hub >/dev/null
+HUBID=$($BIN id --config "$HUB" | tail -1)
+head -c $((MIB << 20)) /dev/urandom > "$WORK/payload.bin"
+for i in $(seq "$CLIENTS"); do
+  C=$WORK/client$i
+  $BIN id --config "$C" --name "client$i" >/dev/null
+  $BIN trust add --config "$HUB" "$($BIN id --config "$C" | tail -1)" --name "client$i" >/dev/null
+  $BIN trust add --config "$C" "$HUBID" --name hub >/dev/null
+done
+$BIN agent --config "$HUB" --port 0 --listen 127.0.0.1 --no-discovery --inbox "$WORK/inbox" > "$WORK/agent.out" 2> "$WORK/agent.err" &
+AGENT=$!
+for _ in $(seq 200); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
+PORT=$(grep -o 'port [0-9]*' "$WORK/agent.out" | awk '{print $2}')
+rss() { awk '/VmRSS/ {print $2}' /proc/$AGENT/status; }
+hwm() { awk '/VmHWM/ {print $2}' /proc/$AGENT/status; }
+# RSS sampled every 50 ms while the load runs.
+( while kill -0 $AGENT 2>/dev/null; do rss >> "$WORK/rss.samples" 2>/dev/null || true; sleep 0.05; done ) &
+SAMPLER=$!
+START_RSS=$(rss)
+
+echo "== $CLIENTS devices send $MIB MiB each at once"
+start=$(date +%s.%N)
+pids=()
+for i in $(seq "$CLIENTS"); do
+  $BIN send --config "$WORK/client$i" --direct --quiet --to "127.0.0.1:$PORT" "$WORK/payload.bin" 2> "$WORK/send$i.err" &
+  pids+=($!)
+done
+sleep 0.5
+status_start=$(date +%s.%N)
+$BIN status --config "$HUB" > "$WORK/status.out" 2>&1 || true
+status_seconds=$(echo "$(date +%s.%N) - $status_start" | bc)
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+end=$(date +%s.%N)
+bad=0
+for i in $(seq "$CLIENTS"); do cmp -s "$WORK/payload.bin" "$WORK/inbox/client$i/payload.bin" || bad=$((bad + 1)); done
+AFTER_FILES=$(rss)
+printf '%d sends failed, %d files differ or are missing; %.2f s for %d MiB (%.0f MiB/s)\n' "$failed" "$bad" \
+  "$(echo "$end - $start" | bc)" $((CLIENTS * MIB)) "$(echo "$CLIENTS * $MIB / ($end - $start)" | bc -l)"
+printf 'share status during the load answered in %.3f s\n' "$status_seconds"
+
+echo "== $TEXTS text items in a row (one session)"
+args=()
+for i in $(seq "$TEXTS"); do args+=(--text "note $i"); done
+start=$(date +%s.%N)
+$BIN send --config "$WORK/client1" --direct --quiet --to "127.0.0.1:$PORT" "${args[@]}"
+end=$(date +%s.%N)
+kept=$(grep -c '"text":"note ' "$WORK/inbox/history.jsonl" || true)
+AFTER_TEXTS=$(rss)
+printf '%d of %d kept in the history in %.2f s\n' "$kept" "$TEXTS" "$(echo "$end - $start" | bc)"
+
+echo "== $CLIENTS devices send again (a second wave: memory must not grow with it)"
+for i in $(seq "$CLIENTS"); do
+  $BIN send --config "$WORK/client$i" --direct --quiet --to "127.0.0.1:$PORT" "$WORK/payload.bin" 2> /dev/null &
+  pids+=($!)
+done
+wait "${pids[@]}" 2>/dev/null || true
+AFTER_SECOND=$(rss)
+PEAK=$(hwm)
+kill $SAMPLER 2>/dev/null || true
+kill $AGENT; wait $AGENT 2>/dev/null || true
+printf '\nagent RSS (KiB): start %s, after %d files %s, after %d texts %s, after a second wave %s; peak %s\n' \
+  "$START_RSS" "$CLIENTS" "$AFTER_FILES" "$TEXTS" "$AFTER_TEXTS" "$AFTER_SECOND" "$PEAK"
+[ "$failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$kept" -eq "$TEXTS" ] || { echo "load test lost items" >&2; exit 1; }
