@@ -36,6 +36,9 @@ struct AgentCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Largest item accepted (e.g. 2G).", valueName: "size"))
     var maxSize: String?
 
+    @Option(help: ArgumentHelp("error, warning, info or debug.", valueName: "level"))
+    var logLevel = "info"
+
     @Flag(help: "Do not announce this agent on the local network or listen for others.")
     var noDiscovery = false
 
@@ -52,7 +55,13 @@ struct AgentCommand: ParsableCommand {
 
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
+        guard Log.Level.allCases.contains(where: { $0.name == logLevel }) else {
+            throw ValidationError("--log-level must be error, warning, info or debug")
+        }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
+        guard Log.Level.allCases.contains(where: { $0.name == logLevel }) else {
+            throw ValidationError("--log-level must be error, warning, info or debug")
+        }
         if let discoveryPort, !(1...65535).contains(discoveryPort) {
             throw ValidationError("--discovery-port must be between 1 and 65535")
         }
@@ -63,6 +72,8 @@ struct AgentCommand: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
+            Log.configure(
+                level: Log.Level.allCases.first { $0.name == logLevel } ?? .info, timestamps: true)
             let local = try device.loadDevice()
             let config = try AgentConfig.load(local.paths.agentConfigFile)
             var timeouts = SessionTimeouts()

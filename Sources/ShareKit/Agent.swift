@@ -60,6 +60,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             device: device, host: host, port: port, verifier: { trust.isTrusted($0) },
             hello: { agentHello }, timeouts: timeouts
         ) { [weak self] session in
+            self?.sessionStarted()
             self?.serve(session)
         }
         let paths = device.paths
@@ -77,7 +78,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
                     interface: discovery.interface)
             } catch let error as ShareError {
                 // Discovery is a convenience: the agent serves without it.
-                Log.line("\(error.message); continuing without discovery")
+                Log.line("\(error.message); continuing without discovery", level: .warning)
             }
         }
     }
@@ -164,6 +165,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     private func serve(_ session: Session) {
         let peer = trust.store.device(session.peerID)?.name ?? session.peerID.short
+        defer { sessionEnded() }
         do {
             guard let first = try PingClient.answerPings(session) else { return }
             switch first.type {
@@ -174,13 +176,32 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
             }
         } catch let error as TLSError where error.kind == .timeout {
-            Log.line("session with \(peer) closed after being idle")
+            Log.line("session with \(peer) closed after being idle", level: .debug)
         } catch let error as ProtocolError {
-            Log.line("session with \(peer) ended: \(error.message)")
+            Log.line("session with \(peer) ended: \(error.message)", level: .warning)
             session.connection.fail(with: error)
         } catch {
-            Log.line("session with \(peer) ended: \(error)")
+            Log.line("session with \(peer) ended: \(error)", level: .warning)
         }
+    }
+
+    private var activeSessions = 0
+    private var trimmedAt = ContinuousClock.now
+
+    /// Counts sessions; when the last one of a busy period ends, freed buffers go back to the system (at most once
+    /// a second).
+    private func sessionStarted() {
+        lock.withLock { activeSessions += 1 }
+    }
+
+    private func sessionEnded() {
+        let idle = lock.withLock {
+            activeSessions -= 1
+            guard activeSessions == 0, ContinuousClock.now - trimmedAt > .seconds(1) else { return false }
+            trimmedAt = ContinuousClock.now
+            return true
+        }
+        if idle { Syscalls.trimHeap() }
     }
 
     /// Answers a paste: only the owner's own devices (trusted with `--team`) get the clipboard; the item's

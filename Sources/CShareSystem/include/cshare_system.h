@@ -4,6 +4,9 @@
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+/// Returns freed heap memory to the system, all arenas (system.c).
+int cshare_trim_heap(void);
+
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
 
@@ -26,6 +29,9 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 static inline int cshare_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
 }
+
+/// Returns freed heap memory to the system, all arenas (system.c).
+int cshare_trim_heap(void);
 
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
