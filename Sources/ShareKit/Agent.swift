@@ -186,10 +186,8 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     }
 
     private var activeSessions = 0
-    private var trimmedAt = ContinuousClock.now
 
-    /// Counts sessions; when the last one of a busy period ends, freed buffers go back to the system (at most once
-    /// a second).
+    /// Counts sessions; when the last one of a busy period ends, freed buffers go back to the system.
     private func sessionStarted() {
         lock.withLock { activeSessions += 1 }
     }
@@ -197,9 +195,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     private func sessionEnded() {
         let idle = lock.withLock {
             activeSessions -= 1
-            guard activeSessions == 0, ContinuousClock.now - trimmedAt > .seconds(1) else { return false }
-            trimmedAt = ContinuousClock.now
-            return true
+            return activeSessions == 0
         }
         if idle { Syscalls.trimHeap() }
     }
