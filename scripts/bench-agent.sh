@@ -29,6 +29,8 @@ AGENT=$!
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
 PORT=$(grep -o 'port [0-9]*' "$WORK/agent.out" | awk '{print $2}')
 rss() { awk '/VmRSS/ {print $2}' /proc/$AGENT/status; }
+# Waits (bounded) until the agent holds no connection, so a sample shows it idle.
+idle() { for _ in $(seq 100); do [ -z "$(ss -tnH state established "( sport = :$PORT )")" ] && return 0; sleep 0.05; done; }
 hwm() { awk '/VmHWM/ {print $2}' /proc/$AGENT/status; }
 # RSS sampled every 50 ms while the load runs.
 ( while kill -0 $AGENT 2>/dev/null; do rss >> "$WORK/rss.samples" 2>/dev/null || true; sleep 0.05; done ) &
@@ -51,7 +53,7 @@ for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
 end=$(date +%s.%N)
 bad=0
 for i in $(seq "$CLIENTS"); do cmp -s "$WORK/payload.bin" "$WORK/inbox/client$i/payload.bin" || bad=$((bad + 1)); done
-AFTER_FILES=$(rss)
+idle; AFTER_FILES=$(rss)
 printf '%d sends failed, %d files differ or are missing; %.2f s for %d MiB (%.0f MiB/s)\n' "$failed" "$bad" \
   "$(echo "$end - $start" | bc)" $((CLIENTS * MIB)) "$(echo "$CLIENTS * $MIB / ($end - $start)" | bc -l)"
 printf 'share status during the load answered in %.3f s\n' "$status_seconds"
@@ -63,7 +65,7 @@ start=$(date +%s.%N)
 $BIN send --config "$WORK/client1" --direct --quiet --to "127.0.0.1:$PORT" "${args[@]}"
 end=$(date +%s.%N)
 kept=$(grep -c '"text":"note ' "$WORK/inbox/history.jsonl" || true)
-AFTER_TEXTS=$(rss)
+idle; AFTER_TEXTS=$(rss)
 printf '%d of %d kept in the history in %.2f s\n' "$kept" "$TEXTS" "$(echo "$end - $start" | bc)"
 
 echo "== $CLIENTS devices send again (a second wave: memory must not grow with it)"
@@ -72,7 +74,7 @@ for i in $(seq "$CLIENTS"); do
   pids+=($!)
 done
 wait "${pids[@]}" 2>/dev/null || true
-AFTER_SECOND=$(rss)
+idle; AFTER_SECOND=$(rss)
 PEAK=$(hwm)
 kill $SAMPLER 2>/dev/null || true
 kill $AGENT; wait $AGENT 2>/dev/null || true
