@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
-# profile the receiver accepts only as text, and a large file that is interrupted and resumed. Every step prints
-# what was offered, what was chosen and why.
+# profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
+# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste. Every step prints what
+# was offered, what was chosen and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -81,3 +82,40 @@ receive
 $SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" | sed 's/^/ laptop | /'
 finish
 cmp "$WORK/holiday.mov" "$INBOX/holiday.mov" && echo "   holiday.mov arrived identical after the resume"
+
+step "5. a folder: streamed as tar, extracted as it arrives, moved into place when its digest matches"
+mkdir -p "$WORK/Trip/photos/día 1" "$WORK/Trip/empty"
+head -c $((4 << 20)) /dev/urandom > "$WORK/Trip/photos/día 1/beach.jpg"
+printf 'Packing list\n' > "$WORK/Trip/notes.txt"
+ln -s notes.txt "$WORK/Trip/readme"
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/Trip" | sed 's/^/ laptop | /'
+finish
+diff -r "$WORK/Trip" "$INBOX/Trip" && echo "   Trip/ arrived identical (nested folders, a non-ASCII name, an empty folder, a link)"
+
+step "6. the whole profile catalog as one archive; exported to a file too"
+head -c 20000 /dev/urandom > "$WORK/juan.jpg"
+$SHARE profile add $LAPTOP Ana --bio "Paints" --portrait "$WORK/juan.jpg" | sed 's/^/ laptop | /'
+receive --accept public.plain-text
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles | sed 's/^/ laptop | /'
+finish
+receive
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles | sed 's/^/ laptop | /'
+finish
+$SHARE profile list $DESK | sed 's/^/   desk | /'
+$SHARE profile export $LAPTOP "$WORK/friends.tar.zst" | sed 's/^/ laptop | /'
+bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
+
+step "7. the desk's agent receives while nobody watches; the laptop's agent queues and delivers"
+$SHARE agent $DESK --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
+for _ in $(seq 200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
+DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
+$SHARE trust add $LAPTOP "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/ laptop | /'
+$SHARE agent $LAPTOP --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
+for _ in $(seq 200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
+$SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait | sed 's/^/ laptop | /'
+$SHARE inbox $DESK | sed 's/^/   desk | /'
+$SHARE copy $LAPTOP --url https://example.com/menu | sed 's/^/ laptop | /'
+LAPTOPPORT=$(grep -o 'port [0-9]*' "$WORK/laptop-agent.out" | awk '{print $2}')
+$SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" | sed 's/^/   desk | /'
+(cd "$WORK" && $SHARE paste $DESK --quiet) | sed 's/^/   desk pasted | /'
