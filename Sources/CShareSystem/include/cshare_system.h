@@ -2,22 +2,7 @@
 #ifndef CSHARE_SYSTEM_H
 #define CSHARE_SYSTEM_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-/// Returns freed heap memory to the system, all arenas (system.c).
-int cshare_trim_heap(void);
-
-/// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
-long long cshare_peer_uid(int fd);
-
-#endif
-#include <sys/socket.h>
-
 #include <malloc.h>
-#include <fcntl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#include <errno.h>
 
 /// Caps glibc's per-thread malloc arenas: a process with hundreds of short-lived connection threads otherwise grows
 /// one arena per burst of threads and keeps the memory.
@@ -25,10 +10,9 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
     return mallopt(M_ARENA_MAX, arenas);
 }
 
-/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE); -1 with errno EEXIST if it does.
-static inline int cshare_rename_noreplace(const char *from, const char *to) {
-    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
-}
+/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE); -1 with errno EEXIST if it does
+/// (system.c).
+int cshare_rename_noreplace(const char *from, const char *to);
 
 /// Returns freed heap memory to the system, all arenas (system.c).
 int cshare_trim_heap(void);
