@@ -59,3 +59,60 @@ func freeUDPPort() -> Int {
     }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+extension EndToEnd.DiscoveryEndToEndTests {
+    /// Two network namespaces joined by a veth pair, one agent in each: discovery crosses a real (virtual) link.
+    /// Needs root and `ip netns`; without them the test says so and checks nothing further (the loopback test above
+    /// still runs).
+    @Test func agentsInTwoNetworkNamespacesFindEachOther() throws {
+        let tag = String(UUID().uuidString.prefix(6)).lowercased()
+        let (a, b) = ("sharea-\(tag)", "shareb-\(tag)")
+        let ip = "/usr/sbin/ip"
+        func sh(_ arguments: [String]) -> Bool { runTool(ip, arguments).status == 0 }
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: ip), sh(["netns", "add", a]) else {
+            print("discovery across namespaces: skipped (needs root and ip netns); loopback multicast was used instead")
+            return
+        }
+        defer {
+            _ = sh(["netns", "del", a])
+            _ = sh(["netns", "del", b])
+        }
+        let setUp =
+            sh(["netns", "add", b])
+            && sh(["link", "add", "va-\(tag)", "type", "veth", "peer", "name", "vb-\(tag)"])
+            && sh(["link", "set", "va-\(tag)", "netns", a]) && sh(["link", "set", "vb-\(tag)", "netns", b])
+            && sh(["-n", a, "addr", "add", "10.231.0.1/24", "dev", "va-\(tag)"])
+            && sh(["-n", b, "addr", "add", "10.231.0.2/24", "dev", "vb-\(tag)"])
+            && sh(["-n", a, "link", "set", "va-\(tag)", "up"]) && sh(["-n", b, "link", "set", "vb-\(tag)", "up"])
+            && sh(["-n", a, "link", "set", "lo", "up"]) && sh(["-n", b, "link", "set", "lo", "up"])
+            && sh(["-n", a, "route", "add", "224.0.0.0/4", "dev", "va-\(tag)"])
+            && sh(["-n", b, "route", "add", "224.0.0.0/4", "dev", "vb-\(tag)"])
+        #expect(setUp, "could not build the namespaces")
+        guard setUp else { return }
+        print("discovery across namespaces: \(a) (10.231.0.1) and \(b) (10.231.0.2) joined by a veth pair")
+        let laptop = try TestDevice("laptop")
+        let desk = try TestDevice("desk")
+        laptop.trust(desk, flags: ["--team"])  // no address: it must be discovered across the link
+        desk.trust(laptop, flags: ["--team"])
+        let flags = ["--port", "0", "--listen", "0.0.0.0", "--announce-interval", "0.2"]
+        let deskAgent = try BackgroundShare(
+            desk.withConfig(["agent"] + flags), wrapper: [ip, "netns", "exec", b])
+        defer { deskAgent.stop() }
+        let laptopAgent = try BackgroundShare(
+            laptop.withConfig(["agent"] + flags), wrapper: [ip, "netns", "exec", a])
+        defer { laptopAgent.stop() }
+        let line = try #require(deskAgent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+        let deskPort = try #require(TestDevice.port(in: line))
+        var peers = ""
+        let heard = waitUntil(timeout: 30) {
+            let run = try? BackgroundShare(laptop.withConfig(["peers"]), wrapper: [ip, "netns", "exec", a])
+            _ = run?.wait(timeout: 10)
+            peers = run?.stdout.text ?? ""
+            return peers.contains("10.231.0.2:\(deskPort)")
+        }
+        #expect(heard, "\(peers)")
+        let ping = try BackgroundShare(laptop.withConfig(["ping", "desk"]), wrapper: [ip, "netns", "exec", a])
+        #expect(ping.wait(timeout: 30) == 0, "\(ping.stderr.text)")
+        #expect(ping.stdout.text.contains("10.231.0.2:\(deskPort)"))
+    }
+}

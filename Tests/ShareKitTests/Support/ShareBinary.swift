@@ -79,9 +79,17 @@ final class BackgroundShare: @unchecked Sendable {
     let stdout: OutputCollector
     let stderr: OutputCollector
 
-    init(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws {
-        process.executableURL = ShareBinary.url
-        process.arguments = arguments
+    /// `wrapper`: a command that runs `share` (e.g. `ip netns exec NAME`).
+    init(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, wrapper: [String] = [])
+        throws
+    {
+        if let tool = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = Array(wrapper.dropFirst()) + [ShareBinary.url.path] + arguments
+        } else {
+            process.executableURL = ShareBinary.url
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
         process.environment = env
