@@ -91,8 +91,8 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
             resumed = !old.chunks.isEmpty
             rehash = old.boot != Self.bootID
         } else {
-            try? FileManager.default.removeItem(at: ledgerURL)
-            try? FileManager.default.removeItem(at: partURL)
+            unlink(ledgerURL.path)
+            unlink(partURL.path)
         }
         let fd = Glibc.open(partURL.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -100,6 +100,8 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
         }
         let incoming = IncomingItem(fd: fd, partURL: partURL, ledgerURL: ledgerURL, ledger: ledger, store: self)
         if rehash { incoming.reverifyFromDisk() }
+        // An item without a version (text, data produced on request) cannot be resumed: no ledger is kept for it.
+        incoming.keepsLedger = item.version != nil
         if !resumed || rehash { try incoming.checkpoint(force: true) }
         return incoming
     }
@@ -127,6 +129,8 @@ public final class IncomingItem: IncomingPayload, @unchecked Sendable {  // used
     private var unflushed = 0
     private var lastCheckpoint = ContinuousClock.now
     private var closed = false
+    /// Whether progress is recorded for a later resume.
+    var keepsLedger = true
 
     init(fd: Int32, partURL: URL, ledgerURL: URL, ledger: PartialStore.Ledger, store: PartialStore) {
         self.fd = fd
@@ -175,6 +179,7 @@ public final class IncomingItem: IncomingPayload, @unchecked Sendable {  // used
     /// Data is not forced to disk here (that would cap throughput at the disk's speed): a killed process loses
     /// nothing the kernel holds, and after a reboot `reverifyFromDisk` checks every recorded chunk before it counts.
     public func checkpoint(force: Bool) throws {
+        guard keepsLedger else { return }
         guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
         for (index, digest) in pendingChunks { ledger.chunks[String(index)] = digest }
         pendingChunks.removeAll(keepingCapacity: true)
@@ -211,7 +216,7 @@ public final class IncomingItem: IncomingPayload, @unchecked Sendable {  // used
         }
         close()
         let target = try place(name: name)
-        try? FileManager.default.removeItem(at: ledgerURL)
+        unlink(ledgerURL.path)
         if durable {
             let dirfd = Glibc.open(store.directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             if dirfd >= 0 {
@@ -269,8 +274,8 @@ public final class IncomingItem: IncomingPayload, @unchecked Sendable {  // used
     /// Drops the partial and its ledger.
     public func discard() {
         close()
-        try? FileManager.default.removeItem(at: partURL)
-        try? FileManager.default.removeItem(at: ledgerURL)
+        unlink(partURL.path)
+        unlink(ledgerURL.path)
     }
 
     /// Flushes what is pending (best effort) and closes the file; the partial stays for a later resume.

@@ -1,5 +1,6 @@
 import CoreTransferable
 import Foundation
+import Glibc
 import ShareArchive
 import ShareProfiles
 import ShareProtocol
@@ -264,7 +265,7 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             let received = try incoming.complete(
                 done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
-            defer { try? FileManager.default.removeItem(at: received) }
+            defer { unlink(received.path) }
             guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)) else {
                 throw ProtocolError(.badMessage, "\(item.label) is not a valid profile")
             }
@@ -286,7 +287,7 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             ?? false
         if printable, done.size <= UInt64(options.printLimit) {
             let received = try incoming.complete(done: done, name: ".share-text-\(UUID().uuidString)", durable: false)
-            defer { try? FileManager.default.removeItem(at: received) }
+            defer { unlink(received.path) }
             let data = (try? Data(contentsOf: received)) ?? Data()
             if let text = String(data: data, encoding: .utf8) {
                 report.printed.append(text)
