@@ -1,7 +1,6 @@
 // Functions that need _GNU_SOURCE or headers a module's header should not pull into every importer.
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,10 +8,6 @@
 
 int cshare_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
-}
-
-int cshare_trim_heap(void) {
-    return malloc_trim(0);
 }
 
 long long cshare_peer_uid(int fd) {

@@ -60,7 +60,6 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             device: device, host: host, port: port, verifier: { trust.isTrusted($0) },
             hello: { agentHello }, timeouts: timeouts
         ) { [weak self] session in
-            self?.sessionStarted()
             self?.serve(session)
         }
         let paths = device.paths
@@ -165,7 +164,6 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     private func serve(_ session: Session) {
         let peer = trust.store.device(session.peerID)?.name ?? session.peerID.short
-        defer { sessionEnded() }
         do {
             guard let first = try PingClient.answerPings(session) else { return }
             switch first.type {
@@ -183,21 +181,6 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         } catch {
             Log.line("session with \(peer) ended: \(error)", level: .warning)
         }
-    }
-
-    private var activeSessions = 0
-
-    /// Counts sessions; when the last one of a busy period ends, freed buffers go back to the system.
-    private func sessionStarted() {
-        lock.withLock { activeSessions += 1 }
-    }
-
-    private func sessionEnded() {
-        let idle = lock.withLock {
-            activeSessions -= 1
-            return activeSessions == 0
-        }
-        if idle { Syscalls.trimHeap() }
     }
 
     /// Answers a paste: only the owner's own devices (trusted with `--team`) get the clipboard; the item's

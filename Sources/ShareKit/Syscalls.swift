@@ -10,12 +10,6 @@ public enum Syscalls {
         cshare_rename_noreplace(from, to) == 0
     }
 
-    /// Gives memory freed by finished sessions back to the system, so a long-running agent's resident size follows
-    /// its current load rather than its busiest moment.
-    public static func trimHeap() {
-        _ = cshare_trim_heap()
-    }
-
     public static func limitMallocArenas(_ arenas: Int32 = 2) {
         _ = cshare_limit_malloc_arenas(arenas)
     }

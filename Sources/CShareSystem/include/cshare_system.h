@@ -14,9 +14,6 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 /// (system.c).
 int cshare_rename_noreplace(const char *from, const char *to);
 
-/// Returns freed heap memory to the system, all arenas (system.c).
-int cshare_trim_heap(void);
-
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
 
