@@ -9,7 +9,9 @@ let package = Package(
         .executable(name: "share", targets: ["share"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         .target(name: "UniformTypeIdentifiers"),
@@ -27,11 +29,13 @@ let package = Package(
             name: "ShareKit",
             dependencies: [
                 "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable", "CShareSystem",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles",
+                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),

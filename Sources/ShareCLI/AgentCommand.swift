@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import Logging
 import CoreTransferable
 import ShareKit
 
@@ -36,7 +37,8 @@ struct AgentCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Largest item accepted (e.g. 2G).", valueName: "size"))
     var maxSize: String?
 
-    @Option(help: ArgumentHelp("error, warning, info or debug.", valueName: "level"))
+    @Option(
+        help: ArgumentHelp("Least severe event logged: \(Log.levelNames.joined(separator: ", ")).", valueName: "level"))
     var logLevel = "info"
 
     @Flag(help: "Do not announce this agent on the local network or listen for others.")
@@ -55,12 +57,9 @@ struct AgentCommand: ParsableCommand {
 
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
-        guard Log.Level.allCases.contains(where: { $0.name == logLevel }) else {
-            throw ValidationError("--log-level must be error, warning, info or debug")
-        }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
-        guard Log.Level.allCases.contains(where: { $0.name == logLevel }) else {
-            throw ValidationError("--log-level must be error, warning, info or debug")
+        guard Log.levelNames.contains(logLevel) else {
+            throw ValidationError("--log-level must be one of \(Log.levelNames.joined(separator: ", "))")
         }
         if let discoveryPort, !(1...65535).contains(discoveryPort) {
             throw ValidationError("--discovery-port must be between 1 and 65535")
@@ -72,8 +71,7 @@ struct AgentCommand: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            Log.configure(
-                level: Log.Level.allCases.first { $0.name == logLevel } ?? .info, timestamps: true)
+            Log.configure(level: Logger.Level(rawValue: logLevel) ?? .info, timestamps: true)
             let local = try device.loadDevice()
             let config = try AgentConfig.load(local.paths.agentConfigFile)
             var timeouts = SessionTimeouts()
@@ -100,29 +98,10 @@ struct AgentCommand: ParsableCommand {
                         discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, announceInterval ?? 30,
                         discoveryInterface
                     ) : nil)
-            agent.start()
             say("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
-            AgentSignals.waitForTermination()
-            agent.stop()
+            try agent.runUntilStopped()
             say("share agent: stopped")
         }
-    }
-}
-
-/// Blocks the calling thread until SIGINT or SIGTERM.
-enum AgentSignals {
-    static func waitForTermination() {
-        let semaphore = DispatchSemaphore(value: 0)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let queue = DispatchQueue(label: "share.signals")
-        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: queue) }
-        for source in sources {
-            source.setEventHandler { semaphore.signal() }
-            source.resume()
-        }
-        semaphore.wait()
-        for source in sources { source.cancel() }
     }
 }
 

@@ -43,14 +43,19 @@ func run(_ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as ShareError {
-        Log.line("share: \(error.message)")
+        complain(error.message)
         throw ExitCode(error.status.rawValue)
     } catch let error as ExitCode {
         throw error
     } catch {
-        Log.line("share: \(error)")
+        complain("\(error)")
         throw ExitCode(ExitStatus.failure.rawValue)
     }
+}
+
+/// The one line a failed command leaves on standard error.
+func complain(_ message: String) {
+    FileHandle.standardError.write(Data("share: \(message)\n".utf8))
 }
 
 /// Standard output, flushed line by line so a reading process sees each line at once.

@@ -5,7 +5,8 @@ import ShareKit
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the running agent: its port, uptime and version, and its queued and finished sends.")
+        abstract:
+            "Show the running agent: port, uptime and version, peers, the clipboard item, and its sends with progress.")
 
     @OptionGroup var device: DeviceOptions
 
@@ -45,15 +46,55 @@ struct StatusCommand: ParsableCommand {
         }
         if let answer {
             say(
-                "agent \(answer.name ?? "?") on port \(answer.port ?? 0), up \(Int(answer.uptime ?? 0)) s, \(answer.version ?? "")"
+                "agent \(answer.name ?? "?") on port \(answer.port ?? 0), up \(Self.duration(answer.uptime ?? 0)), \(answer.version ?? "")"
             )
+            let heard = answer.discovered ?? []
+            for peer in answer.trusted ?? [] { say("trusted: \(peer)") }
+            let trustedNames = Set((answer.trusted ?? []).map { $0.split(separator: " ").first.map(String.init) ?? $0 })
+            for peer in heard {
+                let trusted = trustedNames.contains(peer.name) ? "" : ", not trusted"
+                say(
+                    "heard: \(ProgressReporter.neutralized(peer.name)) at \(peer.address), \(Self.ago(peer.lastSeen)) ago\(trusted)"
+                )
+            }
+            if let item = answer.clipboard {
+                say(
+                    "clipboard: \(item.summary), copied \(Self.ago(item.copied)) ago, expires in \(Self.duration(item.expires.timeIntervalSinceNow))"
+                )
+            } else {
+                say("clipboard: nothing copied")
+            }
+            if jobs.isEmpty { say("outbox: empty") }
         }
         for job in jobs {
             var line = "job \(job.id) to \(job.to): \(job.state.rawValue) (\(job.summary))"
+            if let progress = job.progress { line += ", " + Self.describe(progress) }
             if job.attempts > 0 { line += ", \(job.attempts) attempt(s)" }
             if job.state == .delivered { line += ", \(ProgressReporter.bytes(job.bytesSent)) sent" }
             if let error = job.lastError { line += " — \(error)" }
             say(line)
         }
+    }
+
+    /// `[2/3] movie.mp4 45% 1.2 GiB/2.6 GiB at 110.0 MiB/s`
+    static func describe(_ progress: TransferProgress) -> String {
+        var text = progress.count > 1 ? "[\(progress.number)/\(progress.count)] " : ""
+        text += progress.item
+        if let total = progress.itemTotal, total > 0 {
+            text +=
+                " \(min(100, progress.itemBytes * 100 / total))% \(ProgressReporter.bytes(progress.itemBytes))/\(ProgressReporter.bytes(total))"
+        } else {
+            text += " \(ProgressReporter.bytes(progress.itemBytes))"
+        }
+        return text + " at \(ProgressReporter.bytes(progress.rate))/s"
+    }
+
+    static func ago(_ date: Date) -> String { duration(-date.timeIntervalSinceNow) }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds))
+        return s < 60
+            ? "\(s) s"
+            : s < 3600 ? "\(s / 60) min" : s < 86_400 ? "\(s / 3600) h \(s / 60 % 60) min" : "\(s / 86_400) d"
     }
 }

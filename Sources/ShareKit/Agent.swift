@@ -1,5 +1,7 @@
 import CoreTransferable
 import Foundation
+import Logging
+import ServiceLifecycle
 import ShareProtocol
 import ShareTLS
 
@@ -20,8 +22,11 @@ public struct AgentInbox: Sendable {
 }
 
 /// The long-running service of one device: a TLS listener serving trusted peers — answering pings and receiving
-/// what they send into the inbox, one session per peer at a time, several peers at once.
+/// what they send into the inbox, one session per peer at a time, several peers at once — with the outbox, the
+/// control socket and discovery beside it. `run()` runs them as a service group until SIGTERM or SIGINT.
 public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock`; the rest immutable after init
+    static let log = Log.logger("share.agent")
+    static let outboxLog = Log.logger("share.outbox")
     public let device: LocalDevice
     public let trust: TrustCache
     public let inbox: AgentInbox
@@ -64,7 +69,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         }
         let paths = device.paths
         outbox = try Outbox(directory: paths.state.appendingPathComponent("outbox", isDirectory: true)) {
-            job in Self.run(job, device: device)
+            job, progress in Self.run(job, device: device, progress: progress)
         }
         try DevicePaths.ensurePrivateDirectory(paths.state)
         control = try ControlServer(path: ControlClient.socketPath(paths)) { [weak self] request in
@@ -77,29 +82,63 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
                     interface: discovery.interface)
             } catch let error as ShareError {
                 // Discovery is a convenience: the agent serves without it.
-                Log.line("\(error.message); continuing without discovery", level: .warning)
+                Self.log.warning("continuing without discovery", metadata: ["reason": "\(error.message)"])
             }
         }
     }
 
     public var port: Int { listener.port }
 
-    public func start() {
-        listener.start()
-        outbox.start()
-        control?.start()
-        discovery?.start()
+    /// The agent's parts as services, in start order; a graceful shutdown stops them in reverse order: discovery
+    /// falls silent, the control socket closes, the outbox finishes its current attempt, and the listener lets its
+    /// sessions end (their partials kept) before the process exits.
+    public var services: [any Service] {
+        var services: [any Service] = [
+            ThreadedService("listener", start: listener.start, stop: { [listener] in listener?.stop() }),
+            ThreadedService("outbox", start: outbox.start, stop: outbox.stop),
+        ]
+        if let control { services.append(ThreadedService("control socket", start: control.start, stop: control.stop)) }
+        if let discovery { services.append(ThreadedService("discovery", start: discovery.start, stop: discovery.stop)) }
+        return services
     }
 
-    public func stop() {
-        discovery?.stop()
-        control?.stop()
-        outbox.stop()
-        listener.stop()
+    /// Runs the services until SIGTERM or SIGINT asks for a graceful shutdown, or one of them fails.
+    public func run() async throws {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))
+        try await group.run()
+        Self.log.info("stopped", metadata: ["uptime": "\(Int(Date().timeIntervalSince(started)))s"])
+    }
+
+    /// `run()` for a synchronous caller: blocks the calling thread until the agent has stopped.
+    public func runUntilStopped() throws {
+        let outcome = Outcome()
+        Task { [self] in
+            do {
+                try await run()
+            } catch {
+                outcome.error = error
+            }
+            outcome.done.signal()
+        }
+        outcome.done.wait()
+        if let error = outcome.error { throw error }
+    }
+
+    private final class Outcome: @unchecked Sendable {  // `error` is written before `done` is signalled, read after
+        let done = DispatchSemaphore(value: 0)
+        var error: (any Error)?
     }
 
     /// One attempt at an outbox job: the items are checked and planned again (a file may have changed or gone).
-    static func run(_ job: OutboxJob, device: LocalDevice) -> Result<SendReport, ShareError> {
+    static func run(
+        _ job: OutboxJob, device: LocalDevice, progress: @escaping @Sendable (TransferProgress) -> Void
+    ) -> Result<SendReport, ShareError> {
+        var log = Self.outboxLog
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "to"] = "\(job.to)"
+        log[metadataKey: "attempt"] = "\(job.attempts)"
         do {
             let trust = try TrustStore.load(device.paths.trustFile)
             let target = try PeerTarget.resolve(job.to, trust: trust, discovered: Discovery.load(device.paths))
@@ -108,17 +147,20 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             items.texts = job.texts
             items.urls = job.urls.compactMap { URL(string: $0) }
             try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
-            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet, observer: progress))
             let report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
-            Log.line(
-                "outbox: job \(job.id) to \(job.to): delivered \(report.delivered.count), refused \(report.refused.count)"
-            )
+            log.info(
+                "delivered",
+                metadata: [
+                    "delivered": "\(report.delivered.count)", "refused": "\(report.refused.count)",
+                    "sent": "\(report.bytesSent)", "skipped": "\(report.bytesSkipped)",
+                ])
             return .success(report)
         } catch let error as ShareError {
-            Log.line("outbox: job \(job.id) to \(job.to): \(error.message)")
+            log.notice("attempt failed", metadata: ["reason": "\(error.message)"])
             return .failure(error)
         } catch {
-            Log.line("outbox: job \(job.id) to \(job.to): \(error)")
+            log.error("attempt failed", metadata: ["reason": "\(error)"])
             return .failure(ShareError(.failure, "\(error)"))
         }
     }
@@ -174,12 +216,12 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
             }
         } catch let error as TLSError where error.kind == .timeout {
-            Log.line("session with \(peer) closed after being idle", level: .debug)
+            Self.log.debug("session closed after being idle", metadata: ["peer": "\(peer)"])
         } catch let error as ProtocolError {
-            Log.line("session with \(peer) ended: \(error.message)", level: .warning)
+            Self.log.warning("session ended", metadata: ["peer": "\(peer)", "reason": "\(error.message)"])
             session.connection.fail(with: error)
         } catch {
-            Log.line("session with \(peer) ended: \(error)", level: .warning)
+            Self.log.warning("session ended", metadata: ["peer": "\(peer)", "reason": "\(error)"])
         }
     }
 
@@ -208,7 +250,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         }
         let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
         let report = try sender.serve(session, peerName: peer, relation: .ownDevice, items: items)
-        Log.line("clipboard: pasted on \(peer): \(report.delivered.count) item(s)")
+        Self.log.info("clipboard pasted", metadata: ["peer": "\(peer)", "items": "\(report.delivered.count)"])
     }
 
     /// Receives one sending session into the peer's inbox folder.
@@ -240,12 +282,31 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         options.history = inbox.history
         let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
         let report = try receiver.serve(session, peerName: peer, first: first)
-        let summary = [
-            report.saved.isEmpty ? nil : "saved " + report.saved.map(\.lastPathComponent).joined(separator: ", "),
-            report.printed.isEmpty ? nil : "\(report.printed.count) text item(s) kept",
-            report.importedProfiles.isEmpty ? nil : "profiles " + report.importedProfiles.joined(separator: ", "),
-            report.refused.isEmpty ? nil : "\(report.refused.count) refused",
-        ].compactMap { $0 }
-        Log.line("received from \(peer): \(summary.isEmpty ? "nothing" : summary.joined(separator: "; "))")
+        Self.log.info(
+            "received",
+            metadata: [
+                "peer": "\(peer)", "saved": "\(report.saved.count)", "texts": "\(report.printed.count)",
+                "profiles": "\(report.importedProfiles.count)", "refused": "\(report.refused.count)",
+            ])
+    }
+}
+
+/// A part of the agent that runs on its own threads, as a service: started when the group runs, stopped when the
+/// group shuts down gracefully (or is cancelled).
+struct ThreadedService: Service, CustomStringConvertible {
+    let description: String
+    private let start: @Sendable () -> Void
+    private let stop: @Sendable () -> Void
+
+    init(_ name: String, start: @escaping @Sendable () -> Void, stop: @escaping @Sendable () -> Void) {
+        description = name
+        self.start = start
+        self.stop = stop
+    }
+
+    func run() async throws {
+        start()
+        try? await gracefulShutdown()
+        stop()
     }
 }

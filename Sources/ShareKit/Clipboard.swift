@@ -17,6 +17,14 @@ public struct ClipboardItem: Codable, Sendable, Equatable {
 
     public var isExpired: Bool { Date() >= expires }
 
+    /// What was copied, by name; a text is described by its length only, never shown.
+    public var summary: String {
+        let parts =
+            files.map { ($0 as NSString).lastPathComponent } + texts.map { "text (\($0.count) characters)" } + urls
+            + profiles.map { "profile \($0)" }
+        return parts.joined(separator: ", ")
+    }
+
     public static func file(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("clipboard.json") }
 
     /// The current item, or nil (none, unreadable, or expired — an expired item is removed).

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ShareProtocol
 import ShareTLS
 
@@ -8,6 +9,7 @@ import ShareTLS
 /// garbage, half-open or stalls in the handshake costs one thread until its handshake timeout and never affects the
 /// others. The number of connections in flight is capped.
 public final class Listener: @unchecked Sendable {  // mutable state guarded by `lock`
+    static let log = Log.logger("share.listener")
     public typealias Handler = @Sendable (Session) -> Void
 
     public let port: Int
@@ -67,7 +69,7 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
             do {
                 accepted = try Syscalls.accept(fd, timeout: 0.25)
             } catch {
-                Log.line("listener: \(error); still listening")
+                Self.log.error("accept failed; still listening", metadata: ["error": "\(error)"])
                 Thread.sleep(forTimeInterval: 0.1)
                 continue
             }
@@ -100,13 +102,14 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
             session = try SessionOpener.accept(
                 fileDescriptor: client, remoteAddress: peer, context: context, hello: makeHello(), timeouts: timeouts)
         } catch let error as TLSError where error.kind == .peerNotTrusted {
-            Log.line("refused a connection from \(peer): \(error.message)")
+            Self.log.notice("refused a connection", metadata: ["from": "\(peer)", "reason": "\(error.message)"])
             return
         } catch let error as TLSError where error.kind == .rejectedByPeer {
-            Log.line("\(peer) does not trust this device and closed the connection")
+            Self.log.notice(
+                "the peer does not trust this device and closed the connection", metadata: ["from": "\(peer)"])
             return
         } catch {
-            Log.line("connection from \(peer) failed before its hello: \(error)")
+            Self.log.info("connection failed before its hello", metadata: ["from": "\(peer)", "error": "\(error)"])
             return
         }
         handler(session)

@@ -1,33 +1,93 @@
 import Foundation
+import Logging
+import Synchronization
 
-/// Diagnostics on standard error (fd 2; `stderr` is not concurrency-safe in Swift 6), one line per event. With
-/// `timestamps` (the agent), each line starts with the time and the level, for a journal to parse:
-/// `2026-11-22T09:00:00Z info outbox: job 3f… to desk: delivered 2, refused 0`.
+/// Diagnostics through swift-log, written by `ShareLogHandler` to standard error (fd 2; `stderr` is not
+/// concurrency-safe in Swift 6), one line per event. With `timestamps` (the agent), each line carries the time, the
+/// level, the logger's label and the event's metadata as `key=value`, for a journal or a script to parse:
+///
+///     2026-11-22T09:00:00.120Z info share.outbox: delivered job=3f1c0a9e77d2 to=desk delivered=2 refused=0
+///
+/// Without timestamps (a one-off command), only the message and its metadata are written. Nothing is ever logged
+/// with a file's contents, a clipboard text or key material: only names, counts and reasons.
 public enum Log {
-    public enum Level: Int, Sendable, Comparable, CaseIterable {
-        case error, warning, info, debug
-
-        public var name: String { "\(self)" }
-        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+    /// One logger per subsystem (`share.listener`, `share.outbox`, …), all sharing the threshold set by `configure`.
+    public static func logger(_ label: String) -> Logger {
+        Logger(label: label) { ShareLogHandler(label: $0) }
     }
 
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var threshold = Level.info  // guarded by `lock`
-    nonisolated(unsafe) private static var timestamps = false  // guarded by `lock`
+    /// Events less severe than `level` are dropped; `timestamps` switches to the agent's journal format.
+    public static func configure(level: Logger.Level, timestamps: Bool) {
+        ShareLogHandler.settings.withLock { $0 = (level, timestamps) }
+    }
 
-    /// Lines above `level` are dropped; `timestamps` prefixes time and level.
-    public static func configure(level: Level, timestamps: Bool) {
-        lock.withLock {
-            threshold = level
-            Self.timestamps = timestamps
+    /// The level names `--log-level` takes, least severe first.
+    public static let levelNames = Logger.Level.allCases.map(\.rawValue)
+}
+
+/// Writes log events as single lines on standard error.
+public struct ShareLogHandler: LogHandler {
+    static let settings = Mutex((level: Logger.Level.info, timestamps: false))
+    private static let clock = Mutex(ISO8601DateFormatter.withFractions)
+
+    public let label: String
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private var ownLevel: Logger.Level?
+
+    public init(label: String) {
+        self.label = label
+    }
+
+    /// The process-wide threshold unless this logger was given its own.
+    public var logLevel: Logger.Level {
+        get { ownLevel ?? Self.settings.withLock { $0.level } }
+        set { ownLevel = newValue }
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
+        if let own = event.metadata { merged.merge(own) { _, new in new } }
+        let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.quoted("\($0.value)"))" }
+        let timestamps = Self.settings.withLock { $0.timestamps }
+        var line = ""
+        if timestamps {
+            line = "\(Self.clock.withLock { $0.string(from: Date()) }) \(event.level.rawValue) \(label): "
         }
+        line += ([Self.singleLine("\(event.message)")] + fields).joined(separator: " ") + "\n"
+        FileHandle.standardError.write(Data(line.utf8))
     }
 
-    public static func line(_ text: String, level: Level = .info) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard level <= threshold else { return }
-        let prefix = timestamps ? "\(ISO8601DateFormatter().string(from: Date())) \(level.name) " : ""
-        FileHandle.standardError.write(Data((prefix + text + "\n").utf8))
+    /// A value with spaces or quotes is quoted, so a line splits unambiguously into fields.
+    static func quoted(_ value: String) -> String {
+        let flat = singleLine(value)
+        guard flat.isEmpty || flat.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) else { return flat }
+        return "\"" + flat.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            + "\""
+    }
+
+    /// Newlines and other control characters never split or drive a log line.
+    static func singleLine(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        return String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.flatMap { scalar -> [Unicode.Scalar] in
+                    scalar.value < 0x20 || scalar.value == 0x7F
+                        ? Array("\\u{\(String(scalar.value, radix: 16))}".unicodeScalars) : [scalar]
+                }))
+    }
+}
+
+extension ISO8601DateFormatter {
+    static var withFractions: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
     }
 }

@@ -31,6 +31,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var refused = 0
     public var bytesSent: UInt64 = 0
     public var bytesSkipped: UInt64 = 0
+    /// How far the attempt in progress got, while the job is running.
+    public var progress: TransferProgress?
 
     public init(to: String) {
         id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
@@ -48,7 +50,10 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 /// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
 /// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; errors that a retry cannot fix end the job.
 public final class Outbox: @unchecked Sendable {  // all state guarded by `condition`
-    public typealias Runner = @Sendable (OutboxJob) -> Result<SendReport, ShareError>
+    /// One attempt at a job; it reports its progress as it goes.
+    public typealias Runner =
+        @Sendable (OutboxJob, _ progress: @escaping @Sendable (TransferProgress) -> Void) ->
+        Result<SendReport, ShareError>
 
     public let directory: URL
     private let condition = NSCondition()
@@ -71,6 +76,7 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
                 job.state = .queued
                 job.nextAttempt = Date()
             }
+            job.progress = nil
             jobs[job.id] = job
         }
     }
@@ -117,6 +123,14 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         return jobs[id]
     }
 
+    /// Progress lives in memory only: it is shown while the job runs, and a restarted agent asks the receiver again.
+    private func update(_ id: String, _ progress: TransferProgress) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard jobs[id]?.state == .running else { return }
+        jobs[id]?.progress = progress
+    }
+
     private func save(_ job: OutboxJob) throws {
         try AtomicFile.write(
             try JSONEncoder.iso8601.encode(job), to: directory.appendingPathComponent("\(job.id).json"), mode: 0o600,
@@ -145,8 +159,10 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
             jobs[job.id] = job
             try? save(job)
             condition.unlock()
-            let result = runner(job)
+            let id = job.id
+            let result = runner(job) { [weak self] progress in self?.update(id, progress) }
             condition.lock()
+            job.progress = nil
             switch result {
             case .success(let report):
                 job.delivered = report.delivered.count

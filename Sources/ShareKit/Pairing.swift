@@ -67,7 +67,8 @@ public enum Pairing {
                     fileDescriptor: client, remoteAddress: peer, context: context,
                     hello: Hello(name: device.name, role: .pair, listenPort: options.agentPort))
             } catch {
-                Log.line("pairing attempt from \(peer) failed: \(error)")
+                Log.logger("share.pair").notice(
+                    "pairing attempt failed", metadata: ["from": "\(peer)", "error": "\(error)"])
                 continue
             }
             defer { session.connection.close() }

@@ -1,11 +1,27 @@
 import Foundation
 
+/// A transfer's position, as `share status` shows a running job: the item in progress and the whole session.
+public struct TransferProgress: Codable, Sendable, Equatable {
+    public var item: String
+    /// The item's number (from 1) and the number of items in the session.
+    public var number: Int
+    public var count: Int
+    public var itemBytes: UInt64
+    public var itemTotal: UInt64?
+    public var bytes: UInt64
+    public var total: UInt64
+    /// Bytes per second over the item so far.
+    public var rate: UInt64
+}
+
 /// What the user sees while items move: a redrawn line on a terminal, periodic plain lines otherwise, JSON events
-/// for scripts, or nothing.
+/// for scripts, or nothing. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
 public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     public enum Mode: Sendable { case terminal, lines, json, quiet }
 
     public let mode: Mode
+    private let observer: (@Sendable (TransferProgress) -> Void)?
+    private var lastObserved = ContinuousClock.now
     private let lock = NSLock()
     private var label = ""
     private var itemNumber = 0
@@ -19,8 +35,9 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     private var lastDraw = ContinuousClock.now
     private var lineOpen = false
 
-    public init(mode: Mode) {
+    public init(mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil) {
         self.mode = mode
+        self.observer = observer
     }
 
     /// Terminal when stdout is one, plain lines otherwise.
@@ -88,6 +105,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         itemStart = ContinuousClock.now
         // The first line comes after one interval: small items finish without any progress noise.
         lastDraw = ContinuousClock.now
+        observe(lastDraw, force: true)
     }
 
     public func advance(_ bytes: Int) {
@@ -97,6 +115,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         sessionDone += UInt64(bytes)
         moved += UInt64(bytes)
         let now = ContinuousClock.now
+        observe(now, force: false)
         let interval: Duration = mode == .terminal ? .milliseconds(100) : .seconds(1)
         guard now - lastDraw >= interval else { return }
         lastDraw = now
@@ -108,6 +127,17 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         defer { lock.unlock() }
         if mode == .terminal { draw(ContinuousClock.now) }
         clearLine()
+    }
+
+    /// Called with `lock` held.
+    private func observe(_ now: ContinuousClock.Instant, force: Bool) {
+        guard let observer, force || now - lastObserved >= .milliseconds(250) else { return }
+        lastObserved = now
+        let seconds = max((now - itemStart).seconds, 0.001)
+        observer(
+            TransferProgress(
+                item: label, number: itemNumber, count: itemCount, itemBytes: itemDone, itemTotal: itemTotal,
+                bytes: sessionDone, total: sessionTotal, rate: UInt64(Double(moved) / seconds)))
     }
 
     private func draw(_ now: ContinuousClock.Instant) {

@@ -103,7 +103,8 @@ public enum Syscalls {
         if setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, size) != 0
             || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, size) != 0
         {
-            Log.line("warning: cannot set socket timeouts: \(String(cString: strerror(errno)))")
+            Log.logger("share.socket").warning(
+                "cannot set socket timeouts", metadata: ["error": "\(String(cString: strerror(errno)))"])
         }
     }
 

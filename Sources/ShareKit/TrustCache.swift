@@ -26,7 +26,10 @@ public final class TrustCache: @unchecked Sendable {  // guarded by `lock`
                 stamp = now
                 warned = false
             } catch {
-                if !warned { Log.line("keeping the previous trust list: \(error)") }
+                if !warned {
+                    Log.logger("share.trust").error(
+                        "keeping the previous trust list", metadata: ["error": "\(error)"])
+                }
                 warned = true
             }
         }

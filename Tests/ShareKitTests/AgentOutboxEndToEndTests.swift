@@ -42,31 +42,46 @@ extension EndToEnd {
             #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("back soon"))
         }
 
-        @Test func anAgentKilledMidTransferResumesTheJobAfterARestart() throws {
-            let size = 48 << 20
+        /// The job's live progress while it runs, from `share status --json`.
+        func progress(of id: String, _ device: TestDevice) -> [String: Any]? {
+            let status = device.run(["status", "--json"])
+            guard let object = try? JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any],
+                let jobs = object["jobs"] as? [[String: Any]]
+            else { return nil }
+            return jobs.first { $0["id"] as? String == id }?["progress"] as? [String: Any]
+        }
+
+        @Test func anAgentKilledMidTransferOf1GiBResumesTheJobAfterARestart() throws {
+            let size = 1 << 30
             let chunk = 1 << 20
             let (laptop, desk) = try devices(deskPort: 1)
             let inbox = try desk.folder("inbox")
             let (deskAgent, deskPort) = try desk.startAgent(["--inbox", inbox.path])
             defer { deskAgent.stop() }
-            let proxy = try TCPProxy(upstreamPort: deskPort)
-            defer { proxy.stop() }
-            proxy.bytesPerSecond = 16 << 20
-            laptop.trust(desk, address: "127.0.0.1:\(proxy.port)", flags: ["--team"])
+            laptop.trust(desk, address: "127.0.0.1:\(deskPort)", flags: ["--team"])
             let (agent, _) = try laptop.startAgent()
             let file = try laptop.folder("src").appendingPathComponent("movie.bin")
             try makeFile(file, size: size)
             let queued = laptop.run(["send", file.path, "--to", "desk"])
             #expect(queued.status == 0, "\(queued.stderr)")
             let id = try jobID(queued.stdout)
+            // While it runs, `share status` shows how far it got.
+            var seen: [String: Any]?
+            #expect(
+                waitUntil(timeout: 60) {
+                    seen = progress(of: id, laptop)
+                    return (seen?["bytes"] as? Int ?? 0) > 0
+                })
+            #expect(seen?["item"] as? String == "movie.bin" && seen?["itemTotal"] as? Int == size, "\(seen ?? [:])")
+            #expect(laptop.run(["status"]).stdout.contains("running (movie.bin), movie.bin "))
             let partials = inbox.appendingPathComponent("laptop")
-            #expect(waitUntil(timeout: 60) { ledgerChunkCount(partials) >= size / chunk / 2 })
+            #expect(waitUntil(timeout: 120) { ledgerChunkCount(partials) >= size / chunk / 2 })
             kill(agent.pid, SIGKILL)
             _ = agent.wait(timeout: 30)
             let held = ledgerChunkCount(partials)
             let (again, _) = try laptop.startAgent()
             defer { again.stop() }
-            let waited = laptop.run(["status", "--wait", id, "--json"], timeout: 120)
+            let waited = laptop.run(["status", "--wait", id, "--json"], timeout: 300)
             #expect(waited.status == 0, "\(waited.stderr)")
             #expect(try Data(contentsOf: partials.appendingPathComponent("movie.bin")) == Data(contentsOf: file))
             let object = try #require(
@@ -132,6 +147,43 @@ extension EndToEnd {
             defer { overridden.stop() }
             let other = try #require(overridden.stdout.waitForLine(containing: "listening on port", timeout: 30))
             #expect(TestDevice.port(in: other) != port)
+        }
+
+        @Test func sigtermStopsEveryServiceGracefullyAndLogsAreStructured() throws {
+            let laptop = try TestDevice("laptop")
+            let desk = try TestDevice("desk")
+            laptop.trust(desk)
+            desk.trust(laptop)
+            let inbox = try desk.folder("inbox")
+            let agent = try desk.background(
+                [
+                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--inbox", inbox.path,
+                    "--log-level", "debug",
+                ])
+            let line = try #require(agent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            let port = try #require(TestDevice.port(in: line))
+            let sent = laptop.run(["send", "--direct", "--to", "127.0.0.1:\(port)", "--text", "hello there"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            kill(agent.pid, SIGTERM)
+            #expect(agent.wait(timeout: 30) == 0)
+            #expect(agent.stdout.text.contains("share agent: stopped"))
+            let socket = desk.config.appendingPathComponent("state/agent.sock").path
+            #expect(!FileManager.default.fileExists(atPath: socket))
+            // One line per event: time, level, subsystem, message, then key=value fields.
+            let log = agent.stderr.text
+            let received = try #require(log.split(separator: "\n").first { $0.contains("share.agent: received") })
+            #expect(
+                received.range(
+                    of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z info share\.agent: received .*peer=laptop"#,
+                    options: .regularExpression) != nil, "\(received)")
+            #expect(received.contains("texts=1"))
+            for service in ["listener", "outbox", "control socket"] {
+                #expect(
+                    log.contains("Triggering graceful shutdown for service sl-service=\"\(service)\"")
+                        || log.contains("Triggering graceful shutdown for service sl-service=\(service)"), "\(service)")
+            }
+            // The text itself is never logged.
+            #expect(!log.contains("hello there"))
         }
 
         @Test func aBrokenSettingsFileIsOneClearLine() throws {

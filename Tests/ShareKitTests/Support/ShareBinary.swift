@@ -263,20 +263,20 @@ extension TestDevice {
 
 /// Random bytes in a file.
 func makeFile(_ url: URL, size: Int) throws {
-    var generator = SystemRandomNumberGenerator()
-    var data = Data(count: size)
-    data.withUnsafeMutableBytes { raw in
-        var offset = 0
-        while offset < size {
-            var value = generator.next()
-            let n = min(8, size - offset)
-            withUnsafeBytes(of: &value) {
-                raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: n)
-            }
-            offset += n
+    // The kernel's generator, 1 MiB at a time: fast in a debug build and flat in memory for a 1 GiB file.
+    let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+    defer { try? random.close() }
+    FileManager.default.createFile(atPath: url.path, contents: nil)
+    let out = try FileHandle(forWritingTo: url)
+    defer { try? out.close() }
+    var left = size
+    while left > 0 {
+        guard let block = try random.read(upToCount: min(left, 1 << 20)), !block.isEmpty else {
+            throw CocoaError(.fileReadUnknown)
         }
+        try out.write(contentsOf: block)
+        left -= block.count
     }
-    try data.write(to: url)
 }
 
 /// Chunks recorded in the ledger of the (single) partial in `inbox`.
