@@ -12,7 +12,7 @@ if [ "${1:-}" = "--remove" ]; then
   echo "share-agent removed; ~/.local/bin/share and your data were left in place"
   exit 0
 fi
-swift build -c release --product share
+swift build -c release --static-swift-stdlib --product share
 install -D -m 0755 .build/release/share "$HOME/.local/bin/share"
 install -D -m 0644 README.md "$HOME/.local/share/doc/share/README.md"
 install -D -m 0644 Deploy/share-agent.service "$UNIT_DIR/share-agent.service"

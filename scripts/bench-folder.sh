@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ROUNDS=${1:-5}
-swift build -c release --product share >/dev/null
-swift build -c release --product share-bench-archive >/dev/null
+release_build share >/dev/null
+release_build share-bench-archive >/dev/null
 BIN=$PWD/.build/release/share
 BUNDLE=$PWD/.build/release/share-bench-archive
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)

@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 BYTES=${1:-1073741824}
-swift build -c release --product share >/dev/null
-swift build -c release --product share-bench-tls >/dev/null
+release_build share >/dev/null
+release_build share-bench-tls >/dev/null
 BIN=.build/release
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT

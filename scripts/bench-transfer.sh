@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 MIB=${1:-1024}
 ROUNDS=${2:-3}
-swift build -c release --product share >/dev/null
+release_build share >/dev/null
 BIN=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
 source scripts/lib-bench.sh

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 echo "== building share (release)"
-swift build -c release --product share 2>&1 | tail -1
+release_build share 2>&1 | tail -1
 SHARE=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -1,6 +1,8 @@
 // Functions that need _GNU_SOURCE or headers a module's header should not pull into every importer.
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,4 +17,13 @@ long long cshare_peer_uid(int fd) {
     socklen_t length = sizeof(credentials);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
     return (long long)credentials.uid;
+}
+
+int cshare_set_thread_nice(int increment) {
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (base == -1 && errno != 0) return -1;
+    int wanted = base + increment;
+    if (wanted > 19) wanted = 19;
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), wanted);
 }

@@ -41,6 +41,10 @@ struct AgentCommand: ParsableCommand {
         help: ArgumentHelp("Least severe event logged: \(Log.levelNames.joined(separator: ", ")).", valueName: "level"))
     var logLevel = "info"
 
+    @Flag(
+        help: "Run transfers at normal CPU priority (by default they run 9 nice steps lower; agent.json: lowPriority).")
+    var normalPriority = false
+
     @Flag(help: "Do not announce this agent on the local network or listen for others.")
     var noDiscovery = false
 
@@ -97,7 +101,8 @@ struct AgentCommand: ParsableCommand {
                     ? (
                         discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, announceInterval ?? 30,
                         discoveryInterface
-                    ) : nil)
+                    ) : nil,
+                lowPriority: !normalPriority && (config.lowPriority ?? true))
             say("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             try agent.runUntilStopped()
             say("share agent: stopped")
@@ -108,7 +113,7 @@ struct AgentCommand: ParsableCommand {
 /// `CONFIG/agent.json`: the agent's settings; command-line options override them.
 ///
 ///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
-///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847 }
+///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?
@@ -118,6 +123,7 @@ struct AgentConfig: Codable {
     var idleTimeout: Double?
     var discovery: Bool?
     var discoveryPort: Int?
+    var lowPriority: Bool?
 
     static func load(_ file: URL) throws -> AgentConfig {
         guard let data = FileManager.default.contents(atPath: file.path) else { return AgentConfig() }

@@ -27,6 +27,10 @@ public struct AgentInbox: Sendable {
 public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock`; the rest immutable after init
     static let log = Log.logger("share.agent")
     static let outboxLog = Log.logger("share.outbox")
+    /// With `lowPriority`, transfers (sessions and the outbox) run this many nice steps below the agent's control
+    /// socket and discovery, as Syncthing's low-priority setting does: a bulk transfer yields the CPU to the user's
+    /// own work, and `share status` answers at once while 50 devices send.
+    public static let transferNice: Int32 = 9
     public let device: LocalDevice
     public let trust: TrustCache
     public let inbox: AgentInbox
@@ -41,7 +45,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     public init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
-        discovery: (port: Int, interval: Double, interface: String?)? = nil
+        discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -63,12 +67,15 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
         listener = try Listener(
             device: device, host: host, port: port, verifier: { trust.isTrusted($0) },
-            hello: { agentHello }, timeouts: timeouts
+            hello: { agentHello }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
         ) { [weak self] session in
             self?.serve(session)
         }
         let paths = device.paths
-        outbox = try Outbox(directory: paths.state.appendingPathComponent("outbox", isDirectory: true)) {
+        outbox = try Outbox(
+            directory: paths.state.appendingPathComponent("outbox", isDirectory: true),
+            nice: lowPriority ? Self.transferNice : 0
+        ) {
             job, progress in Self.run(job, device: device, progress: progress)
         }
         try DevicePaths.ensurePrivateDirectory(paths.state)

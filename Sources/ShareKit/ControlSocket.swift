@@ -63,6 +63,7 @@ public final class ControlServer: @unchecked Sendable {  // `stopped` guarded by
 
     public func start() {
         let thread = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
             while let client = Syscalls.unixAccept(fd) {
                 let worker = Thread { [self] in serve(client) }
                 worker.name = "share-control"

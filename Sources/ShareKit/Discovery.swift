@@ -75,6 +75,7 @@ public final class Discovery: @unchecked Sendable {  // `peers` and `stopped` gu
     public func start() {
         lock.withLock { running = 2 }
         let announcer = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             while true {
                 Syscalls.sendDatagram(fd, announcement, host: Self.group, port: port)
@@ -92,6 +93,7 @@ public final class Discovery: @unchecked Sendable {  // `peers` and `stopped` gu
         announcer.name = "share-announce"
         announcer.start()
         let listener = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             while !lock.withLock({ stopped }) {
                 guard let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: 0.5) else { continue }

@@ -19,6 +19,7 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
     private let handler: Handler
     private let timeouts: SessionTimeouts
     private let maxConnections: Int
+    private let sessionNice: Int32
     private let lock = NSCondition()
     private var active = 0
     /// Sockets of sessions being served, shut down by `stop` when they outlast the grace period.
@@ -30,7 +31,7 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
     public init(
         device: LocalDevice, host: String, port: Int, verifier: @escaping PeerVerifier,
         hello: @escaping @Sendable () -> Hello, timeouts: SessionTimeouts = SessionTimeouts(),
-        maxConnections: Int = 256, handler: @escaping Handler
+        maxConnections: Int = 256, sessionNice: Int32 = 0, handler: @escaping Handler
     ) throws {
         Syscalls.ignoreSIGPIPE()
         Syscalls.limitMallocArenas()
@@ -44,11 +45,15 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
         self.handler = handler
         self.timeouts = timeouts
         self.maxConnections = maxConnections
+        self.sessionNice = sessionNice
     }
 
     /// Starts accepting on a dedicated thread.
     public func start() {
-        let thread = Thread { [self] in acceptLoop() }
+        let thread = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
+            acceptLoop()
+        }
         thread.name = "share-accept"
         thread.start()
     }
@@ -84,6 +89,7 @@ public final class Listener: @unchecked Sendable {  // mutable state guarded by 
             clients.insert(client)
             lock.unlock()
             let thread = Thread { [self] in
+                Syscalls.setThreadPriority(lowerBy: sessionNice)
                 serve(client, peer)
                 lock.lock()
                 clients.remove(client)

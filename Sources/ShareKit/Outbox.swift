@@ -61,10 +61,13 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
     private var stopping = false
     private var workerDone = true
     private let runner: Runner
+    private let nice: Int32
 
     /// Loads the persisted jobs; a job that was running when the agent died is queued again.
-    public init(directory: URL, runner: @escaping Runner) throws {
+    /// `nice`: how much lower than the agent's the worker's CPU priority is.
+    public init(directory: URL, nice: Int32 = 0, runner: @escaping Runner) throws {
         self.directory = directory
+        self.nice = nice
         self.runner = runner
         try DevicePaths.ensurePrivateDirectory(directory)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
@@ -86,7 +89,10 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         stopping = false
         workerDone = false
         condition.unlock()
-        let thread = Thread { [self] in work() }
+        let thread = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: nice)
+            work()
+        }
         thread.name = "share-outbox"
         thread.start()
     }

@@ -287,6 +287,16 @@ public enum Syscalls {
     }
 
     /// The user ID of the process at the other end of a Unix socket.
+    /// Sets the calling thread's CPU priority to the process's own lowered by `increment` nice steps (0: the
+    /// process's own). Each long-lived thread sets it first: a thread started from a Dispatch or Swift concurrency
+    /// thread would otherwise inherit that thread's QoS-derived nice value.
+    public static func setThreadPriority(lowerBy increment: Int32) {
+        if cshare_set_thread_nice(increment) != 0 {
+            Log.logger("share.system").notice(
+                "cannot lower a thread's priority", metadata: ["error": "\(String(cString: strerror(errno)))"])
+        }
+    }
+
     static func peerUID(_ fd: Int32) -> uid_t? {
         let uid = cshare_peer_uid(fd)
         return uid < 0 ? nil : uid_t(uid)

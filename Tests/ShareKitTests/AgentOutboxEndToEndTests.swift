@@ -74,6 +74,11 @@ extension EndToEnd {
                 })
             #expect(seen?["item"] as? String == "movie.bin" && seen?["itemTotal"] as? Int == size, "\(seen ?? [:])")
             #expect(laptop.run(["status"]).stdout.contains("running (movie.bin), movie.bin "))
+            // Transfers run at low CPU priority on both agents; their other threads keep the normal one.
+            for pid in [agent.pid, deskAgent.pid] {
+                let nice = threadNiceValues(pid)
+                #expect(nice.contains(0) && nice.contains(Int(Agent.transferNice)), "\(nice)")
+            }
             let partials = inbox.appendingPathComponent("laptop")
             #expect(waitUntil(timeout: 120) { ledgerChunkCount(partials) >= size / chunk / 2 })
             kill(agent.pid, SIGKILL)
@@ -113,6 +118,19 @@ extension EndToEnd {
                 "\(other.output)")
             #expect(laptop.run(["status"]).status == 0)
         }
+    }
+}
+
+/// The nice value of each thread of a process (field 19 of /proc/PID/task/TID/stat).
+func threadNiceValues(_ pid: Int32) -> [Int] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return tasks.compactMap { task in
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name (which may contain spaces) start at field 3.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 16 ? Int(fields[16]) : nil
     }
 }
 

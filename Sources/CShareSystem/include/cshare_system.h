@@ -17,4 +17,9 @@ int cshare_rename_noreplace(const char *from, const char *to);
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
 
+/// Sets the nice value of the calling thread only (Linux schedules threads individually) to the process's own
+/// (its main thread's) plus `increment`: a thread otherwise inherits whatever its creator had; 0 or -1 with errno
+/// (system.c).
+int cshare_set_thread_nice(int increment);
+
 #endif
