@@ -43,6 +43,10 @@ let package = Package(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
+        .target(
+            name: "ShareFuzzTargets",
+            dependencies: ["ShareProtocol", "ShareTLS", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers"]),
+        .executableTarget(name: "share-fuzz", dependencies: ["ShareFuzzTargets"], path: "Fuzz", exclude: ["corpus"]),
         .executableTarget(
             name: "share-bench-types",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"],
@@ -57,7 +61,7 @@ let package = Package(
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),
-        .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol"]),
+        .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets"]),
         .testTarget(
             name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "ShareTestSupport"],
             exclude: ["Fixtures"]),

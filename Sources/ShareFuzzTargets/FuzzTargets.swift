@@ -1,0 +1,157 @@
+import CoreTransferable
+import Foundation
+import ShareArchive
+import ShareProtocol
+import ShareTLS
+import UniformTypeIdentifiers
+
+/// Every decoder that reads bytes a peer controls, as a function of those bytes. Errors are the expected answer to
+/// bad input; a crash, a trap or a sanitizer report is a bug. The fuzzer (`share-fuzz` built by `scripts/fuzz.sh`)
+/// and the regression tests (`FuzzRegressionTests`, every committed input) run the same functions.
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    /// A byte stream of frames as a receiving session reads it, driving the receiver's state machine.
+    case frames
+    /// One control message: the first byte picks the type, the rest is its JSON payload.
+    case messages
+    /// Custom type declarations, as a property list or JSON.
+    case declarations
+    /// A device ID as a user or a peer writes it.
+    case deviceID = "device-id"
+    /// A tar, pax or zip stream extracted under the network extraction policy.
+    case archive
+
+    public func run(_ bytes: [UInt8]) {
+        switch self {
+        case .frames: Self.receiveFrames(bytes)
+        case .messages: Self.messages(bytes)
+        case .declarations: Self.declarations(bytes)
+        case .deviceID: Self.deviceID(bytes)
+        case .archive: Self.archive(bytes)
+        }
+    }
+
+    // MARK: frames
+
+    /// Returns where the receiver ended (`.finished` for a whole well-formed session).
+    @discardableResult
+    static func receiveFrames(_ bytes: [UInt8]) -> ReceiverMachine.State {
+        let accept = AcceptList([AcceptedType(.plainText, maxSize: 1 << 20), AcceptedType(.item, maxSize: 64 << 20)])
+        var machine = ReceiverMachine(
+            negotiator: Negotiator(accept: accept), policy: .init(maxItemSize: 64 << 20, freeSpace: 1 << 30))
+        var offset = 0
+        do {
+            while bytes.count - offset >= Limits.frameHeaderSize {
+                let (type, length) = try Frame.parseHeader(bytes[offset..<(offset + Limits.frameHeaderSize)])
+                offset += Limits.frameHeaderSize
+                guard bytes.count - offset >= length else { return machine.state }
+                let payload = Array(bytes[offset..<(offset + length)])
+                offset += length
+                var actions: [ReceiverMachine.Action] = []
+                if type.isBinary {
+                    let header = try ChunkHeader.parse(payload[...])
+                    actions = try machine.receivedChunk(index: header.index, length: length - ChunkHeader.size)
+                } else {
+                    let frame = Frame(type: type, payload: payload)
+                    switch type {
+                    case .hello: try MessageCoding.decode(Hello.self, from: frame).validate()
+                    case .offer: actions = try machine.received(MessageCoding.decode(Offer.self, from: frame))
+                    case .done: actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
+                    case .bye: actions = try machine.receivedBye()
+                    case .error: _ = MessageCoding.peerError(from: frame)
+                    default: _ = try? MessageCoding.decode(Ping.self, from: frame)
+                    }
+                }
+                // Answer as a receiver with nothing on disk and every item verifying.
+                while let action = actions.first {
+                    actions.removeFirst()
+                    switch action {
+                    case .prepare: actions = try machine.prepared(verified: []) + actions
+                    case .verify(let index, _):
+                        actions = try machine.verified(Ack(item: machine.offer!.items[index].id, outcome: "saved")) + actions
+                    default: break
+                    }
+                }
+            }
+        } catch {
+            machine.failed()
+        }
+        return machine.state
+    }
+
+    // MARK: messages
+
+    static let messageTypeCount = 12
+
+    static func messages(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let payload = Data(bytes.dropFirst())
+        let decoder = JSONDecoder()
+        switch Int(first) % messageTypeCount {
+        case 0: try? (try? decoder.decode(Hello.self, from: payload))?.validate()
+        case 1: try? (try? decoder.decode(Offer.self, from: payload))?.validate()
+        case 2: _ = try? decoder.decode(Select.self, from: payload)
+        case 3: _ = try? decoder.decode(Resume.self, from: payload)
+        case 4: _ = try? decoder.decode(Done.self, from: payload)
+        case 5: _ = try? decoder.decode(Ack.self, from: payload)
+        case 6: _ = try? decoder.decode(Ping.self, from: payload)
+        case 7: _ = try? decoder.decode(PairDecision.self, from: payload)
+        case 8: _ = try? decoder.decode(ClipboardRequest.self, from: payload)
+        case 9: _ = try? decoder.decode(ClipboardInfo.self, from: payload)
+        case 10: _ = try? decoder.decode(ProtocolError.self, from: payload)
+        default: _ = try? decoder.decode(Bye.self, from: payload)
+        }
+    }
+
+    // MARK: declarations
+
+    static func declarations(_ bytes: [UInt8]) {
+        guard let declarations = try? UTTypeDeclaration.parse(Data(bytes), name: "fuzz input") else { return }
+        // What a receiver does with a peer's declarations: resolve them beside the system types and negotiate.
+        let accept = AcceptList(declarations.prefix(8).map { AcceptedType(identifier: $0.identifier) }, declarations: declarations)
+        _ = Negotiator(accept: accept)
+        for declaration in declarations.prefix(8) {
+            _ = UTType(declaration.identifier)?.conforms(to: .data)
+        }
+    }
+
+    // MARK: device-id
+
+    static func deviceID(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let id = try? DeviceID(parsing: text) else { return }
+        guard let again = try? DeviceID(parsing: id.description), again == id else {
+            fatalError("device ID \(id) does not parse back from its own text")
+        }
+    }
+
+    // MARK: archive
+
+    static func archive(_ bytes: [UInt8]) {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "share-fuzz-\(getpid())-\(UUID().uuidString)", isDirectory: true)
+        let root = base.appendingPathComponent("root", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: base) }
+        do {
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        } catch {
+            fatalError("cannot create \(root.path): \(error)")
+        }
+        var policy = ExtractionPolicy()
+        policy.maxEntries = 2_000
+        policy.maxTotalBytes = 16 << 20
+        policy.ratioFloor = 1 << 20
+        if let extraction = try? StreamExtraction(root: root, policy: policy) {
+            var offset = 0
+            var failed = false
+            while offset < bytes.count, !failed {
+                let end = min(bytes.count, offset + 4096)
+                failed = (try? extraction.push(bytes[offset..<end])) == nil
+                offset = end
+            }
+            if failed { extraction.cancel() } else { try? extraction.finish() }
+        }
+        // The oracle: whatever the input, nothing may appear beside the extraction root.
+        let beside = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
+        if beside != ["root"] { fatalError("extraction wrote outside its root: \(beside)") }
+    }
+}
