@@ -35,7 +35,8 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", .product(name: "Logging", package: "swift-log"),
+                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),

@@ -17,7 +17,6 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
     private var failure: Error?
     private var starving = false
     private let capacity: Int
-    private var thread: Thread?
 
     /// Where a resumed input must start for `checkpoint`: the chunk boundary at or before its safe offset.
     public static func resumeOffset(for checkpoint: ExtractionCheckpoint, chunkSize: Int) -> Int64 {
@@ -56,12 +55,13 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
         }
         extractor = try Extractor(root: root, policy: policy, resuming: adjusted)
         let (start, skip, streamBase) = (prefix, skipInput, base)
+        // The thread holds this object only while it runs; keeping the Thread in a property would make a cycle
+        // (object → thread → closure → object) that LeakSanitizer found leaking every extraction's buffers.
         let thread = Thread { [self] in
             run(prefix: start, skip: skip, base: streamBase)
         }
         thread.name = "share-extract"
         thread.stackSize = 1 << 20
-        self.thread = thread
         thread.start()
     }
 

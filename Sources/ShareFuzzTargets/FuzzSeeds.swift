@@ -57,7 +57,8 @@ public enum FuzzSeeds {
                 OfferItem(
                     id: "t1", label: "text",
                     representations: [
-                        OfferedRepresentation(contentType: "public.utf8-plain-text", kind: .data, size: UInt64(text.count))
+                        OfferedRepresentation(
+                            contentType: "public.utf8-plain-text", kind: .data, size: UInt64(text.count))
                     ]),
             ], chunkSize: chunkSize)
         func chunks(_ bytes: [UInt8]) -> ([UInt8], [UInt8]) {

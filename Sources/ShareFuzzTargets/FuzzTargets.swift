@@ -67,7 +67,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                     switch action {
                     case .prepare: actions = try machine.prepared(verified: []) + actions
                     case .verify(let index, _):
-                        actions = try machine.verified(Ack(item: machine.offer!.items[index].id, outcome: "saved")) + actions
+                        actions =
+                            try machine.verified(Ack(item: machine.offer!.items[index].id, outcome: "saved")) + actions
                     default: break
                     }
                 }
@@ -107,7 +108,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func declarations(_ bytes: [UInt8]) {
         guard let declarations = try? UTTypeDeclaration.parse(Data(bytes), name: "fuzz input") else { return }
         // What a receiver does with a peer's declarations: resolve them beside the system types and negotiate.
-        let accept = AcceptList(declarations.prefix(8).map { AcceptedType(identifier: $0.identifier) }, declarations: declarations)
+        let accept = AcceptList(
+            declarations.prefix(8).map { AcceptedType(identifier: $0.identifier) }, declarations: declarations)
         _ = Negotiator(accept: accept)
         for declaration in declarations.prefix(8) {
             _ = UTType(declaration.identifier)?.conforms(to: .data)

@@ -33,6 +33,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var bytesSkipped: UInt64 = 0
     /// How far the attempt in progress got, while the job is running.
     public var progress: TransferProgress?
+    /// Failed attempts in a row that moved no bytes; the backoff grows with these only.
+    public var failuresWithoutProgress: Int?
 
     public init(to: String) {
         id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
@@ -48,7 +50,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 }
 
 /// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
-/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; errors that a retry cannot fix end the job.
+/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; an attempt that moved bytes before it broke is retried
+/// after 1 s (a dropped link, a restarted peer); errors that a retry cannot fix end the job.
 public final class Outbox: @unchecked Sendable {  // all state guarded by `condition`
     /// One attempt at a job; it reports its progress as it goes.
     public typealias Runner =
@@ -58,6 +61,8 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
     public let directory: URL
     private let condition = NSCondition()
     private var jobs: [String: OutboxJob] = [:]
+    /// The session bytes of a running job at its first progress report, to tell whether an attempt moved any.
+    private var firstProgress: [String: UInt64] = [:]
     private var stopping = false
     private var workerDone = true
     private let runner: Runner
@@ -134,6 +139,7 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         condition.lock()
         defer { condition.unlock() }
         guard jobs[id]?.state == .running else { return }
+        if firstProgress[id] == nil { firstProgress[id] = progress.bytes }
         jobs[id]?.progress = progress
     }
 
@@ -169,6 +175,8 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
             let result = runner(job) { [weak self] progress in self?.update(id, progress) }
             condition.lock()
             job.progress = nil
+            let progressed = jobs[job.id]?.progress.map { $0.bytes > firstProgress[job.id] ?? $0.bytes } ?? false
+            firstProgress[job.id] = nil
             switch result {
             case .success(let report):
                 job.delivered = report.delivered.count
@@ -184,7 +192,9 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
                 job.lastError = error.message
                 if [.unavailable, .interrupted, .ioError].contains(error.status) {
                     job.state = .queued
-                    let delay = min(30, pow(2, Double(min(job.attempts - 1, 5))))
+                    let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1
+                    job.failuresWithoutProgress = failures
+                    let delay = min(30, pow(2, Double(min(failures - 1, 5))))
                     job.nextAttempt = Date().addingTimeInterval(delay)
                 } else {
                     job.state = .failed

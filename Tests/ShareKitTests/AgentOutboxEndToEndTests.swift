@@ -99,6 +99,34 @@ extension EndToEnd {
             #expect(sent - (size - skipped) <= chunk, "sent \(sent), held \(skipped)")
         }
 
+        @Test func everythingTheAgentKeepsIsPrivate() throws {
+            let (laptop, _) = try devices(deskPort: freePort())
+            let (agent, _) = try laptop.startAgent()
+            defer { agent.stop() }
+            let file = try laptop.folder("src").appendingPathComponent("plan.txt")
+            try Data("the plan".utf8).write(to: file)
+            let queued = laptop.run(["send", file.path, "--text", "secret", "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            #expect(laptop.run(["copy", "--text", "door code"]).status == 0)
+            let mode = { (path: String) in
+                try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            }
+            let state = laptop.config.appendingPathComponent("state")
+            #expect(try mode(laptop.config.path) == 0o700)
+            #expect(try mode(state.path) == 0o700)
+            #expect(try mode(state.appendingPathComponent("outbox").path) == 0o700)
+            let jobs = try FileManager.default.contentsOfDirectory(atPath: state.appendingPathComponent("outbox").path)
+            #expect(!jobs.isEmpty)
+            for job in jobs { #expect(try mode(state.appendingPathComponent("outbox/\(job)").path) == 0o600, "\(job)") }
+            #expect(try mode(state.appendingPathComponent("clipboard.json").path) == 0o600)
+            #expect(try mode(state.appendingPathComponent("agent.sock").path) == 0o600)
+            #expect(try mode(laptop.config.appendingPathComponent("key.pem").path) == 0o600)
+            // Nothing the agent logged carries the text, the clipboard or the key.
+            let key = try String(contentsOf: laptop.config.appendingPathComponent("key.pem"), encoding: .utf8)
+            let keyBody = key.split(separator: "\n").dropFirst().first.map(String.init) ?? key
+            for secret in ["secret", "door code", keyBody] { #expect(!agent.stderr.text.contains(secret)) }
+        }
+
         @Test func theControlSocketServesOnlyItsOwner() throws {
             let laptop = try TestDevice("laptop")
             let (agent, _) = try laptop.startAgent()

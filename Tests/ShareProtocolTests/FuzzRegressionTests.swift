@@ -34,7 +34,8 @@ import Testing
         for (target, seeds) in FuzzSeeds.all() {
             for (name, bytes) in seeds {
                 let file = Self.fuzzFolder.appendingPathComponent("corpus/\(target.rawValue)/\(name)")
-                #expect(Array(try Data(contentsOf: file)) == bytes, "regenerate with: share-fuzz --write-seeds Fuzz/corpus")
+                #expect(
+                    Array(try Data(contentsOf: file)) == bytes, "regenerate with: share-fuzz --write-seeds Fuzz/corpus")
             }
         }
     }

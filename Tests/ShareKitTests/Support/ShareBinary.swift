@@ -91,6 +91,9 @@ final class BackgroundShare: @unchecked Sendable {
             process.arguments = arguments
         }
         var env = ProcessInfo.processInfo.environment
+        // scripts/sanitizers.sh checks the share processes for leaks, not the test runner (XCTest and the test
+        // helpers' own allocations are not the product's).
+        if let options = env["SHARE_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
         env.merge(environment) { $1 }
         process.environment = env
         let out = Pipe()

@@ -15,6 +15,8 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
     var cutAfter: Int?
     /// Flip the byte at this client-to-server offset (once per connection).
     var flipAt: Int?
+    /// Stop forwarding client-to-server bytes after this many (the connection stays open: a stalled link).
+    var stallAfter: Int?
     private(set) var connections = 0
 
     init(upstreamPort: Int) throws {
@@ -73,9 +75,13 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
                 close(client)
                 continue
             }
-            let (cut, flip, pace) = (cutAfter, flipAt, bytesPerSecond)
+            let (cut, flip, pace, stall) = (cutAfter, flipAt, bytesPerSecond, stallAfter)
             let pair = SocketPair(client: client, server: server)
-            Thread { [self] in pump(from: client, to: server, limit: cut, flip: flip, pace: pace, pair: pair) }.start()
+            Thread { [self] in
+                pump(
+                    from: client, to: server, limit: cut ?? stall, flip: flip, pace: pace, pair: pair,
+                    stall: stall != nil)
+            }.start()
             Thread { [self] in pump(from: server, to: client, limit: nil, flip: nil, pace: 0, pair: pair) }.start()
         }
     }
@@ -85,7 +91,7 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
     final class SocketPair: @unchecked Sendable {  // guarded by `lock`
         let client: Int32
         let server: Int32
-        private let lock = NSLock()
+        private let lock = NSCondition()
         private var finished = 0
 
         init(client: Int32, server: Int32) {
@@ -93,10 +99,19 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
             self.server = server
         }
 
+        /// Waits until the other direction's pump has ended (its peer closed), or `timeout`.
+        func waitForTheOtherDirection(timeout: Double) {
+            let deadline = Date().addingTimeInterval(timeout)
+            lock.lock()
+            while finished == 0, lock.wait(until: deadline) {}
+            lock.unlock()
+        }
+
         func finish(reset: Bool) {
             lock.lock()
             finished += 1
             let last = finished == 2
+            lock.broadcast()
             lock.unlock()
             if reset {
                 var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
@@ -112,11 +127,17 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
         }
     }
 
-    private func pump(from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int, pair: SocketPair) {
+    private func pump(
+        from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int, pair: SocketPair, stall: Bool = false
+    ) {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var total = 0
         let start = Date()
-        defer { pair.finish(reset: limit != nil && total >= limit!) }
+        defer {
+            // A stall holds the connection open, forwarding nothing more, until the other end gives up.
+            if stall, total >= limit! { pair.waitForTheOtherDirection(timeout: 120) }
+            pair.finish(reset: !stall && limit != nil && total >= limit!)
+        }
         while true {
             var want = buffer.count
             if let limit { want = min(want, limit - total) }
