@@ -24,7 +24,8 @@ extension EndToEnd {
             var peers = ""
             let heard = waitUntil(timeout: 30) {
                 peers = laptop.run(["peers"]).stdout
-                return peers.contains("desk") && peers.contains("stranger")
+                let desk = peers.split(separator: "\n").first { $0.hasPrefix("desk") } ?? ""
+                return desk.contains("(discovered)") && desk.contains("reachable") && peers.contains("stranger")
             }
             #expect(heard, "\(peers)")
             let deskLine = try #require(peers.split(separator: "\n").first { $0.hasPrefix("desk") })

@@ -36,6 +36,54 @@ extension EndToEnd {
             #expect(saved.isEmpty)
         }
 
+        /// The same misbehaviour, every scenario in a row, against one running agent: each session is refused with
+        /// its rule, nothing lands outside the inbox, and an honest device is served throughout.
+        @Test func anAgentRefusesEveryMisbehaviourAndKeepsServingOthers() throws {
+            let desk = try TestDevice("desk")
+            let hostile = try TestDevice("hostile")
+            let laptop = try TestDevice("laptop")
+            desk.trust(hostile)
+            desk.trust(laptop)
+            let inbox = try desk.folder("inbox")
+            let (agent, port) = try desk.startAgent(["--inbox", inbox.path, "--no-discovery"])
+            defer { agent.stop() }
+            laptop.trust(desk, address: "127.0.0.1:\(port)")
+            let besideInbox = try FileManager.default.contentsOfDirectory(atPath: desk.directory.path).sorted()
+            let scenarios = [
+                ("lying-size", "bad-message"), ("past-end", "bad-message"), ("duplicate", "bad-message"),
+                ("out-of-order", "bad-message"), ("bad-chunk-digest", "digest-mismatch"),
+                ("wrong-done-digest", "digest-mismatch"), ("done-too-early", "bad-message"),
+                ("oversized-frame", "frame-too-large"), ("unknown-frame", "bad-frame"),
+                ("garbage-offer", "bad-message"),
+            ]
+            for (scenario, code) in scenarios {
+                let result = runTool(
+                    "/usr/bin/python3",
+                    [
+                        Self.script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                        hostile.config.appendingPathComponent("key.pem").path, scenario,
+                    ])
+                // The agent keeps what earlier sessions verified, so a later scenario may trip an earlier rule (a
+                // chunk it already holds); every one is refused with an error.
+                #expect(result.output.contains("error "), "\(scenario) (\(code)): \(result.output)")
+                #expect(laptop.run(["ping", "desk"]).status == 0, "after \(scenario)")
+            }
+            let note = try laptop.folder("src").appendingPathComponent("note.bin")
+            try Data("still here".utf8).write(to: note)
+            let sent = laptop.run(["send", "--direct", note.path, "--to", "desk"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(
+                try String(contentsOf: inbox.appendingPathComponent("laptop/note.bin"), encoding: .utf8) == "still here"
+            )
+            // Nothing from the hostile device was saved, and nothing appeared beside the inbox.
+            let fromHostile = inbox.appendingPathComponent("hostile")
+            let saved = ((try? FileManager.default.contentsOfDirectory(atPath: fromHostile.path)) ?? []).filter {
+                $0 != ".share-partial"
+            }
+            #expect(saved.isEmpty, "\(saved)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: desk.directory.path).sorted() == besideInbox)
+        }
+
         @Test func aNewerPeerGetsAClearVersionError() throws {
             let desk = try TestDevice("desk")
             let hostile = try TestDevice("hostile")
