@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Glibc
 import Synchronization
 
 /// Diagnostics through swift-log, written by `ShareLogHandler` to standard error (fd 2; `stderr` is not
@@ -28,7 +29,6 @@ public enum Log {
 /// Writes log events as single lines on standard error.
 public struct ShareLogHandler: LogHandler {
     static let settings = Mutex((level: Logger.Level.info, timestamps: false))
-    private static let clock = Mutex(ISO8601DateFormatter.withFractions)
 
     public let label: String
     public var metadata: Logger.Metadata = [:]
@@ -58,10 +58,26 @@ public struct ShareLogHandler: LogHandler {
         let timestamps = Self.settings.withLock { $0.timestamps }
         var line = ""
         if timestamps {
-            line = "\(Self.clock.withLock { $0.string(from: Date()) }) \(event.level.rawValue) \(label): "
+            line = "\(Self.timestamp()) \(event.level.rawValue) \(label): "
         }
         line += ([Self.singleLine("\(event.message)")] + fields).joined(separator: " ") + "\n"
         FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    /// The current UTC time as `2026-11-22T09:00:00.120Z`, from the C library: a shared date formatter costs a lock
+    /// and per-thread caches in every connection thread that logs.
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(now.tv_nsec / 1_000_000), 3))Z"
     }
 
     /// A value with spaces or quotes is quoted, so a line splits unambiguously into fields.
@@ -81,13 +97,5 @@ public struct ShareLogHandler: LogHandler {
                     scalar.value < 0x20 || scalar.value == 0x7F
                         ? Array("\\u{\(String(scalar.value, radix: 16))}".unicodeScalars) : [scalar]
                 }))
-    }
-}
-
-extension ISO8601DateFormatter {
-    static var withFractions: ISO8601DateFormatter {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
     }
 }
