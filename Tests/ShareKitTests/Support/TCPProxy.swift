@@ -3,21 +3,43 @@ import Glibc
 
 /// A TCP proxy on loopback that stands between two devices: it can pace the bytes (to make a transfer last long
 /// enough to interrupt), cut every connection after a number of bytes, and flip a byte in flight.
-final class TCPProxy: @unchecked Sendable {  // settings are set before use; counters guarded by `lock`
+final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by `lock`
     let port: Int
     private let listener: Int32
     private let upstreamPort: Int
     private let lock = NSLock()
     private var stopped = false
+    /// What the next connection does; changed by the test between connections, read by the accept thread.
+    private struct Settings {
+        var bytesPerSecond = 0
+        var cutAfter: Int?
+        var flipAt: Int?
+        var stallAfter: Int?
+    }
+    private var settings = Settings()
     /// Client-to-server bytes per second (0 = unpaced).
-    var bytesPerSecond = 0
+    var bytesPerSecond: Int {
+        get { lock.withLock { settings.bytesPerSecond } }
+        set { lock.withLock { settings.bytesPerSecond = newValue } }
+    }
     /// Close each connection after this many client-to-server bytes.
-    var cutAfter: Int?
+    var cutAfter: Int? {
+        get { lock.withLock { settings.cutAfter } }
+        set { lock.withLock { settings.cutAfter = newValue } }
+    }
     /// Flip the byte at this client-to-server offset (once per connection).
-    var flipAt: Int?
+    var flipAt: Int? {
+        get { lock.withLock { settings.flipAt } }
+        set { lock.withLock { settings.flipAt = newValue } }
+    }
     /// Stop forwarding client-to-server bytes after this many (the connection stays open: a stalled link).
-    var stallAfter: Int?
-    private(set) var connections = 0
+    var stallAfter: Int? {
+        get { lock.withLock { settings.stallAfter } }
+        set { lock.withLock { settings.stallAfter = newValue } }
+    }
+    private var accepted = 0
+    /// Connections accepted so far.
+    var connections: Int { lock.withLock { accepted } }
 
     init(upstreamPort: Int) throws {
         self.upstreamPort = upstreamPort
@@ -69,13 +91,15 @@ final class TCPProxy: @unchecked Sendable {  // settings are set before use; cou
                 close(client)
                 return
             }
-            connections += 1
+            accepted += 1
+            let current = settings
             lock.unlock()
             guard let server = RawClient(port: upstreamPort).map({ dup($0.fd) }) else {
                 close(client)
                 continue
             }
-            let (cut, flip, pace, stall) = (cutAfter, flipAt, bytesPerSecond, stallAfter)
+            let (cut, flip, stall) = (current.cutAfter, current.flipAt, current.stallAfter)
+            let pace = current.bytesPerSecond
             let pair = SocketPair(client: client, server: server)
             Thread { [self] in
                 pump(
