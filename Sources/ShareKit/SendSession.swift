@@ -191,6 +191,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         }
         let background =
             held.isEmpty ? nil : HeldChunkHasher(source: source, indices: held.sorted(), chunkSize: chunkSize)
+        // Whatever ends this item (a lost connection included), the hashing thread is stopped before the source
+        // closes and before the process may exit: OpenSSL's exit-time cleanup under a running hash crashes.
+        defer { background?.cancelAndWait() }
         let compressor =
             peerDecodesZstd && offeredSize != nil && frameType == .chunk ? ChunkCompressor() : nil
         var digests = [[UInt8]](repeating: [], count: chunks)
@@ -444,9 +447,10 @@ final class ChunkSource: @unchecked Sendable {  // reads are positional; safe fr
 }
 
 /// Hashes the chunks the receiver already holds, on its own thread, while the missing ones are sent.
-final class HeldChunkHasher: @unchecked Sendable {  // result guarded by `condition`
+final class HeldChunkHasher: @unchecked Sendable {  // result and cancelled guarded by `condition`
     private let condition = NSCondition()
     private var result: Result<[(Int, [UInt8])], Error>?
+    private var cancelled = false
 
     init(source: ChunkSource, indices: [Int], chunkSize: Int) {
         let thread = Thread { [self] in
@@ -455,6 +459,7 @@ final class HeldChunkHasher: @unchecked Sendable {  // result guarded by `condit
             var out: [(Int, [UInt8])] = []
             do {
                 for index in indices {
+                    if isCancelled { throw CancellationError() }
                     let n = try source.read(index: index, chunkSize: chunkSize, into: &buffer)
                     hasher.update(buffer[0..<n])
                     out.append((index, hasher.finalize()))
@@ -472,6 +477,16 @@ final class HeldChunkHasher: @unchecked Sendable {  // result guarded by `condit
         result = value
         condition.broadcast()
         condition.unlock()
+    }
+
+    private var isCancelled: Bool { condition.withLock { cancelled } }
+
+    /// Stops hashing (after the chunk in progress) and waits until the thread is done with the source.
+    func cancelAndWait() {
+        condition.lock()
+        defer { condition.unlock() }
+        cancelled = true
+        while result == nil { condition.wait() }
     }
 
     func wait() throws -> [(Int, [UInt8])] {
