@@ -47,7 +47,9 @@ let package = Package(
         .target(
             name: "ShareFuzzTargets",
             dependencies: ["ShareProtocol", "ShareTLS", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers"]),
-        .executableTarget(name: "share-fuzz", dependencies: ["ShareFuzzTargets"], path: "Fuzz", exclude: ["corpus"]),
+        .executableTarget(
+            name: "share-fuzz", dependencies: ["ShareFuzzTargets"], path: "Fuzz",
+            exclude: ["corpus", "archive_seeds.py"]),
         .executableTarget(
             name: "share-bench-types",
             dependencies: ["CoreTransferable", "UniformTypeIdentifiers"],
