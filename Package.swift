@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "UniformTypeIdentifiers", targets: ["UniformTypeIdentifiers"]),
         .library(name: "CoreTransferable", targets: ["CoreTransferable"]),
         .executable(name: "share", targets: ["share"]),
+        .executable(name: "share-watch", targets: ["share-watch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -24,11 +25,20 @@ let package = Package(
         .target(name: "ShareArchive", dependencies: ["CShareArchive", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
         .target(name: "CShareSystem"),
-        .target(name: "ShareProfiles", dependencies: ["CoreTransferable", "ShareArchive"]),
+        // Device identity, trust, addresses and sessions: what every device needs to talk to a peer, and nothing
+        // more (the watch links only this, TLS and the protocol, to stay small).
+        .target(
+            name: "ShareLink",
+            dependencies: [
+                "ShareTLS", "ShareProtocol", "CShareSystem", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(name: "ShareProfileModel", dependencies: ["CoreTransferable"]),
+        .target(name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive"]),
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable", "CShareSystem",
+                "ShareLink", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable",
+                "CShareSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
@@ -40,6 +50,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
+        // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
+        // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
+        .target(name: "ShareWatch", dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel"]),
+        .executableTarget(name: "share-watch", dependencies: ["ShareWatch"]),
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
@@ -66,7 +80,7 @@ let package = Package(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets"]),
         .testTarget(
-            name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "ShareTestSupport"],
+            name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "share-watch", "ShareTestSupport"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CoreTransferableTests",

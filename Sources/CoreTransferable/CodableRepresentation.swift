@@ -55,7 +55,7 @@ extension TransferPayload {
                 return try Data(contentsOf: file.file, options: .mappedIfSafe)
             } catch {
                 throw TransferableSupportError(
-                    .fileUnavailable, "cannot read \(file.file.path): \(error.localizedDescription)")
+                    .fileUnavailable, "cannot read \(file.file.path): \(error)")
             }
         }
     }

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 
 /// Resolution of a `Transferable` type into its ordered flat list of representations, cached per type.
@@ -31,19 +32,20 @@ private final class Resolved<T: Transferable>: Sendable {
 }
 
 /// A small locked dictionary; reads vastly outnumber writes.
-private final class ResolutionCache: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var storage: [ObjectIdentifier: AnyObject] = [:]
+private final class ResolutionCache: Sendable {
+    /// A resolved list: immutable once stored, so it may be shared between threads.
+    private struct Entry: @unchecked Sendable {
+        let object: AnyObject
+    }
+
+    private let storage = Mutex<[ObjectIdentifier: Entry]>([:])
 
     func get(_ key: ObjectIdentifier) -> AnyObject? {
-        lock.lock()
-        defer { lock.unlock() }
-        return storage[key]
+        storage.withLock { $0[key]?.object }
     }
 
     func set(_ key: ObjectIdentifier, _ value: AnyObject) {
-        lock.lock()
-        defer { lock.unlock() }
-        storage[key] = value
+        let entry = Entry(object: value)
+        storage.withLock { $0[key] = entry }
     }
 }

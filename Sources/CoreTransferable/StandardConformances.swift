@@ -65,7 +65,7 @@ private func decodeText(_ data: Data) throws -> String {
 }
 
 private func decodeURL(_ data: Data) throws -> URL {
-    let text = try decodeText(data).trimmingCharacters(in: .whitespacesAndNewlines)
+    let text = try decodeText(data).trimmingWhitespace()
     guard !text.isEmpty, !text.contains(where: \.isNewline), let url = URL(string: text), url.scheme != nil else {
         throw TransferableSupportError(.importFailed, "'\(text.prefix(80))' is not an absolute URL")
     }

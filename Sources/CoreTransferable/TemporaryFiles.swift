@@ -33,7 +33,7 @@ enum TemporaryFiles {
                 try FileManager.default.copyItem(at: source, to: copy)
             } catch {
                 throw TransferableSupportError(
-                    .fileUnavailable, "cannot copy \(source.path): \(error.localizedDescription)")
+                    .fileUnavailable, "cannot copy \(source.path): \(error)")
             }
             return try await body(copy)
         }
@@ -42,6 +42,12 @@ enum TemporaryFiles {
 
 /// File names that are safe to create: one path component, no control characters, bounded length.
 public enum FileNames {
+    /// What follows the last dot of a file name (not a leading one), or "".
+    static func pathExtension(_ name: String) -> String {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "" }
+        return String(name[name.index(after: dot)...])
+    }
+
     /// `name` reduced to a safe single path component, or `fallback` when nothing usable is left.
     public static func sanitized(_ name: String, fallback: String = "item") -> String {
         var scalars = String.UnicodeScalarView()
@@ -52,18 +58,20 @@ public enum FileNames {
             default: scalars.append(scalar)
             }
         }
-        var clean = String(scalars).trimmingCharacters(in: .whitespaces)
+        var clean = Substring(String(scalars))
+        while clean.first?.isWhitespace == true { clean.removeFirst() }
+        while clean.last?.isWhitespace == true { clean.removeLast() }
         while clean.hasPrefix(".") { clean.removeFirst() }
         if clean.isEmpty { return fallback }
         // 255 bytes is the usual file-name limit; cut on a character boundary, keeping the extension.
         if clean.utf8.count > 200 {
-            let ext = (clean as NSString).pathExtension
+            let ext = pathExtension(String(clean))
             let keep = ext.isEmpty || ext.utf8.count > 20 ? "" : "." + ext
             var stem = String(clean.dropLast(keep.count))
             while stem.utf8.count + keep.utf8.count > 200 { stem.removeLast() }
-            clean = stem + keep
+            clean = Substring(stem + keep)
         }
-        return clean
+        return String(clean)
     }
 
     /// A URL in `directory` for `name` that does not exist yet: `name`, then `name (2).ext`, `name (3).ext`, …
@@ -71,8 +79,8 @@ public enum FileNames {
         let fm = FileManager.default
         let first = directory.appendingPathComponent(name)
         if !fm.fileExists(atPath: first.path) { return first }
-        let ext = (name as NSString).pathExtension
-        let stem = ext.isEmpty ? name : (name as NSString).deletingPathExtension
+        let ext = pathExtension(name)
+        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
         var n = 2
         while true {
             let candidate = directory.appendingPathComponent(ext.isEmpty ? "\(stem) (\(n))" : "\(stem) (\(n)).\(ext)")

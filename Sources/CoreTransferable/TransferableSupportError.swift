@@ -4,9 +4,11 @@ import Foundation
 ///
 /// The error domain matches Apple's runtime error (`CoreTransferable.TransferableSupportError`, code 0 when no
 /// representation could be satisfied). Errors thrown by user closures propagate unchanged.
-public struct TransferableSupportError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError,
-    CustomNSError
-{
+///
+/// The domain and code reach `NSError` through the standard library's error bridging (`_domain`, `_code`), not
+/// through `CustomNSError`: naming that protocol would link all of Foundation into every program, the small watch
+/// client included.
+public struct TransferableSupportError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     public enum Code: Int, Sendable, Equatable, CaseIterable {
         /// No representation conforms to the requested type, or none can import the given content.
         case noMatchingRepresentation = 0
@@ -34,5 +36,8 @@ public struct TransferableSupportError: Error, Sendable, Equatable, CustomString
     public var errorDescription: String? { message }
     public static var errorDomain: String { "CoreTransferable.TransferableSupportError" }
     public var errorCode: Int { code.rawValue }
-    public var errorUserInfo: [String: Any] { [NSLocalizedDescriptionKey: message] }
+    /// What `CustomNSError.errorUserInfo` would hold: the message under `NSLocalizedDescriptionKey`.
+    public var errorUserInfo: [String: Any] { ["NSLocalizedDescription": message] }
+    public var _domain: String { Self.errorDomain }
+    public var _code: Int { errorCode }
 }

@@ -12,15 +12,6 @@ public struct Announcement: Codable, Sendable, Equatable {
     public var port: Int
 }
 
-/// A device heard on the local network.
-public struct DiscoveredPeer: Codable, Sendable, Equatable {
-    public var id: String
-    public var name: String
-    public var address: PeerAddress
-    public var lastSeen: Date
-    public var version: Int
-}
-
 /// LAN discovery: announces this agent every `interval` seconds to a multicast group and by broadcast, listens for
 /// the announcements of others, and keeps what it heard in `STATE/discovered.json` (0600) for `share peers` and for
 /// reaching trusted devices by name without a recorded address.

@@ -20,9 +20,13 @@ public struct Hello: Sendable, Codable, Equatable {
     public var listenPort: Int?
     /// Chunk encodings this device decodes besides plain bytes (`zstd`); absent means none.
     public var compression: [String]?
+    /// Set by a sender whose items are for another device that the receiving agent relays to (a watch attached to
+    /// it, or, from a watch, one of the agent's trusted devices): the device's name.
+    public var relayTo: String?
 
     public init(
-        name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil
+        name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil,
+        relayTo: String? = nil
     ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
@@ -31,6 +35,7 @@ public struct Hello: Sendable, Codable, Equatable {
         self.accept = accept
         self.listenPort = listenPort
         self.compression = compression
+        self.relayTo = relayTo
     }
 
     /// Checks a peer's hello: magic, version, field limits.
@@ -52,6 +57,12 @@ public struct Hello: Sendable, Codable, Equatable {
         }
         if let listenPort, !(1...65535).contains(listenPort) {
             throw ProtocolError(.badMessage, "the peer's listen port \(listenPort) is out of range")
+        }
+        if let relayTo,
+            relayTo.isEmpty || relayTo.utf8.count > Limits.maxDeviceName
+                || relayTo.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        {
+            throw ProtocolError(.badMessage, "the device to relay to is named with an empty, too long or control name")
         }
         if let compression, compression.count > 16 || compression.contains(where: { $0.utf8.count > 32 }) {
             throw ProtocolError(.badMessage, "the peer's compression list is too long")

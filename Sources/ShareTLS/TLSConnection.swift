@@ -111,13 +111,14 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         if state.refusedPeer, let id = state.peerID {
             return TLSError(.peerNotTrusted, "device \(id) is not trusted; to trust it run: share trust add \(id)")
         }
-        if joined.contains("alert certificate unknown") || joined.contains("alert bad certificate")
-            || joined.contains("alert certificate required") || joined.contains("alert unknown ca")
-            || joined.contains("alert certificate revoked") || joined.contains("alert access denied")
-        {
+        let refusals = [
+            "alert certificate unknown", "alert bad certificate", "alert certificate required", "alert unknown ca",
+            "alert certificate revoked", "alert access denied",
+        ]
+        if refusals.contains(where: { joined.firstRange(of: $0) != nil }) {
             return TLSError(.rejectedByPeer, "the peer refused this device's certificate (\(joined))")
         }
-        if joined.contains("peer did not return a certificate") {
+        if joined.firstRange(of: "peer did not return a certificate") != nil {
             return TLSError(.handshake, "the peer presented no certificate; every share device must have one")
         }
         switch sslError {

@@ -36,7 +36,7 @@ public struct UTTagClass: RawRepresentable, Hashable, Sendable, Codable, CustomS
 enum MIMEType {
     static func normalize(_ mime: String) -> String {
         mime.split(separator: ";", omittingEmptySubsequences: false)
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .map { $0.trimmingWhitespace().lowercased() }
             .joined(separator: ";")
     }
 
@@ -57,4 +57,13 @@ enum MIMEType {
 
     private static let tokenCharacters: Set<Unicode.Scalar> = Set(
         "abcdefghijklmnopqrstuvwxyz0123456789!#$&^_.+-".unicodeScalars)
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing white space (newlines included).
+    package func trimmingWhitespace() -> String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace })
+        else { return "" }
+        return String(self[first...last])
+    }
 }

@@ -33,7 +33,7 @@ public struct UTTypeDeclaration: Hashable, Sendable, Codable {
     /// Identifier syntax: reverse-DNS made of letters, digits, `-` and `.` (Apple's rule), at most 255 bytes.
     public static func isValidIdentifier(_ identifier: String) -> Bool {
         guard !identifier.isEmpty, identifier.utf8.count <= 255 else { return false }
-        guard identifier.first != ".", identifier.last != ".", !identifier.contains("..") else { return false }
+        guard identifier.first != ".", identifier.last != ".", identifier.firstRange(of: "..") == nil else { return false }
         return identifier.unicodeScalars.allSatisfy { scalar in
             switch scalar {
             case "a"..."z", "A"..."Z", "0"..."9", "-", ".": return true
@@ -65,7 +65,7 @@ extension UTTypeDeclaration {
             data = try Data(contentsOf: url)
         } catch {
             throw UTTypeDeclarationError(
-                file: url.path, entry: nil, reason: "cannot be read (\(error.localizedDescription))")
+                file: url.path, entry: nil, reason: "cannot be read (\(error))")
         }
         return try parse(data, name: url.path)
     }
@@ -76,13 +76,13 @@ extension UTTypeDeclaration {
         let trimmedFirst = data.first(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) })
         do {
             if trimmedFirst == UInt8(ascii: "{") {
-                root = try JSONSerialization.jsonObject(with: data)
+                root = try JSONDecoder().decode(PropertyValue.self, from: data).value
             } else {
-                root = try PropertyListSerialization.propertyList(from: data, format: nil)
+                root = try PropertyListDecoder().decode(PropertyValue.self, from: data).value
             }
         } catch {
             throw UTTypeDeclarationError(
-                file: name, entry: nil, reason: "is neither a property list nor JSON (\(error.localizedDescription))")
+                file: name, entry: nil, reason: "is neither a property list nor JSON (\(error))")
         }
         guard let dictionary = root as? [String: Any] else {
             throw UTTypeDeclarationError(file: name, entry: nil, reason: "top level must be a dictionary")
@@ -135,7 +135,7 @@ extension UTTypeDeclaration {
         if reference != nil, !(reference is String) { throw fail("UTTypeReferenceURL must be a string", named) }
         return UTTypeDeclaration(
             identifier: identifier, conformsTo: conformsTo, tags: tags, description: description as? String,
-            referenceURL: reference as? String, version: (dict["UTTypeVersion"] as? NSNumber)?.intValue, kind: kind)
+            referenceURL: reference as? String, version: dict["UTTypeVersion"] as? Int, kind: kind)
     }
 
     /// A string or an array of strings (Apple allows a scalar where an array is expected).
@@ -151,6 +151,34 @@ extension UTTypeDeclaration {
                 return string
             }
         default: throw fail("\(key) must be a string or an array of strings")
+        }
+    }
+}
+
+/// Any property-list or JSON value, decoded with the Codable decoders (which need no more than FoundationEssentials)
+/// and handed to the parser as plain Swift values: `String`, `Bool`, `Int`, `Double`, `[Any]`, `[String: Any]`.
+private struct PropertyValue: Decodable {
+    let value: Any
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            value = text
+        } else if let flag = try? container.decode(Bool.self) {
+            value = flag
+        } else if let number = try? container.decode(Int.self) {
+            value = number
+        } else if let number = try? container.decode(Double.self) {
+            value = number
+        } else if let array = try? container.decode([PropertyValue].self) {
+            value = array.map(\.value)
+        } else if let dictionary = try? container.decode([String: PropertyValue].self) {
+            value = dictionary.mapValues(\.value)
+        } else if container.decodeNil() {
+            value = Optional<Any>.none as Any
+        } else {
+            // A date or data value: nothing a type declaration uses.
+            value = ()
         }
     }
 }

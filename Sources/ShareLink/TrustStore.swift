@@ -145,7 +145,7 @@ public struct TrustStore: Sendable {
     /// Finds a device by name (case-insensitive), full ID, or a unique prefix of its ID (at least 7 characters).
     public func find(_ reference: String) -> TrustedDevice? {
         if let id = try? DeviceID(parsing: reference) { return device(id) }
-        if let byName = devices.first(where: { $0.name.caseInsensitiveCompare(reference) == .orderedSame }) {
+        if let byName = devices.first(where: { $0.name.lowercased() == reference.lowercased() }) {
             return byName
         }
         let prefix = reference.uppercased().filter { $0 != "-" }
@@ -157,7 +157,7 @@ public struct TrustStore: Sendable {
     /// Adds or updates a device. A name used by another device is an error (names address peers).
     public mutating func add(_ device: TrustedDevice) throws {
         if let other = devices.first(where: {
-            $0.id != device.id && $0.name.caseInsensitiveCompare(device.name) == .orderedSame
+            $0.id != device.id && $0.name.lowercased() == device.name.lowercased()
         }) {
             throw ShareError(
                 .usage,

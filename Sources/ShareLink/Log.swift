@@ -28,7 +28,7 @@ public enum Log {
 
 /// Writes log events as single lines on standard error.
 public struct ShareLogHandler: LogHandler {
-    static let settings = Mutex((level: Logger.Level.info, timestamps: false))
+    public static let settings = Mutex((level: Logger.Level.info, timestamps: false))
 
     public let label: String
     public var metadata: Logger.Metadata = [:]
@@ -61,12 +61,12 @@ public struct ShareLogHandler: LogHandler {
             line = "\(Self.timestamp()) \(event.level.rawValue) \(label): "
         }
         line += ([Self.singleLine("\(event.message)")] + fields).joined(separator: " ") + "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        try? Syscalls.writeAll(2, Array(line.utf8))
     }
 
     /// The current UTC time as `2026-11-22T09:00:00.120Z`, from the C library: a shared date formatter costs a lock
     /// and per-thread caches in every connection thread that logs.
-    static func timestamp() -> String {
+    public static func timestamp() -> String {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var seconds = now.tv_sec
@@ -81,15 +81,19 @@ public struct ShareLogHandler: LogHandler {
     }
 
     /// A value with spaces or quotes is quoted, so a line splits unambiguously into fields.
-    static func quoted(_ value: String) -> String {
+    public static func quoted(_ value: String) -> String {
         let flat = singleLine(value)
         guard flat.isEmpty || flat.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) else { return flat }
-        return "\"" + flat.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            + "\""
+        var quoted = "\""
+        for character in flat {
+            if character == "\\" || character == "\"" { quoted.append("\\") }
+            quoted.append(character)
+        }
+        return quoted + "\""
     }
 
     /// Newlines and other control characters never split or drive a log line.
-    static func singleLine(_ text: String) -> String {
+    public static func singleLine(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
         return String(
             String.UnicodeScalarView(

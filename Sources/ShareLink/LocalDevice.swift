@@ -21,7 +21,7 @@ public struct LocalDevice: Sendable {
             try DevicePaths.ensurePrivateDirectory(paths.config)
         } catch {
             throw ShareError(
-                .configuration, "cannot create the config directory \(paths.config.path): \(error.localizedDescription)"
+                .configuration, "cannot create the config directory \(paths.config.path): \(error)"
             )
         }
         let fm = FileManager.default
@@ -63,7 +63,7 @@ public struct LocalDevice: Sendable {
         return LocalDevice(name: name, identity: identity, paths: paths)
     }
 
-    static func loadName(_ paths: DevicePaths) throws -> String? {
+    public static func loadName(_ paths: DevicePaths) throws -> String? {
         guard let data = FileManager.default.contents(atPath: paths.deviceFile.path) else { return nil }
         guard let file = try? JSONDecoder().decode(DeviceFile.self, from: data), !file.name.isEmpty else {
             throw ShareError(.dataError, "\(paths.deviceFile.path) is not valid; it should hold {\"name\": \"…\"}")
@@ -78,7 +78,7 @@ public struct LocalDevice: Sendable {
         try AtomicFile.write(try encoder.encode(DeviceFile(name: name)), to: paths.deviceFile, mode: 0o644)
     }
 
-    static func hostName() -> String {
+    public static func hostName() -> String {
         let host = ProcessInfo.processInfo.hostName
         let short = host.split(separator: ".").first.map(String.init) ?? host
         return short.isEmpty ? "share-device" : short

@@ -36,10 +36,12 @@ public enum AtomicFile {
         }
     }
 
-    static func posixError(_ what: String) -> NSError {
-        let code = errno
-        return NSError(
-            domain: NSPOSIXErrorDomain, code: Int(code),
-            userInfo: [NSLocalizedDescriptionKey: "\(what): \(String(cString: strerror(code)))"])
+    public static func posixError(_ what: String) -> FileError {
+        FileError(description: "\(what): \(String(cString: strerror(errno)))")
+    }
+
+    /// A failed file operation, with the system's reason.
+    public struct FileError: Error, CustomStringConvertible, Sendable {
+        public let description: String
     }
 }

@@ -32,7 +32,8 @@ public struct ProfileCatalog: Sendable {
     /// Finds a profile by name (case-insensitive) or id.
     public func find(_ reference: String) -> Profile? {
         if let id = UUID(uuidString: reference), let byID = profiles.first(where: { $0.id == id }) { return byID }
-        return profiles.first { $0.name.caseInsensitiveCompare(reference) == .orderedSame }
+        let wanted = reference.lowercased()
+        return profiles.first { $0.name.lowercased() == wanted }
     }
 
     /// Adds a profile, or updates the one with the same id (never a duplicate). Returns whether it was new.

@@ -21,13 +21,13 @@ public struct PeerAddress: Hashable, Sendable, Codable, CustomStringConvertible 
         }
         guard let colon = text.lastIndex(of: ":") else { return nil }
         let host = String(text[..<colon])
-        guard !host.isEmpty, !host.contains(":"), let port = Int(text[text.index(after: colon)...]),
+        guard !host.isEmpty, !host.contains(":" as Character), let port = Int(text[text.index(after: colon)...]),
             (1...65535).contains(port)
         else { return nil }
         self.init(host: host, port: port)
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var description: String { host.contains(":" as Character) ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)

@@ -6,7 +6,7 @@ import Glibc
 public enum Syscalls {
     /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
     /// Renames `from` to `to` only if `to` does not exist; false with errno set (EEXIST) otherwise.
-    static func renameNoReplace(_ from: String, to: String) -> Bool {
+    public static func renameNoReplace(_ from: String, to: String) -> Bool {
         cshare_rename_noreplace(from, to) == 0
     }
 
@@ -27,12 +27,12 @@ public enum Syscalls {
         public var isRefused: Bool { code == ECONNREFUSED }
     }
 
-    static func failure(_ what: String, _ code: Int32 = errno) -> SocketError {
+    public static func failure(_ what: String, _ code: Int32 = errno) -> SocketError {
         SocketError(message: "\(what): \(String(cString: strerror(code)))", code: code)
     }
 
     /// Resolves `host` (name, IPv4 or IPv6 literal) to socket addresses, IPv6 and IPv4 alike.
-    static func resolve(host: String, port: Int, passive: Bool = false) throws -> [(family: Int32, address: [UInt8])] {
+    public static func resolve(host: String, port: Int, passive: Bool = false) throws -> [(family: Int32, address: [UInt8])] {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
@@ -108,7 +108,7 @@ public enum Syscalls {
         }
     }
 
-    static func setNoDelay(_ fd: Int32) {
+    public static func setNoDelay(_ fd: Int32) {
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
@@ -149,7 +149,7 @@ public enum Syscalls {
     /// multicast `group`, sending with TTL 1 and looping back to this machine, broadcast allowed.
     /// `interface` (an IPv4 address) confines sending and joining to one interface (127.0.0.1 keeps discovery on
     /// this machine).
-    static func discoverySocket(port: Int, group: String, interface: String? = nil) throws -> Int32 {
+    public static func discoverySocket(port: Int, group: String, interface: String? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure("socket") }
         var one: Int32 = 1
@@ -194,7 +194,7 @@ public enum Syscalls {
 
     /// Sends one datagram to `host:port`; false when the network refuses (no route).
     @discardableResult
-    static func sendDatagram(_ fd: Int32, _ bytes: [UInt8], host: String, port: Int) -> Bool {
+    public static func sendDatagram(_ fd: Int32, _ bytes: [UInt8], host: String, port: Int) -> Bool {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -210,7 +210,7 @@ public enum Syscalls {
     }
 
     /// The next datagram (at most `limit` bytes) and its sender's IPv4 address, or nil after `timeout` seconds.
-    static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) -> (bytes: [UInt8], from: String)? {
+    public static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) -> (bytes: [UInt8], from: String)? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return nil }
         var buffer = [UInt8](repeating: 0, count: limit)
@@ -249,7 +249,7 @@ public enum Syscalls {
     }
 
     /// Listens on a Unix socket at `path` (a stale socket file is replaced), readable and writable by the owner only.
-    static func unixListen(_ path: String) throws -> Int32 {
+    public static func unixListen(_ path: String) throws -> Int32 {
         var address = try unixAddress(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure("socket") }
@@ -269,7 +269,7 @@ public enum Syscalls {
         return fd
     }
 
-    static func unixConnect(_ path: String) throws -> Int32 {
+    public static func unixConnect(_ path: String) throws -> Int32 {
         var address = try unixAddress(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure("socket") }
@@ -297,13 +297,13 @@ public enum Syscalls {
         }
     }
 
-    static func peerUID(_ fd: Int32) -> uid_t? {
+    public static func peerUID(_ fd: Int32) -> uid_t? {
         let uid = cshare_peer_uid(fd)
         return uid < 0 ? nil : uid_t(uid)
     }
 
     /// Accepts one connection on a Unix socket, or nil when it was shut down.
-    static func unixAccept(_ listener: Int32) -> Int32? {
+    public static func unixAccept(_ listener: Int32) -> Int32? {
         while true {
             let fd = Glibc.accept(listener, nil, nil)
             if fd >= 0 {
@@ -316,7 +316,7 @@ public enum Syscalls {
     }
 
     /// Reads up to a newline (not included), at most `limit` bytes; nil at end of input.
-    static func readLine(_ fd: Int32, limit: Int = 1 << 20) throws -> [UInt8]? {
+    public static func readLine(_ fd: Int32, limit: Int = 1 << 20) throws -> [UInt8]? {
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while line.count <= limit {
@@ -330,7 +330,7 @@ public enum Syscalls {
         throw SocketError(message: "a control message is longer than \(limit) bytes", code: EMSGSIZE)
     }
 
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
@@ -340,7 +340,7 @@ public enum Syscalls {
         }
     }
 
-    static func localPort(_ fd: Int32) -> Int {
+    public static func localPort(_ fd: Int32) -> Int {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let ok = withUnsafeMutablePointer(to: &storage) {
@@ -390,7 +390,7 @@ public enum Syscalls {
     }
 
     /// `host:port` (IPv6 in brackets) of a socket address.
-    static func describe(_ storage: sockaddr_storage) -> String {
+    public static func describe(_ storage: sockaddr_storage) -> String {
         var copy = storage
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         let length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -403,7 +403,7 @@ public enum Syscalls {
             status == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
         let port = portOf(storage)
         let plain = text.hasPrefix("::ffff:") ? String(text.dropFirst(7)) : text
-        return plain.contains(":") ? "[\(plain)]:\(port)" : "\(plain):\(port)"
+        return plain.contains(":" as Character) ? "[\(plain)]:\(port)" : "\(plain):\(port)"
     }
 
     /// The peer address of a connected socket.

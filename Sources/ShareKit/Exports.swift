@@ -1,0 +1,2 @@
+// Everything built on ShareKit also talks to peers through ShareLink.
+@_exported import ShareLink

@@ -1,0 +1,58 @@
+import FoundationEssentials
+import Glibc
+import ShareLink
+
+/// The watch's output: what arrives on standard output (plain, or one JSON object a line), what happens to the link
+/// on standard error. Each line is one `write(2)`, so a reader sees whole lines as they happen.
+public struct Console: Sendable {
+    let json: Bool
+
+    /// One event for scripts (with `--json`) and its plain form for a person.
+    struct Event: Encodable {
+        var event: String
+        var from: String?
+        var to: String?
+        var type: String?
+        var text: String?
+        var path: String?
+        var size: UInt64?
+        var reason: String?
+        var item: String?
+    }
+
+    /// A received or sent item: on standard output.
+    func item(_ event: Event, plain: String) {
+        Self.write(1, json ? Self.encode(event) : plain)
+    }
+
+    /// The link's state (attached, lost, refused items): on standard error, or as JSON on standard output.
+    func status(_ event: Event, plain: String) {
+        if json {
+            Self.write(1, Self.encode(event))
+        } else {
+            Self.write(2, "share watch: " + plain)
+        }
+    }
+
+    public static func error(_ message: String) {
+        write(2, "share watch: " + message)
+    }
+
+    static func write(_ fd: Int32, _ line: String) {
+        var bytes = Array((line + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+        bytes.removeAll()
+    }
+
+    private static func encode(_ event: Event) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}

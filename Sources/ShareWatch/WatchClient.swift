@@ -1,0 +1,179 @@
+import CoreTransferable
+import Glibc
+import ShareLink
+import ShareProtocol
+import ShareTLS
+
+/// The attached watch: connects out to its agent, says it is a watch and what it accepts, then answers the agent's
+/// keepalives and receives what the agent delivers, batch after batch. When the link drops (the agent restarts, the
+/// network goes) it connects again, waiting 1 s, 2 s, 4 s … up to `maxBackoff` between attempts.
+public final class WatchClient {
+    let options: WatchOptions
+    let device: LocalDevice
+    let accept: AcceptList
+    let shelf: Shelf
+    let console: Console
+    private var received = 0
+
+    public init(options: WatchOptions) throws {
+        self.options = options
+        let paths = DevicePaths.resolve(configOverride: options.config)
+        device = try LocalDevice.loadOrCreate(paths: paths)
+        do {
+            accept = try options.acceptList()
+        } catch {
+            throw ShareError(.usage, error.description)
+        }
+        let folder =
+            options.into.map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? paths.data.appendingPathComponent("watch", isDirectory: true)
+        shelf = try Shelf(folder: folder, limit: options.keep)
+        console = Console(json: options.json)
+    }
+
+    /// Runs until `count` items have arrived (forever without it), or until an error a retry cannot fix.
+    public func run() throws {
+        Syscalls.ignoreSIGPIPE()
+        var delay = 1.0
+        while true {
+            let trust = try TrustStore.load(device.paths.trustFile)
+            let target = try PeerTarget.resolve(options.agent, trust: trust)
+            let hello = Hello(name: device.name, role: .watch, accept: accept)
+            let timeouts = SessionTimeouts(connect: options.timeout, handshake: options.timeout, idle: options.silence)
+            do {
+                let session = try SessionOpener.connect(
+                    from: device, to: target.address, hello: hello, verifier: target.verifier(trust: trust),
+                    timeouts: timeouts)
+                defer { session.connection.close() }
+                let agent = trust.device(session.peerID)?.name ?? session.peerHello.name
+                guard session.peerHello.role == .agent else {
+                    throw ShareError(.usage, "\(agent) at \(target.address) is not an agent; attach to a running agent")
+                }
+                delay = 1
+                console.status(
+                    Console.Event(event: "attached", from: agent, text: target.address.description),
+                    plain: "attached to \(agent) at \(target.address)")
+                if try serve(session, agent: agent) { return }
+            } catch let error as ShareError where [.usage, .configuration, .notTrusted].contains(error.status) {
+                throw error
+            } catch {
+                let reason = Self.reason(error, peer: target.address.description, device: device)
+                console.status(
+                    Console.Event(event: "detached", reason: reason),
+                    plain: "lost the agent (\(reason)); trying again in \(Int(delay)) s")
+            }
+            sleepSeconds(delay)
+            delay = min(options.maxBackoff, delay * 2)
+        }
+    }
+
+    /// Serves one link until it drops; true when `count` items have arrived.
+    private func serve(_ session: Session, agent: String) throws -> Bool {
+        while true {
+            let frame = try session.connection.receive()
+            switch frame.type {
+            case .ping:
+                try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))
+            case .offer:
+                try receiveBatch(session, offer: frame, agent: agent)
+                if let count = options.count, received >= count { return true }
+            case .bye:
+                continue
+            case .error:
+                throw MessageCoding.peerError(from: frame)
+            default:
+                throw ProtocolError(.badMessage, "the agent sent \(frame.type) to a watch waiting for items")
+            }
+        }
+    }
+
+    /// One offer from the agent, received item by item: chunks are checked against their digests as they arrive and
+    /// the item against the whole-item digest before it is shown or kept.
+    private func receiveBatch(_ session: Session, offer frame: Frame, agent: String) throws {
+        let policy = ReceiverMachine.Policy(maxItemSize: options.maxSize, freeSpace: shelf.freeSpace)
+        var machine = ReceiverMachine(negotiator: Negotiator(accept: accept), policy: policy)
+        var queue = try machine.received(MessageCoding.decode(Offer.self, from: frame))
+        var chunk: [UInt8] = []
+        var item: WatchIncoming?
+        let hasher = SHA256Hasher()
+        var peerFailed = false
+        do {
+            while true {
+                while !queue.isEmpty {
+                    let action = queue.removeFirst()
+                    switch action {
+                    case .sendSelect(let select):
+                        for (offered, choice) in zip(machine.offer!.items, select.choices)
+                        where choice.representation == nil {
+                            console.status(
+                                Console.Event(event: "refused", from: agent, reason: choice.reason, item: offered.label),
+                                plain: "refused \(offered.label): \(choice.reason)")
+                        }
+                        try session.connection.send(.select, select)
+                    case .prepare(let index, let representation):
+                        let offered = machine.offer!.items[index]
+                        item = try WatchIncoming(
+                            item: offered, representation: offered.representations[representation], shelf: shelf)
+                        queue = try machine.prepared(verified: []) + queue
+                    case .sendResume(let resume):
+                        try session.connection.send(.resume, resume)
+                    case .write:
+                        break
+                    case .verify(_, let done):
+                        guard let current = item else { throw ProtocolError(.internalError, "no item in progress") }
+                        item = nil
+                        let ack = try current.finish(done: done, agent: agent, console: console)
+                        received += 1
+                        queue = try machine.verified(ack) + queue
+                    case .sendAck(let ack):
+                        try session.connection.send(.ack, ack)
+                    case .complete:
+                        return
+                    }
+                }
+                switch try session.connection.receive(chunk: &chunk) {
+                case .binary(let type, let header, let length):
+                    guard type != .zchunk else {
+                        throw ProtocolError(.badMessage, "a compressed chunk, though this watch decodes none")
+                    }
+                    let data = chunk[0..<length]
+                    hasher.update(data)
+                    guard hasher.finalize() == header.digest else {
+                        throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
+                    }
+                    queue = try machine.receivedChunk(index: header.index, length: length)
+                    if queue.contains(.write(index: header.index)) {
+                        try item?.append(data, digest: header.digest)
+                    }
+                case .control(let control):
+                    switch control.type {
+                    case .done: queue = try machine.received(MessageCoding.decode(Done.self, from: control))
+                    case .bye: queue = try machine.receivedBye()
+                    case .error:
+                        peerFailed = true
+                        throw MessageCoding.peerError(from: control)
+                    default: throw ProtocolError(.badMessage, "the agent sent \(control.type) in the middle of items")
+                    }
+                }
+            }
+        } catch let error as ProtocolError {
+            item?.discard()
+            if !peerFailed { session.connection.fail(with: error) }
+            throw error
+        } catch {
+            item?.discard()
+            throw error
+        }
+    }
+
+    static func reason(_ error: Error, peer: String, device: LocalDevice) -> String {
+        SessionErrors.describe(error, peer: peer, localID: device.id).message
+    }
+}
+
+/// Sleeps for a backoff between reconnection attempts (nothing to wait for: the agent is away).
+func sleepSeconds(_ seconds: Double) {
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+}

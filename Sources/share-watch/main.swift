@@ -1,0 +1,30 @@
+import Glibc
+import ShareLink
+import ShareWatch
+
+// `share watch` (the `share` command runs this executable): the small watch-style client.
+let arguments = Array(CommandLine.arguments.dropFirst())
+let command: WatchCommand
+do {
+    command = try WatchCommand.parse(arguments)
+} catch {
+    Console.error("\(error.description) (see: share watch --help)")
+    exit(ExitStatus.usage.rawValue)
+}
+do {
+    switch command {
+    case .help:
+        print(WatchCommand.usage)
+    case .attach(let options):
+        try WatchClient(options: options).run()
+    case .send(let options):
+        try WatchSender(options: options).run()
+    }
+    exit(0)
+} catch let error as ShareError {
+    Console.error(error.message)
+    exit(error.status.rawValue)
+} catch {
+    Console.error("\(error)")
+    exit(ExitStatus.failure.rawValue)
+}
