@@ -24,6 +24,12 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The receiving device: a trusted name or ID, or HOST:PORT.", valueName: "peer"))
     var to: String
 
+    @Option(
+        help: ArgumentHelp(
+            "Send through this device's agent, which passes the items on to --to (a watch attached to it).",
+            valueName: "peer"))
+    var via: String?
+
     @Option(help: "Send this text.")
     var text: [String] = []
 
@@ -100,8 +106,9 @@ struct SendCommand: ParsableCommand {
                 try handToAgent(local.paths, paths: paths)
                 return
             }
-            let target = try PeerTarget.resolve(to, trust: trust, discovered: Discovery.load(local.paths))
+            let target = try PeerTarget.resolve(via ?? to, trust: trust, discovered: Discovery.load(local.paths))
             var options = SendOptions()
+            options.relayTo = via == nil ? nil : to
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
@@ -143,6 +150,7 @@ struct SendCommand: ParsableCommand {
         job.urls = url
         job.profiles = profile
         job.allProfiles = profiles
+        job.via = via
         let queued = try ControlClient.request(ControlRequest(op: .send, job: job), paths: device)
         let id = queued.job?.id ?? job.id
         output.progress.note(

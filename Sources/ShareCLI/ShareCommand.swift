@@ -15,7 +15,7 @@ public struct ShareCommand: ParsableCommand {
         subcommands: [
             SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self,
             PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self, StatusCommand.self,
-            PeersCommand.self, CopyCommand.self, PasteCommand.self,
+            PeersCommand.self, CopyCommand.self, PasteCommand.self, WatchClientCommand.self,
         ]
     )
 

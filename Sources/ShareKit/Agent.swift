@@ -36,6 +36,8 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     public let inbox: AgentInbox
     public private(set) var listener: Listener!
     public private(set) var outbox: Outbox!
+    /// The watches attached to this agent, and those it has seen.
+    public let watches: WatchLinks
     private var control: ControlServer?
     private var discovery: Discovery?
     private let started = Date()
@@ -45,10 +47,12 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     public init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
-        discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true
+        discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
+        keepalive: Double = 15
     ) throws {
         self.device = device
         self.inbox = inbox
+        watches = WatchLinks(stateDirectory: device.paths.state, keepalive: keepalive)
         if ControlClient.agentIsRunning(device.paths) {
             throw ShareError(
                 .unavailable,
@@ -72,11 +76,12 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
             self?.serve(session)
         }
         let paths = device.paths
+        let watches = watches
         outbox = try Outbox(
             directory: paths.state.appendingPathComponent("outbox", isDirectory: true),
             nice: lowPriority ? Self.transferNice : 0
         ) {
-            job, progress in Self.run(job, device: device, progress: progress)
+            job, progress in Self.run(job, device: device, watches: watches, progress: progress)
         }
         try DevicePaths.ensurePrivateDirectory(paths.state)
         control = try ControlServer(path: ControlClient.socketPath(paths)) { [weak self] request in
@@ -101,7 +106,12 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     /// sessions end (their partials kept) before the process exits.
     public var services: [any Service] {
         var services: [any Service] = [
-            ThreadedService("listener", start: listener.start, stop: { [listener] in listener?.stop() }),
+            ThreadedService(
+                "listener", start: listener.start,
+                stop: { [listener, watches] in
+                    watches.stop()
+                    listener?.stop()
+                }),
             ThreadedService("outbox", start: outbox.start, stop: outbox.stop),
         ]
         if let control { services.append(ThreadedService("control socket", start: control.start, stop: control.stop)) }
@@ -140,7 +150,8 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
 
     /// One attempt at an outbox job: the items are checked and planned again (a file may have changed or gone).
     static func run(
-        _ job: OutboxJob, device: LocalDevice, progress: @escaping @Sendable (TransferProgress) -> Void
+        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks,
+        progress: @escaping @Sendable (TransferProgress) -> Void
     ) -> Result<SendReport, ShareError> {
         var log = Self.outboxLog
         log[metadataKey: "job"] = "\(job.id)"
@@ -148,14 +159,29 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         log[metadataKey: "attempt"] = "\(job.attempts)"
         do {
             let trust = try TrustStore.load(device.paths.trustFile)
-            let target = try PeerTarget.resolve(job.to, trust: trust, discovered: Discovery.load(device.paths))
             var items = SendItems()
             try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
+            for relayed in job.relayed ?? [] {
+                try items.add(relayed: relayed)
+            }
             items.texts = job.texts
             items.urls = job.urls.compactMap { URL(string: $0) }
             try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
-            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet, observer: progress))
-            let report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
+            let report: SendReport
+            if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
+                // A watch is reached over the link it opened to this agent, never by connecting to it.
+                report = try watches.deliver(
+                    to: watch.id, name: watch.name, items: items.items(for: SendSession.relation(watch.relation)),
+                    device: device, progress: progress)
+            } else {
+                let target = try PeerTarget.resolve(
+                    job.via ?? job.to, trust: trust, discovered: Discovery.load(device.paths))
+                var options = SendOptions()
+                options.relayTo = job.via == nil ? nil : job.to
+                let session = SendSession(
+                    device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
+                report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
+            }
             log.info(
                 "delivered",
                 metadata: [
@@ -195,6 +221,7 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
                 "\(device.name)" + (device.address.map { " \($0)" } ?? "")
             }
             response.discovered = Discovery.load(device.paths)
+            response.watches = watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }
         case .copy:
             guard let item = request.clipboard else { return ControlResponse(ok: false, error: "a copy needs an item") }
             do {
@@ -214,9 +241,19 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
     private func serve(_ session: Session) {
         let peer = trust.store.device(session.peerID)?.name ?? session.peerID.short
         do {
+            if session.peerHello.role == .watch, session.peerHello.relayTo == nil, session.peerHello.accept != nil {
+                let names: Set<String> = [peer.lowercased(), session.peerID.description.lowercased()]
+                watches.serve(session, name: peer) { [outbox] in outbox?.retryNow(to: names) }
+                return
+            }
             guard let first = try PingClient.answerPings(session) else { return }
             switch first.type {
-            case .offer: try receive(session, peer: peer, first: first)
+            case .offer:
+                if let relayTo = session.peerHello.relayTo {
+                    try relay(session, peer: peer, first: first, to: relayTo)
+                } else {
+                    try receive(session, peer: peer, first: first)
+                }
             case .clipboardRequest:
                 try serveClipboard(
                     session, peer: peer, request: MessageCoding.decode(ClipboardRequest.self, from: first))
@@ -258,6 +295,94 @@ public final class Agent: @unchecked Sendable {  // `receiving` guarded by `lock
         let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
         let report = try sender.serve(session, peerName: peer, relation: .ownDevice, items: items)
         Self.log.info("clipboard pasted", metadata: ["peer": "\(peer)", "items": "\(report.delivered.count)"])
+    }
+
+    /// Passes items on. From any trusted device to one of this agent's watches: they are negotiated with the
+    /// watch's accept list (as it would itself), kept in `STATE/relay/`, and become an outbox job delivered when the
+    /// watch is attached. From a watch to one of this agent's trusted devices: the session is forwarded frame by frame
+    /// to that device, which negotiates with its own accept list (the full negotiation happens on the far side).
+    private func relay(_ session: Session, peer: String, first: Frame, to name: String) throws {
+        let store = trust.store
+        guard let target = store.find(name) else {
+            throw ProtocolError(.refused, "\(device.name) knows no device called \(name) to pass items on to")
+        }
+        guard let watch = watches.watch(target.id) else {
+            guard watches.watch(session.peerID) != nil else {
+                throw ProtocolError(
+                    .refused,
+                    "\(device.name) passes items on only to its watches and from them; \(target.name) has never attached as a watch"
+                )
+            }
+            try forward(session, peer: peer, first: first, to: target, trust: store)
+            return
+        }
+        let spool = device.paths.state.appendingPathComponent("relay", isDirectory: true)
+            .appendingPathComponent(FileNamesOnDisk.sanitize(target.name, fallback: "device"), isDirectory: true)
+        try DevicePaths.ensurePrivateDirectory(spool)
+        var options = ReceiveOptions(directory: spool, accept: watch.accept, maxSize: inbox.maxSize)
+        options.relayTo = target.name
+        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
+        let report = try receiver.serve(session, peerName: peer, first: first)
+        Self.log.info(
+            "received for a watch",
+            metadata: [
+                "peer": "\(peer)", "watch": "\(target.name)", "items": "\(report.savedItems.count)",
+                "refused": "\(report.refused.count)",
+            ])
+        guard !report.savedItems.isEmpty else { return }
+        var job = OutboxJob(to: target.name)
+        job.relayed = report.savedItems.map {
+            RelayedItem(path: $0.url.path, contentType: $0.contentType, label: $0.label, from: peer)
+        }
+        try outbox.add(job)
+    }
+
+    /// Forwards a watch's sending session to `target`: the offer, then every frame either way, one at a time on
+    /// this thread, until the watch says bye or either side fails. Chunk digests and the whole-item digest are the
+    /// watch's own, checked by the far device.
+    private func forward(_ session: Session, peer: String, first: Frame, to target: TrustedDevice, trust: TrustStore)
+        throws
+    {
+        let far: Session
+        do {
+            let address = try PeerTarget.resolve(
+                target.id.description, trust: trust, discovered: Discovery.load(device.paths))
+            far = try SessionOpener.connect(
+                from: device, to: address.address, hello: Hello(name: device.name, role: .agent),
+                verifier: address.verifier(trust: trust), timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60)
+            )
+        } catch {
+            throw ProtocolError(.timeout, "\(target.name) cannot be reached from \(device.name) now (\(error))")
+        }
+        defer { far.connection.close() }
+        guard far.peerHello.accept != nil else {
+            throw ProtocolError(.refused, "\(target.name) is not receiving items")
+        }
+        try far.connection.send(first)
+        let near = session.connection
+        let remote = far.connection
+        var frames = 1
+        while true {
+            if !near.hasIncomingData && !remote.hasIncomingData {
+                guard Syscalls.waitReadable([near.tls.fileDescriptor, remote.tls.fileDescriptor], timeout: 120) else {
+                    throw ProtocolError(.timeout, "neither \(peer) nor \(target.name) said anything for 120 s")
+                }
+            }
+            if near.hasIncomingData {
+                let frame = try near.receive()
+                try remote.send(frame)
+                frames += 1
+                if frame.type == .bye || frame.type == .error { break }
+            }
+            if remote.hasIncomingData {
+                let frame = try remote.receive()
+                try near.send(frame)
+                frames += 1
+                if frame.type == .error { break }
+            }
+        }
+        Self.log.info(
+            "passed on from a watch", metadata: ["watch": "\(peer)", "to": "\(target.name)", "frames": "\(frames)"])
     }
 
     /// Receives one sending session into the peer's inbox folder.

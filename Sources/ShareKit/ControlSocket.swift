@@ -35,6 +35,8 @@ public struct ControlResponse: Codable, Sendable {
     /// Trusted devices (name and address) and what discovery heard.
     public var trusted: [String]?
     public var discovered: [DiscoveredPeer]?
+    /// The agent's watches: name, and whether attached now.
+    public var watches: [String]?
 
     public init(ok: Bool, error: String? = nil) {
         self.ok = ok

@@ -20,6 +20,11 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     /// Profile names or ids from the catalog; `allProfiles` sends the whole catalog as one bundle.
     public var profiles: [String] = []
     public var allProfiles = false
+    /// Send through this device's agent, which passes the items on to `to` (its watch).
+    public var via: String?
+    /// Items this agent received to pass on (from a device to its watch, or from its watch to a device): kept in the
+    /// agent's relay folder, sent as they arrived, and removed once the job has ended.
+    public var relayed: [RelayedItem]?
     public var created = Date()
     public var state = State.queued
     public var attempts = 0
@@ -43,9 +48,25 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 
     public var summary: String {
         var parts = files.map { ($0 as NSString).lastPathComponent }
-        parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" }
+        parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (relayed ?? []).map(\.label)
         if allProfiles { parts.append("all profiles") }
         return parts.joined(separator: ", ")
+    }
+}
+
+/// An item received by the agent to pass on: where it is kept, and what it is.
+public struct RelayedItem: Codable, Sendable, Equatable {
+    public var path: String
+    public var contentType: String
+    public var label: String
+    /// The device it came from.
+    public var from: String
+
+    public init(path: String, contentType: String, label: String, from: String) {
+        self.path = path
+        self.contentType = contentType
+        self.label = label
+        self.from = from
     }
 }
 
@@ -125,6 +146,18 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         return jobs.values.sorted { $0.created < $1.created }
     }
 
+    /// The device named `names` (a watch) has just become reachable: its queued jobs are tried now, not after
+    /// their backoff.
+    public func retryNow(to names: Set<String>) {
+        condition.lock()
+        defer { condition.unlock() }
+        for (id, job) in jobs where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
+            jobs[id]?.nextAttempt = Date()
+            jobs[id]?.failuresWithoutProgress = nil
+        }
+        condition.broadcast()
+    }
+
     /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
     public func wait(for id: String, timeout: Double) -> OutboxJob? {
         let deadline = Date().addingTimeInterval(timeout)
@@ -200,6 +233,10 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
                     job.state = .failed
                     job.exitStatus = error.status.rawValue
                 }
+            }
+            if job.state.isFinal, let relayed = job.relayed {
+                // What was kept only to be passed on goes once the job has ended, delivered or not.
+                for item in relayed { try? FileManager.default.removeItem(atPath: item.path) }
             }
             jobs[job.id] = job
             try? save(job)

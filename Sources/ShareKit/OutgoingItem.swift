@@ -68,9 +68,15 @@ public struct OutgoingItem: Sendable {
         let offered = OfferedRepresentation(
             contentType: contentType.identifier, kind: .file, size: UInt64(info.st_size), suggestedFileName: name)
         let fileURL = URL(fileURLWithPath: path)
+        var representations = [OutgoingRepresentation(offered: offered) { .file(fileURL) }]
+        if contentType.conforms(to: .movie) {
+            // As the seeds' `Video` does: the movie itself, then its URL for a receiver that takes only URLs (a watch).
+            let link = Data(fileURL.absoluteString.utf8)
+            let url = OfferedRepresentation(contentType: UTType.url.identifier, kind: .data, size: UInt64(link.count))
+            representations.append(OutgoingRepresentation(offered: url) { .data(link) })
+        }
         return OutgoingItem(
-            id: stableID("file:" + path), label: name,
-            representations: [OutgoingRepresentation(offered: offered) { .file(fileURL) }],
+            id: stableID("file:" + path), label: name, representations: representations,
             declarations: customDeclarations(for: [contentType]), version: version)
     }
 

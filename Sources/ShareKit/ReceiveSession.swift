@@ -26,6 +26,9 @@ public struct ReceiveOptions: Sendable {
     /// When set, received text and URLs are appended here (one JSON object per line) rather than printed: the
     /// agent's history, listed by `share inbox`.
     public var history: TextHistory?
+    /// Set when an agent receives items to pass on to this device (its watch, or a device its watch sends to): every
+    /// item is kept as it arrived (nothing printed, imported or added to the history) and acknowledged as relayed.
+    public var relayTo: String?
 
     public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
@@ -39,7 +42,15 @@ public struct ReceiveOptions: Sendable {
 
 /// What happened to each offered item.
 public struct ReceiveReport: Sendable {
+    /// An item kept on disk, with the type it arrived as.
+    public struct SavedItem: Sendable {
+        public var url: URL
+        public var contentType: String
+        public var label: String
+    }
+
     public var saved: [URL] = []
+    public var savedItems: [SavedItem] = []
     public var printed: [String] = []
     public var importedProfiles: [String] = []
     public var refused: [(label: String, reason: String)] = []
@@ -262,6 +273,12 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             return try finishArchive(incoming, item: item, chosen: chosen, done: done)
         }
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
+        if options.relayTo != nil {
+            var name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item")
+            name = withExtension(name, type)
+            let target = try incoming.complete(done: done, name: name, durable: options.durable)
+            return saved(target, item: item, type: chosen.contentType)
+        }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             let received = try incoming.complete(
                 done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
@@ -307,19 +324,21 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "text")
             let target = FileNamesOnDisk.unique(withExtension(name, type), in: options.directory)
             try FileManager.default.moveItem(at: received, to: target)
-            return saved(target, item: item)
+            return saved(target, item: item, type: chosen.contentType)
         }
         var name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item")
         name = withExtension(name, type)
         let target = try incoming.complete(done: done, name: name, durable: options.durable)
-        return saved(target, item: item)
+        return saved(target, item: item, type: chosen.contentType)
     }
 
     private func finishArchive(
         _ incoming: IncomingPayload, item: OfferItem, chosen: OfferedRepresentation, done: Done
     ) throws -> Ack {
         let type = UTType(chosen.contentType)
-        if let catalogFile = options.catalogFile, let type, type.conforms(to: .shareProfilesArchive) {
+        if options.relayTo == nil, let catalogFile = options.catalogFile, let type,
+            type.conforms(to: .shareProfilesArchive)
+        {
             let folder = try incoming.complete(done: done, name: ".share-profiles-\(UUID().uuidString)", durable: false)
             defer { IncomingArchive.removeTree(folder) }
             let result: ProfilesArchive.ImportResult
@@ -340,11 +359,18 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         }
         let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
         let target = try incoming.complete(done: done, name: name, durable: options.durable)
-        return saved(target, item: item)
+        return saved(target, item: item, type: chosen.contentType)
     }
 
-    private func saved(_ target: URL, item: OfferItem) -> Ack {
+    private func saved(_ target: URL, item: OfferItem, type: String) -> Ack {
         report.saved.append(target)
+        report.savedItems.append(ReceiveReport.SavedItem(url: target, contentType: type, label: item.label))
+        if let relayTo = options.relayTo {
+            progress.note(
+                "kept \(item.label) to pass on to \(relayTo)", event: "relayed",
+                fields: ["item": item.label, "to": relayTo])
+            return Ack(item: item.id, outcome: "relayed to \(relayTo)")
+        }
         progress.note(
             "saved \(item.label) as \(target.path)", event: "saved", fields: ["item": item.label, "path": target.path])
         return Ack(item: item.id, outcome: "saved", savedAs: target.lastPathComponent)

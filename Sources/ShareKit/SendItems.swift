@@ -29,6 +29,24 @@ public struct SendItems: Sendable {
         }
     }
 
+    /// An item the agent kept to pass on: a folder as a folder, anything else as a file of the type it arrived as,
+    /// under the label it had.
+    public mutating func add(relayed: RelayedItem) throws {
+        let url = URL(fileURLWithPath: relayed.path)
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+            throw ShareError(.noInput, "\(relayed.label), kept to pass on, is gone from \(relayed.path)")
+        }
+        if isFolder.boolValue {
+            let (item, _) = try OutgoingItem.folder(url)
+            files.append(item)
+            return
+        }
+        var item = try OutgoingItem.file(url, type: UTType(relayed.contentType))
+        item.label = relayed.label
+        files.append(item)
+    }
+
     /// Looks up profiles by name or id in the catalog at `catalogFile`; `all` adds the whole catalog as a bundle.
     public mutating func add(profiles references: [String], all: Bool, catalogFile: URL) throws {
         guard !references.isEmpty || all else { return }

@@ -24,6 +24,8 @@ public struct SendOptions: Sendable {
     public var timeouts = SessionTimeouts()
     /// Compress chunks with zstd when the receiver decodes it and the content shrinks (see `ChunkCompressor`).
     public var compression = true
+    /// The items are for this device, which the receiving agent passes them on to (its watch).
+    public var relayTo: String?
     public init() {}
 }
 
@@ -51,7 +53,7 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     {
         let start = ContinuousClock.now
         let session = try SessionOpener.connect(
-            from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
+            from: device, to: target.address, hello: Hello(name: device.name, role: .cli, relayTo: options.relayTo),
             verifier: target.verifier(trust: trust), timeouts: options.timeouts)
         defer { session.connection.close() }
         let peerName = trust.device(session.peerID)?.name ?? session.peerHello.name

@@ -32,7 +32,9 @@ public enum Syscalls {
     }
 
     /// Resolves `host` (name, IPv4 or IPv6 literal) to socket addresses, IPv6 and IPv4 alike.
-    public static func resolve(host: String, port: Int, passive: Bool = false) throws -> [(family: Int32, address: [UInt8])] {
+    public static func resolve(host: String, port: Int, passive: Bool = false) throws -> [(
+        family: Int32, address: [UInt8]
+    )] {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
@@ -210,7 +212,9 @@ public enum Syscalls {
     }
 
     /// The next datagram (at most `limit` bytes) and its sender's IPv4 address, or nil after `timeout` seconds.
-    public static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) -> (bytes: [UInt8], from: String)? {
+    public static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) -> (
+        bytes: [UInt8], from: String
+    )? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return nil }
         var buffer = [UInt8](repeating: 0, count: limit)
@@ -475,6 +479,16 @@ extension Syscalls {
     }
 
     /// Whether `fd` has bytes (or an end of stream) to read right now.
+    /// Waits until one of `fds` can be read (or has closed), at most `timeout` seconds; false on timeout.
+    public static func waitReadable(_ fds: [Int32], timeout: Double) -> Bool {
+        var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        while true {
+            let n = poll(&polls, nfds_t(polls.count), Int32(timeout * 1000))
+            if n < 0 && errno == EINTR { continue }
+            return n != 0
+        }
+    }
+
     public static func isReadable(_ fd: Int32) -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&pfd, 1, 0) > 0

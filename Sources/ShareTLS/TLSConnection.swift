@@ -90,8 +90,9 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         }
     }
 
-    /// Whether decrypted bytes are already buffered inside OpenSSL.
-    public var hasBufferedData: Bool { SSL_pending(ssl) > 0 }
+    /// Whether OpenSSL holds bytes not handed out yet: decrypted, or (with read-ahead) whole records already taken
+    /// from the socket. Either way the socket alone would not say so.
+    public var hasBufferedData: Bool { SSL_has_pending(ssl) == 1 }
 
     /// Sends close_notify (once) and stops; the socket is closed when the connection is released.
     public func shutdown() {

@@ -106,7 +106,8 @@ public final class WatchClient {
                         for (offered, choice) in zip(machine.offer!.items, select.choices)
                         where choice.representation == nil {
                             console.status(
-                                Console.Event(event: "refused", from: agent, reason: choice.reason, item: offered.label),
+                                Console.Event(
+                                    event: "refused", from: agent, reason: choice.reason, item: offered.label),
                                 plain: "refused \(offered.label): \(choice.reason)")
                         }
                         try session.connection.send(.select, select)

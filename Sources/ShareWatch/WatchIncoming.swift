@@ -119,8 +119,10 @@ final class Shelf {
     var freeSpace: UInt64? { Syscalls.freeSpace(folder.path) }
 
     func createPartial() throws -> (fd: Int32, path: String) {
-        let path = folder.appendingPathComponent(Self.partialPrefix + String(UInt64.random(in: 0...UInt64.max), radix: 36))
-            .path
+        let path = folder.appendingPathComponent(
+            Self.partialPrefix + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        )
+        .path
         let fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw ProtocolError(.storage, "the watch cannot create \(path): \(String(cString: strerror(errno)))")
@@ -141,7 +143,8 @@ final class Shelf {
     /// Removes the oldest kept files until `size` more bytes fit within the limit.
     private func makeRoom(for size: UInt64) {
         var files: [(path: String, size: UInt64, modified: Int)] = []
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where !name.hasPrefix(".") {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where !name.hasPrefix(".")
+        {
             let path = folder.appendingPathComponent(name).path
             var info = stat()
             guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }

@@ -151,7 +151,8 @@ extension WatchCommand {
             index += 1
         }
         guard !attach.agent.isEmpty else {
-            throw WatchUsageError(description: "give the agent to attach to with --agent PEER (a trusted name or HOST:PORT)")
+            throw WatchUsageError(
+                description: "give the agent to attach to with --agent PEER (a trusted name or HOST:PORT)")
         }
         if isSend {
             guard !send.to.isEmpty else { throw WatchUsageError(description: "send needs --to PEER") }

@@ -65,7 +65,8 @@ public final class WatchSender {
                 guard let profile = catalog.find(name) else {
                     throw ShareError(.noInput, "no profile is called '\(name)' on this watch (see: share profile list)")
                 }
-                items.append(Self.item(profile, label: "profile \(profile.name)", id: "profile-\(profile.id.uuidString)"))
+                items.append(
+                    Self.item(profile, label: "profile \(profile.name)", id: "profile-\(profile.id.uuidString)"))
             }
         }
         return items

@@ -68,7 +68,9 @@ public struct UTType: Sendable, Hashable, Codable, CustomStringConvertible, Cust
         if !matches.isEmpty { return matches.map(UTType.init(_uncheckedIdentifier:)) }
         guard DynamicType.isValidTag(tag, tagClass: tagClass) else { return [] }
         var normalized = tagClass.normalize(tag)
-        if tagClass == .mimeType, normalized.contains(":" as Character) { normalized = MIMEType.essence(normalized) ?? normalized }
+        if tagClass == .mimeType, normalized.contains(":" as Character) {
+            normalized = MIMEType.essence(normalized) ?? normalized
+        }
         let dynamic = DynamicType(parents: [(supertype ?? .data).identifier], tagClass: tagClass, tag: normalized)
         return [UTType(_uncheckedIdentifier: dynamic.identifier)]
     }

@@ -33,7 +33,9 @@ public struct UTTypeDeclaration: Hashable, Sendable, Codable {
     /// Identifier syntax: reverse-DNS made of letters, digits, `-` and `.` (Apple's rule), at most 255 bytes.
     public static func isValidIdentifier(_ identifier: String) -> Bool {
         guard !identifier.isEmpty, identifier.utf8.count <= 255 else { return false }
-        guard identifier.first != ".", identifier.last != ".", identifier.firstRange(of: "..") == nil else { return false }
+        guard identifier.first != ".", identifier.last != ".", identifier.firstRange(of: "..") == nil else {
+            return false
+        }
         return identifier.unicodeScalars.allSatisfy { scalar in
             switch scalar {
             case "a"..."z", "A"..."Z", "0"..."9", "-", ".": return true

@@ -8,7 +8,7 @@ let command: WatchCommand
 do {
     command = try WatchCommand.parse(arguments)
 } catch {
-    Console.error("\(error.description) (see: share watch --help)")
+    Console.error(error.description)
     exit(ExitStatus.usage.rawValue)
 }
 do {
