@@ -151,8 +151,9 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
     public func retryNow(to names: Set<String>) {
         condition.lock()
         defer { condition.unlock() }
+        let now = Date()
         for (id, job) in jobs where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
-            jobs[id]?.nextAttempt = Date()
+            jobs[id]?.nextAttempt = now
             jobs[id]?.failuresWithoutProgress = nil
         }
         condition.broadcast()
@@ -190,7 +191,10 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
             condition.unlock()
         }
         while !stopping {
-            let waiting = jobs.values.filter { $0.state == .queued }.sorted { $0.nextAttempt < $1.nextAttempt }
+            // Due first; among jobs due at the same moment (a watch that just attached), the oldest first.
+            let waiting = jobs.values.filter { $0.state == .queued }.sorted {
+                ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created)
+            }
             guard var job = waiting.first else {
                 condition.wait()
                 continue

@@ -91,17 +91,27 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
             condition.broadcast()
             condition.unlock()
         }
+        var lastPing = Date()
         while true {
+            // Wake every second: a watch that went away closes its socket, and that is noticed within a second
+            // rather than at the next keepalive.
             condition.lock()
-            let deadline = Date().addingTimeInterval(keepalive)
-            while !stopping && link.alive && Date() < deadline { _ = condition.wait(until: deadline) }
+            let wake = Date().addingTimeInterval(1)
+            while !stopping && link.alive && Date() < wake { _ = condition.wait(until: wake) }
             let stop = stopping || !link.alive
             condition.unlock()
             if stop { break }
-            link.use.lock()
-            let answered = Self.ping(link.session)
+            guard link.use.try() else { continue }  // a delivery is using the link
+            var lost = false
+            // Between deliveries a watch sends nothing unasked: anything readable is its end of the connection.
+            if session.connection.hasIncomingData {
+                lost = true
+            } else if Date().timeIntervalSince(lastPing) >= keepalive {
+                lost = !Self.ping(link.session)
+                lastPing = Date()
+            }
             link.use.unlock()
-            if !answered {
+            if lost {
                 Self.log.info("watch link lost", metadata: ["watch": "\(name)"])
                 link.drop()
                 break
