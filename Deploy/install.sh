@@ -13,7 +13,9 @@ if [ "${1:-}" = "--remove" ]; then
   exit 0
 fi
 swift build -c release --static-swift-stdlib --product share
+swift build -c release --static-swift-stdlib --product share-watch
 install -D -m 0755 .build/release/share "$HOME/.local/bin/share"
+install -D -m 0755 .build/release/share-watch "$HOME/.local/bin/share-watch"
 install -D -m 0644 README.md "$HOME/.local/share/doc/share/README.md"
 install -D -m 0644 Deploy/share-agent.service "$UNIT_DIR/share-agent.service"
 mkdir -p "${XDG_CONFIG_HOME:-$HOME/.config}/share" "${XDG_DATA_HOME:-$HOME/.local/share}/share" \

@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-echo "== building share (release)"
-release_build share 2>&1 | tail -1
+echo "== building share and share-watch (release)"
+release_build share share-watch 2>&1 | tail -1
 SHARE=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -119,3 +119,23 @@ $SHARE copy $LAPTOP --url https://example.com/menu | sed 's/^/ laptop | /'
 LAPTOPPORT=$(grep -o 'port [0-9]*' "$WORK/laptop-agent.out" | awk '{print $2}')
 $SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" | sed 's/^/   desk | /'
 (cd "$WORK" && $SHARE paste $DESK --quiet) | sed 's/^/   desk pasted | /'
+
+step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
+WATCH="--config $WORK/watch"
+$SHARE id $WATCH --name desk-watch | sed 's/^/   /'
+$SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team | sed 's/^/   desk | /'
+$SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/  watch | /'
+$SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" > /dev/null
+$SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &
+for _ in $(seq 200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"
+head -c 300000 /dev/urandom > "$WORK/poster.png"
+$SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/holiday.mp4" \
+  "$WORK/juan.jpg" | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/poster.png" 2>&1 | sed 's/^/ laptop | /' || true
+$SHARE profile add $WATCH Marta --bio "Runs marathons" | sed 's/^/  watch | /'
+$SHARE watch send $WATCH --agent desk --to laptop --profile Marta | sed 's/^/  watch | /'
+$SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
+for _ in $(seq 200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+sed 's/^/  watch | /' "$WORK/watch.out"
+$SHARE status $DESK | grep watch | sed 's/^/   desk | /'
