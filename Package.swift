@@ -53,7 +53,13 @@ let package = Package(
         // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
         .target(name: "ShareWatch", dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel"]),
-        .executableTarget(name: "share-watch", dependencies: ["ShareWatch"]),
+        // Not position-independent in release builds: the loader then has no relocations to apply to the binary's
+        // data, which saves about 1 MiB of resident memory at start.
+        .executableTarget(
+            name: "share-watch", dependencies: ["ShareWatch", "ShareTLS"],
+            linkerSettings: [
+                .unsafeFlags(["-Xclang-linker", "-no-pie"], .when(configuration: .release))
+            ]),
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(

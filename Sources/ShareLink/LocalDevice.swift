@@ -24,9 +24,8 @@ public struct LocalDevice: Sendable {
                 .configuration, "cannot create the config directory \(paths.config.path): \(error)"
             )
         }
-        let fm = FileManager.default
-        let hasKey = fm.fileExists(atPath: paths.keyFile.path)
-        let hasCert = fm.fileExists(atPath: paths.certificateFile.path)
+        let hasKey = PosixFiles.exists(paths.keyFile.path)
+        let hasCert = PosixFiles.exists(paths.certificateFile.path)
         let name = try loadName(paths) ?? defaultName ?? hostName()
         let identity: TLSIdentity
         switch (hasKey, hasCert) {
@@ -41,8 +40,11 @@ public struct LocalDevice: Sendable {
             }
         case (true, true):
             do {
-                let key = try PrivateKey(pem: String(contentsOf: paths.keyFile, encoding: .utf8))
-                let cert = try Certificate(pem: String(contentsOf: paths.certificateFile, encoding: .utf8))
+                guard let keyPEM = PosixFiles.read(paths.keyFile.path, limit: 1 << 20),
+                    let certificatePEM = PosixFiles.read(paths.certificateFile.path, limit: 1 << 20)
+                else { throw AtomicFile.posixError("cannot read key.pem or cert.pem") }
+                let key = try PrivateKey(pem: String(decoding: keyPEM, as: UTF8.self))
+                let cert = try Certificate(pem: String(decoding: certificatePEM, as: UTF8.self))
                 identity = try TLSIdentity(key: key, certificate: cert)
             } catch {
                 throw ShareError(
@@ -57,14 +59,14 @@ public struct LocalDevice: Sendable {
                 "\(missing) is missing from \(paths.config.path); restore it, or move the other file away to create a new identity"
             )
         }
-        if !fm.fileExists(atPath: paths.deviceFile.path) {
+        if !PosixFiles.exists(paths.deviceFile.path) {
             try saveName(name, paths)
         }
         return LocalDevice(name: name, identity: identity, paths: paths)
     }
 
     public static func loadName(_ paths: DevicePaths) throws -> String? {
-        guard let data = FileManager.default.contents(atPath: paths.deviceFile.path) else { return nil }
+        guard let data = PosixFiles.read(paths.deviceFile.path, limit: 1 << 20) else { return nil }
         guard let file = try? JSONDecoder().decode(DeviceFile.self, from: data), !file.name.isEmpty else {
             throw ShareError(.dataError, "\(paths.deviceFile.path) is not valid; it should hold {\"name\": \"…\"}")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// Where a device keeps its files. Several devices can share one machine through `--config` or
 /// `SHARE_CONFIG_DIR` (tests and the demo do).
@@ -56,10 +57,18 @@ public struct DevicePaths: Sendable {
 
     /// Creates `url` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
     public static func ensurePrivateDirectory(_ url: URL) throws {
-        let fm = FileManager.default
-        if !fm.fileExists(atPath: url.path) {
-            try fm.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = url.path
+        if mkdir(path, 0o700) != 0 {
+            switch errno {
+            case EEXIST:
+                break
+            case ENOENT:
+                try FileManager.default.createDirectory(
+                    at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            default:
+                throw AtomicFile.posixError("cannot create \(path)")
+            }
         }
-        try fm.setAttributes([.posixPermissions: 0o700], ofItemAtPath: url.path)
+        guard chmod(path, 0o700) == 0 else { throw AtomicFile.posixError("cannot make \(path) private") }
     }
 }

@@ -61,7 +61,7 @@ public struct TrustStore: Sendable {
 
     /// Loads the store; a missing file is an empty store.
     public static func load(_ file: URL) throws -> TrustStore {
-        guard let data = FileManager.default.contents(atPath: file.path) else {
+        guard let data = PosixFiles.read(file.path) else {
             return TrustStore(devices: [], file: file)
         }
         let decoder = JSONDecoder()

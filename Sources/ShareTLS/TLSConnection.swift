@@ -107,19 +107,22 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
     private func classify(_ result: Int32, during what: String) -> TLSError {
         let sslError = SSL_get_error(ssl, result)
         let savedErrno = errno
-        let queue = TLSError.drainQueue()
+        let (queue, reasons) = TLSError.drainQueueWithReasons()
         let joined = queue.joined(separator: "; ")
         if state.refusedPeer, let id = state.peerID {
             return TLSError(.peerNotTrusted, "device \(id) is not trusted; to trust it run: share trust add \(id)")
         }
-        let refusals = [
-            "alert certificate unknown", "alert bad certificate", "alert certificate required", "alert unknown ca",
-            "alert certificate revoked", "alert access denied",
+        // By reason code, not by message: a process that skipped loading OpenSSL's message tables (the watch) is
+        // classified the same way.
+        let refusals: Set<Int32> = [
+            SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN, SSL_R_SSLV3_ALERT_BAD_CERTIFICATE,
+            SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED, SSL_R_TLSV1_ALERT_UNKNOWN_CA,
+            SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED, SSL_R_TLSV1_ALERT_ACCESS_DENIED,
         ]
-        if refusals.contains(where: { joined.firstRange(of: $0) != nil }) {
+        if !refusals.isDisjoint(with: reasons) {
             return TLSError(.rejectedByPeer, "the peer refused this device's certificate (\(joined))")
         }
-        if joined.firstRange(of: "peer did not return a certificate") != nil {
+        if reasons.contains(SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
             return TLSError(.handshake, "the peer presented no certificate; every share device must have one")
         }
         switch sslError {

@@ -110,7 +110,7 @@ final class Shelf {
             throw ShareError(.cannotCreate, "cannot use \(folder.path) for the watch's items: \(error)")
         }
         // Items cut short by an earlier run are sent again whole: their leftovers go.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in PosixFiles.entries(folder.path)
         where name.hasPrefix(Self.partialPrefix) {
             unlink(folder.appendingPathComponent(name).path)
         }
@@ -143,8 +143,7 @@ final class Shelf {
     /// Removes the oldest kept files until `size` more bytes fit within the limit.
     private func makeRoom(for size: UInt64) {
         var files: [(path: String, size: UInt64, modified: Int)] = []
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where !name.hasPrefix(".")
-        {
+        for name in PosixFiles.entries(folder.path) where !name.hasPrefix(".") {
             let path = folder.appendingPathComponent(name).path
             var info = stat()
             guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }

@@ -1,8 +1,10 @@
 import Glibc
 import ShareLink
+import ShareTLS
 import ShareWatch
 
 // `share watch` (the `share` command runs this executable): the small watch-style client.
+TLSLibrary.initializeLean()
 let arguments = Array(CommandLine.arguments.dropFirst())
 let command: WatchCommand
 do {
