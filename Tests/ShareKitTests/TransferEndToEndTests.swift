@@ -60,7 +60,8 @@ extension EndToEnd {
             #expect(sent.status == 3)
             #expect(
                 sent.stderr.contains(
-                    "clip.mp4: no common representation: offered public.mpeg-4, public.url; receiver accepts public.image"))
+                    "clip.mp4: no common representation: offered public.mpeg-4, public.url; receiver accepts public.image"
+                ))
             #expect(sent.stderr.contains("big.png"))
             #expect(receiver.wait(timeout: 30) == 3)
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("clip.mp4").path))
