@@ -145,14 +145,7 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
                 }
             }
             if machine.state == .finished { return }
-            let frame = try session.connection.receive()
-            switch frame.type {
-            case .select: actions = try machine.received(MessageCoding.decode(Select.self, from: frame))
-            case .resume: actions = try machine.received(MessageCoding.decode(Resume.self, from: frame))
-            case .ack: actions = try machine.received(MessageCoding.decode(Ack.self, from: frame))
-            case .error: throw machine.received(MessageCoding.peerError(from: frame))
-            default: throw ProtocolError(.badMessage, "the receiver sent \(frame.type) out of place")
-            }
+            actions = try machine.received(frame: session.connection.receive())
         }
     }
 

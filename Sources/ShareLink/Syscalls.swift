@@ -479,13 +479,13 @@ extension Syscalls {
     }
 
     /// Whether `fd` has bytes (or an end of stream) to read right now.
-    /// Waits until one of `fds` can be read (or has closed), at most `timeout` seconds; false on timeout.
+    /// Waits until one of `fds` can be read (or has closed), at most `timeout` seconds; false on timeout or error.
     public static func waitReadable(_ fds: [Int32], timeout: Double) -> Bool {
         var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         while true {
             let n = poll(&polls, nfds_t(polls.count), Int32(timeout * 1000))
             if n < 0 && errno == EINTR { continue }
-            return n != 0
+            return n > 0
         }
     }
 

@@ -122,3 +122,17 @@ public struct SenderMachine: Sendable {
         return ProtocolError(code, message)
     }
 }
+
+extension SenderMachine {
+    /// A frame from the receiver, decoded and fed to the machine: `select`, `resume` or `ack`; an `error` frame is
+    /// thrown as the receiver's error; anything else is out of place.
+    public mutating func received(frame: Frame) throws(ProtocolError) -> [Action] {
+        switch frame.type {
+        case .select: return try received(MessageCoding.decode(Select.self, from: frame))
+        case .resume: return try received(MessageCoding.decode(Resume.self, from: frame))
+        case .ack: return try received(MessageCoding.decode(Ack.self, from: frame))
+        case .error: throw received(MessageCoding.peerError(from: frame))
+        default: throw ProtocolError(.badMessage, "the receiver sent \(frame.type) out of place")
+        }
+    }
+}

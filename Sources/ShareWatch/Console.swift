@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import ShareLink
 
 /// The watch's output: what arrives on standard output (plain, or one JSON object a line), what happens to the link
@@ -39,15 +38,7 @@ public struct Console: Sendable {
     }
 
     static func write(_ fd: Int32, _ line: String) {
-        var bytes = Array((line + "\n").utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-        bytes.removeAll()
+        try? Syscalls.writeAll(fd, Array((line + "\n").utf8))
     }
 
     private static func encode(_ event: Event) -> String {
