@@ -42,7 +42,10 @@ extension EndToEnd {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
             // A short idle timeout, so a stalled link is given up in seconds.
-            let (agent, port) = try desk.startAgent(["--inbox", inbox.path, "--idle-timeout", "2", "--no-discovery"])
+            // Debug logging: the agent then logs the end of every session, stalled ones included.
+            let (agent, port) = try desk.startAgent([
+                "--inbox", inbox.path, "--idle-timeout", "2", "--no-discovery", "--log-level", "debug",
+            ])
             defer { agent.stop() }
             let proxy = try TCPProxy(upstreamPort: port)
             defer { proxy.stop() }
@@ -72,7 +75,9 @@ extension EndToEnd {
                 #expect([75, 76].contains(sent.status), "\(kind) at \(offset): \(sent.stderr)")
                 // Only once every chunk is verified does the file appear under its name.
                 #expect(!FileManager.default.fileExists(atPath: delivered.path), "\(kind) exposed a partial")
-                // The receiving session may still be ending; its ledger is flushed when it does.
+                // The receiving session may still be ending; its ledger is flushed when it does. Only once it has ended
+                // does the ledger say how much the next attempt has left to send (and so where a fault must land).
+                #expect(waitUntil(timeout: 30) { Self.sessionsEnded(agent.stderr.text) >= attempts })
                 #expect(waitUntil(timeout: 30) { ledgerChunkCount(partials) >= held })
                 let now = ledgerChunkCount(partials)
                 #expect(now >= held, "verified chunks were lost: \(held) → \(now)")
@@ -84,6 +89,13 @@ extension EndToEnd {
             print(
                 "faults survived on \(Self.mebibytes) MiB: \(counts["cut"]!) cuts, \(counts["stall"]!) stalls, \(counts["flip"]!) flipped bytes in \(attempts) attempts"
             )
+        }
+
+        /// Receiving sessions the agent has logged as ended (failed or given up after being idle).
+        static func sessionsEnded(_ log: String) -> Int {
+            log.split(separator: "\n").filter {
+                $0.contains("session ended") || $0.contains("session closed after being idle")
+            }.count
         }
 
         @Test func sendingAndReceivingAgentsKilledAtRandomMoments() throws {
