@@ -55,16 +55,20 @@ extension EndToEnd {
             // The first waves warm up what the process keeps for reuse (cached thread stacks, malloc arenas and their
             // fragmentation: measured +19, +7.6, +2.6, +0.9, +0.4 MiB per wave, and longer with the transfer threads
             // at low priority); after that, more abandoned connections must not cost more memory: a leak of even
-            // 15 KiB per connection would add 3 MiB to every wave.
+            // 15 KiB per connection would add 3 MiB to every wave, so of the last two waves at least one must stay
+            // under that (one wave alone may still land a thread stack or an arena's growth: +3.06 MiB was seen).
             _ = try wave()
             let warm = try wave()
             let third = try wave()
             let fourth = try wave()
             let fifth = try wave()
+            let sixth = try wave()
             // Under a sanitizer (scripts/sanitizers.sh) memory is the sanitizer's: its quarantine keeps freed blocks.
             guard ProcessInfo.processInfo.environment["SHARE_SANITIZER"] == nil else { return }
-            #expect(fifth - fourth < 3 * 1024, "RSS after waves 2–5: \(warm), \(third), \(fourth), \(fifth) KiB")
-            #expect(fifth < 112 * 1024, "RSS \(fifth) KiB")
+            #expect(
+                min(fifth - fourth, sixth - fifth) < 3 * 1024,
+                "RSS after waves 2–6: \(warm), \(third), \(fourth), \(fifth), \(sixth) KiB")
+            #expect(sixth < 112 * 1024, "RSS \(sixth) KiB")
         }
     }
 }
