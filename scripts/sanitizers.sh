@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite under AddressSanitizer (with LeakSanitizer) and ThreadSanitizer, each in its own build
-# folder. Usage: scripts/sanitizers.sh [address|thread]…      (default: both; CI runs address)
+# folder. Usage: scripts/sanitizers.sh [--short] [address|thread]…      (default: both)
+# --short runs the unit suites and a few end-to-end suites only (the test command's pass: CI runs --short address).
 # Every process the tests start (the share binary, agents) is instrumented too and inherits the options below; a
 # report from any of them fails the run. Known reports from the toolchain's own libraries (Foundation, XCTest) are
 # suppressed by name in scripts/sanitizer-suppressions/, never ours.
@@ -14,13 +15,21 @@ export SWIFT_BACKTRACE=enable=no SHARE_SANITIZER=1
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
 export SHARE_CHILD_ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$SUPP/lsan.txt:print_suppressions=0
+# The short pass: every unit suite, and end-to-end suites that move files, folders, watch items and hostile input
+# through real processes.
+SHORT_SUITES='UniformTypeIdentifiersTests|CoreTransferableTests|SeedSampleTests|ShareTLSTests|ShareArchiveTests|ShareProtocolTests|TransferEndToEndTests|FolderEndToEndTests|HostilePeerTests|WatchEndToEndTests'
 export TSAN_OPTIONS=suppressions=$SUPP/tsan.txt:halt_on_error=1:second_deadlock_stack=1
+filter=()
+if [ "${1:-}" = "--short" ]; then
+  shift
+  filter=(--filter "$SHORT_SUITES")
+fi
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
 for kind in "${kinds[@]}"; do
   echo "== swift test --sanitize=$kind"
   log=${TMPDIR:-/tmp}/share-sanitize-$kind.log
-  if swift test --sanitize="$kind" --scratch-path ".build-$kind" > "$log" 2>&1; then
+  if swift test --sanitize="$kind" --scratch-path ".build-$kind" ${filter[@]+"${filter[@]}"} > "$log" 2>&1; then
     grep -E "^✔ Test run|Executed [0-9]+ tests" "$log" | tail -1
   else
     grep -E "✘|ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|SUMMARY" "$log" | head -20
