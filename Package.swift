@@ -22,30 +22,34 @@ let package = Package(
         .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
         .systemLibrary(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
-        .target(name: "ShareArchive", dependencies: ["CShareArchive", "UniformTypeIdentifiers"]),
+        .target(name: "ShareArchive", dependencies: ["CShareArchive", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
         .target(name: "CShareSystem"),
+        // The one way to create, open, move or remove anything under a folder we were given: directory handles.
+        .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
         // Device identity, trust, addresses and sessions: what every device needs to talk to a peer, and nothing
         // more (the watch links only this, TLS and the protocol, to stay small).
         .target(
             name: "ShareLink",
             dependencies: [
-                "ShareTLS", "ShareProtocol", "CShareSystem", .product(name: "Logging", package: "swift-log"),
+                "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk",
+                .product(name: "Logging", package: "swift-log"),
             ]),
-        .target(name: "ShareProfileModel", dependencies: ["CoreTransferable"]),
-        .target(name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive"]),
+        .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
+        .target(
+            name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         .target(
             name: "ShareKit",
             dependencies: [
                 "ShareLink", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable",
-                "CShareSystem",
+                "CShareSystem", "ShareDisk",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch",
+                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -81,6 +85,7 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
+        .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),

@@ -2,6 +2,10 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <errno.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,4 +30,21 @@ int cshare_set_thread_nice(int increment) {
     int wanted = base + increment;
     if (wanted > 19) wanted = 19;
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), wanted);
+}
+
+int cshare_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = (uint64_t)(unsigned int)flags;
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+int cshare_lock_exclusive(int fd, int wait) {
+    return flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
 }

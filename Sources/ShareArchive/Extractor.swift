@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareDisk
 
 /// Limits an extraction enforces on top of the path rules.
 public struct ExtractionPolicy: Sendable {
@@ -45,18 +46,22 @@ public struct ExtractionCheckpoint: Codable, Sendable, Equatable {
     public var safeOffset: Int64 { dataOffset + Int64(written) }
 }
 
-/// Extracts an archive into a folder, safely: names are checked lexically (no absolute path, no `..`), nothing is
-/// written through a link, links must stay inside, device nodes are refused, and entry count, total size, expansion
-/// ratio and free space are limited. Everything is created under `root`; a violation stops with an error naming the
-/// entry.
+/// Extracts an archive into a folder, safely. Every entry is created through the folder's directory handle
+/// (`ShareDisk`): its parents are opened from the handle one checked name at a time, never through a link, so an
+/// entry can never land outside, whatever earlier entries (or a racing session) did to the tree. Names are checked
+/// lexically (no absolute path, no `..`); a symbolic link is created only if its target, resolved against the tree
+/// as it stands (links already in it followed), stays inside, and every link is checked again once the archive has
+/// ended. Device nodes are refused; entry count, total size, expansion ratio and free space are limited; received
+/// modes lose group and other write. A violation stops with an error naming the entry.
 public final class Extractor: @unchecked Sendable {  // runs on one thread; `checkpoint` may be read from another
-    public let root: URL
+    public let root: Directory
     public let policy: ExtractionPolicy
     private let lock = NSLock()
     private var directories: [DirectoryMeta] = []
     private var entries = 0
     private var totalBytes: UInt64 = 0
-    private var knownDirectories: Set<String> = []
+    /// The links this extraction created (relative paths), checked again against the final tree.
+    private var links: [[String]] = []
     private var progress:
         (
             path: String, header: [UInt8], headerOffset: Int64, entries: Int, bytes: UInt64,
@@ -68,8 +73,8 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
     /// Called after each block of file data with its size (progress display).
     public var onBytes: ((Int) -> Void)?
 
-    public init(root: URL, policy: ExtractionPolicy = ExtractionPolicy(), resuming: ExtractionCheckpoint? = nil) throws
-    {
+    /// Extracts into the folder `root` (held open; see `Directory`).
+    public init(root: Directory, policy: ExtractionPolicy = ExtractionPolicy(), resuming: ExtractionCheckpoint? = nil) {
         self.root = root
         self.policy = policy
         resume = resuming
@@ -78,8 +83,16 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             entries = resuming.entriesBefore
             totalBytes = resuming.bytesBefore
         }
-        guard mkdir(root.path, 0o700) == 0 || errno == EEXIST else {
-            throw ArchiveError(.io, "cannot create \(root.path): \(String(cString: strerror(errno)))")
+    }
+
+    /// Extracts into the folder at `path`, created (private) if missing.
+    public convenience init(
+        rootPath path: String, policy: ExtractionPolicy = ExtractionPolicy(), resuming: ExtractionCheckpoint? = nil
+    ) throws {
+        do {
+            self.init(root: try Directory.open(path, create: true, mode: 0o700), policy: policy, resuming: resuming)
+        } catch let error as DiskError {
+            throw ArchiveError(.io, error.message)
         }
     }
 
@@ -119,6 +132,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         lock.lock()
         progress = nil
         lock.unlock()
+        try checkLinks()
         try applyDirectoryMetadata()
     }
 
@@ -131,7 +145,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         let reader = try ArchiveReader(file: file.path)
         var entries = 0
         var total: UInt64 = 0
-        var links: Set<String> = []
+        var links: [String: String] = [:]
         var files: Set<String> = []
         let allowed = max(
             policy.ratioFloor, (reader.inputSize ?? 0).multipliedReportingOverflow(by: policy.maxExpansionRatio).0)
@@ -148,7 +162,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             var prefix = ""
             for part in parts.dropLast() {
                 prefix = prefix.isEmpty ? part : prefix + "/" + part
-                if links.contains(prefix) {
+                if links[prefix] != nil {
                     throw ArchiveError(
                         .unsafeEntry,
                         "refused entry '\(info.path)': '\(prefix)' is a link, and share never writes through links")
@@ -156,12 +170,12 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             }
             switch info.kind {
             case .symlink(let target):
-                guard SafePath.linkStaysInside(link: name, target: target) else {
+                guard SafePath.linkStaysInside(link: name, target: target, links: links) else {
                     throw ArchiveError(
                         .unsafeEntry, "refused entry '\(info.path)': it links to '\(target)', outside the target folder"
                     )
                 }
-                links.insert(name)
+                links[name] = target
             case .hardlink(let target):
                 guard let targetParts = SafePath.components(target), files.contains(targetParts.joined(separator: "/"))
                 else {
@@ -175,7 +189,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
                     .unsafeEntry, "refused entry '\(info.path)': it is \(what); share never creates those")
             case .file:
                 files.insert(name)
-                links.remove(name)
+                links[name] = nil
                 let (sum, overflow) = total.addingReportingOverflow(info.size ?? 0)
                 guard !overflow, sum <= policy.maxTotalBytes else {
                     throw ArchiveError(
@@ -191,8 +205,12 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
                 }
                 total = sum
             case .directory:
-                links.remove(name)
+                links[name] = nil
             }
+        }
+        for (link, target) in links where !SafePath.linkStaysInside(link: link, target: target, links: links) {
+            throw ArchiveError(
+                .unsafeEntry, "refused entry '\(link)': it links to '\(target)', outside the target folder")
         }
         return (entries, total)
     }
@@ -223,7 +241,6 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             throw ArchiveError(
                 .unsafeEntry, "refused entry '\(info.path)': its path is absolute or climbs out with '..'")
         }
-        let name = parts.joined(separator: "/")
         if parts.isEmpty {
             if info.kind == .directory {  // the root itself ("./")
                 lock.lock()
@@ -233,89 +250,147 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             }
             throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it has no name")
         }
-        let full = root.path + "/" + name
+        let name = parts.last!
         switch info.kind {
         case .directory:
-            try ensureParents(parts, entry: info.path)
-            try makeDirectory(full, entry: info.path)
-            knownDirectories.insert(name)
+            let parent = try folder(Array(parts.dropLast()), entry: info.path, create: true)
+            if let existing = parent.info(name), existing.kind != .directory {
+                try disk(info.path) { try parent.remove(name) }
+            }
+            _ = try folder(parts, entry: info.path, create: true)
             lock.lock()
-            directories.append(DirectoryMeta(path: name, mode: info.mode & 0o777, modified: info.modified))
+            directories.append(
+                DirectoryMeta(path: parts.joined(separator: "/"), mode: info.mode & 0o777, modified: info.modified))
             lock.unlock()
         case .file:
-            try ensureParents(parts, entry: info.path)
+            let parent = try folder(Array(parts.dropLast()), entry: info.path, create: true)
             try reserve(info.size ?? 0, entry: info.path, reader: reader)
-            try writeFile(full, info: info, reader: reader, skip: skip)
+            try writeFile(name, in: parent, info: info, reader: reader, skip: skip)
             fileCount += 1
         case .symlink(let target):
-            guard SafePath.linkStaysInside(link: name, target: target) else {
+            guard staysInside(link: parts, target: target) else {
                 throw ArchiveError(
                     .unsafeEntry, "refused entry '\(info.path)': it links to '\(target)', outside the target folder")
             }
-            try ensureParents(parts, entry: info.path)
-            try removeNonDirectory(full, entry: info.path)
-            guard symlink(target, full) == 0 else { throw ioError(full) }
+            let parent = try folder(Array(parts.dropLast()), entry: info.path, create: true)
+            try replaceNonDirectory(name, in: parent, entry: info.path)
+            try disk(info.path) { try parent.symlink(name, target: target) }
+            links.append(parts)
         case .hardlink(let target):
-            guard let targetParts = SafePath.components(target), !targetParts.isEmpty else {
+            guard let targetParts = SafePath.components(target), let targetName = targetParts.last else {
                 throw ArchiveError(
                     .unsafeEntry,
                     "refused entry '\(info.path)': it is a hard link to '\(target)', outside the target folder")
             }
-            try ensureParents(targetParts, entry: info.path, create: false)
-            let source = root.path + "/" + targetParts.joined(separator: "/")
-            var st = stat()
-            guard lstat(source, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            let sourceFolder = try folder(Array(targetParts.dropLast()), entry: info.path, create: false)
+            guard sourceFolder.info(targetName)?.kind == .file else {
                 throw ArchiveError(
                     .unsafeEntry,
                     "refused entry '\(info.path)': it is a hard link to '\(target)', which is not a file extracted before it"
                 )
             }
-            try ensureParents(parts, entry: info.path)
-            try removeNonDirectory(full, entry: info.path)
-            guard link(source, full) == 0 else { throw ioError(full) }
+            let parent = try folder(Array(parts.dropLast()), entry: info.path, create: true)
+            try replaceNonDirectory(name, in: parent, entry: info.path)
+            try disk(info.path) { try sourceFolder.link(targetName, to: name, in: parent) }
             fileCount += 1
         case .special(let what):
             throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it is \(what); share never creates those")
         }
     }
 
-    /// Checks (creating where missing) that every parent of `parts` is a real folder under the root, not a link.
-    private func ensureParents(_ parts: [String], entry: String, create: Bool = true) throws {
-        var path = ""
-        for part in parts.dropLast() {
-            path = path.isEmpty ? part : path + "/" + part
-            if knownDirectories.contains(path) { continue }
-            let full = root.path + "/" + path
-            var st = stat()
-            if lstat(full, &st) != 0 {
-                guard errno == ENOENT, create else { throw ioError(full) }
-                guard mkdir(full, 0o755) == 0 else { throw ioError(full) }
-            } else if st.st_mode & S_IFMT == S_IFLNK {
+    /// The folder at `parts` beneath the root, opened (and with `create`, made) through the handle: a link or a file
+    /// in the way stops the extraction.
+    private func folder(_ parts: [String], entry: String, create: Bool) throws -> Directory {
+        do {
+            return try root.directory(components: parts, create: create, mode: 0o700)
+        } catch let error as DiskError {
+            switch error.kind {
+            case .link:
                 throw ArchiveError(
-                    .unsafeEntry, "refused entry '\(entry)': '\(path)' is a link, and share never writes through links")
-            } else if st.st_mode & S_IFMT != S_IFDIR {
-                throw ArchiveError(.unsafeEntry, "refused entry '\(entry)': '\(path)' is a file, not a folder")
+                    .unsafeEntry,
+                    "refused entry '\(entry)': a link stands in its path, and share never writes through links")
+            case .wrongKind:
+                throw ArchiveError(.unsafeEntry, "refused entry '\(entry)': a file stands where its folder should be")
+            case .notFound:
+                throw ArchiveError(
+                    .unsafeEntry, "refused entry '\(entry)': it refers to something not extracted before it")
+            default:
+                throw Self.archiveError(error)
             }
-            knownDirectories.insert(path)
         }
     }
 
-    private func makeDirectory(_ full: String, entry: String) throws {
-        var st = stat()
-        if lstat(full, &st) == 0 {
-            if st.st_mode & S_IFMT == S_IFDIR { return }
-            guard unlink(full) == 0 else { throw ioError(full) }
-        }
-        guard mkdir(full, 0o700) == 0 else { throw ioError(full) }
-    }
-
-    private func removeNonDirectory(_ full: String, entry: String) throws {
-        var st = stat()
-        guard lstat(full, &st) == 0 else { return }
-        guard st.st_mode & S_IFMT != S_IFDIR else {
+    /// Removes a file or link of that name, so a later entry replaces an earlier one (tar's rule); a folder stays.
+    private func replaceNonDirectory(_ name: String, in parent: Directory, entry: String) throws {
+        guard let existing = parent.info(name) else { return }
+        guard existing.kind != .directory else {
             throw ArchiveError(.unsafeEntry, "refused entry '\(entry)': a folder of that name already exists")
         }
-        guard unlink(full) == 0 else { throw ioError(full) }
+        try disk(entry) { try parent.remove(name) }
+    }
+
+    private func disk<T>(_ entry: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DiskError {
+            throw Self.archiveError(error)
+        }
+    }
+
+    static func archiveError(_ error: DiskError) -> ArchiveError {
+        switch error.kind {
+        case .noSpace: return ArchiveError(.noSpace, error.message)
+        case .link, .invalidName: return ArchiveError(.unsafeEntry, error.message)
+        default: return ArchiveError(.io, error.message)
+        }
+    }
+
+    /// Whether a link at `link` pointing to `target` resolves inside the root, following the links the tree holds
+    /// now (at most 40, as the kernel does). Absolute targets never stay inside.
+    func staysInside(link: [String], target: String) -> Bool {
+        guard !target.isEmpty, !target.hasPrefix("/") else { return false }
+        var stack = Array(link.dropLast())
+        var pending = Array(target.split(separator: "/", omittingEmptySubsequences: true).reversed())
+        var expansions = 0
+        while let part = pending.popLast() {
+            switch part {
+            case ".": continue
+            case "..":
+                if stack.isEmpty { return false }
+                stack.removeLast()
+            default:
+                let name = String(part)
+                guard let parent = try? root.directory(components: stack), parent.info(name)?.kind == .link else {
+                    stack.append(name)
+                    continue
+                }
+                expansions += 1
+                guard expansions <= 40, let inner = try? parent.readLink(name), !inner.isEmpty, !inner.hasPrefix("/")
+                else { return false }
+                pending += inner.split(separator: "/", omittingEmptySubsequences: true).reversed()
+            }
+        }
+        return true
+    }
+
+    /// Every link created, against the final tree: a link that became a way out (through links added after it) is
+    /// removed and refused now, before the folder is ever moved into place.
+    private func checkLinks() throws {
+        var refused: ArchiveError?
+        for link in links {
+            guard let name = link.last, let parent = try? root.directory(components: Array(link.dropLast())),
+                parent.info(name)?.kind == .link, let target = try? parent.readLink(name)
+            else { continue }
+            guard !staysInside(link: link, target: target) else { continue }
+            _ = try? parent.remove(name)
+            refused =
+                refused
+                ?? ArchiveError(
+                    .unsafeEntry,
+                    "refused entry '\(link.joined(separator: "/"))': it links to '\(target)', which leads outside the target folder through other links"
+                )
+        }
+        if let refused { throw refused }
     }
 
     /// Size limits and free space, checked before a file's data is written.
@@ -334,9 +409,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
                 )
             }
         }
-        var fs = statvfs()
-        if size > 0, statvfs(root.path, &fs) == 0 {
-            let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        if size > 0, let free = root.freeSpace {
             guard size + policy.reserveBytes <= free else {
                 throw ArchiveError(
                     .noSpace, "refused entry '\(entry)': it needs \(size) bytes and the disk has \(free) free")
@@ -345,15 +418,12 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
         totalBytes = total
     }
 
-    private func writeFile(_ full: String, info: ArchiveEntryInfo, reader: ArchiveReader, skip: UInt64) throws {
-        var flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC
-        if skip == 0 {
-            try removeNonDirectory(full, entry: info.path)
-            flags |= O_TRUNC
-        }
-        let fd = open(full, flags, 0o600)
-        guard fd >= 0 else { throw ioError(full) }
-        defer { close(fd) }
+    private func writeFile(
+        _ name: String, in parent: Directory, info: ArchiveEntryInfo, reader: ArchiveReader, skip: UInt64
+    ) throws {
+        if skip == 0 { try replaceNonDirectory(name, in: parent, entry: info.path) }
+        let file = try disk(info.path) { try parent.openFile(name, skip == 0 ? .create : .update, mode: 0o600) }
+        defer { file.close() }
         var written: UInt64 = 0
         let declared = info.size
         while let (bytes, offset) = try reader.nextBlock() {
@@ -371,52 +441,38 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             }
             var start = 0
             if UInt64(offset) < skip { start = Int(min(UInt64(bytes.count), skip - UInt64(offset))) }
-            var position = start
-            while position < bytes.count {
-                let n = pwrite(
-                    fd, bytes.baseAddress! + position, bytes.count - position, off_t(offset) + off_t(position))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    if errno == ENOSPC || errno == EDQUOT {
-                        throw ArchiveError(.noSpace, "the disk is full while writing '\(info.path)'")
-                    }
-                    throw ioError(full)
+            if start < bytes.count {
+                do {
+                    try file.write(
+                        UnsafeRawBufferPointer(rebasing: bytes[start...]), at: UInt64(offset) + UInt64(start))
+                } catch let error as DiskError where error.kind == .noSpace {
+                    throw ArchiveError(.noSpace, "the disk is full while writing '\(info.path)'")
+                } catch let error as DiskError {
+                    throw Self.archiveError(error)
                 }
-                position += n
             }
             written = max(written, end)
             record(written: written)
             onBytes?(bytes.count - start)
         }
         if declared == nil { totalBytes += written }
-        if let declared, written < declared, ftruncate(fd, off_t(declared)) != 0 { throw ioError(full) }
-        fchmod(fd, mode_t(info.mode & 0o777))
-        if let modified = info.modified {
-            var times = [
-                timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0),
-            ]
-            futimens(fd, &times)
+        if let declared, written < declared {
+            try disk(info.path) { try file.truncate(to: declared) }
         }
+        file.setMode(mode_t(info.mode & 0o755))
+        if let modified = info.modified { file.setModified(modified) }
     }
 
-    /// Folder modes and times, deepest first (a read-only folder is made read-only last).
+    /// Folder modes and times, deepest first (a read-only folder is made read-only last). Received folders lose
+    /// group and other write, and stay open to their owner.
     private func applyDirectoryMetadata() throws {
         var seen: Set<String> = []
         for meta in directories.reversed() where seen.insert(meta.path).inserted {
-            let full = meta.path.isEmpty ? root.path : root.path + "/" + meta.path
-            if let modified = meta.modified {
-                var times = [
-                    timespec(tv_sec: time_t(modified), tv_nsec: 0), timespec(tv_sec: time_t(modified), tv_nsec: 0),
-                ]
-                utimensat(AT_FDCWD, full, &times, AT_SYMLINK_NOFOLLOW)
-            }
-            chmod(full, mode_t(meta.mode | 0o700))
+            guard let parts = SafePath.components(meta.path),
+                let folder = try? root.directory(components: parts)
+            else { continue }
+            if let modified = meta.modified { folder.setModified(modified) }
+            folder.setMode(mode_t((meta.mode & 0o755) | 0o700))
         }
-    }
-
-    private func ioError(_ path: String) -> ArchiveError {
-        let code = errno
-        if code == ENOSPC || code == EDQUOT { return ArchiveError(.noSpace, "the disk is full at \(path)") }
-        return ArchiveError(.io, "cannot write \(path): \(String(cString: strerror(code)))")
     }
 }

@@ -14,17 +14,26 @@ public enum SafePath {
     }
 
     /// Whether a symbolic link at `link` (relative to the root) pointing to `target` resolves inside the root,
-    /// judged on the names alone. Absolute targets never do.
-    public static func linkStaysInside(link: String, target: String) -> Bool {
+    /// following the other links of the same archive (`links`: path → target) as the file system would, at most 40
+    /// times. Absolute targets never do.
+    public static func linkStaysInside(link: String, target: String, links: [String: String] = [:]) -> Bool {
         guard !target.isEmpty, !target.hasPrefix("/"), var stack = components(link) else { return false }
         stack.removeLast()
-        for part in target.split(separator: "/", omittingEmptySubsequences: true) {
+        var pending = Array(target.split(separator: "/", omittingEmptySubsequences: true).reversed())
+        var expansions = 0
+        while let part = pending.popLast() {
             switch part {
             case ".": continue
             case "..":
                 if stack.isEmpty { return false }
                 stack.removeLast()
-            default: stack.append(String(part))
+            default:
+                stack.append(String(part))
+                guard let inner = links[stack.joined(separator: "/")] else { continue }
+                expansions += 1
+                guard expansions <= 40, !inner.isEmpty, !inner.hasPrefix("/") else { return false }
+                stack.removeLast()
+                pending += inner.split(separator: "/", omittingEmptySubsequences: true).reversed()
             }
         }
         return true

@@ -1,4 +1,5 @@
 import Foundation
+import ShareDisk
 
 /// Extraction of a tar stream that arrives in pieces (chunks from a connection), on its own thread: `push` hands
 /// over bytes in stream order and blocks while a few chunks are queued, so memory stays bounded.
@@ -26,7 +27,8 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
     /// Starts extracting into `root`. `inputOffset` is the stream offset of the first byte that will be pushed (0,
     /// or `resumeOffset(for: checkpoint, …)` when resuming).
     public init(
-        root: URL, policy: ExtractionPolicy = ExtractionPolicy(), resuming checkpoint: ExtractionCheckpoint? = nil,
+        root: Directory, policy: ExtractionPolicy = ExtractionPolicy(),
+        resuming checkpoint: ExtractionCheckpoint? = nil,
         inputOffset: Int64 = 0, queuedChunks: Int = 4
     ) throws {
         capacity = queuedChunks
@@ -53,7 +55,7 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
             }
             adjusted = resume
         }
-        extractor = try Extractor(root: root, policy: policy, resuming: adjusted)
+        extractor = Extractor(root: root, policy: policy, resuming: adjusted)
         let (start, skip, streamBase) = (prefix, skipInput, base)
         // The thread holds this object only while it runs; keeping the Thread in a property would make a cycle
         // (object → thread → closure → object) that LeakSanitizer found leaking every extraction's buffers.
@@ -104,6 +106,21 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
         queue.removeAll()
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Extracts into the folder at `path`, created (private) if missing.
+    public convenience init(
+        rootPath path: String, policy: ExtractionPolicy = ExtractionPolicy(),
+        resuming checkpoint: ExtractionCheckpoint? = nil, inputOffset: Int64 = 0, queuedChunks: Int = 4
+    ) throws {
+        let root: Directory
+        do {
+            root = try Directory.open(path, create: true, mode: 0o700)
+        } catch let error as DiskError {
+            throw ArchiveError(.io, error.message)
+        }
+        try self.init(
+            root: root, policy: policy, resuming: checkpoint, inputOffset: inputOffset, queuedChunks: queuedChunks)
     }
 
     /// Copies the next queued bytes into `buffer`; 0 at the end of input.

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoreTransferable
 import Foundation
 import ShareArchive
+import ShareDisk
 import ShareKit
 import ShareProfiles
 
@@ -213,13 +214,18 @@ struct ProfileCommand: ParsableCommand {
                         throw ShareError(.dataError, "\(error)")
                     }
                 } else {
-                    try DevicePaths.ensurePrivateDirectory(paths.data)
-                    let staging = paths.data.appendingPathComponent(".import-\(UUID().uuidString)")
-                    defer { try? FileManager.default.removeItem(at: staging) }
+                    let staging = ".import-\(UUID().uuidString)"
+                    let data: Directory
                     do {
-                        try ProfilesArchive.extract(url, into: staging)
-                        result = try ProfilesArchive.importBundle(
-                            at: staging, into: paths.profilesFile, media: paths.data)
+                        data = try Directory.open(paths.data.path, create: true, mode: 0o700)
+                    } catch {
+                        throw ShareError(.cannotCreate, "\(error)")
+                    }
+                    defer { _ = try? data.removeTree(staging) }
+                    do {
+                        let folder = try data.directory(staging, create: true)
+                        try ProfilesArchive.extract(url, into: folder)
+                        result = try ProfilesArchive.importBundle(at: folder, into: paths.profilesFile, media: data)
                     } catch let error as ArchiveError {
                         throw ShareError(error.kind == .noSpace ? .ioError : .dataError, "\(file): \(error.message)")
                     } catch {

@@ -142,7 +142,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         policy.maxEntries = 2_000
         policy.maxTotalBytes = 16 << 20
         policy.ratioFloor = 1 << 20
-        if let extraction = try? StreamExtraction(root: root, policy: policy) {
+        var completed = false
+        if let extraction = try? StreamExtraction(rootPath: root.path, policy: policy) {
             var offset = 0
             var failed = false
             while offset < bytes.count, !failed {
@@ -150,10 +151,21 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 failed = (try? extraction.push(bytes[offset..<end])) == nil
                 offset = end
             }
-            if failed { extraction.cancel() } else { try? extraction.finish() }
+            if failed { extraction.cancel() } else { completed = (try? extraction.finish()) != nil }
         }
-        // The oracle: whatever the input, nothing may appear beside the extraction root.
+        // The oracle: whatever the input, nothing may appear beside the extraction root, and a completed
+        // extraction holds no link that resolves outside it.
         let beside = (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? []
         if beside != ["root"] { fatalError("extraction wrote outside its root: \(beside)") }
+        guard completed else { return }
+        let resolvedRoot = root.resolvingSymlinksInPath().path
+        for path in (try? FileManager.default.subpathsOfDirectory(atPath: root.path)) ?? [] {
+            let full = root.appendingPathComponent(path)
+            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: full.path)) != nil else { continue }
+            let resolved = full.resolvingSymlinksInPath().path
+            if resolved != resolvedRoot && !resolved.hasPrefix(resolvedRoot + "/") {
+                fatalError("the extracted link \(path) resolves outside the root, to \(resolved)")
+            }
+        }
     }
 }

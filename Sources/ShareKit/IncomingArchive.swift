@@ -87,7 +87,7 @@ final class IncomingArchive: IncomingPayload, @unchecked Sendable {  // used by 
         }
         do {
             extraction = try StreamExtraction(
-                root: folder, policy: policy, resuming: self.ledger.archive, inputOffset: start)
+                rootPath: folder.path, policy: policy, resuming: self.ledger.archive, inputOffset: start)
         } catch {
             throw Self.protocolError(error)
         }

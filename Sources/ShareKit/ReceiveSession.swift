@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import Glibc
 import ShareArchive
+import ShareDisk
 import ShareProfiles
 import ShareProtocol
 import ShareTLS
@@ -283,14 +284,14 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             let received = try incoming.complete(
                 done: done, name: ".share-profile-\(UUID().uuidString)", durable: false)
             defer { unlink(received.path) }
-            guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)) else {
+            // A path from another machine names nothing here: the profile arrives without portrait and video
+            // (they travel inside a profiles bundle), and keeps the ones this catalog already has for it.
+            guard let profile = try? JSONDecoder().decode(Profile.self, from: Data(contentsOf: received)).withoutMedia
+            else {
                 throw ProtocolError(.badMessage, "\(item.label) is not a valid profile")
             }
             let isNew = try Self.catalogLock.withLock {
-                var catalog = try ProfileCatalog.load(catalogFile)
-                let isNew = catalog.upsert(profile)
-                try catalog.save()
-                return isNew
+                try ProfilesArchive(profiles: [profile]).merge(into: catalogFile).added == 1
             }
             report.importedProfiles.append(profile.name)
             progress.note(
@@ -343,10 +344,11 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
             defer { IncomingArchive.removeTree(folder) }
             let result: ProfilesArchive.ImportResult
             do {
+                let media = (options.mediaDirectory ?? catalogFile.deletingLastPathComponent()).path
                 result = try Self.catalogLock.withLock {
                     try ProfilesArchive.importBundle(
-                        at: folder, into: catalogFile,
-                        media: options.mediaDirectory ?? catalogFile.deletingLastPathComponent())
+                        at: try Directory.open(folder.path), into: catalogFile,
+                        media: try Directory.open(media, create: true, mode: 0o700))
                 }
             } catch {
                 throw ProtocolError(.unsafeArchive, "\(item.label) is not a valid profiles archive: \(error)")

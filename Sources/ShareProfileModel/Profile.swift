@@ -34,3 +34,14 @@ public struct Profile: Codable, Transferable, Identifiable, Equatable, Sendable 
         ProxyRepresentation(exporting: \.name)
     }
 }
+
+extension Profile {
+    /// The profile without its portrait and video: what crosses the network as a single profile. A path names a
+    /// file on this machine only; media travel inside a profiles bundle or not at all.
+    public var withoutMedia: Profile {
+        var copy = self
+        copy.portrait = nil
+        copy.video = nil
+        return copy
+    }
+}

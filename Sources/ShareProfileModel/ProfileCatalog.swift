@@ -1,4 +1,5 @@
 import Foundation
+import ShareDisk
 
 /// The profiles of one device, stored as JSON in its data directory (`$XDG_DATA_HOME/share/profiles.json`).
 public struct ProfileCatalog: Sendable {
@@ -10,23 +11,35 @@ public struct ProfileCatalog: Sendable {
     }
 
     public static func load(_ file: URL) throws -> ProfileCatalog {
-        guard let data = FileManager.default.contents(atPath: file.path) else {
-            return ProfileCatalog(profiles: [], file: file)
-        }
+        let data: [UInt8]?
         do {
-            return ProfileCatalog(profiles: try JSONDecoder().decode([Profile].self, from: data), file: file)
+            data = try Directory.open(file.deletingLastPathComponent().path).readFile(
+                file.lastPathComponent, limit: 256 << 20)
+        } catch let error as DiskError where error.kind == .notFound {
+            data = nil
+        } catch {
+            throw CatalogError(description: "the profile catalog \(file.path) cannot be read: \(error)")
+        }
+        guard let data else { return ProfileCatalog(profiles: [], file: file) }
+        do {
+            return ProfileCatalog(profiles: try JSONDecoder().decode([Profile].self, from: Data(data)), file: file)
         } catch {
             throw CatalogError(
                 description: "the profile catalog \(file.path) is corrupt (\(error)); it was left untouched")
         }
     }
 
-    /// Writes the catalog atomically (temporary file, then rename).
+    /// Writes the catalog atomically (temporary file, then rename), readable by its owner only (0600), in a
+    /// private folder.
     public func save() throws {
-        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try encoder.encode(profiles).write(to: file, options: .atomic)
+        do {
+            let folder = try Directory.open(file.deletingLastPathComponent().path, create: true, mode: 0o700)
+            try folder.writeAtomically(file.lastPathComponent, Array(try encoder.encode(profiles)), mode: 0o600)
+        } catch let error as DiskError {
+            throw CatalogError(description: "cannot save the profile catalog: \(error.message)")
+        }
     }
 
     /// Finds a profile by name (case-insensitive) or id.

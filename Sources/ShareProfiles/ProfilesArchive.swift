@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import ShareArchive
+import ShareDisk
 
 extension UTType {
     /// A bundle of profiles: `manifest.json` plus the portraits and videos it names, as a tar archive.
@@ -126,9 +127,11 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
     /// Reads a bundle from an archive file (any format libarchive reads): extracted safely into a temporary folder,
     /// profiles read from its manifest; attachments are left out (use `importBundle` to keep them).
     public init(contentsOf file: URL) throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "share-profiles-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "share-profiles-\(UUID().uuidString)"
+        ).path
+        let folder = try Self.disk { try Directory.open(path, create: true, mode: 0o700) }
+        defer { try? FileManager.default.removeItem(atPath: path) }
         try Self.extract(file, into: folder)
         let (manifest, _) = try Self.readManifest(in: folder)
         profiles = manifest.profiles.map {
@@ -138,32 +141,44 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
 
     /// Extracts an archive file under the safe-extraction policy; the headers are inspected first, so a hostile
     /// archive is refused before anything is written.
-    public static func extract(_ file: URL, into folder: URL, policy: ExtractionPolicy = ExtractionPolicy()) throws {
+    public static func extract(_ file: URL, into folder: Directory, policy: ExtractionPolicy = ExtractionPolicy())
+        throws
+    {
         _ = try Extractor.inspect(file: file, policy: policy)
         let reader = try ArchiveReader(file: file.path)
-        let extractor = try Extractor(root: folder, policy: policy)
-        try extractor.run(reader)
+        try Extractor(root: folder, policy: policy).run(reader)
     }
 
-    /// The manifest of an extracted bundle, at its top or inside its single top-level folder.
-    static func readManifest(in folder: URL) throws -> (Manifest, URL) {
+    /// The manifest of an extracted bundle, at its top or inside its single top-level folder, and that folder.
+    static func readManifest(in folder: Directory) throws -> (Manifest, Directory) {
         var base = folder
-        let fm = FileManager.default
-        if !fm.fileExists(atPath: folder.appendingPathComponent("manifest.json").path),
-            let items = try? fm.contentsOfDirectory(atPath: folder.path), items.count == 1
-        {
-            base = folder.appendingPathComponent(items[0])
+        if folder.info("manifest.json") == nil {
+            let items = folder.entries()
+            if items.count == 1, folder.info(items[0])?.kind == .directory {
+                base = try disk { try folder.directory(components: [items[0]]) }
+            }
         }
-        let manifestURL = base.appendingPathComponent("manifest.json")
-        var info = stat()
-        guard lstat(manifestURL.path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+        guard base.info("manifest.json")?.kind == .file else {
             throw FormatError("it has no manifest.json; it is not a profiles archive")
         }
-        guard info.st_size <= 16 << 20 else { throw FormatError("its manifest.json is larger than 16 MiB") }
+        let bytes: [UInt8]
         do {
-            return (try JSONDecoder().decode(Manifest.self, from: Data(contentsOf: manifestURL)), base)
+            bytes = try base.readFile("manifest.json", limit: 16 << 20) ?? []
+        } catch {
+            throw FormatError("its manifest.json cannot be read (larger than 16 MiB?): \(error)")
+        }
+        do {
+            return (try JSONDecoder().decode(Manifest.self, from: Data(bytes)), base)
         } catch {
             throw FormatError("its manifest.json is not valid: \(error)")
+        }
+    }
+
+    static func disk<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DiskError {
+            throw FormatError(error.message)
         }
     }
 
@@ -192,32 +207,41 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
         return result
     }
 
-    /// Imports an extracted bundle into the catalog at `catalogFile`: attachments move under
-    /// `media/<id>/` inside `mediaRoot`; the same id updates its profile, never duplicates it.
-    public static func importBundle(at folder: URL, into catalogFile: URL, media mediaRoot: URL) throws
+    /// Imports an extracted bundle into the catalog at `catalogFile`: attachments move under `media/<id>/` inside
+    /// `mediaRoot` (files 0600); the same id updates its profile, never duplicates it. Every path the manifest names
+    /// is resolved beneath the bundle's own folder handle, never through a link: a manifest cannot reach a file
+    /// outside its bundle.
+    public static func importBundle(at folder: Directory, into catalogFile: URL, media mediaRoot: Directory) throws
         -> ImportResult
     {
         let (manifest, base) = try readManifest(in: folder)
         var catalog = try ProfileCatalog.load(catalogFile)
         var result = ImportResult()
-        let fm = FileManager.default
         for entry in manifest.profiles {
             var profile = Profile(id: entry.id, name: entry.name, bio: entry.bio, funFacts: entry.funFacts)
-            let destination = mediaRoot.appendingPathComponent("media/\(entry.id.uuidString.lowercased())")
+            let mediaFolder = "media/\(entry.id.uuidString.lowercased())"
             for (kind, path) in [("portrait", entry.portrait), ("video", entry.video)] {
                 guard let path else { continue }
-                guard let parts = SafePath.components(path), parts.first == "media", parts.count >= 2 else {
+                guard let parts = SafePath.components(path), parts.first == "media", parts.count >= 2,
+                    let name = parts.last
+                else {
                     throw FormatError("\(entry.name)'s \(kind) '\(path)' is not inside the bundle's media folder")
                 }
-                let source = base.appendingPathComponent(parts.joined(separator: "/"))
-                var info = stat()
-                guard lstat(source.path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                let source: Directory
+                do {
+                    source = try base.directory(components: Array(parts.dropLast()))
+                } catch {
                     throw FormatError("\(entry.name)'s \(kind) '\(path)' is missing from the bundle")
                 }
-                try fm.createDirectory(at: destination, withIntermediateDirectories: true)
-                let target = destination.appendingPathComponent(parts.last!)
-                try? fm.removeItem(at: target)
-                try fm.moveItem(at: source, to: target)
+                guard source.info(name)?.kind == .file else {
+                    throw FormatError("\(entry.name)'s \(kind) '\(path)' is missing from the bundle")
+                }
+                try disk {
+                    let destination = try mediaRoot.directory(mediaFolder, create: true, mode: 0o700)
+                    try source.rename(name, to: name, in: destination, replace: true)
+                    try destination.openFile(name, .update).setMode(0o600)
+                }
+                let target = URL(fileURLWithPath: mediaRoot.path + "/" + mediaFolder + "/" + name)
                 if kind == "portrait" { profile.portrait = target } else { profile.video = target }
             }
             if catalog.upsert(profile) { result.added += 1 } else { result.updated += 1 }

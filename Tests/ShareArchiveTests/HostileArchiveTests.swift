@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import ShareTestSupport
 import Testing
 
@@ -44,15 +45,67 @@ import Testing
         let target = scratch.path("target")
         var policy = ExtractionPolicy()
         policy.maxEntries = 1000
-        let extractor = try Extractor(root: target, policy: policy)
+        let extractor = try Extractor(rootPath: target.path, policy: policy)
         let error = try #require(throws: ArchiveError.self) { try extractor.run(ArchiveReader(file: file.path)) }
         #expect(error.message.contains(needle) || error.message.contains("entries"), "\(error.message)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: Self.built.escape.path).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.url.path) == ["target"])
-        // Nothing in the target is a device, and no link in it points outside.
+        // Nothing in the target is a device, and no link in it resolves outside.
+        let resolvedTarget = target.resolvingSymlinksInPath().path
         for (path, kind) in tree(target) where kind.hasPrefix("link") {
-            #expect(SafePath.linkStaysInside(link: path, target: String(kind.dropFirst("link -> ".count))))
+            let resolved = target.appendingPathComponent(path).resolvingSymlinksInPath().path
+            #expect(resolved == resolvedTarget || resolved.hasPrefix(resolvedTarget + "/"), "\(path) -> \(resolved)")
         }
+    }
+
+    /// The race the outside review won with two sessions on one partial folder: between two entries a folder of the
+    /// tree is swapped for a link leading out. The next entry through it stops; nothing lands outside.
+    @Test func aFolderSwappedForALinkBetweenEntriesStopsTheExtraction() throws {
+        let scratch = Scratch()
+        let target = scratch.path("target")
+        let escape = scratch.path("escape")
+        try FileManager.default.createDirectory(at: escape, withIntermediateDirectories: true)
+        let first = scratch.path("first.tar")
+        let second = scratch.path("second.tar")
+        let source = scratch.path("source")
+        try FileManager.default.createDirectory(
+            at: source.appendingPathComponent("x/y/z"), withIntermediateDirectories: true)
+        try Data("one".utf8).write(to: source.appendingPathComponent("x/y/z/one.txt"))
+        var (status, output) = try run("/usr/bin/bsdtar", ["-cf", first.path, "-C", source.path, "x"])
+        #expect(status == 0, "\(output)")
+        try Data("two".utf8).write(to: source.appendingPathComponent("x/y/z/two.txt"))
+        (status, output) = try run("/usr/bin/bsdtar", ["-cf", second.path, "-C", source.path, "x/y/z/two.txt"])
+        #expect(status == 0, "\(output)")
+        try Extractor(rootPath: target.path).run(ArchiveReader(file: first.path))
+        try FileManager.default.removeItem(at: target.appendingPathComponent("x/y"))
+        try FileManager.default.createSymbolicLink(at: target.appendingPathComponent("x/y"), withDestinationURL: escape)
+        try FileManager.default.createDirectory(
+            at: escape.appendingPathComponent("z"), withIntermediateDirectories: true)
+        let error = try #require(throws: ArchiveError.self) {
+            try Extractor(rootPath: target.path).run(ArchiveReader(file: second.path))
+        }
+        #expect(error.kind == .unsafeEntry, "\(error.message)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: escape.appendingPathComponent("z").path).isEmpty)
+    }
+
+    /// Received modes lose group and other write: a 0777 folder arrives 0755, a 0666 file 0644.
+    @Test func receivedModesLoseGroupAndOtherWrite() throws {
+        let scratch = Scratch()
+        let source = scratch.path("source")
+        try FileManager.default.createDirectory(
+            at: source.appendingPathComponent("open"), withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: source.appendingPathComponent("open/f.txt"))
+        chmod(source.appendingPathComponent("open").path, 0o777)
+        chmod(source.appendingPathComponent("open/f.txt").path, 0o666)
+        let archive = scratch.path("modes.tar")
+        let (status, output) = try run("/usr/bin/bsdtar", ["-cf", archive.path, "-C", source.path, "open"])
+        #expect(status == 0, "\(output)")
+        let target = scratch.path("target")
+        try Extractor(rootPath: target.path).run(ArchiveReader(file: archive.path))
+        let folder = try FileManager.default.attributesOfItem(atPath: target.appendingPathComponent("open").path)
+        let file = try FileManager.default.attributesOfItem(atPath: target.appendingPathComponent("open/f.txt").path)
+        #expect((folder[.posixPermissions] as? Int) == 0o755)
+        #expect((file[.posixPermissions] as? Int) == 0o644)
     }
 
     @Test func aCompressedBombIsRefusedByItsRatio() throws {
@@ -87,5 +140,9 @@ import Testing
         #expect(SafePath.linkStaysInside(link: "a/b/l", target: "../../x"))
         #expect(!SafePath.linkStaysInside(link: "a/b/l", target: "../../../x"))
         #expect(!SafePath.linkStaysInside(link: "l", target: "/etc/passwd"))
+        // Followed through the archive's other links, a chain that looks inside by its names leaves.
+        let chain = ["x/y/z/w/r": "../../../.."]
+        #expect(SafePath.linkStaysInside(link: "x/y/z/w/r", target: "../../../..", links: chain))
+        #expect(!SafePath.linkStaysInside(link: "d", target: "x/y/z/w/r/../../../../..", links: chain))
     }
 }

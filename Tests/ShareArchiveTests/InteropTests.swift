@@ -41,7 +41,7 @@ import Testing
             #expect(status == 0, "\(output)")
             _ = try Extractor.inspect(file: file)
             let target = scratch.path("out-\(format)")
-            try Extractor(root: target).run(ArchiveReader(file: file.path))
+            try Extractor(rootPath: target.path).run(ArchiveReader(file: file.path))
             #expect(tree(target) == tree(root), "format \(format)")
         }
     }
@@ -60,7 +60,7 @@ import Testing
         #expect(status == 0, "\(output)")
         let target = scratch.path("out")
         _ = try Extractor.inspect(file: zip)
-        try Extractor(root: target).run(ArchiveReader(file: zip.path))
+        try Extractor(rootPath: target.path).run(ArchiveReader(file: zip.path))
         #expect(
             try String(contentsOf: target.appendingPathComponent("docs/readme.txt"), encoding: .utf8) == "hello zip\n")
         #expect(try String(contentsOf: target.appendingPathComponent("café.txt"), encoding: .utf8) == "accent")
@@ -87,7 +87,7 @@ import Testing
             let (status, output) = try run("/usr/bin/bsdtar", ["-tf", file.path])
             #expect(status == 0, "\(output)")
             let target = scratch.path("out-\(name)")
-            try Extractor(root: target).run(ArchiveReader(file: file.path))
+            try Extractor(rootPath: target.path).run(ArchiveReader(file: file.path))
             #expect(tree(target) == expected, "\(name)")
         }
     }

@@ -16,7 +16,7 @@ import Testing
         #expect(try streamBytes(ArchivePlan.folder(root)) == bytes, "the stream is deterministic")
         for pieces in [1, 997, 512, 65_536, 1 << 20] {
             let target = scratch.path("out-\(pieces)")
-            let extraction = try StreamExtraction(root: target)
+            let extraction = try StreamExtraction(rootPath: target.path)
             var offset = 0
             while offset < bytes.count {
                 let n = min(pieces == 1 ? Int.random(in: 1...4096) : pieces, bytes.count - offset)
@@ -41,7 +41,7 @@ import Testing
         // Interrupt after every possible number of chunks; resume from the checkpoint's chunk boundary.
         for cut in 1..<((bytes.count + chunk - 1) / chunk) {
             let target = scratch.path("cut-\(cut)")
-            let first = try StreamExtraction(root: target, queuedChunks: 1)
+            let first = try StreamExtraction(rootPath: target.path, queuedChunks: 1)
             for index in 0..<cut { try first.push(bytes[(index * chunk)..<min(bytes.count, (index + 1) * chunk)]) }
             // Let the extractor take what it was given, then stop it as a dropped connection would.
             first.drain()
@@ -53,7 +53,7 @@ import Testing
                 #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
                 #expect(cut * chunk - Int(start) <= 2 * chunk, "resends at most about a chunk")
             }
-            let second = try StreamExtraction(root: target, resuming: checkpoint, inputOffset: start)
+            let second = try StreamExtraction(rootPath: target.path, resuming: checkpoint, inputOffset: start)
             var offset = Int(start)
             while offset < bytes.count {
                 let n = min(chunk, bytes.count - offset)

@@ -14,6 +14,21 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 /// (system.c).
 int cshare_rename_noreplace(const char *from, const char *to);
 
+/// O_PATH (Linux): a descriptor that names a file without opening it for reading; glibc hides it without
+/// _GNU_SOURCE.
+#define CSHARE_O_PATH 0x200000
+
+/// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS: opens `path` (relative, several
+/// components) beneath `dirfd` without following any link and without leaving it; -1 with errno (ENOSYS where the
+/// kernel lacks openat2, ELOOP or EXDEV for a link or an escape) (system.c).
+int cshare_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
+
+/// renameat2(2): `flags` 1 is RENAME_NOREPLACE; -1 with errno (system.c).
+int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+/// flock(2) exclusive, without waiting: 0, or -1 with errno EWOULDBLOCK when another holder has it (system.c).
+int cshare_lock_exclusive(int fd, int wait);
+
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
 

@@ -43,6 +43,20 @@ tar("inside-symlink-then-file.tar", [entry("d", tarfile.DIRTYPE), entry("l", tar
 cases.append(("inside-symlink-then-file.tar", "l/x.txt"))
 tar("hardlink-passwd.tar", [entry("passwd", tarfile.LNKTYPE, "/etc/passwd")]); cases.append(("hardlink-passwd.tar", "passwd"))
 tar("hardlink-dotdot.tar", [entry("pw", tarfile.LNKTYPE, "../../../../../../etc/passwd")]); cases.append(("hardlink-dotdot.tar", "pw"))
+# The chained link of the outside review: each link alone looks inside by its name; followed, the second leaves.
+tar("chained-links.tar", [
+    entry("x/y/z/w", tarfile.DIRTYPE),
+    entry("x/y/z/w/r", tarfile.SYMTYPE, "../../../.."),
+    entry("d", tarfile.SYMTYPE, "x/y/z/w/r/../../../../.."),
+])
+cases.append(("chained-links.tar", "d"))
+# A link that leaves only through another link created after it.
+tar("late-chain.tar", [
+    entry("a", tarfile.DIRTYPE),
+    entry("out", tarfile.SYMTYPE, "a/b/.."),
+    entry("a/b", tarfile.SYMTYPE, ".."),
+])
+cases.append(("late-chain.tar", "out"))
 dev = tarfile.TarInfo("null")
 dev.type = tarfile.CHRTYPE
 dev.devmajor, dev.devminor = 1, 3

@@ -1,0 +1,130 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import ShareDisk
+
+/// A scratch folder removed at the end, with a folder beside it that must never be touched.
+final class Scratch {
+    let root: URL
+    let inside: URL
+    let outside: URL
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("share-disk-\(UUID().uuidString)")
+        inside = root.appendingPathComponent("inside")
+        outside = root.appendingPathComponent("outside")
+        try FileManager.default.createDirectory(at: inside, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        try Data("secret".utf8).write(to: outside.appendingPathComponent("secret"))
+    }
+
+    deinit { try? FileManager.default.removeItem(at: root) }
+
+    /// Everything in the outside folder, with contents: it must stay as it was.
+    var outsideState: [String: Data] {
+        var result: [String: Data] = [:]
+        for name in (try? FileManager.default.subpathsOfDirectory(atPath: outside.path)) ?? [] {
+            result[name] = FileManager.default.contents(atPath: outside.appendingPathComponent(name).path) ?? Data()
+        }
+        return result
+    }
+}
+
+@Suite struct DirectoryTests {
+    @Test(arguments: [true, false])
+    func aLinkAnywhereOnThePathIsNeverFollowed(openat2: Bool) throws {
+        let scratch = try Scratch()
+        let before = scratch.outsideState
+        try FileManager.default.createSymbolicLink(
+            at: scratch.inside.appendingPathComponent("out"), withDestinationURL: scratch.outside)
+        try FileManager.default.createDirectory(
+            at: scratch.inside.appendingPathComponent("a/b"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            at: scratch.inside.appendingPathComponent("a/b/up"), withDestinationURL: scratch.outside)
+        // A link pointing inside is refused too: nothing beneath is ever reached through a link.
+        try FileManager.default.createSymbolicLink(
+            atPath: scratch.inside.appendingPathComponent("a/loop").path, withDestinationPath: "b")
+        let root = try Directory.open(scratch.inside.path)
+        for path in ["out", "a/b/up", "a/loop", "a/loop/up", "out/new"] {
+            for create in [false, true] {
+                #expect(throws: DiskError.self) {
+                    _ = try root.directory(
+                        components: try Directory.components(path), create: create, mode: 0o700, openat2: openat2)
+                }
+            }
+        }
+        #expect(throws: DiskError.self) { _ = try root.openFile("out", .read) }
+        let b = try root.directory("a/b")
+        #expect(throws: DiskError.self) { _ = try b.openFile("up", .createOrUpdate) }
+        #expect(scratch.outsideState == before)
+    }
+
+    @Test(arguments: [true, false])
+    func aFolderSwappedForALinkBetweenTwoCallsStopsTheSecond(openat2: Bool) throws {
+        let scratch = try Scratch()
+        let before = scratch.outsideState
+        let root = try Directory.open(scratch.inside.path)
+        _ = try root.directory(components: ["x", "y"], create: true, mode: 0o700, openat2: openat2)
+        // Between two entries, "x" becomes a link leading out (the chained-link attack did this with a race).
+        try FileManager.default.removeItem(at: scratch.inside.appendingPathComponent("x"))
+        try FileManager.default.createSymbolicLink(
+            at: scratch.inside.appendingPathComponent("x"), withDestinationURL: scratch.outside)
+        let error = #expect(throws: DiskError.self) {
+            _ = try root.directory(components: ["x", "y"], create: true, mode: 0o700, openat2: openat2)
+        }
+        #expect(error?.kind == .link)
+        #expect(scratch.outsideState == before)
+    }
+
+    @Test func namesThatAreNotOneComponentAreRefused() throws {
+        let scratch = try Scratch()
+        let root = try Directory.open(scratch.inside.path)
+        for name in ["", ".", "..", "a/b", "/etc", String(repeating: "x", count: 256), "a\u{0}b"] {
+            #expect(throws: DiskError.self) { _ = try root.openFile(name, .createOrUpdate) }
+        }
+        for path in ["../outside", "a/../../outside", "/etc"] {
+            #expect(throws: DiskError.self) { _ = try root.directory(path, create: true) }
+        }
+    }
+
+    @Test func createIsExclusiveAndRenameNeverReplacesUnlessAsked() throws {
+        let scratch = try Scratch()
+        let root = try Directory.open(scratch.inside.path)
+        let file = try root.openFile("a.txt", .create, mode: 0o640)
+        try file.write([1, 2, 3][...], at: 0)
+        file.close()
+        #expect(root.info("a.txt")?.mode == 0o640)
+        #expect(throws: DiskError.self) { _ = try root.openFile("a.txt", .create) }
+        try root.writeAtomically("b.txt", [9])
+        let exists = #expect(throws: DiskError.self) { try root.rename("a.txt", to: "b.txt", in: root) }
+        #expect(exists?.kind == .exists)
+        try root.rename("a.txt", to: "b.txt", in: root, replace: true)
+        #expect(try root.readFile("b.txt") == [1, 2, 3])
+        #expect(root.freeName(for: "b.txt") == "b (2).txt")
+        #expect(root.freeName(for: "c.txt") == "c.txt")
+    }
+
+    @Test func removingATreeRemovesLinksWithoutFollowingThem() throws {
+        let scratch = try Scratch()
+        let before = scratch.outsideState
+        let root = try Directory.open(scratch.inside.path)
+        let deep = try root.directory("t/u/v", create: true)
+        try deep.symlink("escape", target: scratch.outside.path)
+        try deep.writeAtomically("f", [1])
+        deep.setMode(0o000)
+        #expect(try root.removeTree("t"))
+        #expect(root.info("t") == nil)
+        #expect(scratch.outsideState == before)
+    }
+
+    @Test func aLockIsHeldByOneSessionAtATime() throws {
+        let scratch = try Scratch()
+        let first = try Directory.open(scratch.inside.path)
+        let second = try Directory.open(scratch.inside.path)
+        let held = try #require(try first.tryLock("item.lock"))
+        #expect(try second.tryLock("item.lock") == nil)
+        held.release()
+        #expect(try second.tryLock("item.lock") != nil)
+    }
+}
