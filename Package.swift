@@ -56,7 +56,9 @@ let package = Package(
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
         // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
-        .target(name: "ShareWatch", dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel"]),
+        .target(
+            name: "ShareWatch",
+            dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
         // Not position-independent in release builds: the loader then has no relocations to apply to the binary's
         // data, which saves about 1 MiB of resident memory at start.
         .executableTarget(
@@ -89,7 +91,8 @@ let package = Package(
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),
-        .testTarget(name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets"]),
+        .testTarget(
+            name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets", "ShareTLS", "ShareArchive"]),
         .testTarget(
             name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "share-watch", "ShareTestSupport"],
             exclude: ["Fixtures"]),

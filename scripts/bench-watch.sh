@@ -26,10 +26,10 @@ start_agent() {  # name → sets PORT and PID_<name>
 }
 start_agent phone; PHONEPORT=$PORT
 start_agent laptop; LAPTOPPORT=$PORT
-$BIN trust add --config "$WORK/phone" "$(id watch)" --name watch --team >/dev/null
-$BIN trust add --config "$WORK/phone" "$(id laptop)" --name laptop --address "127.0.0.1:$LAPTOPPORT" >/dev/null
+$BIN trust add --config "$WORK/phone" "$(id watch)" --name watch --team --watch >/dev/null
+$BIN trust add --config "$WORK/phone" "$(id laptop)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" >/dev/null
 $BIN trust add --config "$WORK/watch" "$(id phone)" --name phone --team --address "127.0.0.1:$PHONEPORT" >/dev/null
-$BIN trust add --config "$WORK/laptop" "$(id phone)" --name phone >/dev/null
+$BIN trust add --config "$WORK/laptop" "$(id phone)" --name phone --team >/dev/null
 
 $WATCHBIN --config "$WORK/watch" --agent phone --json --into "$WORK/shelf" > "$WORK/watch.out" 2> "$WORK/watch.err" &
 WATCH=$!

@@ -123,7 +123,7 @@ $SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --a
 step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
 WATCH="--config $WORK/watch"
 $SHARE id $WATCH --name desk-watch | sed 's/^/   /'
-$SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team | sed 's/^/   desk | /'
+$SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch | sed 's/^/   desk | /'
 $SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/  watch | /'
 $SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" > /dev/null
 $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &

@@ -59,7 +59,11 @@ case "serve":
             var buffer = [UInt8](repeating: 0, count: bufferSize)
             var received = 0
             while received < total {
-                let n = try session.connection.tls.read(into: &buffer, count: min(buffer.count, total - received))
+                let want = min(buffer.count, total - received)
+                let n = try buffer.withUnsafeMutableBytes {
+                    try session.connection.channel.stream.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<want]))
+                }
                 if n == 0 { break }
                 received += n
             }
@@ -86,10 +90,8 @@ case "stream":
     var sent = 0
     while sent < total {
         let n = min(buffer.count, total - sent)
-        if n == buffer.count {
-            try session.connection.tls.write(buffer)
-        } else {
-            try session.connection.tls.write(buffer[0..<n])
+        try buffer.withUnsafeBytes {
+            try session.connection.channel.stream.write(UnsafeRawBufferPointer(rebasing: $0[0..<n]))
         }
         sent += n
     }
@@ -99,7 +101,7 @@ case "stream":
     print(
         String(
             format: "share stream: %d MiB in %.2f s = %.0f MiB/s (%@)", total >> 20, seconds,
-            Double(total) / seconds / 1_048_576, session.connection.tls.cipher))
+            Double(total) / seconds / 1_048_576, session.connection.tlsDescription))
 
 default:
     fail("mode must be latency, serve or stream")

@@ -48,13 +48,25 @@ public enum FileNames {
         return String(name[name.index(after: dot)...])
     }
 
-    /// `name` reduced to a safe single path component, or `fallback` when nothing usable is left.
+    /// Characters that look like a slash or a backslash: a name must not seem to have folders it does not have.
+    static let slashLookalikes: Set<UInt32> = [
+        0x2F, 0x5C, 0x2044, 0x2215, 0x2216, 0x2571, 0x2572, 0x29F5, 0x29F8, 0x29F9, 0xFE68, 0xFF0F, 0xFF3C, 0x1735,
+        0x2CFA, 0x3033, 0x30CE, 0x4E3F, 0x31D3,
+    ]
+
+    /// `name` reduced to a safe single path component, or `fallback` when nothing usable is left: no separator or
+    /// lookalike of one, no control character, no invisible formatting character (bidirectional overrides such as
+    /// U+202E reorder what a name shows; zero-width joiners inside emoji stay), no leading dot, at most 200 bytes.
     public static func sanitized(_ name: String, fallback: String = "item") -> String {
         var scalars = String.UnicodeScalarView()
         for scalar in name.unicodeScalars {
-            switch scalar.value {
-            case 0..<0x20, 0x7F: continue
-            case UInt32(UInt8(ascii: "/")), UInt32(UInt8(ascii: "\\")): scalars.append("_")
+            if slashLookalikes.contains(scalar.value) {
+                scalars.append("_")
+                continue
+            }
+            switch scalar.properties.generalCategory {
+            case .control, .lineSeparator, .paragraphSeparator: continue
+            case .format where scalar.value != 0x200D: continue
             default: scalars.append(scalar)
             }
         }

@@ -26,7 +26,7 @@ struct AgentCommand: ParsableCommand {
     var idleTimeout: Double?
 
     @Option(help: "Seconds a new connection has to complete its TLS handshake and hello.")
-    var handshakeTimeout: Double = 10
+    var handshakeTimeout: Double = 5
 
     @Option(help: ArgumentHelp("Where received items go (default: agent.json, else DATA/inbox).", valueName: "folder"))
     var inbox: String?

@@ -47,7 +47,7 @@ struct CopyCommand: ParsableCommand {
             item.texts = text
             item.urls = url
             item.profiles = profile
-            _ = try ControlClient.request(ControlRequest(op: .copy, clipboard: item), paths: paths)
+            _ = try ControlClient.request(.copy(item), paths: paths)
             say("copied; your devices can paste it for \(Int(expire)) s (share paste)")
         }
     }
@@ -80,7 +80,7 @@ struct PasteCommand: ParsableCommand {
         try ShareCLI.run {
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
-            let heard = Discovery.load(local.paths)
+            let heard = DiscoveredPeer.load(local.paths)
             let timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 60)
             var entries = try type.map { AcceptedType(try parseType($0)) }
             if entries.isEmpty { entries = [AcceptedType(.item)] }

@@ -33,6 +33,9 @@ struct PairCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The other device belongs to this group.", valueName: "name"))
     var group: String?
 
+    @Flag(help: "With --team: the other device is your watch, and may attach to this device's agent.")
+    var watch = false
+
     @Option(help: ArgumentHelp("The port this device's agent listens on, told to the other device.", valueName: "port"))
     var agentPort: Int?
 
@@ -41,6 +44,7 @@ struct PairCommand: ParsableCommand {
 
     func validate() throws {
         if team && group != nil { throw ValidationError("--team and --group exclude each other") }
+        if watch && !team { throw ValidationError("--watch needs --team: a watch is one of your own devices") }
         if let address, PeerAddress(parsing: address) == nil { throw ValidationError("'\(address)' is not HOST:PORT") }
         if let agentPort, !(1...65535).contains(agentPort) { throw ValidationError("--agent-port must be 1–65535") }
     }
@@ -50,6 +54,7 @@ struct PairCommand: ParsableCommand {
             let local = try device.loadDevice()
             var options = Pairing.Options()
             options.relation = team ? .team : group.map { .group($0) } ?? .trusted
+            options.watch = watch
             options.agentPort = agentPort
             options.decisionTimeout = timeout
             let yes = self.yes

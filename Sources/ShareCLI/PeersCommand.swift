@@ -17,7 +17,7 @@ struct PeersCommand: ParsableCommand {
     func run() throws {
         try ShareCLI.run {
             let trust = try device.loadTrust()
-            let heard = Discovery.load(device.paths)
+            let heard = DiscoveredPeer.load(device.paths)
             let dates = ISO8601DateFormatter()
             for peer in trust.devices {
                 let seen = heard.first { $0.id == peer.id.description }

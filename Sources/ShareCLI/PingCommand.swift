@@ -26,7 +26,7 @@ struct PingCommand: ParsableCommand {
         try ShareCLI.run {
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
-            let target = try PeerTarget.resolve(peer, trust: trust, discovered: Discovery.load(local.paths))
+            let target = try PeerTarget.resolve(peer, device: local, trust: trust)
             let result = try PingClient.ping(
                 device: local, target: target, trust: trust, count: count,
                 timeouts: SessionTimeouts(connect: timeout, handshake: timeout, idle: timeout))

@@ -91,9 +91,10 @@ struct ReceiveCommand: ParsableCommand {
                     session.connection.fail(with: .init(.refused, "this receiver is busy with another sender"))
                     return
                 }
-                let name = trustCache.store.device(session.peerID)?.name ?? session.peerHello.name
+                let entry = trustCache.store.device(session.peerID)
+                let name = entry?.name ?? session.peerHello.name
                 do {
-                    outcome.finish(.success(try receiver.serve(session, peerName: name)))
+                    outcome.finish(.success(try receiver.serve(session, peerName: name, peer: entry)))
                 } catch {
                     outcome.finish(.failure(SessionErrors.describe(error, peer: name, localID: local.id)))
                 }

@@ -106,9 +106,9 @@ struct SendCommand: ParsableCommand {
                 try handToAgent(local.paths, paths: paths)
                 return
             }
-            let target = try PeerTarget.resolve(via ?? to, trust: trust, discovered: Discovery.load(local.paths))
+            let target = try PeerTarget.resolve(via ?? to, device: local, trust: trust)
             var options = SendOptions()
-            options.relayTo = via == nil ? nil : to
+            options.forwardTo = via == nil ? nil : to
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
@@ -151,13 +151,13 @@ struct SendCommand: ParsableCommand {
         job.profiles = profile
         job.allProfiles = profiles
         job.via = via
-        let queued = try ControlClient.request(ControlRequest(op: .send, job: job), paths: device)
+        let queued = try ControlClient.request(.send(job), paths: device)
         let id = queued.job?.id ?? job.id
         output.progress.note(
             "queued job \(id) for \(to): the agent sends it now, or as soon as \(to) can be reached",
             event: "queued", fields: ["job": id, "to": to])
         guard wait else { return }
-        let finished = try ControlClient.request(ControlRequest(op: .wait, id: id), paths: device)
+        let finished = try ControlClient.request(.wait(id: id, timeout: nil), paths: device)
         guard let done = finished.job else { throw ShareError(.failure, "the agent lost job \(id)") }
         switch done.state {
         case .delivered where done.exitStatus == 0:

@@ -20,7 +20,7 @@ struct StatusCommand: ParsableCommand {
         try ShareCLI.run {
             let paths = device.paths
             if let wait {
-                let answer = try ControlClient.request(ControlRequest(op: .wait, id: wait), paths: paths)
+                let answer = try ControlClient.request(.wait(id: wait, timeout: nil), paths: paths)
                 guard let job = answer.job else { throw ShareError(.failure, "no job \(wait)") }
                 try show(jobs: [job], answer: nil)
                 if let status = job.exitStatus, status != 0 {
@@ -29,7 +29,7 @@ struct StatusCommand: ParsableCommand {
                 }
                 return
             }
-            let answer = try ControlClient.request(ControlRequest(op: .status), paths: paths)
+            let answer = try ControlClient.request(.status, paths: paths)
             try show(jobs: answer.jobs ?? [], answer: answer)
         }
     }

@@ -30,8 +30,16 @@ struct TrustCommand: ParsableCommand {
         )
         var group: String?
 
+        @Flag(
+            inversion: .prefixedNo,
+            help: "With --team: the device is your watch, and may attach to this device's agent as one.")
+        var watch: Bool?
+
         func validate() throws {
             if team && group != nil { throw ValidationError("--team and --group exclude each other") }
+            if watch == true && !team {
+                throw ValidationError("--watch needs --team: a watch is one of your own devices")
+            }
             if let address, PeerAddress(parsing: address) == nil {
                 throw ValidationError("'\(address)' is not HOST:PORT")
             }
@@ -45,16 +53,21 @@ struct TrustCommand: ParsableCommand {
                 } catch {
                     throw ShareError(.dataError, "'\(deviceID)' is not a device ID: \(error)")
                 }
-                var store = try device.loadTrust()
                 _ = try device.loadDevice()
-                let existing = store.device(id)
-                let relation: TrustRelation = team ? .team : group.map { .group($0) } ?? existing?.relation ?? .trusted
-                let entry = TrustedDevice(
-                    id: id, name: name ?? existing?.name ?? id.short,
-                    address: address.flatMap(PeerAddress.init(parsing:)) ?? existing?.address, relation: relation)
-                try store.add(entry)
-                try store.save()
-                say("\(existing == nil ? "trusted" : "updated") \(entry.name) (\(id)) as \(relation)")
+                let (entry, existed) = try TrustStore.update(device.paths.trustFile) { store in
+                    let existing = store.device(id)
+                    let relation: TrustRelation =
+                        team ? .team : group.map { .group($0) } ?? existing?.relation ?? .trusted
+                    let entry = TrustedDevice(
+                        id: id, name: name ?? existing?.name ?? id.short,
+                        address: address.flatMap(PeerAddress.init(parsing:)) ?? existing?.address, relation: relation,
+                        watch: watch ?? (relation == .team && existing?.watch == true))
+                    try store.add(entry)
+                    return (entry, existing != nil)
+                }
+                say(
+                    "\(existed ? "updated" : "trusted") \(entry.name) (\(id)) as \(entry.relation)"
+                        + (entry.watch ? ", a watch" : ""))
             }
         }
     }
@@ -75,14 +88,16 @@ struct TrustCommand: ParsableCommand {
                 }
                 for entry in store.devices {
                     if json {
-                        let object: [String: String] = [
+                        let object: [String: Any] = [
                             "id": entry.id.description, "name": entry.name, "address": entry.address?.description ?? "",
-                            "relation": entry.relation.description,
+                            "relation": entry.relation.description, "watch": entry.watch,
                         ]
                         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
                         say(String(decoding: data, as: UTF8.self))
                     } else {
-                        say("\(entry.name)\t\(entry.id)\t\(entry.relation)\t\(entry.address?.description ?? "-")")
+                        say(
+                            "\(entry.name)\t\(entry.id)\t\(entry.relation)\(entry.watch ? " (watch)" : "")\t\(entry.address?.description ?? "-")"
+                        )
                     }
                 }
             }
@@ -99,11 +114,12 @@ struct TrustCommand: ParsableCommand {
 
         func run() throws {
             try ShareCLI.run {
-                var store = try device.loadTrust()
-                guard let removed = store.remove(reference) else {
-                    throw ShareError(.usage, "no trusted device is called '\(reference)' (see: share trust list)")
+                let removed = try TrustStore.update(device.paths.trustFile) { store in
+                    guard let removed = store.remove(reference) else {
+                        throw ShareError(.usage, "no trusted device is called '\(reference)' (see: share trust list)")
+                    }
+                    return removed
                 }
-                try store.save()
                 say("no longer trusting \(removed.name) (\(removed.id))")
             }
         }

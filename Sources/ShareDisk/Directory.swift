@@ -147,6 +147,8 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         case create
         /// Open the file, creating it when missing.
         case createOrUpdate
+        /// Append to the file, creating it when missing: every write lands at the end, whole.
+        case append
     }
 
     /// Opens the file `name` (one component) in this folder; a link there is an error, never followed.
@@ -158,6 +160,7 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         case .update: flags |= O_RDWR
         case .create: flags |= O_RDWR | O_CREAT | O_EXCL
         case .createOrUpdate: flags |= O_RDWR | O_CREAT
+        case .append: flags |= O_WRONLY | O_CREAT | O_APPEND
         }
         let opened = openat(fd, name, flags, mode)
         guard opened >= 0 else {
@@ -165,7 +168,7 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
             throw DiskError.system("cannot \(verb) \(display(name))")
         }
         let file = OpenFile(fd: opened, path: display(name))
-        if access != .read && access != .update {
+        if access == .create || access == .createOrUpdate {
             // Whatever the process's umask: the mode asked for is the mode the file gets.
             _ = fchmod(opened, mode)
         }
@@ -375,13 +378,22 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     }
 
     private func lock(_ name: String, wait: Bool) throws -> FileLock? {
-        let file = try openFile(name, .createOrUpdate, mode: 0o600)
-        while cshare_lock_exclusive(file.fd, wait ? 1 : 0) != 0 {
-            if errno == EINTR { continue }
-            if errno == EWOULDBLOCK { return nil }
-            throw DiskError.system("cannot lock \(display(name))")
+        for _ in 0..<100 {
+            let file = try openFile(name, .createOrUpdate, mode: 0o600)
+            while cshare_lock_exclusive(file.fd, wait ? 1 : 0) != 0 {
+                if errno == EINTR { continue }
+                if errno == EWOULDBLOCK { return nil }
+                throw DiskError.system("cannot lock \(display(name))")
+            }
+            // The holder before us may have removed the lock file as it let go: a lock on a file that no longer
+            // has this name locks nothing, so take the one that does.
+            if let locked = file.info, let named = info(name), locked.inode == named.inode,
+                locked.device == named.device
+            {
+                return FileLock(file: file)
+            }
         }
-        return FileLock(file: file)
+        throw DiskError(.busy, "cannot lock \(display(name)): it keeps being replaced")
     }
 }
 

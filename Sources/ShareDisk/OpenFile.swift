@@ -71,9 +71,11 @@ public final class OpenFile: @unchecked Sendable {  // positional I/O on one des
         try bytes.withUnsafeBytes { try write($0, at: offset) }
     }
 
-    /// Appends `bytes` at the end (the file must have been opened for writing).
+    /// Appends `bytes` at the end in one write (the file must have been opened with `.append`, so concurrent
+    /// writers never interleave inside a line).
     public func append(_ bytes: [UInt8]) throws {
-        try write(bytes[...], at: try size)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw DiskError.system("cannot write \(path)") }
     }
 
     public var size: UInt64 {

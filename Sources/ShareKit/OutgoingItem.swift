@@ -31,6 +31,8 @@ public struct OutgoingItem: Sendable {
     public var representations: [OutgoingRepresentation]
     public var declarations: [UTTypeDeclaration]
     public var version: String?
+    /// Who the item really comes from, when this device passes it on for another (`laptop via desk`).
+    public var origin: String?
 
     public init(
         id: String, label: String, representations: [OutgoingRepresentation],
@@ -46,7 +48,7 @@ public struct OutgoingItem: Sendable {
     public var offerItem: OfferItem {
         OfferItem(
             id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
-            version: version)
+            version: version, origin: origin)
     }
 
     /// A file from disk, typed by its extension (dynamic when unknown) or by `type`. Its id is stable for the same
@@ -68,13 +70,8 @@ public struct OutgoingItem: Sendable {
         let offered = OfferedRepresentation(
             contentType: contentType.identifier, kind: .file, size: UInt64(info.st_size), suggestedFileName: name)
         let fileURL = URL(fileURLWithPath: path)
-        var representations = [OutgoingRepresentation(offered: offered) { .file(fileURL) }]
-        if contentType.conforms(to: .movie) {
-            // As the seeds' `Video` does: the movie itself, then its URL for a receiver that takes only URLs (a watch).
-            let link = Data(fileURL.absoluteString.utf8)
-            let url = OfferedRepresentation(contentType: UTType.url.identifier, kind: .data, size: UInt64(link.count))
-            representations.append(OutgoingRepresentation(offered: url) { .data(link) })
-        }
+        // The file itself only: its `file:` URL names a place on this machine and never crosses to another.
+        let representations = [OutgoingRepresentation(offered: offered) { .file(fileURL) }]
         return OutgoingItem(
             id: stableID("file:" + path), label: name, representations: representations,
             declarations: customDeclarations(for: [contentType]), version: version)
@@ -138,27 +135,39 @@ public struct OutgoingItem: Sendable {
         return fileVersion(info)
     }
 
-    /// Any `Transferable` value: its representations visible to a peer with `relation`, in order.
+    /// Any `Transferable` value: its representations visible to a peer with `relation`, in order. A representation
+    /// that is a URL is evaluated now: a `file:` URL names a place on this machine only, and is left out of every
+    /// offer (the seeds' `Video` proxies its file URL); any other URL is kept as evaluated.
     public static func transferable<T: Transferable>(
         _ value: T, label: String, relation: PeerRelation,
         id: String = UUID().uuidString
     ) -> OutgoingItem {
-        let entries = value.offeredRepresentations(for: relation)
-        let representations = entries.map { entry in
-            OutgoingRepresentation(
-                offered: OfferedRepresentation(
-                    contentType: entry.contentType.identifier, kind: entry.payload == .file ? .file : .data,
-                    size: nil, suggestedFileName: entry.suggestedFileName(for: value))
-            ) {
-                switch try await entry.export(value) {
-                case .data(let data): return .data(data)
-                case .file(let sent): return .file(sent.file)
-                }
+        var representations: [OutgoingRepresentation] = []
+        var types: [UTType] = []
+        for entry in value.offeredRepresentations(for: relation) {
+            let offered = OfferedRepresentation(
+                contentType: entry.contentType.identifier, kind: entry.payload == .file ? .file : .data,
+                size: nil, suggestedFileName: entry.suggestedFileName(for: value))
+            if entry.payload != .file, entry.contentType.conforms(to: .url) {
+                guard case .data(let data)? = try? blockingAwait({ try await entry.export(value) }),
+                    !URLRule.isFileURL(Array(data.prefix(64)))
+                else { continue }
+                representations.append(OutgoingRepresentation(offered: offered) { .data(data) })
+                types.append(entry.contentType)
+                continue
             }
+            representations.append(
+                OutgoingRepresentation(offered: offered) {
+                    switch try await entry.export(value) {
+                    case .data(let data): return .data(data)
+                    case .file(let sent): return .file(sent.file)
+                    }
+                })
+            types.append(entry.contentType)
         }
         return OutgoingItem(
             id: id, label: label, representations: representations,
-            declarations: customDeclarations(for: entries.map(\.contentType)), version: nil)
+            declarations: customDeclarations(for: types), version: nil)
     }
 
     /// Declarations of the non-system types among `types` and their custom ancestors, so the receiver can evaluate

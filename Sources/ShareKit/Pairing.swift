@@ -23,6 +23,8 @@ public enum Pairing {
 
     public struct Options: Sendable {
         public var relation: TrustRelation = .trusted
+        /// The other device is the owner's watch (with `.team`).
+        public var watch = false
         /// The port this device's agent listens on, told to the peer so it can reach us later.
         public var agentPort: Int?
         /// How long to wait for the other side's decision.
@@ -86,7 +88,7 @@ public enum Pairing {
         _ session: Session, device: LocalDevice, peerHost: String, options: Options,
         confirm: Confirm
     ) throws -> Outcome {
-        guard let peerDER = session.connection.tls.peerCertificateDER else {
+        guard let peerDER = session.connection.peerCertificateDER else {
             throw ShareError(.protocolError, "the peer presented no certificate")
         }
         let code = verificationCode(try device.identity.certificate.derBytes(), peerDER)
@@ -101,19 +103,23 @@ public enum Pairing {
         }
         guard mine else { throw ShareError(.refused, "pairing declined here; nothing was trusted") }
         guard theirs.accept else { throw ShareError(.refused, "the other device declined; nothing was trusted") }
-        var store = try TrustStore.load(device.paths.trustFile)
-        var name = session.peerHello.name
-        var suffix = 2
-        while store.devices.contains(where: {
-            $0.id != session.peerID && $0.name.caseInsensitiveCompare(name) == .orderedSame
-        }) {
-            name = "\(session.peerHello.name) (\(suffix))"
-            suffix += 1
-        }
         let address = session.peerHello.listenPort.map { PeerAddress(host: peerHost, port: $0) }
-        let trusted = TrustedDevice(id: session.peerID, name: name, address: address, relation: options.relation)
-        try store.add(trusted)
-        try store.save()
+        // Under the trust store's lock: two pairings at once never lose an entry.
+        let trusted = try TrustStore.update(device.paths.trustFile) { store in
+            let base = FileNamesOnDisk.sanitize(session.peerHello.name, fallback: "device")
+            var name = base
+            var suffix = 2
+            while store.devices.contains(where: {
+                $0.id != session.peerID && $0.name.caseInsensitiveCompare(name) == .orderedSame
+            }) {
+                name = "\(base) (\(suffix))"
+                suffix += 1
+            }
+            let trusted = TrustedDevice(
+                id: session.peerID, name: name, address: address, relation: options.relation, watch: options.watch)
+            try store.add(trusted)
+            return trusted
+        }
         return Outcome(peer: trusted, code: code)
     }
 }

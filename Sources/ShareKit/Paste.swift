@@ -25,8 +25,7 @@ public enum PasteClient {
         throws -> ClipboardInfo
     {
         let session = try SessionOpener.connect(
-            from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
-            verifier: target.verifier(trust: trust), timeouts: timeouts)
+            from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts)
         defer { session.connection.close() }
         try session.connection.send(.clipboardRequest, ClipboardRequest(peek: true))
         let frame = try session.connection.receive()
@@ -44,16 +43,13 @@ public enum PasteClient {
     ) throws -> ReceiveReport {
         let hello = ReceiveSession.hello(name: device.name, accept: options.accept)
         let session = try SessionOpener.connect(
-            from: device, to: target.address, hello: hello, verifier: target.verifier(trust: trust),
-            timeouts: timeouts)
+            from: device, to: target, trust: trust, hello: hello, timeouts: timeouts)
         defer { session.connection.close() }
         let name = trust.device(session.peerID)?.name ?? session.peerHello.name
         do {
             try session.connection.send(.clipboardRequest, ClipboardRequest())
             let receiver = try ReceiveSession(options: options, progress: progress)
-            // Pasting text leaves no empty partial folder behind in the current directory.
-            defer { rmdir(receiver.store.partials.path) }
-            return try receiver.serve(session, peerName: name)
+            return try receiver.serve(session, peerName: name, peer: trust.device(session.peerID))
         } catch {
             throw SessionErrors.describe(error, peer: "\(name) at \(target.address)", localID: device.id)
         }

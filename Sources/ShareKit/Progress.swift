@@ -1,4 +1,5 @@
 import Foundation
+import ShareProtocol
 
 /// A transfer's position, as `share status` shows a running job: the item in progress and the whole session.
 public struct TransferProgress: Codable, Sendable, Equatable {
@@ -203,5 +204,81 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         let s = Int(seconds.rounded())
         return s >= 3600
             ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    }
+}
+
+extension ProgressReporter {
+    /// The sending side's events as lines and progress.
+    public func senderEvents(peer: String) -> TransferEvents {
+        { [self] event in
+            switch event {
+            case .offered(let items):
+                for item in items {
+                    note(
+                        "offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
+                        event: "offered",
+                        fields: ["item": item.label, "types": item.representations.map(\.contentType)])
+                }
+            case .refused(_, let label, _, let reason):
+                note(
+                    "refused by \(peer): \(label): \(reason)", event: "refused",
+                    fields: ["item": label, "reason": reason])
+            case .chosen(_, let label, _, let type, let reason):
+                note(
+                    "chosen for \(label): \(type) (\(reason))", event: "chosen", fields: ["item": label, "type": type])
+            case .selected, .answered:
+                break
+            case .started(_, let label, let number, let total, let held):
+                startItem(label, number: number, total: total, alreadyHeld: held)
+                if held > 0 {
+                    let left = total.map { " sending \(Self.bytes($0 - min($0, held)))" } ?? ""
+                    note(
+                        "resuming \(label): the receiver holds \(Self.bytes(held)) verified;\(left)", event: "resume",
+                        fields: ["item": label, "held": held])
+                }
+            case .progress(let bytes):
+                advance(bytes)
+            case .finished:
+                finishItem()
+            case .delivered(_, let label, let ack):
+                let whereTo = ack.savedAs.map { " as \($0)" } ?? ""
+                note(
+                    "delivered \(label) to \(peer): \(ack.outcome)\(whereTo)", event: "delivered",
+                    fields: ["item": label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""])
+            case .completed:
+                break
+            }
+        }
+    }
+
+    /// The receiving side's events as lines and progress.
+    public func receiverEvents(peer: String) -> TransferEvents {
+        { [self] event in
+            switch event {
+            case .chosen(_, let label, let offered, let type, let reason):
+                note(
+                    "from \(peer): \(label): offered \(offered.joined(separator: ", ")); chose \(type) — \(reason)",
+                    event: "chosen", fields: ["item": label, "type": type, "offered": offered])
+            case .refused(_, let label, let offered, let reason):
+                note(
+                    "from \(peer): \(label): offered \(offered.joined(separator: ", ")); refused — \(reason)",
+                    event: "refused", fields: ["item": label, "reason": reason])
+            case .selected(let count, let total):
+                setSessionTotal(total, count: count)
+            case .started(_, let label, let number, let total, let held):
+                if held > 0 {
+                    note(
+                        "resuming \(label): \(Self.bytes(held)) already verified", event: "resume",
+                        fields: ["item": label, "held": held])
+                }
+                startItem(label, number: number, total: total, alreadyHeld: held)
+            case .progress(let bytes):
+                advance(bytes)
+            case .finished:
+                finishItem()
+            case .offered, .delivered, .completed, .answered:
+                break
+            }
+        }
     }
 }

@@ -29,21 +29,22 @@ public struct SendItems: Sendable {
         }
     }
 
-    /// An item the agent kept to pass on: a folder as a folder, anything else as a file of the type it arrived as,
-    /// under the label it had.
-    public mutating func add(relayed: RelayedItem) throws {
-        let url = URL(fileURLWithPath: relayed.path)
+    /// An item the agent kept to pass on to its watch: a folder as a folder, anything else as a file of the type it
+    /// arrived as, under the label it had, naming where it came from (`laptop via desk`).
+    public mutating func add(forwarded: ForwardedItem, via agent: String) throws {
+        let url = URL(fileURLWithPath: forwarded.path)
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
-            throw ShareError(.noInput, "\(relayed.label), kept to pass on, is gone from \(relayed.path)")
+            throw ShareError(.noInput, "\(forwarded.label), kept to pass on, is gone from \(forwarded.path)")
         }
+        var item: OutgoingItem
         if isFolder.boolValue {
-            let (item, _) = try OutgoingItem.folder(url)
-            files.append(item)
-            return
+            item = try OutgoingItem.folder(url).item
+        } else {
+            item = try OutgoingItem.file(url, type: UTType(forwarded.contentType))
+            item.label = forwarded.label
         }
-        var item = try OutgoingItem.file(url, type: UTType(relayed.contentType))
-        item.label = relayed.label
+        item.origin = "\(forwarded.from) via \(agent)"
         files.append(item)
     }
 
@@ -76,8 +77,10 @@ public struct SendItems: Sendable {
             + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
             + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
             + profiles.map {
+                // A single profile travels without paths; its media go in a profiles bundle.
                 OutgoingItem.transferable(
-                    $0, label: "profile \($0.name)", relation: relation, id: "profile-\($0.id.uuidString)")
+                    $0.withoutMedia, label: "profile \($0.name)", relation: relation,
+                    id: "profile-\($0.id.uuidString)")
             }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ShareDisk
 
 /// Text and URLs an agent received, one JSON object per line in `history.jsonl` inside the inbox (mode 0600),
 /// newest last. Appends are serialized within the process and written with one `write` each.
@@ -31,14 +32,13 @@ public final class TextHistory: @unchecked Sendable {  // appends guarded by `lo
         var line = try encoder.encode(entry)
         line.append(0x0A)
         try lock.withLock {
-            let fd = open(file.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else {
-                throw ShareError(.cannotCreate, "cannot write \(file.path): \(String(cString: strerror(errno)))")
-            }
-            defer { close(fd) }
-            let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written == line.count else {
-                throw ShareError(.ioError, "cannot write \(file.path): \(String(cString: strerror(errno)))")
+            do {
+                let folder = try Directory.open(file.deletingLastPathComponent().path, create: true, mode: 0o700)
+                let history = try folder.openFile(file.lastPathComponent, .append, mode: 0o600)
+                defer { history.close() }
+                try history.append(Array(line))
+            } catch let error as DiskError {
+                throw ShareError(error.kind == .noSpace ? .ioError : .cannotCreate, error.message)
             }
         }
     }

@@ -18,10 +18,12 @@ public struct LocalDevice: Sendable {
     /// replaced: the device ID would change and every peer would stop trusting it.
     public static func loadOrCreate(paths: DevicePaths, defaultName: String? = nil) throws -> LocalDevice {
         do {
+            // The device's folders are its own: keys and trust, the catalog and its media, received state.
             try DevicePaths.ensurePrivateDirectory(paths.config)
+            try DevicePaths.ensurePrivateDirectory(paths.data)
         } catch {
             throw ShareError(
-                .configuration, "cannot create the config directory \(paths.config.path): \(error)"
+                .configuration, "cannot create this device's folders under \(paths.config.path): \(error)"
             )
         }
         let hasKey = PosixFiles.exists(paths.keyFile.path)

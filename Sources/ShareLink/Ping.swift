@@ -17,27 +17,42 @@ public struct PingResult: Sendable {
 
 /// Resolves how to reach a peer given by name, ID, or HOST:PORT, and which certificates to accept from it.
 public struct PeerTarget: Sendable {
-    public let address: PeerAddress
+    /// Where to try, in order: the address recorded in the trust store, the one the device last announced on the
+    /// local network (a hint: an announcement is never believed more than a pinned handshake), and the last one
+    /// that worked.
+    public let addresses: [PeerAddress]
     /// The device expected at the address; nil when given as HOST:PORT (any trusted device is accepted).
     public let expected: TrustedDevice?
 
-    /// `discovered`: devices heard on the local network; a trusted device without a recorded address is reached
-    /// at the address it announced (an untrusted one never is).
-    public static func resolve(_ reference: String, trust: TrustStore, discovered: [DiscoveredPeer] = []) throws
-        -> PeerTarget
-    {
+    /// The first address to try.
+    public var address: PeerAddress { addresses[0] }
+
+    public init(addresses: [PeerAddress], expected: TrustedDevice?) {
+        precondition(!addresses.isEmpty)
+        var seen: Set<PeerAddress> = []
+        self.addresses = addresses.filter { seen.insert($0).inserted }
+        self.expected = expected
+    }
+
+    /// `discovered`: devices heard on the local network; `reached`: the last address that worked per device ID.
+    /// Only a trusted device is ever reached at an address it announced.
+    public static func resolve(
+        _ reference: String, trust: TrustStore, discovered: [DiscoveredPeer] = [], reached: [String: PeerAddress] = [:]
+    ) throws -> PeerTarget {
         if let device = trust.find(reference) {
-            let heard = discovered.first { $0.id == device.id.description }?.address
-            guard let address = device.address ?? heard else {
+            let id = device.id.description
+            let candidates =
+                [device.address, discovered.first { $0.id == id }?.address, reached[id]].compactMap { $0 }
+            guard !candidates.isEmpty else {
                 throw ShareError(
                     .unavailable,
                     "no address is known for '\(device.name)' and its agent was not heard on this network; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
                 )
             }
-            return PeerTarget(address: address, expected: device)
+            return PeerTarget(addresses: candidates, expected: device)
         }
         if let address = PeerAddress(parsing: reference) {
-            return PeerTarget(address: address, expected: nil)
+            return PeerTarget(addresses: [address], expected: nil)
         }
         if (try? DeviceID(parsing: reference)) != nil {
             throw ShareError(
@@ -46,6 +61,13 @@ public struct PeerTarget: Sendable {
         }
         throw ShareError(
             .usage, "'\(reference)' is neither a trusted device name nor HOST:PORT (see: share trust list)")
+    }
+
+    /// Resolves with what this device has heard and reached before.
+    public static func resolve(_ reference: String, device: LocalDevice, trust: TrustStore) throws -> PeerTarget {
+        try resolve(
+            reference, trust: trust, discovered: DiscoveredPeer.load(device.paths),
+            reached: ReachedAddresses.load(device.paths))
     }
 
     /// Accepts exactly the expected device, or any trusted device for a bare address.
@@ -63,8 +85,7 @@ public enum PingClient {
         timeouts: SessionTimeouts = SessionTimeouts()
     ) throws -> PingResult {
         let session = try SessionOpener.connect(
-            from: device, to: target.address, hello: Hello(name: device.name, role: .cli),
-            verifier: target.verifier(trust: trust), timeouts: timeouts)
+            from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts)
         defer { session.connection.close() }
         var trips: [Double] = []
         do {
@@ -83,7 +104,7 @@ public enum PingClient {
         return PingResult(
             peerName: session.peerHello.name, peerID: session.peerID, protocolVersion: session.peerHello.version,
             role: session.peerHello.role,
-            tls: "\(session.connection.tls.protocolVersion) \(session.connection.tls.cipher)",
+            tls: session.connection.tlsDescription,
             setupSeconds: session.setupSeconds, roundTrips: trips)
     }
 

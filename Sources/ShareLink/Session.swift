@@ -5,7 +5,7 @@ import ShareTLS
 
 /// An authenticated session after both hellos: the connection, the peer's identity and what it said.
 public struct Session: @unchecked Sendable {  // the connection is confined to the thread that opened the session
-    public let connection: FramedConnection
+    public let connection: PeerConnection
     public let peerID: DeviceID
     public let peerHello: Hello
     /// Time from TCP connect to the peer's hello, in seconds (client side).
@@ -45,7 +45,7 @@ public enum SessionOpener {
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
-        let connection = FramedConnection(tls: tls, remoteAddress: address.description)
+        let connection = PeerConnection(tls: tls, remoteAddress: address.description)
         let watchdog = Watchdog(fileDescriptor: fd, seconds: timeouts.handshake)
         defer { watchdog.disarm() }
         connection.frameDeadline = .seconds(timeouts.handshake)
@@ -72,6 +72,30 @@ public enum SessionOpener {
         }
     }
 
+    /// Connects to `target`, trying its addresses in order (the recorded one, then an announced one, then the last
+    /// that worked): each is checked by the same pinned handshake, so an address that lies costs one attempt. The
+    /// address that answered is remembered.
+    public static func connect(
+        from device: LocalDevice, to target: PeerTarget, trust: TrustStore, hello: Hello,
+        timeouts: SessionTimeouts = SessionTimeouts()
+    ) throws -> Session {
+        var firstError: Error?
+        for address in target.addresses {
+            do {
+                let session = try connect(
+                    from: device, to: address, hello: hello, verifier: target.verifier(trust: trust), timeouts: timeouts
+                )
+                if let expected = target.expected, target.addresses.count > 1 {
+                    ReachedAddresses.record(expected.id, address, paths: device.paths)
+                }
+                return session
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        throw firstError!
+    }
+
     /// Runs the server side on an accepted socket: handshake, the client's hello, our hello.
     public static func accept(
         fileDescriptor fd: Int32, remoteAddress: String, context: TLSContext, hello: Hello,
@@ -79,7 +103,7 @@ public enum SessionOpener {
     ) throws -> Session {
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
-        let connection = FramedConnection(tls: tls, remoteAddress: remoteAddress)
+        let connection = PeerConnection(tls: tls, remoteAddress: remoteAddress)
         // The handshake and the hello together must finish within the handshake timeout.
         let watchdog = Watchdog(fileDescriptor: fd, seconds: timeouts.handshake)
         defer { watchdog.disarm() }
@@ -139,6 +163,14 @@ public enum SessionErrors {
             case .openssl, .badCredentials:
                 return ShareError(.configuration, "TLS set-up failed: \(error.message)")
             }
+        case is StreamEnded where !established:
+            return ShareError(
+                .notTrusted,
+                "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)"
+            )
+        case let error as StreamEnded:
+            return ShareError(
+                .interrupted, "connection to \(peer) lost (\(error.description)); run the same command again to resume")
         case let error as ProtocolError:
             switch error.code {
             case .version, .notShare, .badFrame, .frameTooLarge, .badMessage, .digestMismatch:

@@ -147,10 +147,11 @@ public enum Syscalls {
 
     // MARK: UDP (discovery)
 
-    /// A UDP socket bound to `port` on all IPv4 addresses (shared with other agents on this machine), joined to the
-    /// multicast `group`, sending with TTL 1 and looping back to this machine, broadcast allowed.
-    /// `interface` (an IPv4 address) confines sending and joining to one interface (127.0.0.1 keeps discovery on
-    /// this machine).
+    /// A UDP socket for discovery on `port`, joined to the multicast `group`, sending with TTL 1 and looping back
+    /// to this machine. Without `interface` it is bound to every IPv4 address (shared with other agents on this
+    /// machine) and may broadcast. With `interface` (an IPv4 address; 127.0.0.1 keeps discovery on this machine) it
+    /// is bound to the group address only, joins and sends on that interface only, and never broadcasts: nothing
+    /// reaches it from another interface's unicast or broadcast.
     public static func discoverySocket(port: Int, group: String, interface: String? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure("socket") }
@@ -158,15 +159,28 @@ public enum Syscalls {
         let size = socklen_t(MemoryLayout<Int32>.size)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, size)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, size)
-        setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, size)
+        if interface == nil { setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, size) }
         var ttl: UInt8 = 1
         setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, &ttl, socklen_t(1))
         var loop: UInt8 = 1
         setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_LOOP, &loop, socklen_t(1))
+        var membership = ip_mreq()
+        inet_pton(AF_INET, group, &membership.imr_multiaddr)
+        membership.imr_interface.s_addr = INADDR_ANY
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = INADDR_ANY
+        if let interface {
+            var chosen = in_addr()
+            guard inet_pton(AF_INET, interface, &chosen) == 1 else {
+                close(fd)
+                throw SocketError(message: "'\(interface)' is not an IPv4 address", code: EINVAL)
+            }
+            setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &chosen, socklen_t(MemoryLayout<in_addr>.size))
+            membership.imr_interface = chosen
+            address.sin_addr = membership.imr_multiaddr
+        }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -176,18 +190,6 @@ public enum Syscalls {
             let error = failure("cannot bind UDP port \(port)")
             close(fd)
             throw error
-        }
-        var membership = ip_mreq()
-        inet_pton(AF_INET, group, &membership.imr_multiaddr)
-        membership.imr_interface.s_addr = INADDR_ANY
-        if let interface {
-            var chosen = in_addr()
-            guard inet_pton(AF_INET, interface, &chosen) == 1 else {
-                close(fd)
-                throw SocketError(message: "'\(interface)' is not an IPv4 address", code: EINVAL)
-            }
-            setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &chosen, socklen_t(MemoryLayout<in_addr>.size))
-            membership.imr_interface = chosen
         }
         // Without a multicast route (a bare namespace) joining fails; broadcast still works.
         _ = setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &membership, socklen_t(MemoryLayout<ip_mreq>.size))
@@ -391,6 +393,21 @@ public enum Syscalls {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         setNoDelay(fd)
         return (fd, describe(storage))
+    }
+
+    /// Whom a connection from `peer` (`host:port`, as `describe` writes it) counts against: an IPv4 address, or an
+    /// IPv6 /64 network (one host usually owns a whole /64).
+    public static func quotaKey(_ peer: String) -> String {
+        var host = peer
+        if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+            host = String(host[host.index(after: host.startIndex)..<close])
+        } else if let colon = host.lastIndex(of: ":") {
+            host = String(host[..<colon])
+        }
+        var v6 = in6_addr()
+        guard host.contains(":"), inet_pton(AF_INET6, host, &v6) == 1 else { return host }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0.prefix(8)) }
+        return bytes.map { String($0, radix: 16) }.joined(separator: ".") + "/64"
     }
 
     /// `host:port` (IPv6 in brackets) of a socket address.

@@ -1,4 +1,5 @@
 import Foundation
+import ShareDisk
 import ShareTLS
 
 /// How a trusted device relates to this one; `TransferRepresentationVisibility` is checked against it.
@@ -25,16 +26,20 @@ public struct TrustedDevice: Hashable, Sendable {
     public var name: String
     public var address: PeerAddress?
     public var relation: TrustRelation
+    /// One of the owner's devices added as a watch (an explicit opt-in): only such a device may attach to this
+    /// device's agent as a watch.
+    public var watch: Bool
     public var added: Date
 
     public init(
         id: DeviceID, name: String, address: PeerAddress? = nil, relation: TrustRelation = .trusted,
-        added: Date = Date()
+        watch: Bool = false, added: Date = Date()
     ) {
         self.id = id
         self.name = name
         self.address = address
         self.relation = relation
+        self.watch = watch && relation == .team
         self.added = added
     }
 }
@@ -56,6 +61,7 @@ public struct TrustStore: Sendable {
         var address: PeerAddress?
         var relation: String
         var group: String?
+        var watch: Bool?
         var added: Date?
     }
 
@@ -101,7 +107,7 @@ public struct TrustStore: Sendable {
             devices.append(
                 TrustedDevice(
                     id: entry.id, name: entry.name, address: entry.address, relation: relation,
-                    added: entry.added ?? Date(timeIntervalSince1970: 0)))
+                    watch: entry.watch ?? false, added: entry.added ?? Date(timeIntervalSince1970: 0)))
         }
         return TrustStore(devices: devices, file: file)
     }
@@ -119,20 +125,15 @@ public struct TrustStore: Sendable {
 
     public func save() throws {
         let entries = devices.map { device -> Entry in
+            let (relation, group): (String, String?)
             switch device.relation {
-            case .trusted:
-                return Entry(
-                    id: device.id, name: device.name, address: device.address, relation: "trusted", group: nil,
-                    added: device.added)
-            case .team:
-                return Entry(
-                    id: device.id, name: device.name, address: device.address, relation: "team", group: nil,
-                    added: device.added)
-            case .group(let g):
-                return Entry(
-                    id: device.id, name: device.name, address: device.address, relation: "group", group: g,
-                    added: device.added)
+            case .trusted: (relation, group) = ("trusted", nil)
+            case .team: (relation, group) = ("team", nil)
+            case .group(let g): (relation, group) = ("group", g)
             }
+            return Entry(
+                id: device.id, name: device.name, address: device.address, relation: relation, group: group,
+                watch: device.watch ? true : nil, added: device.added)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -141,6 +142,29 @@ public struct TrustStore: Sendable {
     }
 
     public func device(_ id: DeviceID) -> TrustedDevice? { devices.first { $0.id == id } }
+
+    /// Loads the store, lets `change` modify it and saves it, all under the store's lock file (`trust.json.lock`):
+    /// two commands changing trust at once (two pairings) never lose an entry. Returns what `change` returned.
+    @discardableResult
+    public static func update<T>(_ file: URL, _ change: (inout TrustStore) throws -> T) throws -> T {
+        let folder: Directory
+        do {
+            folder = try Directory.open(file.deletingLastPathComponent().path, create: true, mode: 0o700)
+        } catch let error as DiskError {
+            throw ShareError(.configuration, "cannot open the trust store's folder: \(error.message)")
+        }
+        let lock: FileLock
+        do {
+            lock = try folder.lock(".\(file.lastPathComponent).lock")
+        } catch let error as DiskError {
+            throw ShareError(.configuration, "cannot lock the trust store: \(error.message)")
+        }
+        defer { lock.release() }
+        var store = try load(file)
+        let result = try change(&store)
+        try store.save()
+        return result
+    }
 
     /// Finds a device by name (case-insensitive), full ID, or a unique prefix of its ID (at least 7 characters).
     public func find(_ reference: String) -> TrustedDevice? {

@@ -20,13 +20,14 @@ public struct Hello: Sendable, Codable, Equatable {
     public var listenPort: Int?
     /// Chunk encodings this device decodes besides plain bytes (`zstd`); absent means none.
     public var compression: [String]?
-    /// Set by a sender whose items are for another device that the receiving agent relays to (a watch attached to
-    /// it, or, from a watch, one of the agent's trusted devices): the device's name.
-    public var relayTo: String?
+    /// Set by a sender whose items are for another device that the receiving agent forwards them to (a watch
+    /// attached to it, or, from a watch, one of the owner's devices): that device's name. (Called `relayTo` by
+    /// earlier versions, which is still read.)
+    public var forwardTo: String?
 
     public init(
         name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil,
-        relayTo: String? = nil
+        forwardTo: String? = nil
     ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
@@ -35,7 +36,37 @@ public struct Hello: Sendable, Codable, Equatable {
         self.accept = accept
         self.listenPort = listenPort
         self.compression = compression
-        self.relayTo = relayTo
+        self.forwardTo = forwardTo
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case magic, version, name, role, accept, listenPort, compression, forwardTo, relayTo
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        magic = try container.decode(String.self, forKey: .magic)
+        version = try container.decode(Int.self, forKey: .version)
+        name = try container.decode(String.self, forKey: .name)
+        role = try container.decode(PeerRole.self, forKey: .role)
+        accept = try container.decodeIfPresent(AcceptList.self, forKey: .accept)
+        listenPort = try container.decodeIfPresent(Int.self, forKey: .listenPort)
+        compression = try container.decodeIfPresent([String].self, forKey: .compression)
+        forwardTo =
+            try container.decodeIfPresent(String.self, forKey: .forwardTo)
+            ?? container.decodeIfPresent(String.self, forKey: .relayTo)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(magic, forKey: .magic)
+        try container.encode(version, forKey: .version)
+        try container.encode(name, forKey: .name)
+        try container.encode(role, forKey: .role)
+        try container.encodeIfPresent(accept, forKey: .accept)
+        try container.encodeIfPresent(listenPort, forKey: .listenPort)
+        try container.encodeIfPresent(compression, forKey: .compression)
+        try container.encodeIfPresent(forwardTo, forKey: .forwardTo)
     }
 
     /// Checks a peer's hello: magic, version, field limits.
@@ -58,11 +89,12 @@ public struct Hello: Sendable, Codable, Equatable {
         if let listenPort, !(1...65535).contains(listenPort) {
             throw ProtocolError(.badMessage, "the peer's listen port \(listenPort) is out of range")
         }
-        if let relayTo,
-            relayTo.isEmpty || relayTo.utf8.count > Limits.maxDeviceName
-                || relayTo.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        if let forwardTo,
+            forwardTo.isEmpty || forwardTo.utf8.count > Limits.maxDeviceName
+                || forwardTo.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         {
-            throw ProtocolError(.badMessage, "the device to relay to is named with an empty, too long or control name")
+            throw ProtocolError(
+                .badMessage, "the device to forward to is named with an empty, too long or control name")
         }
         if let compression, compression.count > 16 || compression.contains(where: { $0.utf8.count > 32 }) {
             throw ProtocolError(.badMessage, "the peer's compression list is too long")

@@ -31,9 +31,14 @@ public struct ReceiverMachine: Sendable {
         public var maxItemSize: UInt64?
         /// Bytes free where items are written; items of known size that do not fit are refused.
         public var freeSpace: UInt64?
-        public init(maxItemSize: UInt64? = nil, freeSpace: UInt64? = nil) {
+        /// Says why an item may not be received at all (nil: it may), before any negotiation.
+        public var refuse: (@Sendable (OfferItem) -> String?)?
+        public init(
+            maxItemSize: UInt64? = nil, freeSpace: UInt64? = nil, refuse: (@Sendable (OfferItem) -> String?)? = nil
+        ) {
             self.maxItemSize = maxItemSize
             self.freeSpace = freeSpace
+            self.refuse = refuse
         }
     }
 
@@ -52,13 +57,23 @@ public struct ReceiverMachine: Sendable {
     private var lastIndex = -1
     private var receivedBytes: UInt64 = 0
     private var itemLimit: UInt64 = .max
+    /// Per accepted item: the size limit of the accept-list entry it matched.
+    private var acceptLimits: [Int: UInt64] = [:]
+    /// Bytes promised to items of known size, and bytes streamed so far for items of unknown size: together they
+    /// must fit in the free space.
+    private var committed: UInt64 = 0
+    private var streamed: UInt64 = 0
+    /// Whether the current item's size was announced.
+    private var currentSized = true
 
     public init(negotiator: Negotiator, policy: Policy = Policy()) {
         self.negotiator = negotiator
         self.policy = policy
     }
 
-    public mutating func received(_ offer: Offer) throws(ProtocolError) -> [Action] {
+    /// An offer arrived: negotiated against the accept list and the policy, or, with `decided`, answered with
+    /// choices made elsewhere (an agent forwarding for its watch lets the far device choose).
+    public mutating func received(_ offer: Offer, decided: [Choice]? = nil) throws(ProtocolError) -> [Action] {
         guard state == .awaitingOffer else { throw fail(.badMessage, "a second offer in one session") }
         do {
             try offer.validate()
@@ -66,8 +81,33 @@ public struct ReceiverMachine: Sendable {
             throw fail(error.code, error.message)
         }
         self.offer = offer
-        var committed: UInt64 = 0
+        if let decided {
+            guard decided.count == offer.items.count else {
+                throw fail(.internalError, "\(decided.count) choices for \(offer.items.count) items")
+            }
+            for (index, choice) in decided.enumerated() {
+                guard choice.item == offer.items[index].id,
+                    choice.representation.map({ offer.items[index].representations.indices.contains($0) }) ?? true
+                else { throw fail(.internalError, "choice \(index + 1) does not fit the offer") }
+                choices.append(choice)
+                if choice.representation != nil { pending.append(index) }
+            }
+        } else {
+            negotiate(offer)
+        }
+        var actions: [Action] = [.sendSelect(Select(choices: choices).fitting(Limits.maxOfferPayload))]
+        actions += advance()
+        return actions
+    }
+
+    private mutating func negotiate(_ offer: Offer) {
         for (index, item) in offer.items.enumerated() {
+            if let reason = policy.refuse?(item) {
+                choices.append(
+                    Choice(item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason))
+                )
+                continue
+            }
             switch negotiator.choose(from: item.representations, senderDeclarations: item.declarations) {
             case .failure(let failure):
                 choices.append(
@@ -94,13 +134,11 @@ public struct ReceiverMachine: Sendable {
                     continue
                 }
                 committed += size ?? 0
+                if let limit = negotiator.accept.entries[choice.acceptIndex].maxSize { acceptLimits[index] = limit }
                 choices.append(Choice(item: item.id, representation: choice.representationIndex, reason: choice.reason))
                 pending.append(index)
             }
         }
-        var actions: [Action] = [.sendSelect(Select(choices: choices))]
-        actions += advance()
-        return actions
     }
 
     /// The driver found `verified` chunks already held for the item being prepared.
@@ -113,7 +151,8 @@ public struct ReceiverMachine: Sendable {
         arrived = 0
         lastIndex = -1
         receivedBytes = 0
-        itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max)
+        itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max, acceptLimits[item] ?? .max)
+        currentSized = representation.size != nil
         state = .receiving(item: item)
         return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid))))]
     }
@@ -160,7 +199,18 @@ public struct ReceiverMachine: Sendable {
         }
         receivedBytes += UInt64(length)
         guard receivedBytes <= itemLimit else {
-            throw fail(.refused, "\(offer.items[item].label) exceeds \(itemLimit) bytes")
+            throw fail(
+                .refused,
+                "\(offer.items[item].label) exceeds \(itemLimit) bytes, the most this receiver takes; it was not kept")
+        }
+        if !currentSized {
+            // An item that did not say its size counts against the free space as it arrives.
+            streamed += UInt64(length)
+            if let free = policy.freeSpace, committed + streamed > free {
+                throw fail(
+                    .storage,
+                    "\(offer.items[item].label) outgrew the receiver's free space (\(free) bytes); it was not kept")
+            }
         }
         lastIndex = index
         arrived += 1

@@ -46,16 +46,20 @@ public struct OfferItem: Sendable, Codable, Equatable {
     public var declarations: [UTTypeDeclaration]
     /// Identifies the source's version (size, modification time, inode); a partial of another version is discarded.
     public var version: String?
+    /// For an item an agent forwards on behalf of another device (its watch, or a device sending to its watch): who
+    /// it really comes from, as `watch via phone`. Believed only from the owner's own devices.
+    public var origin: String?
 
     public init(
         id: String, label: String, representations: [OfferedRepresentation],
-        declarations: [UTTypeDeclaration] = [], version: String? = nil
+        declarations: [UTTypeDeclaration] = [], version: String? = nil, origin: String? = nil
     ) {
         self.id = id
         self.label = label
         self.representations = representations
         self.declarations = declarations
         self.version = version
+        self.origin = origin
     }
 
     public func validate() throws(ProtocolError) {
@@ -67,6 +71,12 @@ public struct OfferItem: Sendable, Codable, Equatable {
             throw ProtocolError(.badMessage, "item id '\(id.prefix(80))' must be 1–64 letters, digits or '-'")
         }
         guard label.utf8.count <= 1024 else { throw ProtocolError(.badMessage, "item label is too long") }
+        if let origin,
+            origin.isEmpty || origin.utf8.count > 2 * Limits.maxDeviceName + 8
+                || origin.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        {
+            throw ProtocolError(.badMessage, "item \(id) names its origin with an empty, too long or control name")
+        }
         guard !representations.isEmpty, representations.count <= 64 else {
             throw ProtocolError(
                 .badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")
@@ -111,6 +121,32 @@ public struct Choice: Sendable, Codable, Equatable {
 public struct Select: Sendable, Codable, Equatable {
     public var choices: [Choice]
     public init(choices: [Choice]) { self.choices = choices }
+
+    /// The same choices with reasons shortened until the encoded message fits in `limit` bytes: a select for a
+    /// valid offer always fits (10,000 refusals that each list a long accept list would not).
+    public func fitting(_ limit: Int) -> Select {
+        var result = self
+        for cap in [2_048, 256, 64, 0] {
+            if MessageCoding.frame(.select, result).payload.count <= limit { return result }
+            result.choices = choices.map { choice in
+                var short = choice
+                short.reason = Self.cut(choice.reason, cap)
+                if var refusal = choice.refusal {
+                    refusal = ProtocolError(refusal.code, Self.cut(refusal.message, cap))
+                    short.refusal = refusal
+                }
+                return short
+            }
+        }
+        return result
+    }
+
+    private static func cut(_ text: String, _ cap: Int) -> String {
+        guard text.utf8.count > cap else { return text }
+        var cut = String(text.prefix(cap))
+        while cut.utf8.count > cap { cut.removeLast() }
+        return cap > 0 ? cut + "…" : ""
+    }
 }
 
 /// Before each accepted item: what the receiver already holds, verified, as ranges of chunk indices [start, end).

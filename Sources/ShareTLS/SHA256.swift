@@ -19,7 +19,7 @@ public final class SHA256Hasher {
         precondition(EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1, "EVP_DigestInit_ex(sha256) failed")
     }
 
-    func update(_ bytes: UnsafeRawBufferPointer) {
+    public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         precondition(EVP_DigestUpdate(context, base, bytes.count) == 1, "EVP_DigestUpdate failed")
     }

@@ -71,12 +71,24 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         throw classify(result, during: "read")
     }
 
+    /// Reads up to `buffer.count` bytes. Returns 0 at a clean end of stream (close_notify).
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
+        ERR_clear_error()
+        let result = SSL_read(ssl, base, Int32(clamping: buffer.count))
+        if result > 0 { return Int(result) }
+        let error = SSL_get_error(ssl, result)
+        if error == SSL_ERROR_ZERO_RETURN { return 0 }
+        throw classify(result, during: "read")
+    }
+
     /// Writes all of `bytes`.
     public func write(_ bytes: some ContiguousBytes) throws {
         try bytes.withUnsafeBytes { raw in try write(raw) }
     }
 
-    private func write(_ raw: UnsafeRawBufferPointer) throws {
+    /// Writes all of `raw`.
+    public func write(_ raw: UnsafeRawBufferPointer) throws {
         guard let base = raw.baseAddress else { return }
         var done = 0
         while done < raw.count {

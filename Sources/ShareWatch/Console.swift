@@ -17,6 +17,8 @@ public struct Console: Sendable {
         var size: UInt64?
         var reason: String?
         var item: String?
+        /// Where a forwarded item came from (`laptop via desk`).
+        var origin: String?
     }
 
     /// A received or sent item: on standard output.

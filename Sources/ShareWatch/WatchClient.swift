@@ -27,7 +27,7 @@ public final class WatchClient {
         let folder =
             options.into.map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? paths.data.appendingPathComponent("watch", isDirectory: true)
-        shelf = try Shelf(folder: folder, limit: options.keep)
+        shelf = try Shelf(path: folder.path, limit: options.keep)
         console = Console(json: options.json)
     }
 
@@ -87,82 +87,23 @@ public final class WatchClient {
         }
     }
 
-    /// One offer from the agent, received item by item: chunks are checked against their digests as they arrive and
-    /// the item against the whole-item digest before it is shown or kept.
+    /// One offer from the agent, received by the receiver driver: chunks are checked against their digests as they
+    /// arrive and the item against the whole-item digest before it is shown or kept.
     private func receiveBatch(_ session: Session, offer frame: Frame, agent: String) throws {
         let policy = ReceiverMachine.Policy(maxItemSize: options.maxSize, freeSpace: shelf.freeSpace)
-        var machine = ReceiverMachine(negotiator: Negotiator(accept: accept), policy: policy)
-        var queue = try machine.received(MessageCoding.decode(Offer.self, from: frame))
-        var chunk: [UInt8] = []
-        var item: WatchIncoming?
-        let hasher = SHA256Hasher()
-        var peerFailed = false
+        let machine = ReceiverMachine(negotiator: Negotiator(accept: accept), policy: policy)
+        let sink = WatchSink(shelf: shelf, console: console, agent: agent)
+        let driver = ReceiverDriver(channel: session.connection.channel, hasher: SHA256Hasher()) { [console] event in
+            guard case .refused(_, let label, _, let reason) = event else { return }
+            console.status(
+                Console.Event(event: "refused", from: agent, reason: reason, item: label),
+                plain: "refused \(label): \(reason)")
+        }
+        defer { received += sink.received }
         do {
-            while true {
-                while !queue.isEmpty {
-                    let action = queue.removeFirst()
-                    switch action {
-                    case .sendSelect(let select):
-                        for (offered, choice) in zip(machine.offer!.items, select.choices)
-                        where choice.representation == nil {
-                            console.status(
-                                Console.Event(
-                                    event: "refused", from: agent, reason: choice.reason, item: offered.label),
-                                plain: "refused \(offered.label): \(choice.reason)")
-                        }
-                        try session.connection.send(.select, select)
-                    case .prepare(let index, let representation):
-                        let offered = machine.offer!.items[index]
-                        item = try WatchIncoming(
-                            item: offered, representation: offered.representations[representation], shelf: shelf)
-                        queue = try machine.prepared(verified: []) + queue
-                    case .sendResume(let resume):
-                        try session.connection.send(.resume, resume)
-                    case .write:
-                        break
-                    case .verify(_, let done):
-                        guard let current = item else { throw ProtocolError(.internalError, "no item in progress") }
-                        item = nil
-                        let ack = try current.finish(done: done, agent: agent, console: console)
-                        received += 1
-                        queue = try machine.verified(ack) + queue
-                    case .sendAck(let ack):
-                        try session.connection.send(.ack, ack)
-                    case .complete:
-                        return
-                    }
-                }
-                switch try session.connection.receive(chunk: &chunk) {
-                case .binary(let type, let header, let length):
-                    guard type != .zchunk else {
-                        throw ProtocolError(.badMessage, "a compressed chunk, though this watch decodes none")
-                    }
-                    let data = chunk[0..<length]
-                    hasher.update(data)
-                    guard hasher.finalize() == header.digest else {
-                        throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
-                    }
-                    queue = try machine.receivedChunk(index: header.index, length: length)
-                    if queue.contains(.write(index: header.index)) {
-                        try item?.append(data, digest: header.digest)
-                    }
-                case .control(let control):
-                    switch control.type {
-                    case .done: queue = try machine.received(MessageCoding.decode(Done.self, from: control))
-                    case .bye: queue = try machine.receivedBye()
-                    case .error:
-                        peerFailed = true
-                        throw MessageCoding.peerError(from: control)
-                    default: throw ProtocolError(.badMessage, "the agent sent \(control.type) in the middle of items")
-                    }
-                }
-            }
-        } catch let error as ProtocolError {
-            item?.discard()
-            if !peerFailed { session.connection.fail(with: error) }
-            throw error
+            _ = try driver.run(machine: machine, sink: sink, first: frame)
         } catch {
-            item?.discard()
+            session.connection.closeLingering()
             throw error
         }
     }

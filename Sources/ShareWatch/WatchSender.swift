@@ -13,12 +13,6 @@ public final class WatchSender {
     let console: Console
     static let chunkSize = 64 << 10
 
-    /// One item: what the offer says, and how each representation is produced if chosen.
-    struct Item {
-        var offer: OfferItem
-        var produce: [() throws -> [UInt8]]
-    }
-
     public init(options: WatchSendOptions) throws {
         self.options = options
         device = try LocalDevice.loadOrCreate(paths: DevicePaths.resolve(configOverride: options.config))
@@ -32,7 +26,7 @@ public final class WatchSender {
         let target = try PeerTarget.resolve(options.agent, trust: trust)
         let timeouts = SessionTimeouts(connect: options.timeout, handshake: options.timeout, idle: 60)
         let session = try SessionOpener.connect(
-            from: device, to: target.address, hello: Hello(name: device.name, role: .watch, relayTo: options.to),
+            from: device, to: target.address, hello: Hello(name: device.name, role: .watch, forwardTo: options.to),
             verifier: target.verifier(trust: trust), timeouts: timeouts)
         defer { session.connection.close() }
         let agent = trust.device(session.peerID)?.name ?? session.peerHello.name
@@ -47,8 +41,8 @@ public final class WatchSender {
         }
     }
 
-    private func makeItems() throws -> [Item] {
-        var items: [Item] = []
+    private func makeItems() throws -> [ItemSource] {
+        var items: [ItemSource] = []
         for text in options.texts { items.append(Self.item(text, label: "text")) }
         for link in options.urls {
             guard let url = URL(string: link) else { throw ShareError(.usage, "'\(link)' is not a URL") }
@@ -66,7 +60,8 @@ public final class WatchSender {
                     throw ShareError(.noInput, "no profile is called '\(name)' on this watch (see: share profile list)")
                 }
                 items.append(
-                    Self.item(profile, label: "profile \(profile.name)", id: "profile-\(profile.id.uuidString)"))
+                    Self.item(
+                        profile.withoutMedia, label: "profile \(profile.name)", id: "profile-\(profile.id.uuidString)"))
             }
         }
         return items
@@ -74,14 +69,14 @@ public final class WatchSender {
 
     /// A `Transferable` value as the representations it offers to any trusted device (the agent passes them on),
     /// in its own order. File representations are left out: the watch sends what it holds in memory.
-    static func item<T: Transferable>(_ value: T, label: String, id: String? = nil) -> Item {
+    static func item<T: Transferable>(_ value: T, label: String, id: String? = nil) -> ItemSource {
         let entries = value.offeredRepresentations(for: .trusted).filter { $0.payload != .file }
         let offered = entries.map {
             OfferedRepresentation(
                 contentType: $0.contentType.identifier, kind: .data, size: nil,
                 suggestedFileName: $0.suggestedFileName(for: value))
         }
-        let produce = entries.map { entry in
+        let makers = entries.map { entry in
             {
                 switch try blockingAwait({ try await entry.export(value) }) {
                 case .data(let data): return [UInt8](data)
@@ -90,75 +85,43 @@ public final class WatchSender {
             }
         }
         let itemID = id ?? String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return Item(
-            offer: OfferItem(id: itemID, label: label, representations: offered), produce: produce)
+        return DataItemSource(
+            offer: OfferItem(id: itemID, label: label, representations: offered), makers: makers,
+            hasher: SHA256Hasher())
     }
 
     /// Offers the items and streams the chosen representations; returns the refusals.
-    private func exchange(_ session: Session, items: [Item], agent: String) throws -> [String] {
-        let offer = Offer(items: items.map(\.offer), chunkSize: Self.chunkSize)
-        try offer.validate()
-        var machine = SenderMachine(offer: offer)
-        var actions = machine.peerReady()
+    private func exchange(_ session: Session, items: [ItemSource], agent: String) throws -> [String] {
         var refused: [String] = []
-        while true {
-            for action in actions {
-                switch action {
-                case .sendOffer(let offer):
-                    try session.connection.send(.offer, offer)
-                case .refused(let index, let choice):
-                    refused.append("\(items[index].offer.label): \(choice.reason)")
-                    console.status(
-                        Console.Event(
-                            event: "refused", to: options.to, reason: choice.reason, item: items[index].offer.label),
-                        plain: "refused \(items[index].offer.label): \(choice.reason)")
-                case .stream(let index, let representation, let verified):
-                    let bytes = try items[index].produce[representation]()
-                    let done = try stream(
-                        bytes, item: items[index].offer.id, verified: verified, connection: session.connection)
-                    for case .sendDone(let done) in try machine.finishedStreaming(done) {
-                        try session.connection.send(.done, done)
-                    }
-                case .sendDone(let done):
-                    try session.connection.send(.done, done)
-                case .delivered(let index, let ack):
-                    let chosen = machine.choices[index].representation.map {
-                        items[index].offer.representations[$0].contentType
-                    }
-                    console.item(
-                        Console.Event(
-                            event: "sent", from: agent, to: options.to, type: chosen, reason: ack.outcome,
-                            item: items[index].offer.label),
-                        plain: "sent \(items[index].offer.label) as \(chosen ?? "?") to \(options.to) through \(agent)"
-                            + " (\(ack.outcome))")
-                case .sendBye:
-                    try session.connection.send(.bye, Bye())
-                    return refused
-                }
+        var chosenTypes: [Int: String] = [:]
+        let to = options.to
+        let console = console
+        let driver = SenderDriver(
+            channel: session.connection.channel, chunkSize: Self.chunkSize, hasher: SHA256Hasher()
+        ) { event in
+            switch event {
+            case .refused(_, let label, _, let reason):
+                refused.append("\(label): \(reason)")
+                console.status(
+                    Console.Event(event: "refused", to: to, reason: reason, item: label),
+                    plain: "refused \(label): \(reason)")
+            case .delivered(let index, let label, let ack):
+                let chosen = chosenTypes[index]
+                console.item(
+                    Console.Event(event: "sent", from: agent, to: to, type: chosen, reason: ack.outcome, item: label),
+                    plain: "sent \(label) as \(chosen ?? "?") to \(to) through \(agent) (\(ack.outcome))")
+            case .chosen(let index, _, _, let type, _):
+                chosenTypes[index] = type
+            default:
+                break
             }
-            if machine.state == .finished { return refused }
-            actions = try machine.received(frame: session.connection.receive())
         }
-    }
-
-    /// Sends the chunks of `bytes` the agent does not hold and returns the item's `done`.
-    private func stream(_ bytes: [UInt8], item: String, verified: Set<Int>, connection: FramedConnection) throws
-        -> Done
-    {
-        let chunks = ChunkMath.count(size: UInt64(bytes.count), chunkSize: Self.chunkSize)
-        let hasher = SHA256Hasher()
-        let digests = SHA256Hasher()
-        for index in 0..<chunks {
-            let start = index * Self.chunkSize
-            let piece = bytes[start..<min(bytes.count, start + Self.chunkSize)]
-            hasher.update(piece)
-            let digest = hasher.finalize()
-            digests.update(digest)
-            if verified.contains(index) { continue }
-            var payload = ChunkHeader(index: index, digest: digest).encoded()
-            payload += piece
-            try connection.send(Frame(type: .data, payload: payload))
+        do {
+            _ = try driver.run(items)
+        } catch {
+            session.connection.closeLingering()
+            throw error
         }
-        return Done(item: item, size: UInt64(bytes.count), chunks: chunks, digest: digests.finalize().hexString)
+        return refused
     }
 }

@@ -23,12 +23,9 @@ extension EndToEnd {
             var expected = tree(source)
             expected["outside"] = nil
             #expect(tree(inbox.appendingPathComponent("Holiday")) == expected)
-            // Only the folder and the (now empty) partial store are in the inbox.
+            // Only the folder is in the inbox: an emptied partial store is removed.
             let names = try FileManager.default.contentsOfDirectory(atPath: inbox.path).sorted()
-            #expect(names == [".share-partial", "Holiday"])
-            #expect(
-                try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent(".share-partial").path)
-                    .isEmpty)
+            #expect(names == ["Holiday"])
         }
 
         @Test func compressibleContentTravelsSmallerAndArrivesIdentical() throws {
@@ -168,10 +165,8 @@ extension EndToEnd {
             #expect(receiver.stderr.text.contains(needle), "\(receiver.stderr.text)")
             #expect(!FileManager.default.fileExists(atPath: desk.directory.appendingPathComponent("evil.txt").path))
             #expect(!FileManager.default.fileExists(atPath: "/tmp/evil.txt"))
-            #expect(try FileManager.default.contentsOfDirectory(atPath: inbox.path) == [".share-partial"])
-            #expect(
-                try FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent(".share-partial").path)
-                    .isEmpty)
+            // Nothing is left: not the partial, nor the emptied partial store.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: inbox.path).isEmpty)
         }
     }
 }

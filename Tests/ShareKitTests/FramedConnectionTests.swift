@@ -5,7 +5,7 @@ import ShareProtocol
 import ShareTLS
 import Testing
 
-/// The read path used on the wire, tested four ways over a real TLS pair: one byte per TLS record, everything at
+/// The frame channel as the wire uses it, tested four ways over a real TLS pair: one byte per TLS record, everything at
 /// once, one frame per write, and truncated or oversized input.
 @Suite struct FramedConnectionTests {
     let frames: [Frame] = [
@@ -21,7 +21,7 @@ import Testing
     /// A connected TLS pair; `writer` runs on its own thread and its end is shut down afterwards.
     func withPair(
         _ writer: @escaping @Sendable (TLSConnection) throws -> Void,
-        _ reader: (FramedConnection) throws -> Void
+        _ reader: (PeerConnection) throws -> Void
     ) throws {
         var fds: [Int32] = [0, 0]
         precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
@@ -44,11 +44,11 @@ import Testing
         }
         thread.start()
         try server.handshake()
-        try reader(FramedConnection(tls: server, remoteAddress: "pair"))
+        try reader(PeerConnection(tls: server, remoteAddress: "pair"))
         _ = done.wait(timeout: .now() + 10)
     }
 
-    func readAll(_ connection: FramedConnection, count: Int) throws -> [Frame] {
+    func readAll(_ connection: PeerConnection, count: Int) throws -> [Frame] {
         try (0..<count).map { _ in try connection.receive() }
     }
 
@@ -82,7 +82,7 @@ import Testing
         let frame = frames[1]
         try withPair({ tls in try tls.write(frame.encoded()) }) { connection in
             var chunk: [UInt8] = []
-            guard case .binary(let type, let header, let length) = try connection.receive(chunk: &chunk) else {
+            guard case .binary(let type, let header, let length) = try connection.channel.receive(chunk: &chunk) else {
                 Issue.record("expected a binary frame")
                 return
             }
@@ -94,8 +94,7 @@ import Testing
     @Test func truncatedInputIsAConnectionLossNotAHang() throws {
         let bytes = Array(frames[1].encoded().dropLast(10))
         try withPair({ tls in try tls.write(bytes) }) { connection in
-            let error = try #require(throws: TLSError.self) { _ = try connection.receive() }
-            #expect(error.kind == .connectionLost)
+            #expect(throws: StreamEnded.self) { _ = try connection.receive() }
         }
     }
 
@@ -114,8 +113,7 @@ import Testing
                     while true { _ = try connection.receive() }
                 } catch let error as ProtocolError {
                     #expect(!error.message.isEmpty)
-                } catch let error as TLSError {
-                    #expect(error.kind == .connectionLost)
+                } catch is StreamEnded {
                 }
             }
         }

@@ -22,9 +22,9 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var allProfiles = false
     /// Send through this device's agent, which passes the items on to `to` (its watch).
     public var via: String?
-    /// Items this agent received to pass on (from a device to its watch, or from its watch to a device): kept in the
-    /// agent's relay folder, sent as they arrived, and removed once the job has ended.
-    public var relayed: [RelayedItem]?
+    /// Items this agent received to pass on to its watch: kept in the agent's forwarding folder, sent as they
+    /// arrived, and removed once the job has ended. (Stored under the key `relayed`, as earlier versions wrote it.)
+    public var forwarded: [ForwardedItem]?
     public var created = Date()
     public var state = State.queued
     public var attempts = 0
@@ -41,6 +41,12 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     /// Failed attempts in a row that moved no bytes; the backoff grows with these only.
     public var failuresWithoutProgress: Int?
 
+    private enum CodingKeys: String, CodingKey {
+        case id, to, files, contentType, texts, urls, profiles, allProfiles, via, created, state, attempts, nextAttempt
+        case lastError, exitStatus, delivered, refused, bytesSent, bytesSkipped, progress, failuresWithoutProgress
+        case forwarded = "relayed"
+    }
+
     public init(to: String) {
         id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
         self.to = to
@@ -48,14 +54,14 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 
     public var summary: String {
         var parts = files.map { ($0 as NSString).lastPathComponent }
-        parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (relayed ?? []).map(\.label)
+        parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (forwarded ?? []).map(\.label)
         if allProfiles { parts.append("all profiles") }
         return parts.joined(separator: ", ")
     }
 }
 
-/// An item received by the agent to pass on: where it is kept, and what it is.
-public struct RelayedItem: Codable, Sendable, Equatable {
+/// An item received by the agent to pass on to its watch: where it is kept, and what it is.
+public struct ForwardedItem: Codable, Sendable, Equatable {
     public var path: String
     public var contentType: String
     public var label: String
@@ -73,7 +79,7 @@ public struct RelayedItem: Codable, Sendable, Equatable {
 /// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
 /// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; an attempt that moved bytes before it broke is retried
 /// after 1 s (a dropped link, a restarted peer); errors that a retry cannot fix end the job.
-public final class Outbox: @unchecked Sendable {  // all state guarded by `condition`
+public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarded by `condition`
     /// One attempt at a job; it reports its progress as it goes.
     public typealias Runner =
         @Sendable (OutboxJob, _ progress: @escaping @Sendable (TransferProgress) -> Void) ->
@@ -110,7 +116,11 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         }
     }
 
-    public func start() {
+    let partName = "outbox"
+
+    public func start() { start(failed: { _ in }) }
+
+    func start(failed: @escaping @Sendable (Error) -> Void) {
         condition.lock()
         stopping = false
         workerDone = false
@@ -123,11 +133,13 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
         thread.start()
     }
 
-    /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first).
+    /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first),
+    /// and waits for it.
     public func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()
+        while !workerDone { condition.wait() }
         condition.unlock()
     }
 
@@ -238,9 +250,9 @@ public final class Outbox: @unchecked Sendable {  // all state guarded by `condi
                     job.exitStatus = error.status.rawValue
                 }
             }
-            if job.state.isFinal, let relayed = job.relayed {
+            if job.state.isFinal, let forwarded = job.forwarded {
                 // What was kept only to be passed on goes once the job has ended, delivered or not.
-                for item in relayed { try? FileManager.default.removeItem(atPath: item.path) }
+                for item in forwarded { try? FileManager.default.removeItem(atPath: item.path) }
             }
             jobs[job.id] = job
             try? save(job)

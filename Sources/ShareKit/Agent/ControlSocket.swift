@@ -2,22 +2,50 @@ import Foundation
 import Glibc
 
 /// A request to the local agent over its control socket: one JSON object per line, one request per connection.
-public struct ControlRequest: Codable, Sendable {
-    public enum Operation: String, Codable, Sendable { case send, status, wait, copy }
-    public var op: Operation
-    public var job: OutboxJob?
-    public var clipboard: ClipboardItem?
-    public var id: String?
-    public var timeout: Double?
+/// On the socket it is `{"op": "send" | "status" | "wait" | "copy", …}`, as every version has written it.
+public enum ControlRequest: Codable, Sendable {
+    /// Queue a job in the outbox.
+    case send(OutboxJob)
+    /// The agent's state: jobs, peers, watches, clipboard.
+    case status
+    /// Wait until the job has ended (or `timeout` seconds pass).
+    case wait(id: String, timeout: Double?)
+    /// Publish a clipboard item.
+    case copy(ClipboardItem)
 
-    public init(
-        op: Operation, job: OutboxJob? = nil, id: String? = nil, timeout: Double? = nil, clipboard: ClipboardItem? = nil
-    ) {
-        self.op = op
-        self.job = job
-        self.clipboard = clipboard
-        self.id = id
-        self.timeout = timeout
+    private enum Operation: String, Codable { case send, status, wait, copy }
+
+    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        switch try container.decode(Operation.self, forKey: .op) {
+        case .send: self = .send(try container.decode(OutboxJob.self, forKey: .job))
+        case .status: self = .status
+        case .wait:
+            self = .wait(
+                id: try container.decode(String.self, forKey: .id),
+                timeout: try container.decodeIfPresent(Double.self, forKey: .timeout))
+        case .copy: self = .copy(try container.decode(ClipboardItem.self, forKey: .clipboard))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .send(let job):
+            try container.encode(Operation.send, forKey: .op)
+            try container.encode(job, forKey: .job)
+        case .status:
+            try container.encode(Operation.status, forKey: .op)
+        case .wait(let id, let timeout):
+            try container.encode(Operation.wait, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(timeout, forKey: .timeout)
+        case .copy(let item):
+            try container.encode(Operation.copy, forKey: .op)
+            try container.encode(item, forKey: .clipboard)
+        }
     }
 }
 
@@ -42,20 +70,22 @@ public struct ControlResponse: Codable, Sendable {
         self.ok = ok
         self.error = error
     }
+
+    static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
 }
 
 /// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
 /// whose user ID differs from the agent's is turned away even if it could open the socket.
-public final class ControlServer: @unchecked Sendable {  // `stopped` guarded by `lock`
+public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`, `handler` guarded by `lock`
     public let path: String
     private let fd: Int32
-    private let handler: @Sendable (ControlRequest) -> ControlResponse
     private let lock = NSLock()
     private var stopped = false
+    private var answer: (@Sendable (ControlRequest) -> ControlResponse)?
+    let partName = "control socket"
 
-    public init(path: String, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
+    public init(path: String) throws {
         self.path = path
-        self.handler = handler
         do {
             fd = try Syscalls.unixListen(path)
         } catch let error as Syscalls.SocketError {
@@ -63,13 +93,23 @@ public final class ControlServer: @unchecked Sendable {  // `stopped` guarded by
         }
     }
 
-    public func start() {
+    /// Answers each request (set before the server starts).
+    public var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
+        get { lock.withLock { answer } }
+        set { lock.withLock { answer = newValue } }
+    }
+
+    func start(failed: @escaping @Sendable (Error) -> Void) {
         let thread = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             while let client = Syscalls.unixAccept(fd) {
                 let worker = Thread { [self] in serve(client) }
                 worker.name = "share-control"
                 worker.start()
+            }
+            let code = errno
+            if !lock.withLock({ stopped }) {
+                failed(Syscalls.failure("accepting on \(path) failed", code))
             }
         }
         thread.name = "share-control-accept"
@@ -91,14 +131,14 @@ public final class ControlServer: @unchecked Sendable {  // `stopped` guarded by
         Syscalls.setTimeouts(client, seconds: 30)
         var response: ControlResponse
         if Syscalls.peerUID(client) != geteuid() {
-            response = ControlResponse(ok: false, error: "the control socket serves only its owner")
+            response = .failure("the control socket serves only its owner")
         } else if let line = try? Syscalls.readLine(client),
             let request = try? JSONDecoder.iso8601.decode(ControlRequest.self, from: Data(line))
         {
-            if request.op == .wait { Syscalls.setTimeouts(client, seconds: 0) }
-            response = handler(request)
+            if case .wait = request { Syscalls.setTimeouts(client, seconds: 0) }
+            response = handler?(request) ?? .failure("the agent is starting")
         } else {
-            response = ControlResponse(ok: false, error: "not a control request")
+            response = .failure("not a control request")
         }
         if let data = try? JSONEncoder.iso8601.encode(response) {
             try? Syscalls.writeAll(client, Array(data) + [0x0A])
@@ -135,7 +175,7 @@ public enum ControlClient {
                 .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
         }
         defer { Syscalls.close(fd) }
-        if request.op != .wait { Syscalls.setTimeouts(fd, seconds: 30) }
+        if case .wait = request {} else { Syscalls.setTimeouts(fd, seconds: 30) }
         do {
             try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
             guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {

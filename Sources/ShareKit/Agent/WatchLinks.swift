@@ -29,7 +29,7 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
 
         func drop() {
             alive = false
-            Syscalls.shutdownSocket(session.connection.tls.fileDescriptor)
+            session.connection.interrupt()
         }
     }
 
@@ -150,7 +150,7 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
         defer { link.session.connection.setTimeout(0) }
         do {
             let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet, observer: progress))
-            return try sender.serve(link.session, peerName: name, relation: .ownDevice, items: items)
+            return try sender.serve(link.session, peerName: name, items: items)
         } catch {
             link.drop()
             condition.lock()

@@ -1,31 +1,28 @@
 import Foundation
-import ShareProtocol
-import ShareTLS
 
-/// Frames over one TLS connection: buffered reads, whole-frame writes, typed messages. Confined to one thread.
+/// Frames over a byte stream, both ways: buffered reads, whole-frame writes, typed messages. The only place frames
+/// are decoded. Confined to one thread at a time.
 ///
-/// Binary frames (file chunks) are read straight into the caller's chunk buffer, so received file bytes are copied
-/// once (decryption) before they are hashed and written.
-public final class FramedConnection: @unchecked Sendable {  // driven by one thread at a time
-    public let tls: TLSConnection
-    /// Where the peer connected from or to.
-    public let remoteAddress: String
+/// Binary frames (chunks) are read straight into the caller's buffer, so received bytes are copied once (by the
+/// stream, decrypting) before they are hashed and written.
+public final class FrameChannel {
+    public let stream: ByteStream
     private var pending: [UInt8]
     private var start = 0
     private var end = 0
     /// Longest time one frame may take to arrive once it has begun: a peer trickling a byte at a time cannot hold a
-    /// session open forever (each read alone would stay within the idle timeout).
+    /// session open forever (each read alone would stay within the stream's timeout).
     public var frameDeadline: Duration = .seconds(120)
     private var frameStarted: ContinuousClock.Instant?
+    /// Whether an `error` frame went either way: the session is over and its reason told, once.
+    public private(set) var errorExchanged = false
 
-    public init(tls: TLSConnection, remoteAddress: String, readBufferSize: Int = 64 << 10) {
-        self.tls = tls
-        self.remoteAddress = remoteAddress
+    public init(stream: ByteStream, readBufferSize: Int = 64 << 10) {
+        self.stream = stream
         pending = [UInt8](repeating: 0, count: readBufferSize)
     }
 
-    /// Receive/send timeout for the underlying socket (0 = none).
-    public func setTimeout(_ seconds: Double) { Syscalls.setTimeouts(tls.fileDescriptor, seconds: seconds) }
+    // MARK: Sending
 
     public func send(_ frame: Frame) throws {
         guard frame.isWithinLimit else {
@@ -34,12 +31,23 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
                 "a \(frame.type) message of \(frame.payload.count) bytes is over the protocol's limit of \(frame.type.maxPayload)"
             )
         }
-        try tls.write(frame.encoded())
+        if frame.type == .error { errorExchanged = true }
+        try frame.encoded().withUnsafeBytes { try stream.write($0) }
     }
 
     public func send(_ type: FrameType, _ message: some Encodable) throws {
         try send(MessageCoding.frame(type, message))
     }
+
+    /// Sends one binary frame: its header, then `data` as it is (no copy into a frame).
+    public func sendBinary(_ type: FrameType, header: ChunkHeader, data: UnsafeRawBufferPointer) throws {
+        var head = Frame.header(type: type, length: ChunkHeader.size + data.count)
+        head += header.encoded()
+        try head.withUnsafeBytes { try stream.write($0) }
+        if data.count > 0 { try stream.write(data) }
+    }
+
+    // MARK: Receiving
 
     /// What arrived: a control frame, or a binary frame whose data now fills `chunk[0..<length]`.
     public enum Incoming {
@@ -59,6 +67,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             var payload = [UInt8]()
             payload.reserveCapacity(length)
             try read(length) { payload.append(contentsOf: $0) }
+            if type == .error { errorExchanged = true }
             return .control(Frame(type: type, payload: payload))
         }
         guard length >= ChunkHeader.size else {
@@ -69,7 +78,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         start += ChunkHeader.size
         let dataLength = length - ChunkHeader.size
         if chunk.count < dataLength { chunk = [UInt8](repeating: 0, count: dataLength) }
-        // First what is already buffered, then straight from TLS into the chunk buffer.
+        // First what is already buffered, then straight from the stream into the chunk buffer.
         let buffered = min(end - start, dataLength)
         if buffered > 0 {
             chunk.replaceSubrange(0..<buffered, with: pending[start..<(start + buffered)])
@@ -78,8 +87,10 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         var filled = buffered
         while filled < dataLength {
             try checkDeadline()
-            let n = try tls.read(into: &chunk, offset: filled, count: dataLength - filled)
-            if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection in the middle of a chunk") }
+            let n = try chunk.withUnsafeMutableBytes {
+                try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled..<dataLength]))
+            }
+            if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a chunk") }
             filled += n
         }
         return .binary(type, header, length: dataLength)
@@ -96,7 +107,7 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         }
     }
 
-    /// The next frame, which must be `type`; an `Error` frame from the peer is thrown as its `ProtocolError`.
+    /// The next frame, which must be `type`; an `error` frame from the peer is thrown as its `ProtocolError`.
     public func receive<T: Decodable>(_ type: FrameType, as: T.Type) throws -> T {
         let frame = try receive()
         if frame.type == .error { throw MessageCoding.peerError(from: frame) }
@@ -104,6 +115,19 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             throw ProtocolError(.badMessage, "expected \(type), the peer sent \(frame.type)")
         }
         return try MessageCoding.decode(T.self, from: frame)
+    }
+
+    /// Whether the peer has sent something not read yet.
+    public var hasIncomingData: Bool { start < end || stream.hasInput }
+
+    /// After a failed write: the peer's `error` frame, if it sent one before closing (read within `timeout`).
+    public func pendingPeerError(timeout: Double = 2) -> ProtocolError? {
+        stream.setReadTimeout(timeout)
+        for _ in 0..<64 {
+            guard let frame = try? receive() else { return nil }
+            if frame.type == .error { return MessageCoding.peerError(from: frame) }
+        }
+        return nil
     }
 
     /// Ensures `count` bytes are buffered (count ≤ buffer size).
@@ -116,9 +140,15 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
         }
         while end < count {
             try checkDeadline()
-            let n = try tls.read(into: &pending, offset: end, count: pending.count - end)
-            if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection") }
+            let n = try readPending(at: end)
+            if n == 0 { throw StreamEnded("the peer closed the connection") }
             end += n
+        }
+    }
+
+    private func readPending(at offset: Int) throws -> Int {
+        try pending.withUnsafeMutableBytes {
+            try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[offset...]))
         }
     }
 
@@ -136,8 +166,8 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
                 try checkDeadline()
                 start = 0
                 end = 0
-                let n = try tls.read(into: &pending, offset: 0, count: pending.count)
-                if n == 0 { throw TLSError(.connectionLost, "the peer closed the connection") }
+                let n = try readPending(at: 0)
+                if n == 0 { throw StreamEnded("the peer closed the connection") }
                 end = n
             }
             let take = min(remaining, end - start)
@@ -146,29 +176,10 @@ public final class FramedConnection: @unchecked Sendable {  // driven by one thr
             remaining -= take
         }
     }
+}
 
-    /// Whether the peer has sent something not read yet (checked between chunks while streaming).
-    public var hasIncomingData: Bool {
-        start < end || tls.hasBufferedData || Syscalls.isReadable(tls.fileDescriptor)
-    }
-
-    /// After a failed write: the peer's `Error` frame, if it sent one before closing (read within `timeout`).
-    public func pendingPeerError(timeout: Double = 2) -> ProtocolError? {
-        setTimeout(timeout)
-        for _ in 0..<64 {
-            guard let frame = try? receive() else { return nil }
-            if frame.type == .error { return MessageCoding.peerError(from: frame) }
-        }
-        return nil
-    }
-
-    /// Reports `error` to the peer (best effort) and closes politely, reading and discarding what the peer still
-    /// sends for a moment so that the error arrives instead of being destroyed by a TCP reset.
-    public func fail(with error: ProtocolError) {
-        try? send(.error, error)
-        tls.shutdown()
-        Syscalls.lingeringDrain(tls.fileDescriptor, maxBytes: 64 << 20, timeout: 2)
-    }
-
-    public func close() { tls.shutdown() }
+/// The stream ended where a frame was expected: the peer closed the connection (or it dropped).
+public struct StreamEnded: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

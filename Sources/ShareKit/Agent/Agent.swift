@@ -1,0 +1,168 @@
+import CoreTransferable
+import Foundation
+import Logging
+import ServiceLifecycle
+import ShareProtocol
+import ShareTLS
+
+/// What an agent receives and where it keeps it.
+public struct AgentInbox: Sendable {
+    /// Items land in `<directory>/<peer name>/`; text and URLs in `<directory>/history.jsonl`.
+    public var directory: URL
+    public var accept: AcceptList
+    public var maxSize: UInt64?
+
+    public init(directory: URL, accept: AcceptList = ReceiveOptions.everything, maxSize: UInt64? = nil) {
+        self.directory = directory
+        self.accept = accept
+        self.maxSize = maxSize
+    }
+
+    public var history: TextHistory { TextHistory(file: directory.appendingPathComponent("history.jsonl")) }
+}
+
+/// The long-running service of one device, as a composition of services: the TLS listener (sessions routed by
+/// `PeerRouter` under `AccessPolicy`), the outbox, the control socket and discovery. `run()` runs them as a service
+/// group until SIGTERM or SIGINT, or until one of them fails.
+public final class Agent: @unchecked Sendable {  // immutable after init
+    static let log = Log.logger("share.agent")
+    /// With `lowPriority`, transfers (sessions and the outbox) run this many nice steps below the agent's control
+    /// socket and discovery, as Syncthing's low-priority setting does: a bulk transfer yields the CPU to the user's
+    /// own work, and `share status` answers at once while 50 devices send.
+    public static let transferNice: Int32 = 9
+    public let device: LocalDevice
+    public let trust: TrustCache
+    public let inbox: AgentInbox
+    public let listener: Listener
+    public let outbox: Outbox
+    /// The watches attached to this agent, and those it has seen.
+    public let watches: WatchLinks
+    let router: PeerRouter
+    private let control: ControlServer
+    private let discovery: Discovery?
+    let started = Date()
+
+    public init(
+        device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
+        discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
+        keepalive: Double = 15
+    ) throws {
+        self.device = device
+        self.inbox = inbox
+        if ControlClient.agentIsRunning(device.paths) {
+            throw ShareError(
+                .unavailable,
+                "an agent is already running for this device (\(ControlClient.socketPath(device.paths))); stop it first"
+            )
+        }
+        try DevicePaths.ensurePrivateDirectory(device.paths.state)
+        do {
+            try DevicePaths.ensurePrivateDirectory(inbox.directory)
+        } catch {
+            throw ShareError(.cannotCreate, "cannot use \(inbox.directory.path) as the inbox: \(error)")
+        }
+        watches = WatchLinks(stateDirectory: device.paths.state, keepalive: keepalive)
+        try Self.upgradeWatches(watches, paths: device.paths)
+        trust = try TrustCache(file: device.paths.trustFile)
+        let trust = trust
+        router = PeerRouter(device: device, trust: trust, inbox: inbox, watches: watches)
+        let hello = ReceiveSession.hello(name: device.name, accept: inbox.accept)
+        let agentHello = Hello(name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
+        listener = try Listener(
+            device: device, host: host, port: port, verifier: { trust.isTrusted($0) },
+            hello: { agentHello }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
+        ) { [router] session in
+            router.serve(session)
+        }
+        let watches = watches
+        outbox = try Outbox(
+            directory: device.paths.state.appendingPathComponent("outbox", isDirectory: true),
+            nice: lowPriority ? Self.transferNice : 0
+        ) { job, progress in
+            OutboxRunner.run(job, device: device, watches: watches, progress: progress)
+        }
+        router.outbox = outbox
+        control = try ControlServer(path: ControlClient.socketPath(device.paths))
+        var heard: Discovery?
+        if let discovery {
+            do {
+                heard = try Discovery(
+                    device: device, listenPort: listener.port, port: discovery.port, interval: discovery.interval,
+                    interface: discovery.interface, trust: trust)
+            } catch let error as ShareError {
+                // Discovery is a convenience: the agent serves without it.
+                Self.log.warning("continuing without discovery", metadata: ["reason": "\(error.message)"])
+            }
+        }
+        self.discovery = heard
+        control.handler = { [weak self] request in
+            self.map { ControlAPI(agent: $0).answer(request) } ?? .failure("the agent is stopping")
+        }
+    }
+
+    public var port: Int { listener.port }
+
+    /// The agent's parts as services, in start order; a graceful shutdown stops them in reverse order: discovery
+    /// falls silent, the control socket closes, the outbox finishes its current attempt, and the listener lets its
+    /// sessions end (their partials kept) before the process exits. A part whose threads fail ends the group, and
+    /// with it the process, with that failure logged.
+    public var services: [any Service] {
+        var services: [any Service] = [
+            PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
+            PartService(control),
+        ]
+        if let discovery { services.append(PartService(discovery)) }
+        return services
+    }
+
+    /// Runs the services until SIGTERM or SIGINT asks for a graceful shutdown, or one of them fails.
+    public func run() async throws {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))
+        try await group.run()
+        Self.log.info("stopped", metadata: ["uptime": "\(Int(Date().timeIntervalSince(started)))s"])
+    }
+
+    /// `run()` for a synchronous caller: blocks the calling thread until the agent has stopped.
+    public func runUntilStopped() throws {
+        let outcome = Outcome()
+        Task { [self] in
+            do {
+                try await run()
+            } catch {
+                outcome.error = error
+            }
+            outcome.done.signal()
+        }
+        outcome.done.wait()
+        if let error = outcome.error { throw error }
+    }
+
+    private final class Outcome: @unchecked Sendable {  // `error` is written before `done` is signalled, read after
+        let done = DispatchSemaphore(value: 0)
+        var error: (any Error)?
+    }
+
+    /// Earlier versions let any device attach as a watch. A device of the owner's that attached before keeps doing
+    /// so after an upgrade: it is marked as a watch in the trust store (once, logged; `STATE/watches-upgraded`
+    /// records that it was done). Any other device that once attached (a friend) is not.
+    static func upgradeWatches(_ watches: WatchLinks, paths: DevicePaths) throws {
+        let marker = paths.state.appendingPathComponent("watches-upgraded")
+        guard !PosixFiles.exists(marker.path) else { return }
+        let known = watches.all.map(\.watch.id)
+        if !known.isEmpty {
+            try TrustStore.update(paths.trustFile) { store in
+                for id in known {
+                    guard let parsed = try? DeviceID(parsing: id), var entry = store.device(parsed),
+                        entry.relation == .team, !entry.watch
+                    else { continue }
+                    entry.watch = true
+                    try store.add(entry)
+                    log.notice("marked as a watch after an upgrade", metadata: ["device": "\(entry.name)"])
+                }
+            }
+        }
+        try AtomicFile.write(Data("1\n".utf8), to: marker, mode: 0o600, durable: false)
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import CoreTransferable
+import Logging
+import ShareProtocol
+
+/// The agent's answers to its control socket, one per request kind.
+struct ControlAPI {
+    let agent: Agent
+
+    func answer(_ request: ControlRequest) -> ControlResponse {
+        switch request {
+        case .send(let job):
+            do {
+                try agent.outbox.add(job)
+            } catch {
+                return .failure("cannot queue the job: \(error)")
+            }
+            var response = ControlResponse(ok: true)
+            response.job = job
+            return response
+        case .status:
+            return status()
+        case .copy(let item):
+            do {
+                try item.save(agent.device.paths)
+            } catch {
+                return .failure("cannot keep the clipboard item: \(error)")
+            }
+            return ControlResponse(ok: true)
+        case .wait(let id, let timeout):
+            guard let job = agent.outbox.wait(for: id, timeout: timeout ?? 86_400) else {
+                return .failure("no job \(id)")
+            }
+            var response = ControlResponse(ok: true)
+            response.job = job
+            return response
+        }
+    }
+
+    private func status() -> ControlResponse {
+        let device = agent.device
+        var response = ControlResponse(ok: true)
+        response.jobs = agent.outbox.all
+        response.name = device.name
+        response.id = device.id.description
+        response.port = agent.port
+        response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
+        response.uptime = Date().timeIntervalSince(agent.started)
+        response.clipboard = ClipboardItem.load(device.paths)
+        response.trusted = agent.trust.store.devices.map { device in
+            "\(device.name)" + (device.address.map { " \($0)" } ?? "")
+        }
+        response.discovered = DiscoveredPeer.load(device.paths)
+        response.watches = agent.watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }
+        return response
+    }
+}
+
+/// One attempt at an outbox job: the items are checked and planned again (a file may have changed or gone).
+enum OutboxRunner {
+    static let log = Log.logger("share.outbox")
+
+    static func run(
+        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks,
+        progress: @escaping @Sendable (TransferProgress) -> Void
+    ) -> Result<SendReport, ShareError> {
+        var log = Self.log
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "to"] = "\(job.to)"
+        log[metadataKey: "attempt"] = "\(job.attempts)"
+        do {
+            let trust = try TrustStore.load(device.paths.trustFile)
+            var items = SendItems()
+            try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
+            for forwarded in job.forwarded ?? [] {
+                try items.add(forwarded: forwarded, via: device.name)
+            }
+            items.texts = job.texts
+            items.urls = job.urls.compactMap { URL(string: $0) }
+            try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
+            let report: SendReport
+            if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
+                // A watch is reached over the link it opened to this agent, never by connecting to it.
+                report = try watches.deliver(
+                    to: watch.id, name: watch.name, items: items.items(for: AccessPolicy.visibility(for: watch)),
+                    device: device, progress: progress)
+            } else {
+                let target = try PeerTarget.resolve(job.via ?? job.to, device: device, trust: trust)
+                var options = SendOptions()
+                options.forwardTo = job.via == nil ? nil : job.to
+                let session = SendSession(
+                    device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
+                report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
+            }
+            log.info(
+                "delivered",
+                metadata: [
+                    "delivered": "\(report.delivered.count)", "refused": "\(report.refused.count)",
+                    "sent": "\(report.bytesSent)", "skipped": "\(report.bytesSkipped)",
+                ])
+            return .success(report)
+        } catch let error as ShareError {
+            log.notice("attempt failed", metadata: ["reason": "\(error.message)"])
+            return .failure(error)
+        } catch {
+            log.error("attempt failed", metadata: ["reason": "\(error)"])
+            return .failure(ShareError(.failure, "\(error)"))
+        }
+    }
+}

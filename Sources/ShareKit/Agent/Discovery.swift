@@ -1,0 +1,195 @@
+import Foundation
+import Logging
+import ShareProtocol
+import ShareTLS
+
+/// What an agent announces on the local network: who it is and where it listens. No secrets: anyone on the network
+/// may hear it, and only a device already trusted is ever sent to.
+public struct Announcement: Codable, Sendable, Equatable {
+    public var magic = "share-discovery"
+    public var version = Limits.protocolVersion
+    public var id: String
+    public var name: String
+    public var port: Int
+}
+
+/// LAN discovery: announces this agent every `interval` seconds to a multicast group (and by broadcast, unless
+/// confined to one interface), listens for the announcements of others, and keeps what it heard in
+/// `STATE/discovered.json` (0600) for `share peers` and as a hint for reaching trusted devices.
+///
+/// A flood cannot cost much: at most `maxRemembered` devices are remembered (devices not trusted here at most
+/// `maxStrangers`, and they are the first to go), an entry not heard for `expiry` seconds is forgotten, and the
+/// file is written at most once per `writeInterval`. An announcement is a hint only: a send tries the address a
+/// trusted device announced with the same pinned handshake as any other, and falls back to the last address that
+/// worked.
+public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dirty`, `stopped` guarded by `lock`
+    public static let defaultPort = 21_847
+    public static let group = "239.255.77.77"
+    public static let maxRemembered = 1_024
+    public static let maxStrangers = 256
+    public static let writeInterval = 5.0
+    static let log = Log.logger("share.discovery")
+
+    public let file: URL
+    private let announcement: [UInt8]
+    private let ownID: String
+    private let port: Int
+    private let interval: Double
+    /// Seconds after which a device not heard is forgotten.
+    let expiry: Double
+    private let fd: Int32
+    private let lock = NSCondition()
+    private var peers: [String: DiscoveredPeer]
+    private var dirty = false
+    private var lastWrite = Date.distantPast
+    private var stopped = false
+    private var running = 0
+    private let interface: String?
+    private let trust: TrustCache
+    let partName = "discovery"
+
+    /// `interface`: announce and listen on that IPv4 interface only (127.0.0.1: this machine only); the socket is
+    /// then bound to the group address, not to every address.
+    public init(
+        device: LocalDevice, listenPort: Int, port: Int = Discovery.defaultPort, interval: Double = 30,
+        interface: String? = nil, trust: TrustCache
+    ) throws {
+        self.interface = interface
+        self.trust = trust
+        file = DiscoveredPeer.file(device.paths)
+        ownID = device.id.description
+        self.port = port
+        self.interval = interval
+        expiry = max(10 * interval, 300)
+        announcement = Array(
+            try JSONEncoder().encode(Announcement(id: device.id.description, name: device.name, port: listenPort)))
+        do {
+            fd = try Syscalls.discoverySocket(port: port, group: Self.group, interface: interface)
+        } catch let error as Syscalls.SocketError {
+            throw ShareError(
+                .unavailable, "discovery: \(error.message); choose another --discovery-port or turn it off")
+        }
+        let now = Date()
+        peers = Dictionary(
+            DiscoveredPeer.load(device.paths).filter { now.timeIntervalSince($0.lastSeen) < max(10 * interval, 300) }
+                .prefix(Self.maxRemembered).map { ($0.id, $0) },
+            uniquingKeysWith: { $1 })
+    }
+
+    func start(failed: @escaping @Sendable (Error) -> Void) { start() }
+
+    public func start() {
+        lock.withLock { running = 2 }
+        let announcer = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
+            defer { finished() }
+            while true {
+                Syscalls.sendDatagram(fd, announcement, host: Self.group, port: port)
+                if interface == nil {
+                    Syscalls.sendDatagram(fd, announcement, host: "255.255.255.255", port: port)
+                }
+                lock.lock()
+                let deadline = Date().addingTimeInterval(interval)
+                while !stopped && lock.wait(until: deadline) {}
+                let stop = stopped
+                lock.unlock()
+                if stop { return }
+                flush(force: false)
+            }
+        }
+        announcer.name = "share-announce"
+        announcer.start()
+        let listener = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
+            defer { finished() }
+            while !lock.withLock({ stopped }) {
+                guard let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: 0.5) else {
+                    flush(force: false)
+                    continue
+                }
+                heard(bytes, from: from)
+            }
+            flush(force: true)
+        }
+        listener.name = "share-discovery"
+        listener.start()
+    }
+
+    private func finished() {
+        lock.withLock {
+            running -= 1
+            lock.broadcast()
+        }
+    }
+
+    /// Stops both threads and closes the socket.
+    public func stop() {
+        lock.lock()
+        stopped = true
+        lock.broadcast()
+        while running > 0 { lock.wait() }
+        lock.unlock()
+        Syscalls.close(fd)
+    }
+
+    /// Devices remembered now (for tests and `share status`).
+    var remembered: Int { lock.withLock { peers.count } }
+
+    private func heard(_ bytes: [UInt8], from host: String) {
+        guard let message = try? JSONDecoder().decode(Announcement.self, from: Data(bytes)),
+            message.magic == "share-discovery", message.id != ownID, let id = try? DeviceID(parsing: message.id),
+            (1...65535).contains(message.port), !message.name.isEmpty, message.name.utf8.count <= Limits.maxDeviceName,
+            !message.name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return }
+        let trustedIDs = Set(trust.store.devices.map(\.id.description))
+        let trusted = trustedIDs.contains(id.description)
+        let now = Date()
+        let peer = DiscoveredPeer(
+            id: id.description, name: message.name, address: PeerAddress(host: host, port: message.port),
+            lastSeen: now, version: message.version)
+        lock.lock()
+        defer { lock.unlock() }
+        let known = peers[peer.id]
+        if known == nil { makeRoom(now: now, trusted: trustedIDs) }
+        guard known != nil || peers.count < Self.maxRemembered else { return }
+        if !trusted, known == nil, peers.keys.filter({ !trustedIDs.contains($0) }).count >= Self.maxStrangers {
+            return
+        }
+        peers[peer.id] = peer
+        // A change of address or name is written soon; a device only heard again is written at the next flush.
+        if known.map({ $0.address != peer.address || $0.name != peer.name }) ?? true { dirty = true }
+        if let known, now.timeIntervalSince(known.lastSeen) > interval { dirty = true }
+    }
+
+    /// Forgets expired entries, then, when full, the strangers heard longest ago (never a trusted device for a
+    /// stranger). Called with `lock` held.
+    private func makeRoom(now: Date, trusted: Set<String>) {
+        let before = peers.count
+        peers = peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
+        if peers.count >= Self.maxRemembered {
+            let strangers = peers.values.filter { !trusted.contains($0.id) }.sorted { $0.lastSeen < $1.lastSeen }
+            for stranger in strangers.prefix(peers.count - Self.maxRemembered + 1) { peers[stranger.id] = nil }
+        }
+        if peers.count != before { dirty = true }
+    }
+
+    /// Writes the file when something changed, at most once per `writeInterval` unless forced.
+    private func flush(force: Bool) {
+        lock.lock()
+        guard dirty, force || Date().timeIntervalSince(lastWrite) >= Self.writeInterval else {
+            lock.unlock()
+            return
+        }
+        let now = Date()
+        peers = peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
+        let snapshot = Array(peers.values)
+        dirty = false
+        lastWrite = now
+        lock.unlock()
+        do {
+            try AtomicFile.write(try JSONEncoder.iso8601.encode(snapshot), to: file, mode: 0o600, durable: false)
+        } catch {
+            Self.log.warning("cannot record what discovery heard", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import CoreTransferable
+import Foundation
+import ShareArchive
+import ShareDisk
+import ShareProtocol
+import ShareTLS
+
+/// What happened to each item of a send.
+public struct SendReport: Sendable {
+    public var delivered: [(label: String, ack: Ack)] = []
+    public var refused: [(label: String, reason: String)] = []
+    /// Chunk bytes sent in this session (resent bytes included).
+    public var bytesSent: UInt64 = 0
+    /// Bytes that went over the connection for those chunks (less than `bytesSent` when chunks were compressed).
+    public var wireBytes: UInt64 = 0
+    /// Bytes the receiver already held when each item started.
+    public var bytesSkipped: UInt64 = 0
+    public var seconds: Double = 0
+
+    init(_ summary: TransferSummary, seconds: Double) {
+        delivered = summary.delivered
+        refused = summary.refused
+        bytesSent = summary.bytes
+        wireBytes = summary.wireBytes
+        bytesSkipped = summary.held
+        self.seconds = seconds
+    }
+}
+
+public struct SendOptions: Sendable {
+    /// Bytes per chunk (1 MiB: see docs/PROTOCOL.md for the measurements behind it).
+    public var chunkSize = 1 << 20
+    public var timeouts = SessionTimeouts()
+    /// Compress chunks with zstd when the receiver decodes it and the content shrinks (see `AdaptiveCompressor`).
+    public var compression = true
+    /// The items are for this device, to which the receiving agent forwards them (its watch).
+    public var forwardTo: String?
+    public init() {}
+}
+
+/// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
+/// relation once the peer is known (visibility decides what may be offered to it).
+public final class SendSession: @unchecked Sendable {  // used by one thread
+    let device: LocalDevice
+    let progress: ProgressReporter
+    let options: SendOptions
+
+    public init(device: LocalDevice, progress: ProgressReporter, options: SendOptions = SendOptions()) {
+        self.device = device
+        self.progress = progress
+        self.options = options
+    }
+
+    /// Connects to `target` and sends the items `makeItems` builds for the peer's relation.
+    public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws
+        -> SendReport
+    {
+        let session = try SessionOpener.connect(
+            from: device, to: target, trust: trust,
+            hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts)
+        defer { session.connection.close() }
+        let peerName = trust.device(session.peerID)?.name ?? session.peerHello.name
+        do {
+            let visibility = AccessPolicy.visibility(for: trust.device(session.peerID))
+            return try exchange(session, items: try makeItems(visibility), peerName: peerName)
+        } catch let error as ShareError {
+            throw error
+        } catch let error as ProtocolError where error.code == .sourceChanged {
+            session.connection.closeLingering()
+            throw ShareError(.interrupted, error.message)
+        } catch {
+            session.connection.closeLingering()
+            throw SessionErrors.describe(error, peer: "\(peerName) at \(target.address)", localID: device.id)
+        }
+    }
+
+    /// Sends over a session the peer opened (an agent answering a paste, a watch's link): the same exchange.
+    public func serve(_ session: Session, peerName: String, items: [OutgoingItem]) throws -> SendReport {
+        try exchange(session, items: items, peerName: peerName)
+    }
+
+    private func exchange(_ session: Session, items: [OutgoingItem], peerName: String) throws -> SendReport {
+        guard session.peerHello.accept != nil else {
+            throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
+        }
+        let start = ContinuousClock.now
+        let decodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
+        let driver = SenderDriver(
+            channel: session.connection.channel, chunkSize: options.chunkSize, hasher: SHA256Hasher(),
+            codec: decodesZstd ? ZstdChunkCodec() : nil, events: progress.senderEvents(peer: peerName))
+        let summary = try driver.run(items.map(OutgoingItemSource.init))
+        return SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
+    }
+}
+
+public struct ReceiveOptions: Sendable {
+    /// Where items are saved.
+    public var directory: URL
+    /// What this receiver accepts, in order.
+    public var accept: AcceptList
+    /// Largest item accepted.
+    public var maxSize: UInt64?
+    /// Text and URLs up to this size are printed rather than saved.
+    public var printLimit = 1 << 20
+    /// Partials not touched for this long are removed when a session starts.
+    public var partialMaxAge: TimeInterval = 24 * 3600
+    /// Flush each completed item to disk before it is moved into place (survives a power loss right after).
+    public var durable = false
+    /// Profiles received in their rich form are imported here (the same id updates, never duplicates).
+    public var catalogFile: URL?
+    /// Where imported profiles' portraits and videos go (beside the catalog when nil).
+    public var mediaDirectory: URL?
+    /// When set, received text and URLs are appended here (one JSON object per line) rather than printed: the
+    /// agent's history, listed by `share inbox`.
+    public var history: TextHistory?
+    /// Set when an agent keeps items for another device (its watch): every item is kept as it arrived (nothing
+    /// printed, imported or added to the history) and acknowledged as kept for it.
+    public var keptFor: String?
+    /// Mode of the target folder when it has to be created.
+    public var folderMode: mode_t = 0o755
+
+    public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
+        self.directory = directory
+        self.accept = accept
+        self.maxSize = maxSize
+    }
+
+    /// Accept anything, the sender's first representation first.
+    public static let everything = AcceptList([AcceptedType(.item)])
+}
+
+/// What happened to each offered item.
+public struct ReceiveReport: Sendable {
+    /// An item kept on disk, with the type it arrived as.
+    public struct SavedItem: Sendable {
+        public var url: URL
+        public var contentType: String
+        public var label: String
+    }
+
+    public var saved: [URL] = []
+    public var savedItems: [SavedItem] = []
+    public var printed: [String] = []
+    public var importedProfiles: [String] = []
+    public var refused: [(label: String, reason: String)] = []
+    public var bytesReceived: UInt64 = 0
+    public var bytesAlreadyHeld: UInt64 = 0
+}
+
+/// A receive into a folder: the receiver driver over a disk sink, for one sending session at a time.
+public final class ReceiveSession: @unchecked Sendable {  // used by one thread
+    let options: ReceiveOptions
+    let progress: ProgressReporter
+    public let store: PartialStore
+
+    public init(options: ReceiveOptions, progress: ProgressReporter) throws {
+        self.options = options
+        self.progress = progress
+        let folder: Directory
+        do {
+            folder = try Directory.open(options.directory.path, create: true, mode: options.folderMode)
+        } catch let error as DiskError {
+            throw ShareError(.cannotCreate, "cannot receive into \(options.directory.path): \(error.message)")
+        }
+        store = try PartialStore(folder: folder)
+        // The types this receiver imports are known before any offer names them.
+        _ = (UTType.shareProfile, UTType.shareProfilesArchive)
+    }
+
+    /// The hello this receiver answers with: its name and accept list.
+    public static func hello(name: String, accept: AcceptList) -> Hello {
+        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"])
+    }
+
+    /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
+    /// offer); `peer` is the sender's trust entry. A failure found here has been reported to the peer when this
+    /// throws.
+    public func serve(_ session: Session, peerName: String, peer: TrustedDevice?, first: Frame? = nil) throws
+        -> ReceiveReport
+    {
+        store.removeStale(maxAge: options.partialMaxAge)
+        defer { store.removeIfEmpty() }
+        // An item passed on for another device names its origin; only the owner's own devices are believed.
+        let forwarded = AccessPolicy.decide(.sendForwarded, peer: peer, localName: "this device")
+        let policy = ReceiverMachine.Policy(
+            maxItemSize: options.maxSize, freeSpace: store.folder.freeSpace,
+            refuse: { item in
+                guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
+                return reason
+            })
+        let machine = ReceiverMachine(negotiator: Negotiator(accept: options.accept), policy: policy)
+        let sink = DiskSink(
+            options: options, store: store, sender: session.peerID, peerName: peerName, progress: progress)
+        let driver = ReceiverDriver(
+            channel: session.connection.channel, hasher: SHA256Hasher(), codec: ZstdChunkCodec(),
+            events: progress.receiverEvents(peer: peerName))
+        do {
+            let summary = try driver.run(machine: machine, sink: sink, first: first)
+            var report = sink.report
+            report.refused = summary.refused
+            report.bytesReceived = summary.bytes
+            report.bytesAlreadyHeld = summary.held
+            return report
+        } catch {
+            session.connection.closeLingering()
+            throw error
+        }
+    }
+}

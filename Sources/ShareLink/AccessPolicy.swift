@@ -1,0 +1,97 @@
+import CoreTransferable
+import ShareTLS
+
+/// Everything another device may ask of this one.
+public enum Capability: String, CaseIterable, Sendable {
+    /// Reach this device and learn its name and version (`share ping`).
+    case ping
+    /// Deliver items: into the agent's inbox, or to a `share receive`.
+    case sendToInbox = "send to the inbox"
+    /// Read what this device copied (`share paste`).
+    case pasteClipboard = "paste the clipboard"
+    /// Keep a link open to this agent and receive what is sent to it (`share watch`).
+    case attachAsWatch = "attach as a watch"
+    /// Have this agent pass items on to one of its attached watches (`share send --via`).
+    case forwardToWatch = "send to a watch through the agent"
+    /// As an attached watch, have this agent pass items on to one of the owner's devices (`share watch send`).
+    case forwardFromWatch = "send from a watch through the agent"
+    /// Deliver items this device forwards on behalf of another (a watch), naming that origin.
+    case sendForwarded = "deliver forwarded items"
+    /// Name another device this agent knows (the target of a forwarding).
+    case lookUpByName = "look a device up by name"
+    /// Start a pairing: only a device not trusted yet, and only on a pairing listener during its window.
+    case pair
+}
+
+/// The one authority on "may this device do this?". Every capability is decided here from the device's trust
+/// entry (its relation, and whether it was added as a watch), never anywhere else. A refusal never says whether a
+/// named device exists.
+public enum AccessPolicy {
+    public enum Decision: Equatable, Sendable {
+        case allowed
+        case refused(String)
+
+        public var isAllowed: Bool { self == .allowed }
+    }
+
+    /// Whether `peer` (nil: not trusted) may use `capability`; `target` is the device named by a forwarding, as
+    /// this device knows it (nil when the name is unknown). `pairingWindow`: a pairing listener is open.
+    public static func decide(
+        _ capability: Capability, peer: TrustedDevice?, target: TrustedDevice? = nil, pairingWindow: Bool = false,
+        localName: String = "this device"
+    ) -> Decision {
+        guard let peer else {
+            if capability == .pair, pairingWindow { return .allowed }
+            return .refused("\(localName) does not know this device; pair with it first (share pair)")
+        }
+        let team = peer.relation == .team
+        switch capability {
+        case .ping, .sendToInbox:
+            return .allowed
+        case .pair:
+            return .refused("this device is already trusted by \(localName)")
+        case .pasteClipboard:
+            return team
+                ? .allowed
+                : .refused("\(localName) shares its clipboard only with its owner's devices (trust them with --team)")
+        case .attachAsWatch:
+            return team && peer.watch
+                ? .allowed
+                : .refused(
+                    "\(localName) takes as watches only its owner's devices added as watches (share trust add ID --team --watch)"
+                )
+        case .lookUpByName:
+            return team ? .allowed : .refused(notForwarded(localName))
+        case .sendForwarded:
+            return team
+                ? .allowed
+                : .refused("\(localName) takes items passed on for another device only from its owner's devices")
+        case .forwardToWatch:
+            guard team, !peer.watch, let target, target.relation == .team, target.watch else {
+                return .refused(notForwarded(localName))
+            }
+            return .allowed
+        case .forwardFromWatch:
+            guard team, peer.watch, let target, target.relation == .team, !target.watch, target.id != peer.id else {
+                return .refused(notForwarded(localName))
+            }
+            return .allowed
+        }
+    }
+
+    /// The same sentence whatever the reason (an unknown name, a device that is not a watch, a sender that may not):
+    /// a refusal never tells which devices exist.
+    public static func notForwarded(_ localName: String) -> String {
+        "\(localName) passes items on only between its owner's devices and their watches; this one was not passed on"
+    }
+
+    /// What a peer may see of an item: the visibility its relation reaches (`.team` for the owner's devices,
+    /// `.group` for a named group, `.all` otherwise).
+    public static func visibility(for peer: TrustedDevice?) -> PeerRelation {
+        switch peer?.relation {
+        case .team: return .ownDevice
+        case .group(let name): return .group(name)
+        case .trusted, nil: return .trusted
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import CoreTransferable
+
+/// Where a receiver puts what it accepts: the disk (an inbox, `--into`, the relay store), a watch's memory and shelf,
+/// a pipe to another device. The driver checks every chunk and the whole item before the sink hears of it.
+public protocol ItemSink: AnyObject {
+    /// Opens where the chosen representation of `item` goes, with what is already held of it from an earlier session.
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload
+}
+
+/// One item being received.
+public protocol IncomingPayload: AnyObject {
+    /// Chunks held and verified before this session, with their digests.
+    var held: [Int: [UInt8]] { get }
+    /// Takes one chunk whose digest the driver has checked.
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
+    /// Every chunk is in and the whole-item digest matched: hands the item over and says what became of it.
+    func complete(done: Done) throws -> Ack
+    /// The item is bad (its digest does not match): drops it.
+    func discard()
+    /// The session stopped before the item ended: keeps what is verified, for a resume.
+    func suspend()
+}
+
+/// The one receiving side of every transfer: negotiates each offered item (or takes choices made elsewhere),
+/// announces what it holds, checks every chunk (index, order, length, digest, limits, free space) and the whole-item
+/// digest, and hands only verified items to its sink. It runs `ReceiverMachine` over a `FrameChannel`.
+public final class ReceiverDriver {
+    public let channel: FrameChannel
+    private let hasher: ChunkHasher
+    private let codec: ChunkCodec?
+    private let events: TransferEvents
+    private var summary = TransferSummary()
+    private var incoming: IncomingPayload?
+    private var digests = ItemDigest(chunks: 0)
+
+    public init(
+        channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
+        events: @escaping TransferEvents = { _ in }
+    ) {
+        self.channel = channel
+        self.hasher = hasher
+        self.codec = codec
+        self.events = events
+    }
+
+    /// Serves one batch, from the offer to the sender's `bye`. `first` is the offer when it was already read (a
+    /// session that first answered pings). `decide`, when given, makes the choices instead of the negotiator.
+    /// On any failure the item in progress is suspended (its verified chunks kept) or, after a digest mismatch,
+    /// discarded; a failure found here is reported to the peer in an `error` frame; then the error is thrown.
+    public func run(
+        machine: ReceiverMachine, sink: ItemSink, first: Frame? = nil, decide: ((Offer) throws -> [Choice])? = nil
+    ) throws -> TransferSummary {
+        var machine = machine
+        var pending = first
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var plain = [UInt8]()
+        do {
+            while true {
+                let arrived: FrameChannel.Incoming
+                if let frame = pending {
+                    arrived = .control(frame)
+                    pending = nil
+                } else {
+                    arrived = try channel.receive(chunk: &chunk)
+                }
+                var actions: [ReceiverMachine.Action]
+                switch arrived {
+                case .binary(let type, let header, var length):
+                    if type == .zchunk {
+                        length = try decompress(chunk[0..<length], index: header.index, machine: machine, into: &plain)
+                        swap(&chunk, &plain)
+                    }
+                    try chunk.withUnsafeBytes { raw in
+                        let data = UnsafeRawBufferPointer(rebasing: raw[0..<length])
+                        guard hasher.digest(data) == header.digest else {
+                            throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
+                        }
+                        for case .write(let index) in try machine.receivedChunk(index: header.index, length: length) {
+                            try incoming?.write(index: index, bytes: data, digest: header.digest)
+                            digests.record(index, header.digest)
+                            summary.bytes += UInt64(length)
+                            events(.progress(bytes: length))
+                        }
+                    }
+                    continue
+                case .control(let frame):
+                    switch frame.type {
+                    case .offer:
+                        let offer = try MessageCoding.decode(Offer.self, from: frame)
+                        if let decide {
+                            try offer.validate()
+                            actions = try machine.received(offer, decided: try decide(offer))
+                        } else {
+                            actions = try machine.received(offer)
+                        }
+                    case .done:
+                        actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
+                    case .bye:
+                        actions = try machine.receivedBye()
+                    case .error:
+                        let error = MessageCoding.peerError(from: frame)
+                        if error.code == .sourceChanged {
+                            incoming?.discard()
+                            incoming = nil
+                        }
+                        throw error
+                    default:
+                        throw ProtocolError(.badMessage, "the sender sent \(frame.type) out of place")
+                    }
+                }
+                if try perform(actions, machine: &machine, sink: sink) { return summary }
+            }
+        } catch {
+            machine.failed()
+            incoming?.suspend()
+            incoming = nil
+            if !channel.errorExchanged, let error = error as? ProtocolError { try? channel.send(.error, error) }
+            throw error
+        }
+    }
+
+    /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
+    private func decompress(
+        _ compressed: ArraySlice<UInt8>, index: Int, machine: ReceiverMachine, into output: inout [UInt8]
+    ) throws -> Int {
+        guard let codec else {
+            throw ProtocolError(.badMessage, "a compressed chunk, though this receiver decodes none")
+        }
+        guard let expected = machine.expectedLength(of: index) else {
+            throw ProtocolError(.badMessage, "compressed chunk \(index) is outside an item of known size")
+        }
+        if output.count < expected + 1 { output = [UInt8](repeating: 0, count: expected + 1) }
+        do {
+            try compressed.withUnsafeBytes { source in
+                try output.withUnsafeMutableBytes { try codec.decompress(source, into: $0, expected: expected) }
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw ProtocolError(.badMessage, "chunk \(index): \(error)")
+        }
+        return expected
+    }
+
+    /// Performs actions; true when the batch is complete.
+    private func perform(_ actions: [ReceiverMachine.Action], machine: inout ReceiverMachine, sink: ItemSink) throws
+        -> Bool
+    {
+        var queue = actions
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            switch action {
+            case .sendSelect(let select):
+                let offer = machine.offer!
+                var total: UInt64 = 0
+                for (index, (item, choice)) in zip(offer.items, select.choices).enumerated() {
+                    let types = item.representations.map(\.contentType)
+                    if let chosen = choice.representation {
+                        total += item.representations[chosen].size ?? 0
+                        events(
+                            .chosen(
+                                item: index, label: item.label, offered: types,
+                                contentType: item.representations[chosen].contentType, reason: choice.reason))
+                    } else {
+                        summary.refused.append((item.label, choice.reason))
+                        events(.refused(item: index, label: item.label, offered: types, reason: choice.reason))
+                    }
+                }
+                events(.selected(count: select.choices.filter { $0.representation != nil }.count, totalBytes: total))
+                try channel.send(.select, select)
+            case .prepare(let index, let representation):
+                let offer = machine.offer!
+                let item = offer.items[index]
+                let chosen = item.representations[representation]
+                let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize)
+                incoming = opened
+                let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
+                let held = expected.map { count in opened.held.filter { $0.key < count } } ?? [:]
+                digests = ItemDigest(chunks: expected ?? 0)
+                for (chunk, digest) in held { digests.record(chunk, digest) }
+                let heldBytes = held.keys.reduce(UInt64(0)) { total, chunk in
+                    let start = UInt64(chunk) * UInt64(offer.chunkSize)
+                    return total + (chosen.size.map { min($0, start + UInt64(offer.chunkSize)) - start } ?? 0)
+                }
+                summary.held += heldBytes
+                events(.started(item: index, label: item.label, number: index + 1, total: chosen.size, held: heldBytes))
+                queue = try machine.prepared(verified: Set(held.keys)) + queue
+            case .sendResume(let resume):
+                try channel.send(.resume, resume)
+            case .write:
+                break
+            case .verify(let index, let done):
+                let item = machine.offer!.items[index]
+                events(.finished(item: index))
+                guard let payload = incoming else { throw ProtocolError(.internalError, "no item in progress") }
+                incoming = nil
+                guard digests.chunks.count == done.chunks, let root = digests.root(using: hasher),
+                    root == done.digest.lowercased()
+                else {
+                    payload.discard()
+                    throw ProtocolError(
+                        .digestMismatch, "the whole-item digest of \(item.label) does not match; it was discarded")
+                }
+                let ack = try payload.complete(done: done)
+                summary.delivered.append((item.label, ack))
+                events(.completed(item: index, label: item.label, ack: ack))
+                queue = try machine.verified(ack) + queue
+            case .sendAck(let ack):
+                try channel.send(.ack, ack)
+            case .complete:
+                return true
+            }
+        }
+        return false
+    }
+}

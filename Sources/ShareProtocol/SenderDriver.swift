@@ -1,0 +1,280 @@
+import CoreTransferable
+
+/// The one sending side of every transfer: offers items from their sources, produces only what the receiver chose,
+/// streams the chunks it lacks (each hashed once, as it goes), and reports typed events. It runs `SenderMachine` over
+/// a `FrameChannel`; the CLI, the agent, the watch, the clipboard and watch forwarding give it sources, nothing more.
+public final class SenderDriver {
+    public let channel: FrameChannel
+    public let chunkSize: Int
+    private let hasher: ChunkHasher
+    /// Compresses chunks when the receiver decodes them (nil: never).
+    private let codec: ChunkCodec?
+    private let events: TransferEvents
+    private var buffer: [UInt8]
+    private var summary = TransferSummary()
+
+    public init(
+        channel: FrameChannel, chunkSize: Int = 1 << 20, hasher: ChunkHasher, codec: ChunkCodec? = nil,
+        events: @escaping TransferEvents = { _ in }
+    ) {
+        self.channel = channel
+        self.chunkSize = chunkSize
+        self.hasher = hasher
+        self.codec = codec
+        self.events = events
+        buffer = [UInt8](repeating: 0, count: chunkSize)
+    }
+
+    /// Offers `items` and streams what the receiver chooses, until it has acknowledged every accepted item (then
+    /// `bye`). A failure of the peer arrives as its `ProtocolError`.
+    public func run(_ items: [ItemSource]) throws -> TransferSummary {
+        do {
+            return try drive(items)
+        } catch let error as ProtocolError where !channel.errorExchanged {
+            // The receiver hears why (a source that changed makes it discard its partial).
+            try? channel.send(.error, error)
+            throw error
+        }
+    }
+
+    private func drive(_ items: [ItemSource]) throws -> TransferSummary {
+        let offer = Offer(items: items.map(\.offer), chunkSize: chunkSize)
+        try offer.validate()
+        var machine = SenderMachine(offer: offer)
+        var actions = machine.peerReady()
+        while true {
+            for action in actions {
+                switch action {
+                case .sendOffer(let offer):
+                    events(.offered(offer.items))
+                    try send { try channel.send(.offer, offer) }
+                case .refused(let index, let choice):
+                    summary.refused.append((items[index].offer.label, choice.reason))
+                    events(
+                        .refused(
+                            item: index, label: items[index].offer.label,
+                            offered: items[index].offer.representations.map(\.contentType), reason: choice.reason))
+                case .stream(let index, let representation, let verified):
+                    let item = items[index].offer
+                    events(
+                        .chosen(
+                            item: index, label: item.label, offered: item.representations.map(\.contentType),
+                            contentType: item.representations[representation].contentType,
+                            reason: machine.choices[index].reason))
+                    let done = try stream(
+                        items[index], index: index, representation: representation, held: verified,
+                        number: index + 1)
+                    for case .sendDone(let done) in try machine.finishedStreaming(done) {
+                        try send { try channel.send(.done, done) }
+                    }
+                case .sendDone(let done):
+                    try send { try channel.send(.done, done) }
+                case .delivered(let index, let ack):
+                    summary.delivered.append((items[index].offer.label, ack))
+                    events(.delivered(item: index, label: items[index].offer.label, ack: ack))
+                case .sendBye:
+                    try send { try channel.send(.bye, Bye()) }
+                    return summary
+                }
+            }
+            if machine.state == .finished { return summary }
+            let frame = try channel.receive()
+            actions = try machine.received(frame: frame)
+            if frame.type == .select { events(.answered(machine.choices)) }
+        }
+    }
+
+    /// Produces the chosen representation and streams the chunks not in `held`; returns the item's `done`.
+    private func stream(_ source: ItemSource, index: Int, representation: Int, held: Set<Int>, number: Int) throws
+        -> Done
+    {
+        let offered = source.offer.representations[representation]
+        let produced = try source.produce(representation: representation)
+        switch produced {
+        case .positional(let bytes):
+            defer { bytes.close() }
+            return try streamPositional(
+                bytes, item: source.offer, index: index, offered: offered, held: held, number: number)
+        case .sequential(let stream):
+            defer { stream.close() }
+            return try streamSequential(
+                stream, item: source.offer, index: index, offered: offered, held: held, number: number)
+        }
+    }
+
+    private func streamPositional(
+        _ source: PositionalSource, item: OfferItem, index: Int, offered: OfferedRepresentation,
+        held verified: Set<Int>,
+        number: Int
+    ) throws -> Done {
+        let size = source.size
+        if let expected = offered.size, expected != size {
+            throw ProtocolError(
+                .sourceChanged,
+                "\(item.label) changed size since it was offered; run the command again to send the new version")
+        }
+        try checkNotURLToAFile(offered, source: source)
+        let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
+        let held = verified.filter { $0 < chunks }.sorted()
+        let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) }
+        summary.held += heldBytes
+        events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
+        let background = held.isEmpty ? nil : source.hashHeld(held, chunkSize: chunkSize)
+        // Whatever ends this item, the hashing of held chunks stops before the source closes.
+        defer { background?.cancel() }
+        let compressor = offered.size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
+        let heldSet = Set(held)
+        var digests = ItemDigest(chunks: chunks)
+        for chunk in 0..<chunks where !heldSet.contains(chunk) {
+            let wanted = length(of: chunk, size: size)
+            let read = try buffer.withUnsafeMutableBytes {
+                try source.read(
+                    into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<wanted]),
+                    at: UInt64(chunk) * UInt64(chunkSize))
+            }
+            guard read == wanted else {
+                throw ProtocolError(
+                    .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
+            }
+            try buffer.withUnsafeBytes { raw in
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<wanted])
+                let digest = hasher.digest(bytes)
+                digests.record(chunk, digest)
+                try sendChunk(bytes, index: chunk, digest: digest, compressor: compressor)
+            }
+        }
+        if let background {
+            for (chunk, digest) in try background.wait() { digests.record(chunk, digest) }
+        }
+        events(.finished(item: index))
+        try source.checkUnchanged()
+        guard let root = digests.root(using: hasher) else {
+            throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
+        }
+        return Done(item: item.id, size: size, chunks: chunks, digest: root)
+    }
+
+    private func streamSequential(
+        _ source: SequentialSource, item: OfferItem, index: Int, offered: OfferedRepresentation,
+        held verified: Set<Int>,
+        number: Int
+    ) throws -> Done {
+        if let expected = offered.size, let size = source.size, expected != size {
+            throw ProtocolError(
+                .sourceChanged, "\(item.label) changed since it was offered; run the command again to send it")
+        }
+        let size = offered.size ?? source.size
+        let chunks = size.map { ChunkMath.count(size: $0, chunkSize: chunkSize) }
+        let held = chunks.map { count in verified.filter { $0 < count } } ?? []
+        let heldBytes = size.map { size in held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) } } ?? 0
+        summary.held += heldBytes
+        events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
+        let compressor = size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
+        var digests = ItemDigest(chunks: chunks ?? 0)
+        var fill = 0
+        var next = 0
+        var total: UInt64 = 0
+        func emitChunk() throws {
+            if let chunks, next >= chunks {
+                throw ProtocolError(
+                    .sourceChanged, "\(item.label) grew after it was offered; run the command again to send it")
+            }
+            try buffer.withUnsafeBytes { raw in
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<fill])
+                let digest = hasher.digest(bytes)
+                digests.record(next, digest)
+                if !held.contains(next) { try sendChunk(bytes, index: next, digest: digest, compressor: compressor) }
+            }
+            next += 1
+            fill = 0
+        }
+        try source.produce { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = min(chunkSize - fill, bytes.count - offset)
+                buffer.withUnsafeMutableBytes { destination in
+                    destination.baseAddress!.advanced(by: fill).copyMemory(
+                        from: bytes.baseAddress!.advanced(by: offset), byteCount: n)
+                }
+                fill += n
+                offset += n
+                total += UInt64(n)
+                if fill == chunkSize { try emitChunk() }
+            }
+        }
+        if fill > 0 || next == 0 { try emitChunk() }
+        if let size, total != size || next != chunks {
+            throw ProtocolError(
+                .sourceChanged, "\(item.label) changed while it was being sent; run the command again to send it")
+        }
+        events(.finished(item: index))
+        guard let root = digests.root(using: hasher) else {
+            throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
+        }
+        return Done(item: item.id, size: total, chunks: next, digest: root)
+    }
+
+    /// Sends one verified chunk: compressed when the compressor finds it worth it, else as it is. Between chunks it
+    /// listens for the receiver, which speaks mid-item only to stop the transfer (a full disk, a limit).
+    private func sendChunk(
+        _ bytes: UnsafeRawBufferPointer, index: Int, digest: [UInt8], compressor: AdaptiveCompressor?
+    ) throws {
+        if channel.hasIncomingData {
+            let frame = try channel.receive()
+            if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+            throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+        }
+        let header = ChunkHeader(index: index, digest: digest)
+        if let packed = compressor?.compress(bytes) {
+            try send { try packed.withUnsafeBytes { try channel.sendBinary(.zchunk, header: header, data: $0) } }
+            summary.wireBytes += UInt64(packed.count)
+        } else {
+            try send { try channel.sendBinary(.chunk, header: header, data: bytes) }
+            summary.wireBytes += UInt64(bytes.count)
+        }
+        summary.bytes += UInt64(bytes.count)
+        events(.progress(bytes: bytes.count))
+    }
+
+    /// A write that fails because the receiver went away reports the receiver's reason when it sent one.
+    private func send(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw channel.pendingPeerError() ?? error
+        }
+    }
+
+    private func length(of chunk: Int, size: UInt64) -> Int {
+        let start = UInt64(chunk) * UInt64(chunkSize)
+        return Int(min(UInt64(chunkSize), size - min(size, start)))
+    }
+
+    /// The engine's rule: no representation that crosses to another machine is a `file:` URL. Such a URL names a
+    /// file on this machine only, and tells the receiver where the sender keeps it.
+    private func checkNotURLToAFile(_ offered: OfferedRepresentation, source: PositionalSource) throws {
+        guard source.size <= 1 << 16, URLRule.mayBeURL(offered.contentType) else { return }
+        var head = [UInt8](repeating: 0, count: 16)
+        let n = try head.withUnsafeMutableBytes { try source.read(into: $0, at: 0) }
+        if URLRule.isFileURL(Array(head[0..<n])) {
+            throw ProtocolError(.refused, "a file: URL names a file on this machine only; it is never sent")
+        }
+    }
+}
+
+/// `file:` URLs never leave the machine.
+public enum URLRule {
+    /// Whether a representation of this type might carry a URL.
+    public static func mayBeURL(_ contentType: String) -> Bool {
+        let lower = contentType.lowercased()
+        return lower == "public.url" || lower == "public.file-url" || lower.hasSuffix("url")
+    }
+
+    /// Whether the bytes start a `file:` URL (ignoring case and leading white space).
+    public static func isFileURL(_ bytes: [UInt8]) -> Bool {
+        let text = String(decoding: bytes, as: UTF8.self).drop { $0.isWhitespace }.lowercased()
+        return text.hasPrefix("file:")
+    }
+}

@@ -1,0 +1,222 @@
+import CoreTransferable
+import Foundation
+import ShareTLS
+import Testing
+
+@testable import ShareProtocol
+
+/// The one sender driver and the one receiver driver, joined by an in-memory stream pair: no sockets, no processes.
+@Suite struct DriverTests {
+    static let chunk = 64 << 10
+
+    /// Runs a sender over `items` and a receiver into `sink` at once; returns both outcomes and their events.
+    func transfer(
+        _ items: [ItemSource], sink: MemorySink, accept: [AcceptedType] = [AcceptedType(.item)],
+        policy: ReceiverMachine.Policy = .init(), codec: ChunkCodec? = nil,
+        tamper: ((Int, [UInt8]) -> [UInt8])? = nil, decide: ((Offer) throws -> [Choice])? = nil
+    ) -> (sent: Result<TransferSummary, Error>, received: Result<TransferSummary, Error>, events: [TransferEvent]) {
+        let (a, b) = MemoryStream.pair()
+        a.outgoing.tamper = tamper
+        let events = Box<[TransferEvent]>([])
+        let done = DispatchSemaphore(value: 0)
+        let received = Box<Result<TransferSummary, Error>?>(nil)
+        nonisolated(unsafe) let (codec, decide, sink) = (codec, decide, sink)
+        Thread {
+            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA(), codec: codec) {
+                events.value.append($0)
+            }
+            let machine = ReceiverMachine(
+                negotiator: Negotiator(accept: AcceptList(accept), table: .system), policy: policy)
+            received.value = Result { try driver.run(machine: machine, sink: sink, decide: decide) }
+            b.close()
+            done.signal()
+        }.start()
+        let sender = SenderDriver(
+            channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA(), codec: codec)
+        let sent = Result { try sender.run(items) }
+        a.close()
+        done.wait()
+        return (sent, received.value!, events.value)
+    }
+
+    func fileOffer(_ id: String, size: UInt64?, type: String = "public.data", kind: OfferedRepresentation.Kind = .file)
+        -> OfferItem
+    {
+        OfferItem(
+            id: id, label: id, representations: [OfferedRepresentation(contentType: type, kind: kind, size: size)],
+            version: "v1")
+    }
+
+    @Test func itemsOfEveryKindArriveIdenticalAndOnlyTheChosenRepresentationIsProduced() throws {
+        let big = randomBytes(5 * Self.chunk + 123)
+        let stream = randomBytes(3 * Self.chunk + 7)
+        let text = Array("Dinner at eight?".utf8)
+        let file = FixedItem(
+            fileOffer("big", size: UInt64(big.count)),
+            [{ .positional(MemorySource(big, hasher: TestSHA())) }])
+        let archive = FixedItem(
+            fileOffer("stream", size: UInt64(stream.count), type: "public.tar-archive", kind: .archive),
+            [{ .sequential(PiecesSource(stream, announced: true)) }])
+        let note = FixedItem(
+
+            OfferItem(
+                id: "note", label: "note",
+                representations: [
+                    OfferedRepresentation(contentType: "public.png", kind: .data),
+                    OfferedRepresentation(contentType: "public.utf8-plain-text", kind: .data),
+                ]),
+            [
+                { .positional(MemorySource([0xFF], hasher: TestSHA())) },
+                { .positional(MemorySource(text, hasher: TestSHA())) },
+            ])
+        let sink = MemorySink()
+        let result = transfer(
+            [file, archive, note], sink: sink,
+            accept: [AcceptedType(.plainText), AcceptedType(identifier: "public.data")])
+        let sent = try result.sent.get()
+        _ = try result.received.get()
+        #expect(sink.items["big"] == big)
+        #expect(sink.items["stream"] == stream)
+        #expect(sink.items["note"] == text)
+        #expect(note.produced == [1], "only the chosen representation is produced")
+        #expect(sent.delivered.count == 3 && sent.bytes == UInt64(big.count + stream.count + text.count))
+        let chosen = result.events.compactMap { event -> String? in
+            if case .chosen(_, let label, _, let type, _) = event { return "\(label)=\(type)" }
+            return nil
+        }
+        #expect(chosen == ["big=public.data", "stream=public.tar-archive", "note=public.utf8-plain-text"])
+    }
+
+    @Test func aResumeSendsOnlyTheMissingChunksAndTheWholeDigestStillMatches() throws {
+        let bytes = randomBytes(6 * Self.chunk + 10)
+        for sequential in [false, true] {
+            let sink = MemorySink()
+            // Chunks 0–2 held from an earlier session; for a stream the held part is a prefix.
+            sink.heldBytes["x"] = Dictionary(
+                uniqueKeysWithValues: (0..<3).map { ($0, Array(bytes[($0 * Self.chunk)..<(($0 + 1) * Self.chunk)])) })
+            let item = FixedItem(
+                fileOffer("x", size: UInt64(bytes.count)),
+                [
+                    {
+                        sequential
+                            ? .sequential(PiecesSource(bytes, announced: true))
+                            : .positional(MemorySource(bytes, hasher: TestSHA()))
+                    }
+                ])
+            let result = transfer([item], sink: sink)
+            let sent = try result.sent.get()
+            #expect(sink.items["x"] == bytes)
+            #expect(sent.bytes == UInt64(bytes.count - 3 * Self.chunk), "sent \(sent.bytes)")
+            #expect(sent.held == UInt64(3 * Self.chunk))
+        }
+    }
+
+    @Test func aByteChangedInFlightIsCaughtByTheChunkDigestAndReportedToTheSender() throws {
+        let bytes = randomBytes(4 * Self.chunk)
+        let item = FixedItem(
+            fileOffer("x", size: UInt64(bytes.count)),
+            [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+        let sink = MemorySink()
+        // Past the offer, somewhere in the second chunk's data.
+        let target = 2 * Self.chunk
+        let result = transfer(
+            [item], sink: sink,
+            tamper: { offset, data in
+                var data = data
+                if offset <= target && target < offset + data.count { data[target - offset] ^= 0x40 }
+                return data
+            })
+        let received = #expect(throws: ProtocolError.self) { try result.received.get() }
+        #expect(received?.code == .digestMismatch)
+        let sent = #expect(throws: ProtocolError.self) { try result.sent.get() }
+        #expect(sent?.code == .digestMismatch, "the sender hears the receiver's reason")
+        #expect(sink.items.isEmpty)
+        #expect(sink.suspended == ["x"], "what was verified is kept for a resume")
+    }
+
+    @Test func anItemWithoutASizeIsCutAtItsAcceptLimitAndAtTheFreeSpace() throws {
+        let bytes = randomBytes(5 * Self.chunk)
+        func unsized() -> FixedItem {
+            FixedItem(
+                fileOffer("png", size: nil, type: "public.png", kind: .data),
+                [{ .sequential(PiecesSource(bytes, announced: false)) }])
+        }
+        let limited = transfer(
+            [unsized()], sink: MemorySink(), accept: [AcceptedType(.png, maxSize: UInt64(2 * Self.chunk))])
+        let refused = #expect(throws: ProtocolError.self) { try limited.received.get() }
+        #expect(refused?.code == .refused && refused?.message.contains("exceeds") == true, "\(refused?.message ?? "")")
+        let full = transfer(
+            [unsized()], sink: MemorySink(), policy: .init(freeSpace: UInt64(3 * Self.chunk)))
+        let storage = #expect(throws: ProtocolError.self) { try full.received.get() }
+        #expect(storage?.code == .storage, "\(storage?.message ?? "")")
+        #expect((try? full.sent.get()) == nil)
+    }
+
+    @Test func aFileURLNeverLeavesTheSender() throws {
+        let link = Array("file:///home/ana/holiday.mp4".utf8)
+        let item = FixedItem(
+
+            OfferItem(
+                id: "u", label: "u", representations: [OfferedRepresentation(contentType: "public.url", kind: .data)]),
+            [{ .positional(MemorySource(link, hasher: TestSHA())) }])
+        let sink = MemorySink()
+        let result = transfer([item], sink: sink)
+        let error = #expect(throws: ProtocolError.self) { try result.sent.get() }
+        #expect(error?.code == .refused)
+        #expect(sink.items.isEmpty)
+    }
+
+    @Test func compressedChunksArriveIdentical() throws {
+        let text = Array(String(repeating: "a line of a log that repeats itself\n", count: 20_000).utf8)
+        let item = FixedItem(
+            fileOffer("log", size: UInt64(text.count)),
+            [{ .positional(MemorySource(text, hasher: TestSHA())) }])
+        let sink = MemorySink()
+        let result = transfer([item], sink: sink, codec: TestZstd())
+        let sent = try result.sent.get()
+        #expect(sink.items["log"] == text)
+        #expect(sent.wireBytes < sent.bytes / 4, "wire \(sent.wireBytes) of \(sent.bytes)")
+    }
+
+    @Test func choicesMadeElsewhereReplaceTheNegotiation() throws {
+        let item = FixedItem(
+
+            OfferItem(
+                id: "p", label: "profile",
+                representations: [
+                    OfferedRepresentation(contentType: "public.json", kind: .data),
+                    OfferedRepresentation(contentType: "public.utf8-plain-text", kind: .data),
+                ]),
+            [
+                { .positional(MemorySource(Array("{}".utf8), hasher: TestSHA())) },
+                { .positional(MemorySource(Array("Ana".utf8), hasher: TestSHA())) },
+            ])
+        let sink = MemorySink()
+        let result = transfer(
+            [item], sink: sink,
+            decide: { offer in
+                [Choice(item: offer.items[0].id, representation: 1, reason: "the far device takes text only")]
+            })
+        _ = try result.sent.get()
+        #expect(sink.items["p"] == Array("Ana".utf8))
+        #expect(item.produced == [1])
+    }
+
+    @Test func aSelectForTenThousandRefusalsWithLongReasonsFitsItsLimit() throws {
+        let long = String(repeating: "com.example.a-long-type-name ", count: 200)
+        let choices = (0..<10_000).map { index in
+            Choice(
+                item: "item-\(index)", representation: nil, reason: long,
+                refusal: ProtocolError(.noCommonRepresentation, long))
+        }
+        let select = Select(choices: choices).fitting(Limits.maxOfferPayload)
+        #expect(MessageCoding.frame(.select, select).payload.count <= Limits.maxOfferPayload)
+        #expect(select.choices.count == 10_000 && select.choices[0].refusal?.code == .noCommonRepresentation)
+    }
+}
+
+/// A value shared with a thread.
+final class Box<Value>: @unchecked Sendable {  // written by one thread, read after it signals
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}

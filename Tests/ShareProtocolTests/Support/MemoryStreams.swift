@@ -1,0 +1,194 @@
+import CoreTransferable
+import Foundation
+import ShareArchive
+import ShareProtocol
+import ShareTLS
+
+/// One direction of an in-memory byte stream, bounded so a writer far ahead of its reader waits (as a socket would).
+final class MemoryPipe: @unchecked Sendable {  // guarded by `condition`
+    private let condition = NSCondition()
+    private var bytes: [UInt8] = []
+    private var closed = false
+    private let capacity: Int
+    /// Changes bytes as they are written (a tampering link): (offset in the stream, bytes) → bytes.
+    var tamper: ((Int, [UInt8]) -> [UInt8])?
+    private var written = 0
+
+    init(capacity: Int = 8 << 20) { self.capacity = capacity }
+
+    func write(_ raw: UnsafeRawBufferPointer) throws {
+        var data = Array(raw)
+        condition.lock()
+        defer { condition.unlock() }
+        if let tamper { data = tamper(written, data) }
+        written += data.count
+        var offset = 0
+        while offset < data.count {
+            while bytes.count >= capacity && !closed { condition.wait() }
+            if closed { throw StreamEnded("the pipe is closed") }
+            let n = min(capacity - bytes.count, data.count - offset)
+            bytes += data[offset..<(offset + n)]
+            offset += n
+            condition.broadcast()
+        }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        while bytes.isEmpty && !closed { condition.wait() }
+        let n = min(buffer.count, bytes.count)
+        bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        bytes.removeFirst(n)
+        condition.broadcast()
+        return n
+    }
+
+    var hasInput: Bool { condition.withLock { !bytes.isEmpty || closed } }
+
+    func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
+/// One end of an in-memory stream pair.
+final class MemoryStream: ByteStream, @unchecked Sendable {  // its pipes are thread-safe
+    let incoming: MemoryPipe
+    let outgoing: MemoryPipe
+
+    init(incoming: MemoryPipe, outgoing: MemoryPipe) {
+        self.incoming = incoming
+        self.outgoing = outgoing
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int { incoming.read(into: buffer) }
+    func write(_ bytes: UnsafeRawBufferPointer) throws { try outgoing.write(bytes) }
+    var hasInput: Bool { incoming.hasInput }
+    func setReadTimeout(_ seconds: Double) {}
+
+    func close() {
+        incoming.close()
+        outgoing.close()
+    }
+
+    /// Two connected ends.
+    static func pair() -> (MemoryStream, MemoryStream) {
+        let ab = MemoryPipe()
+        let ba = MemoryPipe()
+        return (MemoryStream(incoming: ba, outgoing: ab), MemoryStream(incoming: ab, outgoing: ba))
+    }
+}
+
+/// zstd through libarchive, as the transport gives it to the protocol.
+final class TestZstd: ChunkCodec {
+    func compress(_ bytes: UnsafeRawBufferPointer, level: Int32, minSaving: Double) -> [UInt8]? {
+        ZstdCodec.compress(bytes, level: Int(level), worthIt: minSaving)
+    }
+
+    func decompress(_ compressed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, expected: Int)
+        throws
+    {
+        try ZstdCodec.decompress(compressed, into: output, expected: expected)
+    }
+}
+
+/// A sink that keeps items in memory; it may start with chunks already held (a resumed item).
+final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receiving thread, read after it ends
+    final class Payload: IncomingPayload {
+        let held: [Int: [UInt8]]
+        var chunks: [Int: [UInt8]] = [:]
+        var outcome: String?
+        let sink: MemorySink
+        let item: OfferItem
+
+        init(held: [Int: [UInt8]], sink: MemorySink, item: OfferItem) {
+            self.held = held
+            self.sink = sink
+            self.item = item
+        }
+
+        func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+            chunks[index] = Array(bytes)
+        }
+
+        func complete(done: Done) throws -> Ack {
+            var whole: [UInt8] = []
+            for index in 0..<done.chunks { whole += chunks[index] ?? sink.heldBytes[item.id]?[index] ?? [] }
+            sink.items[item.id] = whole
+            return Ack(item: item.id, outcome: "kept")
+        }
+
+        func discard() { sink.discarded.append(item.id) }
+        func suspend() { sink.suspended.append(item.id) }
+    }
+
+    var items: [String: [UInt8]] = [:]
+    var discarded: [String] = []
+    var suspended: [String] = []
+    var opened: [(String, String)] = []
+    /// Chunks held before the session, by item id: index → bytes.
+    var heldBytes: [String: [Int: [UInt8]]] = [:]
+
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+        opened.append((item.id, representation.contentType))
+        let held = (heldBytes[item.id] ?? [:]).mapValues { SHA256Hasher.hash($0) }
+        return Payload(held: held, sink: self, item: item)
+    }
+}
+
+/// A stream source that makes its bytes in pieces of odd sizes (an archive being written).
+final class PiecesSource: SequentialSource {
+    let bytes: [UInt8]
+    let size: UInt64?
+    init(_ bytes: [UInt8], announced: Bool) {
+        self.bytes = bytes
+        size = announced ? UInt64(bytes.count) : nil
+    }
+
+    func produce(_ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var offset = 0
+        var piece = 1
+        while offset < bytes.count {
+            let n = min(piece, bytes.count - offset)
+            try bytes.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+            offset += n
+            piece = piece * 3 + 7
+        }
+    }
+
+    func close() {}
+}
+
+/// An item whose representations are given sources.
+final class FixedItem: ItemSource {
+    let offer: OfferItem
+    let make: [() -> ProducedChunks]
+    var produced: [Int] = []
+
+    init(_ offer: OfferItem, _ make: [() -> ProducedChunks]) {
+        self.offer = offer
+        self.make = make
+    }
+
+    func produce(representation index: Int) throws -> ProducedChunks {
+        produced.append(index)
+        return make[index]()
+    }
+}
+
+func randomBytes(_ count: Int) -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+}
+
+/// SHA-256 from the transport's OpenSSL, as the protocol takes it.
+final class TestSHA: ChunkHasher {
+    private let hasher = SHA256Hasher()
+    func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+}
