@@ -78,6 +78,13 @@ public enum Pairing {
                 session.connection.fail(with: ProtocolError(.refused, "this port is waiting for pairing only"))
                 continue
             }
+            let known = try? TrustStore.load(device.paths.trustFile).device(session.peerID)
+            if case .refused(let reason) = AccessPolicy.decide(
+                .pair, peer: known, pairingWindow: true, localName: device.name)
+            {
+                session.connection.fail(with: ProtocolError(.refused, reason))
+                continue
+            }
             let host = PeerAddress(parsing: peer)?.host ?? peer
             return try decide(session, device: device, peerHost: host, options: options, confirm: confirm)
         }

@@ -40,8 +40,12 @@ public enum AccessPolicy {
         _ capability: Capability, peer: TrustedDevice?, target: TrustedDevice? = nil, pairingWindow: Bool = false,
         localName: String = "this device"
     ) -> Decision {
+        if capability == .pair {
+            // Anyone may try while a pairing listener waits (the users compare codes); nobody elsewhere.
+            return pairingWindow
+                ? .allowed : .refused("\(localName) is not waiting to pair; run share pair on it first")
+        }
         guard let peer else {
-            if capability == .pair, pairingWindow { return .allowed }
             return .refused("\(localName) does not know this device; pair with it first (share pair)")
         }
         let team = peer.relation == .team
@@ -49,7 +53,7 @@ public enum AccessPolicy {
         case .ping, .sendToInbox:
             return .allowed
         case .pair:
-            return .refused("this device is already trusted by \(localName)")
+            return .allowed
         case .pasteClipboard:
             return team
                 ? .allowed

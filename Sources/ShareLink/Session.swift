@@ -85,7 +85,8 @@ public enum SessionOpener {
                 let session = try connect(
                     from: device, to: address, hello: hello, verifier: target.verifier(trust: trust), timeouts: timeouts
                 )
-                if let expected = target.expected, target.addresses.count > 1 {
+                // An address learned elsewhere than the trust store is remembered as the last that worked.
+                if let expected = target.expected, address != expected.address {
                     ReachedAddresses.record(expected.id, address, paths: device.paths)
                 }
                 return session

@@ -170,8 +170,8 @@ func threadNiceValues(_ pid: Int32) -> [Int] {
 
 extension TestDevice {
     /// Starts this device's agent on a given port.
-    func startAgentOn(port: Int, inbox: URL) throws -> (BackgroundShare, Int) {
-        try startAgent(["--inbox", inbox.path, "--port", String(port)])
+    func startAgentOn(port: Int, inbox: URL, extra: [String] = []) throws -> (BackgroundShare, Int) {
+        try startAgent(["--inbox", inbox.path, "--port", String(port)] + extra)
     }
 }
 

@@ -42,6 +42,7 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         }
         defer { release(session.peerID) }
         do {
+            if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {
                 try check(.attachAsWatch, entry)
                 let names: Set<String> = [peer.lowercased(), session.peerID.description.lowercased()]

@@ -88,10 +88,11 @@ final class DiskSink: ItemSink {
                 partial.discard()
                 report.printed.append(text)
                 if let history = options.history {
+                    let from = item.origin ?? peerName
                     try history.append(
-                        TextHistory.Entry(date: Date(), from: peerName, type: chosen.contentType, text: text))
+                        TextHistory.Entry(date: Date(), from: from, type: chosen.contentType, text: text))
                     progress.note(
-                        "kept \(item.label) from \(peerName) in the inbox history", event: "kept",
+                        "kept \(item.label) from \(from) in the inbox history", event: "kept",
                         fields: ["item": item.label])
                     return Ack(item: item.id, outcome: "kept")
                 }
