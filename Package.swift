@@ -49,11 +49,14 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk",
+                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
+        // Exit statuses and the one-line errors of the command-line programs (`share`, `share-watch`): the
+        // libraries throw typed failures; only these programs turn them into exit codes.
+        .target(name: "ShareCommandLine", dependencies: ["ShareLink"]),
         // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
         .target(
@@ -62,7 +65,7 @@ let package = Package(
         // Not position-independent in release builds: the loader then has no relocations to apply to the binary's
         // data, which saves about 1 MiB of resident memory at start.
         .executableTarget(
-            name: "share-watch", dependencies: ["ShareWatch", "ShareTLS"],
+            name: "share-watch", dependencies: ["ShareWatch", "ShareTLS", "ShareCommandLine"],
             linkerSettings: [
                 .unsafeFlags(["-Xclang-linker", "-no-pie"], .when(configuration: .release))
             ]),

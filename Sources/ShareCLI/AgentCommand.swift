@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import ShareCommandLine
 import Logging
 import CoreTransferable
 import ShareKit

@@ -1,3 +1,4 @@
+import ShareCommandLine
 import ArgumentParser
 import ShareKit
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoreTransferable
 import Foundation
+import ShareCommandLine
 import ShareArchive
 import ShareDisk
 import ShareKit

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoreTransferable
 import Dispatch
 import Foundation
+import ShareCommandLine
 import ShareKit
 import ShareTLS
 

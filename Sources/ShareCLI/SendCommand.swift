@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoreTransferable
 import Foundation
+import ShareCommandLine
 import ShareKit
 import ShareProfiles
 
@@ -160,12 +161,12 @@ struct SendCommand: ParsableCommand {
         let finished = try ControlClient.request(.wait(id: id, timeout: nil), paths: device)
         guard let done = finished.job else { throw ShareError(.failure, "the agent lost job \(id)") }
         switch done.state {
-        case .delivered where done.exitStatus == 0:
+        case .delivered where done.exitStatus() == .success:
             output.progress.note(
                 "delivered job \(id) to \(to): \(done.delivered) item(s), \(ProgressReporter.bytes(done.bytesSent)) sent",
                 event: "delivered", fields: ["job": id, "delivered": done.delivered, "bytesSent": done.bytesSent])
         default:
-            let status = done.exitStatus.flatMap(ExitStatus.init(rawValue:)) ?? .failure
+            let status = done.exitStatus() ?? .failure
             throw ShareError(status, "job \(id) to \(to): \(done.lastError ?? "not delivered")")
         }
     }

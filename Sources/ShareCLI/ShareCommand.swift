@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ShareCommandLine
 import ShareKit
 
 /// The `share` command.
@@ -38,13 +39,17 @@ struct DeviceOptions: ParsableArguments {
     func loadTrust() throws -> TrustStore { try TrustStore.load(paths.trustFile) }
 }
 
-/// Runs a command body: a `ShareError` (or anything else) becomes one line on stderr and its exit code.
+/// Runs a command body: a `ShareError`, a library's `ShareFailure` (or anything else) becomes one line on stderr and
+/// its exit code.
 func run(_ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as ShareError {
         complain(error.message)
         throw ExitCode(error.status.rawValue)
+    } catch let error as ShareFailure {
+        complain(error.message)
+        throw ExitCode(ExitStatus(error.code).rawValue)
     } catch let error as ExitCode {
         throw error
     } catch {
@@ -61,4 +66,15 @@ func complain(_ message: String) {
 /// Standard output, flushed line by line so a reading process sees each line at once.
 func say(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+extension OutboxJob {
+    /// The exit status `share send` returns for this job once it has ended (nil while it runs).
+    func exitStatus() -> ExitStatus? {
+        guard state.isFinal else { return nil }
+        if let failure { return ExitStatus(failure) }
+        // Jobs an earlier version finished recorded the status itself.
+        if let exitStatus { return ExitStatus(rawValue: exitStatus) ?? .failure }
+        return state == .delivered ? .success : .failure
+    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ShareCommandLine
 import ShareKit
 
 struct StatusCommand: ParsableCommand {
@@ -23,9 +24,8 @@ struct StatusCommand: ParsableCommand {
                 let answer = try ControlClient.request(.wait(id: wait, timeout: nil), paths: paths)
                 guard let job = answer.job else { throw ShareError(.failure, "no job \(wait)") }
                 try show(jobs: [job], answer: nil)
-                if let status = job.exitStatus, status != 0 {
-                    throw ShareError(
-                        ExitStatus(rawValue: status) ?? .failure, "job \(job.id): \(job.lastError ?? "not delivered")")
+                if let status = job.exitStatus(), status != .success {
+                    throw ShareError(status, "job \(job.id): \(job.lastError ?? "not delivered")")
                 }
                 return
             }

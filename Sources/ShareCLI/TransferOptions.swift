@@ -1,6 +1,7 @@
 import ArgumentParser
 import CoreTransferable
 import Foundation
+import ShareCommandLine
 import ShareKit
 
 /// Output options shared by send and receive.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ShareCommandLine
 import Glibc
 import ShareKit
 import ShareWatch

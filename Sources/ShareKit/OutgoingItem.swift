@@ -57,12 +57,12 @@ public struct OutgoingItem: Sendable {
         let path = url.standardizedFileURL.resolvingSymlinksInPath().path
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw ShareError(.noInput, "\(url.path): \(String(cString: strerror(errno))); check the path")
+            throw ShareFailure(.noInput, "\(url.path): \(String(cString: strerror(errno))); check the path")
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw ShareError(.noInput, "\(url.path) is not a regular file")
+            throw ShareFailure(.noInput, "\(url.path) is not a regular file")
         }
-        guard access(path, R_OK) == 0 else { throw ShareError(.noInput, "\(url.path) is not readable") }
+        guard access(path, R_OK) == 0 else { throw ShareFailure(.noInput, "\(url.path) is not readable") }
         let name = url.lastPathComponent
         let contentType =
             type ?? (url.pathExtension.isEmpty ? nil : UTType(filenameExtension: url.pathExtension)) ?? .data
@@ -86,7 +86,7 @@ public struct OutgoingItem: Sendable {
         do {
             plan = try ArchivePlan.folder(URL(fileURLWithPath: path))
         } catch let error as ArchiveError {
-            throw ShareError(.noInput, error.message)
+            throw ShareFailure(.noInput, error.message)
         }
         let name = url.standardizedFileURL.lastPathComponent
         let listing = Data(plan.listing.utf8)
@@ -112,7 +112,7 @@ public struct OutgoingItem: Sendable {
         do {
             plan = try archive.plan()
         } catch {
-            throw ShareError(.noInput, "cannot bundle the profiles: \(error)")
+            throw ShareFailure(.noInput, "cannot bundle the profiles: \(error)")
         }
         let bundle = OfferedRepresentation(
             contentType: UTType.shareProfilesArchive.identifier, kind: .archive, size: plan.streamSize,

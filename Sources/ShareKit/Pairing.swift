@@ -88,7 +88,7 @@ public enum Pairing {
             let host = PeerAddress(parsing: peer)?.host ?? peer
             return try decide(session, device: device, peerHost: host, options: options, confirm: confirm)
         }
-        throw ShareError(.unavailable, "no device came to pair within \(Int(timeout)) s")
+        throw ShareFailure(.unavailable, "no device came to pair within \(Int(timeout)) s")
     }
 
     private static func decide(
@@ -96,7 +96,7 @@ public enum Pairing {
         confirm: Confirm
     ) throws -> Outcome {
         guard let peerDER = session.connection.peerCertificateDER else {
-            throw ShareError(.protocolError, "the peer presented no certificate")
+            throw ShareFailure(.protocolError, "the peer presented no certificate")
         }
         let code = verificationCode(try device.identity.certificate.derBytes(), peerDER)
         let mine = confirm(session.peerHello.name, session.peerID, code)
@@ -108,8 +108,8 @@ public enum Pairing {
         } catch {
             throw SessionErrors.describe(error, peer: session.connection.remoteAddress, localID: device.id)
         }
-        guard mine else { throw ShareError(.refused, "pairing declined here; nothing was trusted") }
-        guard theirs.accept else { throw ShareError(.refused, "the other device declined; nothing was trusted") }
+        guard mine else { throw ShareFailure(.refused, "pairing declined here; nothing was trusted") }
+        guard theirs.accept else { throw ShareFailure(.refused, "the other device declined; nothing was trusted") }
         let address = session.peerHello.listenPort.map { PeerAddress(host: peerHost, port: $0) }
         // Under the trust store's lock: two pairings at once never lose an entry.
         let trusted = try TrustStore.update(device.paths.trustFile) { store in

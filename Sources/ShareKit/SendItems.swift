@@ -35,7 +35,7 @@ public struct SendItems: Sendable {
         let url = URL(fileURLWithPath: forwarded.path)
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
-            throw ShareError(.noInput, "\(forwarded.label), kept to pass on, is gone from \(forwarded.path)")
+            throw ShareFailure(.noInput, "\(forwarded.label), kept to pass on, is gone from \(forwarded.path)")
         }
         var item: OutgoingItem
         if isFolder.boolValue {
@@ -55,17 +55,17 @@ public struct SendItems: Sendable {
         do {
             catalog = try ProfileCatalog.load(catalogFile)
         } catch {
-            throw ShareError(.dataError, "\(error)")
+            throw ShareFailure(.dataError, "\(error)")
         }
         for reference in references {
             guard let found = catalog.find(reference) else {
-                throw ShareError(.noInput, "no profile is called '\(reference)' (see: share profile list)")
+                throw ShareFailure(.noInput, "no profile is called '\(reference)' (see: share profile list)")
             }
             profiles.append(found)
         }
         if all {
             guard !catalog.profiles.isEmpty else {
-                throw ShareError(.noInput, "the profile catalog is empty (add one with: share profile add NAME)")
+                throw ShareFailure(.noInput, "the profile catalog is empty (add one with: share profile add NAME)")
             }
             bundle = ProfilesArchive(profiles: catalog.profiles)
         }

@@ -38,7 +38,7 @@ public final class TextHistory: @unchecked Sendable {  // appends guarded by `lo
                 defer { history.close() }
                 try history.append(Array(line))
             } catch let error as DiskError {
-                throw ShareError(error.kind == .noSpace ? .ioError : .cannotCreate, error.message)
+                throw ShareFailure(error.kind == .noSpace ? .ioError : .cannotCreate, error.message)
             }
         }
     }

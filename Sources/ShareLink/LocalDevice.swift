@@ -22,7 +22,7 @@ public struct LocalDevice: Sendable {
             try DevicePaths.ensurePrivateDirectory(paths.config)
             try DevicePaths.ensurePrivateDirectory(paths.data)
         } catch {
-            throw ShareError(
+            throw ShareFailure(
                 .configuration, "cannot create this device's folders under \(paths.config.path): \(error)"
             )
         }
@@ -37,7 +37,7 @@ public struct LocalDevice: Sendable {
                 try AtomicFile.write(Data(try identity.key.pemRepresentation().utf8), to: paths.keyFile, mode: 0o600)
                 try AtomicFile.write(Data(try identity.certificate.pemRepresentation().utf8), to: paths.certificateFile)
             } catch {
-                throw ShareError(
+                throw ShareFailure(
                     .configuration, "cannot create this device's identity in \(paths.config.path): \(error)")
             }
         case (true, true):
@@ -49,14 +49,14 @@ public struct LocalDevice: Sendable {
                 let cert = try Certificate(pem: String(decoding: certificatePEM, as: UTF8.self))
                 identity = try TLSIdentity(key: key, certificate: cert)
             } catch {
-                throw ShareError(
+                throw ShareFailure(
                     .configuration,
                     "this device's identity in \(paths.config.path) is damaged (\(error)); restore key.pem and cert.pem from a backup, or move both away to create a new identity (peers must then trust it again)"
                 )
             }
         default:
             let missing = hasKey ? "cert.pem" : "key.pem"
-            throw ShareError(
+            throw ShareFailure(
                 .configuration,
                 "\(missing) is missing from \(paths.config.path); restore it, or move the other file away to create a new identity"
             )
@@ -70,7 +70,7 @@ public struct LocalDevice: Sendable {
     public static func loadName(_ paths: DevicePaths) throws -> String? {
         guard let data = PosixFiles.read(paths.deviceFile.path, limit: 1 << 20) else { return nil }
         guard let file = try? JSONDecoder().decode(DeviceFile.self, from: data), !file.name.isEmpty else {
-            throw ShareError(.dataError, "\(paths.deviceFile.path) is not valid; it should hold {\"name\": \"…\"}")
+            throw ShareFailure(.dataError, "\(paths.deviceFile.path) is not valid; it should hold {\"name\": \"…\"}")
         }
         return file.name
     }

@@ -44,7 +44,7 @@ public struct PeerTarget: Sendable {
             let candidates =
                 [device.address, discovered.first { $0.id == id }?.address, reached[id]].compactMap { $0 }
             guard !candidates.isEmpty else {
-                throw ShareError(
+                throw ShareFailure(
                     .unavailable,
                     "no address is known for '\(device.name)' and its agent was not heard on this network; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
                 )
@@ -55,11 +55,11 @@ public struct PeerTarget: Sendable {
             return PeerTarget(addresses: [address], expected: nil)
         }
         if (try? DeviceID(parsing: reference)) != nil {
-            throw ShareError(
+            throw ShareFailure(
                 .notTrusted, "device \(reference) is not trusted; run: share trust add \(reference) --address HOST:PORT"
             )
         }
-        throw ShareError(
+        throw ShareFailure(
             .usage, "'\(reference)' is neither a trusted device name nor HOST:PORT (see: share trust list)")
     }
 

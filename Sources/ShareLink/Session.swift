@@ -40,7 +40,7 @@ public enum SessionOpener {
         do {
             fd = try Syscalls.connect(host: address.host, port: address.port, timeout: timeouts.connect)
         } catch let error as Syscalls.SocketError {
-            throw ShareError(.unavailable, "cannot reach \(address): \(error.message)")
+            throw ShareFailure(.unavailable, "cannot reach \(address): \(error.message)")
         }
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
@@ -63,7 +63,7 @@ public enum SessionOpener {
         } catch {
             connection.close()
             if watchdog.fired {
-                throw ShareError(
+                throw ShareFailure(
                     .unavailable,
                     "\(address) did not complete the TLS handshake and hello within \(Int(timeouts.handshake)) s; is it a share device?"
                 )
@@ -136,59 +136,60 @@ public enum SessionOpener {
 /// Turns lower-level failures into one clear line with the right exit status.
 public enum SessionErrors {
     /// `established`: whether both hellos had been exchanged when the error happened.
-    public static func describe(_ error: Error, peer: String, localID: DeviceID, established: Bool = true) -> ShareError
+    public static func describe(_ error: Error, peer: String, localID: DeviceID, established: Bool = true)
+        -> ShareFailure
     {
         switch error {
-        case let error as ShareError:
+        case let error as ShareFailure:
             return error
         case let error as TLSError:
             switch error.kind {
             case .peerNotTrusted:
-                return ShareError(.notTrusted, "\(peer): \(error.message)")
+                return ShareFailure(.notTrusted, "\(peer): \(error.message)")
             case .rejectedByPeer:
-                return ShareError(
+                return ShareFailure(
                     .notTrusted,
                     "\(peer) refused this device (ID \(localID)); on that device run: share trust add \(localID)")
             case .timeout:
-                return ShareError(.unavailable, "\(peer) did not answer in time (\(error.message))")
+                return ShareFailure(.unavailable, "\(peer) did not answer in time (\(error.message))")
             case .connectionLost where !established:
-                return ShareError(
+                return ShareFailure(
                     .notTrusted,
                     "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)"
                 )
             case .connectionLost:
-                return ShareError(
+                return ShareFailure(
                     .interrupted, "connection to \(peer) lost (\(error.message)); run the same command again to resume")
             case .handshake:
-                return ShareError(.protocolError, "TLS handshake with \(peer) failed: \(error.message)")
+                return ShareFailure(.protocolError, "TLS handshake with \(peer) failed: \(error.message)")
             case .openssl, .badCredentials:
-                return ShareError(.configuration, "TLS set-up failed: \(error.message)")
+                return ShareFailure(.configuration, "TLS set-up failed: \(error.message)")
             }
         case is StreamEnded where !established:
-            return ShareError(
+            return ShareFailure(
                 .notTrusted,
                 "\(peer) closed the connection during the handshake; it probably does not trust this device (ID \(localID)): on that device run: share trust add \(localID)"
             )
         case let error as StreamEnded:
-            return ShareError(
+            return ShareFailure(
                 .interrupted, "connection to \(peer) lost (\(error.description)); run the same command again to resume")
         case let error as ProtocolError:
             switch error.code {
             case .version, .notShare, .badFrame, .frameTooLarge, .badMessage, .digestMismatch:
-                return ShareError(.protocolError, "\(peer): \(error.message)")
+                return ShareFailure(.protocolError, "\(peer): \(error.message)")
             case .refused, .noCommonRepresentation, .pairingDeclined:
-                return ShareError(.refused, "\(peer): \(error.message)")
+                return ShareFailure(.refused, "\(peer): \(error.message)")
             case .timeout:
-                return ShareError(.unavailable, "\(peer): \(error.message)")
+                return ShareFailure(.unavailable, "\(peer): \(error.message)")
             case .storage:
-                return ShareError(.ioError, "\(peer): \(error.message)")
+                return ShareFailure(.ioError, "\(peer): \(error.message)")
             case .unsafeArchive:
-                return ShareError(.dataError, "\(peer): \(error.message)")
+                return ShareFailure(.dataError, "\(peer): \(error.message)")
             case .cancelled, .internalError, .sourceChanged:
-                return ShareError(.interrupted, "\(peer): \(error.message)")
+                return ShareFailure(.interrupted, "\(peer): \(error.message)")
             }
         default:
-            return ShareError(.failure, "\(peer): \(error)")
+            return ShareFailure(.failure, "\(peer): \(error)")
         }
     }
 }

@@ -76,13 +76,13 @@ public struct TrustStore: Sendable {
         do {
             format = try decoder.decode(FileFormat.self, from: data)
         } catch {
-            throw ShareError(
+            throw ShareFailure(
                 .dataError,
                 "the trust store \(file.path) is corrupt (\(Self.reason(error))); fix it by hand or restore a backup — it was left untouched"
             )
         }
         guard format.version == 1 else {
-            throw ShareError(
+            throw ShareFailure(
                 .dataError, "the trust store \(file.path) has version \(format.version); this share reads version 1")
         }
         var devices: [TrustedDevice] = []
@@ -93,13 +93,13 @@ public struct TrustStore: Sendable {
             case "team": relation = .team
             case "group":
                 guard let group = entry.group, !group.isEmpty else {
-                    throw ShareError(
+                    throw ShareFailure(
                         .dataError,
                         "the trust store \(file.path) is corrupt: device \(index + 1) is in a group without a name")
                 }
                 relation = .group(group)
             default:
-                throw ShareError(
+                throw ShareFailure(
                     .dataError,
                     "the trust store \(file.path) is corrupt: device \(index + 1) has unknown relation '\(entry.relation)'"
                 )
@@ -151,13 +151,13 @@ public struct TrustStore: Sendable {
         do {
             folder = try Directory.open(file.deletingLastPathComponent().path, create: true, mode: 0o700)
         } catch let error as DiskError {
-            throw ShareError(.configuration, "cannot open the trust store's folder: \(error.message)")
+            throw ShareFailure(.configuration, "cannot open the trust store's folder: \(error.message)")
         }
         let lock: FileLock
         do {
             lock = try folder.lock(".\(file.lastPathComponent).lock")
         } catch let error as DiskError {
-            throw ShareError(.configuration, "cannot lock the trust store: \(error.message)")
+            throw ShareFailure(.configuration, "cannot lock the trust store: \(error.message)")
         }
         defer { lock.release() }
         var store = try load(file)
@@ -183,7 +183,7 @@ public struct TrustStore: Sendable {
         if let other = devices.first(where: {
             $0.id != device.id && $0.name.lowercased() == device.name.lowercased()
         }) {
-            throw ShareError(
+            throw ShareFailure(
                 .usage,
                 "the name '\(device.name)' is already used by device \(other.id.short); choose another with --name")
         }

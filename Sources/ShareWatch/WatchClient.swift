@@ -22,7 +22,7 @@ public final class WatchClient {
         do {
             accept = try options.acceptList()
         } catch {
-            throw ShareError(.usage, error.description)
+            throw ShareFailure(.usage, error.description)
         }
         let folder =
             options.into.map { URL(fileURLWithPath: $0, isDirectory: true) }
@@ -47,15 +47,15 @@ public final class WatchClient {
                 defer { session.connection.close() }
                 let agent = trust.device(session.peerID)?.name ?? session.peerHello.name
                 guard session.peerHello.role == .agent else {
-                    throw ShareError(.usage, "\(agent) at \(target.address) is not an agent; attach to a running agent")
+                    throw ShareFailure(
+                        .usage, "\(agent) at \(target.address) is not an agent; attach to a running agent")
                 }
-                delay = 1
-                console.status(
-                    Console.Event(event: "attached", from: agent, text: target.address.description),
-                    plain: "attached to \(agent) at \(target.address)")
-                if try serve(session, agent: agent) { return }
-            } catch let error as ShareError where [.usage, .configuration, .notTrusted].contains(error.status) {
+                if try serve(session, agent: agent, address: target.address.description, delay: &delay) { return }
+            } catch let error as ShareFailure where [.usage, .configuration, .notTrusted].contains(error.code) {
                 throw error
+            } catch let error as ProtocolError where error.code == .refused {
+                // The agent does not take this device as a watch: trying again would not change that.
+                throw ShareFailure(.refused, "\(target.address) refused this watch: \(error.message)")
             } catch {
                 let reason = Self.reason(error, peer: target.address.description, device: device)
                 console.status(
@@ -67,10 +67,19 @@ public final class WatchClient {
         }
     }
 
-    /// Serves one link until it drops; true when `count` items have arrived.
-    private func serve(_ session: Session, agent: String) throws -> Bool {
+    /// Serves one link until it drops; true when `count` items have arrived. The link counts as attached once the
+    /// agent speaks first (its welcome ping): a refusal would have come instead.
+    private func serve(_ session: Session, agent: String, address: String, delay: inout Double) throws -> Bool {
+        var attached = false
         while true {
             let frame = try session.connection.receive()
+            if !attached, frame.type == .ping || frame.type == .offer {
+                attached = true
+                delay = 1
+                console.status(
+                    Console.Event(event: "attached", from: agent, text: address),
+                    plain: "attached to \(agent) at \(address)")
+            }
             switch frame.type {
             case .ping:
                 try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))

@@ -128,7 +128,7 @@ final class Shelf {
             folder = try Directory.open(path, create: true, mode: 0o700)
             folder.setMode(0o700)
         } catch {
-            throw ShareError(.cannotCreate, "cannot use \(path) for the watch's items: \(error)")
+            throw ShareFailure(.cannotCreate, "cannot use \(path) for the watch's items: \(error)")
         }
         // Items cut short by an earlier run are sent again whole: their leftovers go.
         for name in folder.entries() where name.hasPrefix(Self.partialPrefix) { remove(name) }

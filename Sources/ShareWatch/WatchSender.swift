@@ -37,7 +37,7 @@ public final class WatchSender {
             throw SessionErrors.describe(error, peer: "\(agent) at \(target.address)", localID: device.id)
         }
         if !refused.isEmpty {
-            throw ShareError(.refused, "\(refused.count) item(s) refused: " + refused.joined(separator: "; "))
+            throw ShareFailure(.refused, "\(refused.count) item(s) refused: " + refused.joined(separator: "; "))
         }
     }
 
@@ -45,7 +45,7 @@ public final class WatchSender {
         var items: [ItemSource] = []
         for text in options.texts { items.append(Self.item(text, label: "text")) }
         for link in options.urls {
-            guard let url = URL(string: link) else { throw ShareError(.usage, "'\(link)' is not a URL") }
+            guard let url = URL(string: link) else { throw ShareFailure(.usage, "'\(link)' is not a URL") }
             items.append(Self.item(url, label: link))
         }
         if !options.profiles.isEmpty {
@@ -53,11 +53,12 @@ public final class WatchSender {
             do {
                 catalog = try ProfileCatalog.load(device.paths.profilesFile)
             } catch {
-                throw ShareError(.dataError, "\(error)")
+                throw ShareFailure(.dataError, "\(error)")
             }
             for name in options.profiles {
                 guard let profile = catalog.find(name) else {
-                    throw ShareError(.noInput, "no profile is called '\(name)' on this watch (see: share profile list)")
+                    throw ShareFailure(
+                        .noInput, "no profile is called '\(name)' on this watch (see: share profile list)")
                 }
                 items.append(
                     Self.item(
@@ -80,7 +81,7 @@ public final class WatchSender {
             {
                 switch try blockingAwait({ try await entry.export(value) }) {
                 case .data(let data): return [UInt8](data)
-                case .file: throw ShareError(.failure, "\(label) produced a file where data was expected")
+                case .file: throw ShareFailure(.failure, "\(label) produced a file where data was expected")
                 }
             }
         }

@@ -1,4 +1,5 @@
 import Glibc
+import ShareCommandLine
 import ShareLink
 import ShareTLS
 import ShareWatch
@@ -23,9 +24,9 @@ do {
         try WatchSender(options: options).run()
     }
     exit(0)
-} catch let error as ShareError {
+} catch let error as ShareFailure {
     Console.error(error.message)
-    exit(error.status.rawValue)
+    exit(ExitStatus(error.code).rawValue)
 } catch {
     Console.error("\(error)")
     exit(ExitStatus.failure.rawValue)

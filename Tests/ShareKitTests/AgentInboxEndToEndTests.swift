@@ -72,10 +72,10 @@ extension EndToEnd {
                 ])
             let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
             let target = try PeerTarget.resolve("127.0.0.1:\(port)", trust: trust)
-            let error = try #require(throws: ShareError.self) {
+            let error = try #require(throws: ShareFailure.self) {
                 try session.run(to: target, trust: trust) { _ in [item] }
             }
-            #expect(error.status == .dataError && error.message.contains("../../escape.txt"), "\(error.message)")
+            #expect(error.code == .dataError && error.message.contains("../../escape.txt"), "\(error.message)")
             #expect(!FileManager.default.fileExists(atPath: desk.directory.appendingPathComponent("escape.txt").path))
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("escape.txt").path))
             // Still serving: a ping and a real send go through.

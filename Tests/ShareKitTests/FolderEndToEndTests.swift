@@ -160,7 +160,7 @@ extension EndToEnd {
                 ])
             let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
             let target = try PeerTarget.resolve("127.0.0.1:\(port)", trust: trust)
-            #expect(throws: ShareError.self) { try session.run(to: target, trust: trust) { _ in [item] } }
+            #expect(throws: ShareFailure.self) { try session.run(to: target, trust: trust) { _ in [item] } }
             #expect(receiver.wait(timeout: 30) == 65, "\(receiver.stderr.text)")
             #expect(receiver.stderr.text.contains(needle), "\(receiver.stderr.text)")
             #expect(!FileManager.default.fileExists(atPath: desk.directory.appendingPathComponent("evil.txt").path))

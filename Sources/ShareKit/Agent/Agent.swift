@@ -50,7 +50,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         self.device = device
         self.inbox = inbox
         if ControlClient.agentIsRunning(device.paths) {
-            throw ShareError(
+            throw ShareFailure(
                 .unavailable,
                 "an agent is already running for this device (\(ControlClient.socketPath(device.paths))); stop it first"
             )
@@ -59,7 +59,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         do {
             try DevicePaths.ensurePrivateDirectory(inbox.directory)
         } catch {
-            throw ShareError(.cannotCreate, "cannot use \(inbox.directory.path) as the inbox: \(error)")
+            throw ShareFailure(.cannotCreate, "cannot use \(inbox.directory.path) as the inbox: \(error)")
         }
         watches = WatchLinks(stateDirectory: device.paths.state, keepalive: keepalive)
         try Self.upgradeWatches(watches, paths: device.paths)
@@ -89,7 +89,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
                 heard = try Discovery(
                     device: device, listenPort: listener.port, port: discovery.port, interval: discovery.interval,
                     interface: discovery.interface, trust: trust)
-            } catch let error as ShareError {
+            } catch let error as ShareFailure {
                 // Discovery is a convenience: the agent serves without it.
                 Self.log.warning("continuing without discovery", metadata: ["reason": "\(error.message)"])
             }

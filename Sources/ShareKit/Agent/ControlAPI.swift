@@ -63,7 +63,7 @@ enum OutboxRunner {
     static func run(
         _ job: OutboxJob, device: LocalDevice, watches: WatchLinks,
         progress: @escaping @Sendable (TransferProgress) -> Void
-    ) -> Result<SendReport, ShareError> {
+    ) -> Result<SendReport, ShareFailure> {
         var log = Self.log
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "to"] = "\(job.to)"
@@ -99,12 +99,12 @@ enum OutboxRunner {
                     "sent": "\(report.bytesSent)", "skipped": "\(report.bytesSkipped)",
                 ])
             return .success(report)
-        } catch let error as ShareError {
+        } catch let error as ShareFailure {
             log.notice("attempt failed", metadata: ["reason": "\(error.message)"])
             return .failure(error)
         } catch {
             log.error("attempt failed", metadata: ["reason": "\(error)"])
-            return .failure(ShareError(.failure, "\(error)"))
+            return .failure(ShareFailure(.failure, "\(error)"))
         }
     }
 }

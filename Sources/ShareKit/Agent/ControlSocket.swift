@@ -89,7 +89,7 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
         do {
             fd = try Syscalls.unixListen(path)
         } catch let error as Syscalls.SocketError {
-            throw ShareError(.configuration, "cannot open the control socket: \(error.message)")
+            throw ShareFailure(.configuration, "cannot open the control socket: \(error.message)")
         }
     }
 
@@ -168,10 +168,10 @@ public enum ControlClient {
             fd = try Syscalls.unixConnect(path)
         } catch let error as Syscalls.SocketError {
             if error.code == EACCES || error.code == EPERM {
-                throw ShareError(
+                throw ShareFailure(
                     .notTrusted, "\(path): permission denied; the agent's control socket serves only its owner")
             }
-            throw ShareError(
+            throw ShareFailure(
                 .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
         }
         defer { Syscalls.close(fd) }
@@ -179,17 +179,17 @@ public enum ControlClient {
         do {
             try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
             guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {
-                throw ShareError(.unavailable, "the agent closed the control socket without answering")
+                throw ShareFailure(.unavailable, "the agent closed the control socket without answering")
             }
             let response = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
             if !response.ok {
-                throw ShareError(.failure, response.error ?? "the agent refused the request")
+                throw ShareFailure(.failure, response.error ?? "the agent refused the request")
             }
             return response
-        } catch let error as ShareError {
+        } catch let error as ShareFailure {
             throw error
         } catch {
-            throw ShareError(.unavailable, "the agent's control socket failed: \(error)")
+            throw ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
         }
     }
 }

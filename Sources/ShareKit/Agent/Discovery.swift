@@ -66,7 +66,7 @@ public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dir
         do {
             fd = try Syscalls.discoverySocket(port: port, group: Self.group, interface: interface)
         } catch let error as Syscalls.SocketError {
-            throw ShareError(
+            throw ShareFailure(
                 .unavailable, "discovery: \(error.message); choose another --discovery-port or turn it off")
         }
         let now = Date()

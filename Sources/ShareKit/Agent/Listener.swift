@@ -75,7 +75,7 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
         do {
             (fd, self.port) = try Syscalls.listen(host: host, port: port)
         } catch let error as Syscalls.SocketError {
-            throw ShareError(.unavailable, "\(error.message); choose another port with --port")
+            throw ShareFailure(.unavailable, "\(error.message); choose another port with --port")
         }
         context = try TLSContext(identity: device.identity, role: .server, verifier: verifier)
         makeHello = hello

@@ -30,7 +30,9 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var attempts = 0
     public var nextAttempt = Date()
     public var lastError: String?
-    /// The exit status `share send` would have returned, once final.
+    /// Why the job failed (or had items refused), once final; nil when everything was delivered.
+    public var failure: ShareFailure.Code?
+    /// What earlier versions recorded instead of `failure`: the exit status `share send` would have returned.
     public var exitStatus: Int32?
     public var delivered = 0
     public var refused = 0
@@ -43,7 +45,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, texts, urls, profiles, allProfiles, via, created, state, attempts, nextAttempt
-        case lastError, exitStatus, delivered, refused, bytesSent, bytesSkipped, progress, failuresWithoutProgress
+        case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
+        case failuresWithoutProgress
         case forwarded = "relayed"
     }
 
@@ -83,7 +86,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     /// One attempt at a job; it reports its progress as it goes.
     public typealias Runner =
         @Sendable (OutboxJob, _ progress: @escaping @Sendable (TransferProgress) -> Void) ->
-        Result<SendReport, ShareError>
+        Result<SendReport, ShareFailure>
 
     public let directory: URL
     private let condition = NSCondition()
@@ -233,13 +236,13 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
                 job.bytesSent += report.bytesSent
                 job.bytesSkipped = report.bytesSkipped
                 job.state = .delivered
-                job.exitStatus = report.refused.isEmpty ? 0 : ExitStatus.refused.rawValue
+                job.failure = report.refused.isEmpty ? nil : .refused
                 job.lastError =
                     report.refused.isEmpty
                     ? nil : report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
             case .failure(let error):
                 job.lastError = error.message
-                if [.unavailable, .interrupted, .ioError].contains(error.status) {
+                if [.unavailable, .interrupted, .ioError].contains(error.code) {
                     job.state = .queued
                     let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1
                     job.failuresWithoutProgress = failures
@@ -247,7 +250,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
                     job.nextAttempt = Date().addingTimeInterval(delay)
                 } else {
                     job.state = .failed
-                    job.exitStatus = error.status.rawValue
+                    job.failure = error.code
                 }
             }
             if job.state.isFinal, let forwarded = job.forwarded {

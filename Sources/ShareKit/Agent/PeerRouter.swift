@@ -147,7 +147,7 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         let items: [OutgoingItem]
         do {
             items = try item.items(device: device, relation: .ownDevice)
-        } catch let error as ShareError {
+        } catch let error as ShareFailure {
             throw ProtocolError(.refused, "the copied item on \(device.name) is gone: \(error.message)")
         }
         if request.peek {

@@ -81,6 +81,17 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
             id: session.peerID.description, name: name, accept: accept, lastSeen: Date())
         save()
         condition.unlock()
+        // The welcome: the watch counts itself attached when the agent speaks first.
+        link.use.lock()
+        let welcomed = Self.ping(link.session)
+        link.use.unlock()
+        guard welcomed else {
+            link.drop()
+            condition.withLock {
+                if links[session.peerID] === link { links[session.peerID] = nil }
+            }
+            return
+        }
         Self.log.info("watch attached", metadata: ["watch": "\(name)", "from": "\(session.connection.remoteAddress)"])
         attached()
         defer {
@@ -142,7 +153,7 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
         let link = links[id]
         condition.unlock()
         guard let link, link.alive else {
-            throw ShareError(.unavailable, "\(name) is not attached; the items wait until it attaches")
+            throw ShareFailure(.unavailable, "\(name) is not attached; the items wait until it attaches")
         }
         link.use.lock()
         defer { link.use.unlock() }

@@ -78,10 +78,12 @@ final class DiskSink: ItemSink {
                 fields: ["item": item.label, "profile": profile.name])
             return Ack(item: item.id, outcome: isNew ? "imported" : "updated")
         }
-        // Plain text and URLs are printed; structured text (CSV, JSON, source code) is saved as a file.
+        // Text that was text (a message, a URL, the clipboard) is printed; a file is saved as a file, whatever its
+        // type, and so is structured text (CSV, JSON, source code).
         let printable =
-            type.map { [UTType.plainText, .utf8PlainText, .utf16PlainText].contains($0) || $0.conforms(to: .url) }
-            ?? false
+            chosen.kind == .data
+            && (type.map { [UTType.plainText, .utf8PlainText, .utf16PlainText].contains($0) || $0.conforms(to: .url) }
+                ?? false)
         if printable, done.size <= UInt64(options.printLimit) {
             let bytes = try partial.contents(limit: options.printLimit)
             if let text = String(validating: bytes, as: UTF8.self) {

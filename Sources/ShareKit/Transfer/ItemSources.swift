@@ -42,7 +42,7 @@ final class FileChunks: PositionalSource, @unchecked Sendable {  // reads are po
             let folder = try Directory.open(url.deletingLastPathComponent().path)
             file = try folder.openFile(url.lastPathComponent, .read)
         } catch let error as DiskError {
-            throw ShareError(.noInput, "cannot read \(url.path): \(error.message)")
+            throw ShareFailure(.noInput, "cannot read \(url.path): \(error.message)")
         }
         self.url = url
         self.version = version
@@ -55,7 +55,7 @@ final class FileChunks: PositionalSource, @unchecked Sendable {  // reads are po
         do {
             return try file.read(into: buffer, at: offset)
         } catch let error as DiskError {
-            throw ShareError(.noInput, "cannot read \(label): \(error.message)")
+            throw ShareFailure(.noInput, "cannot read \(label): \(error.message)")
         }
     }
 
@@ -149,7 +149,7 @@ final class ArchiveChunks: SequentialSource {
             case .sourceChanged:
                 throw ProtocolError(.sourceChanged, "\(error.message); run the command again to send the new version")
             default:
-                throw ShareError(.noInput, "cannot archive \(label): \(error.message)")
+                throw ShareFailure(.noInput, "cannot archive \(label): \(error.message)")
             }
         }
     }

@@ -21,7 +21,7 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
         do {
             partials = try folder.directory(Self.folderName, create: true, mode: 0o700)
         } catch let error as DiskError {
-            throw ShareError(.cannotCreate, "cannot keep partial items in \(folder.path): \(error.message)")
+            throw ShareFailure(.cannotCreate, "cannot keep partial items in \(folder.path): \(error.message)")
         }
     }
 

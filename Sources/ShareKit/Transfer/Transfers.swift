@@ -63,11 +63,11 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         do {
             let visibility = AccessPolicy.visibility(for: trust.device(session.peerID))
             return try exchange(session, items: try makeItems(visibility), peerName: peerName)
-        } catch let error as ShareError {
+        } catch let error as ShareFailure {
             throw error
         } catch let error as ProtocolError where error.code == .sourceChanged {
             session.connection.closeLingering()
-            throw ShareError(.interrupted, error.message)
+            throw ShareFailure(.interrupted, error.message)
         } catch {
             session.connection.closeLingering()
             throw SessionErrors.describe(error, peer: "\(peerName) at \(target.address)", localID: device.id)
@@ -160,7 +160,7 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
         do {
             folder = try Directory.open(options.directory.path, create: true, mode: options.folderMode)
         } catch let error as DiskError {
-            throw ShareError(.cannotCreate, "cannot receive into \(options.directory.path): \(error.message)")
+            throw ShareFailure(.cannotCreate, "cannot receive into \(options.directory.path): \(error.message)")
         }
         store = try PartialStore(folder: folder)
         // The types this receiver imports are known before any offer names them.

@@ -148,19 +148,30 @@ final class BackgroundShare: @unchecked Sendable {
 final class TestDevice: @unchecked Sendable {
     let directory: URL
     let name: String
+    let config: URL
+    /// Whether the folder is this object's to remove.
+    private let owned: Bool
 
     init(_ name: String) throws {
         self.name = name
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "share-test-\(name)-\(UUID().uuidString.prefix(8))")
+        config = directory.appendingPathComponent("config")
+        owned = true
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let result = run(["id", "--name", name])
         precondition(result.status == 0, "share id failed: \(result.stderr)")
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    /// A device whose config folder `configName` inside `directory` exists already; left in place at the end.
+    init(directory: URL, configName: String, name: String) {
+        self.directory = directory
+        self.name = name
+        config = directory.appendingPathComponent(configName)
+        owned = false
+    }
 
-    var config: URL { directory.appendingPathComponent("config") }
+    deinit { if owned { try? FileManager.default.removeItem(at: directory) } }
 
     var id: String { run(["id"]).stdout.split(separator: "\n").last.map(String.init) ?? "" }
 

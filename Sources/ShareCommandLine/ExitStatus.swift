@@ -1,6 +1,6 @@
-import Foundation
+import ShareLink
 
-/// Exit codes of the `share` command (listed in `share --help`).
+/// Exit codes of the `share` and `share-watch` commands (listed in `share --help`).
 public enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// Generic failure not covered below.
@@ -45,10 +45,28 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .configuration: return "configuration problem"
         }
     }
+
+    /// The exit status of a library failure.
+    public init(_ code: ShareFailure.Code) {
+        switch code {
+        case .failure: self = .failure
+        case .refused: self = .refused
+        case .usage: self = .usage
+        case .dataError: self = .dataError
+        case .noInput: self = .noInput
+        case .unavailable: self = .unavailable
+        case .cannotCreate: self = .cannotCreate
+        case .ioError: self = .ioError
+        case .interrupted: self = .interrupted
+        case .protocolError: self = .protocolError
+        case .notTrusted: self = .notTrusted
+        case .configuration: self = .configuration
+        }
+    }
 }
 
-/// An error the user sees as one line, with the exit code the command returns.
-public struct ShareError: Error, CustomStringConvertible, LocalizedError, Sendable {
+/// What a command tells its user when it fails: one line, and the exit status the command returns.
+public struct ShareError: Error, CustomStringConvertible, Sendable {
     public let status: ExitStatus
     public let message: String
 
@@ -57,6 +75,10 @@ public struct ShareError: Error, CustomStringConvertible, LocalizedError, Sendab
         self.message = message
     }
 
+    /// A library failure, as the command reports it.
+    public init(_ failure: ShareFailure) {
+        self.init(ExitStatus(failure.code), failure.message)
+    }
+
     public var description: String { message }
-    public var errorDescription: String? { message }
 }
