@@ -11,7 +11,8 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FAULT_SUITES = [
     "FaultInjectionTests", "ResumeEndToEndTests", "HostilePeerTests", "HostileConnectionTests",
-    "HostileNameEndToEndTests", "DiskFullTests", "HostileArchiveTests", "FuzzRegressionTests",
+    "HostileNameEndToEndTests", "DiskFullTests", "HostileArchiveTests", "FuzzRegressionTests", "ReviewAttackTests",
+    "UpgradeTests", "DriverTests",
 ]
 
 # suite name -> set of test function names, from the Swift sources.

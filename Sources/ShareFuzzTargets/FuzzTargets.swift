@@ -32,51 +32,29 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     // MARK: frames
 
-    /// Returns where the receiver ended (`.finished` for a whole well-formed session).
+    /// Runs the receiver driver — the one every receiving session uses — over `bytes` as the incoming stream, into
+    /// a sink that keeps nothing. Returns whether the session completed (a whole well-formed session does).
     @discardableResult
-    static func receiveFrames(_ bytes: [UInt8]) -> ReceiverMachine.State {
+    static func receiveFrames(_ bytes: [UInt8]) -> Bool {
         let accept = AcceptList([AcceptedType(.plainText, maxSize: 1 << 20), AcceptedType(.item, maxSize: 64 << 20)])
-        var machine = ReceiverMachine(
+        let machine = ReceiverMachine(
             negotiator: Negotiator(accept: accept), policy: .init(maxItemSize: 64 << 20, freeSpace: 1 << 30))
-        var offset = 0
+        let driver = ReceiverDriver(channel: FrameChannel(stream: FuzzStream(bytes)), hasher: FuzzHasher())
+        var first: Frame?
+        // A session starts with the sender's hello, read by the session layer before the driver.
+        let channel = driver.channel
         do {
-            while bytes.count - offset >= Limits.frameHeaderSize {
-                let (type, length) = try Frame.parseHeader(bytes[offset..<(offset + Limits.frameHeaderSize)])
-                offset += Limits.frameHeaderSize
-                guard bytes.count - offset >= length else { return machine.state }
-                let payload = Array(bytes[offset..<(offset + length)])
-                offset += length
-                var actions: [ReceiverMachine.Action] = []
-                if type.isBinary {
-                    let header = try ChunkHeader.parse(payload[...])
-                    actions = try machine.receivedChunk(index: header.index, length: length - ChunkHeader.size)
-                } else {
-                    let frame = Frame(type: type, payload: payload)
-                    switch type {
-                    case .hello: try MessageCoding.decode(Hello.self, from: frame).validate()
-                    case .offer: actions = try machine.received(MessageCoding.decode(Offer.self, from: frame))
-                    case .done: actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
-                    case .bye: actions = try machine.receivedBye()
-                    case .error: _ = MessageCoding.peerError(from: frame)
-                    default: _ = try? MessageCoding.decode(Ping.self, from: frame)
-                    }
-                }
-                // Answer as a receiver with nothing on disk and every item verifying.
-                while let action = actions.first {
-                    actions.removeFirst()
-                    switch action {
-                    case .prepare: actions = try machine.prepared(verified: []) + actions
-                    case .verify(let index, _):
-                        actions =
-                            try machine.verified(Ack(item: machine.offer!.items[index].id, outcome: "saved")) + actions
-                    default: break
-                    }
-                }
+            let hello = try channel.receive()
+            if hello.type == .hello {
+                try MessageCoding.decode(Hello.self, from: hello).validate()
+            } else {
+                first = hello
             }
+            _ = try driver.run(machine: machine, sink: DiscardingSink(), first: first)
+            return true
         } catch {
-            machine.failed()
+            return false
         }
-        return machine.state
     }
 
     // MARK: messages
@@ -168,4 +146,50 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
         }
     }
+}
+
+/// The bytes of a fuzz input as a stream that ends where they end; what is written is dropped.
+final class FuzzStream: ByteStream {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let n = min(buffer.count, bytes.count - offset)
+        guard n > 0 else { return 0 }
+        bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)])) }
+        offset += n
+        return n
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {}
+    var hasInput: Bool { true }
+    func setReadTimeout(_ seconds: Double) {}
+}
+
+/// SHA-256 for the driver.
+final class FuzzHasher: ChunkHasher {
+    private let hasher = SHA256Hasher()
+
+    func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+}
+
+/// A sink with nothing held that keeps nothing: every verified item is acknowledged.
+final class DiscardingSink: ItemSink, IncomingPayload {
+    let held: [Int: [UInt8]] = [:]
+    private var item = ""
+
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+        self.item = item.id
+        return self
+    }
+
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {}
+    func complete(done: Done) throws -> Ack { Ack(item: item, outcome: "discarded") }
+    func discard() {}
+    func suspend() {}
 }

@@ -24,9 +24,9 @@ import Testing
     /// receiver through both items to the end, and truncating it anywhere never gets further than that.
     @Test func theSessionSeedCompletesAReceiveAndItsPrefixesDoNot() throws {
         let session = Array(try Data(contentsOf: Self.fuzzFolder.appendingPathComponent("corpus/frames/session")))
-        #expect(FuzzTarget.receiveFrames(session) == .finished)
+        #expect(FuzzTarget.receiveFrames(session))
         for cut in stride(from: 0, to: session.count - 1, by: 97) {
-            #expect(FuzzTarget.receiveFrames(Array(session[0..<cut])) != .finished, "cut at \(cut)")
+            #expect(!FuzzTarget.receiveFrames(Array(session[0..<cut])), "cut at \(cut)")
         }
     }
 

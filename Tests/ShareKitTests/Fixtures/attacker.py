@@ -138,14 +138,15 @@ def tar_entry(path, kind, target=""):
 
 
 if scenario == "attach-as-watch":
-    # C1 (a), M1: any trusted device registering as a watch. Held for two seconds without an error: attached.
+    # C1 (a), M1: any trusted device registering as a watch. Welcomed with a ping, or held for two seconds without an
+    # error: attached.
     s = Session(role="watch", accept=["public.item"])
     s.sock.settimeout(2)
     try:
         kind, body = s.receive()
     except (socket.timeout, TimeoutError):
         kind, body = "attached", None
-    if kind == "attached":
+    if kind == "attached" or kind == 0x03:
         print("attached")
     elif kind == 0x02:
         report(kind, json.loads(body))
