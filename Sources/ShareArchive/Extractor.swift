@@ -348,29 +348,12 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
     /// Whether a link at `link` pointing to `target` resolves inside the root, following the links the tree holds
     /// now (at most 40, as the kernel does). Absolute targets never stay inside.
     func staysInside(link: [String], target: String) -> Bool {
-        guard !target.isEmpty, !target.hasPrefix("/") else { return false }
-        var stack = Array(link.dropLast())
-        var pending = Array(target.split(separator: "/", omittingEmptySubsequences: true).reversed())
-        var expansions = 0
-        while let part = pending.popLast() {
-            switch part {
-            case ".": continue
-            case "..":
-                if stack.isEmpty { return false }
-                stack.removeLast()
-            default:
-                let name = String(part)
-                guard let parent = try? root.directory(components: stack), parent.info(name)?.kind == .link else {
-                    stack.append(name)
-                    continue
-                }
-                expansions += 1
-                guard expansions <= 40, let inner = try? parent.readLink(name), !inner.isEmpty, !inner.hasPrefix("/")
-                else { return false }
-                pending += inner.split(separator: "/", omittingEmptySubsequences: true).reversed()
-            }
+        SafePath.resolvesInside(link: link, target: target) { path in
+            guard let name = path.last, let parent = try? root.directory(components: Array(path.dropLast())),
+                parent.info(name)?.kind == .link
+            else { return nil }
+            return (try? parent.readLink(name)) ?? "/"
         }
-        return true
     }
 
     /// Every link created, against the final tree: a link that became a way out (through links added after it) is

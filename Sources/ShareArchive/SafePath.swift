@@ -17,8 +17,16 @@ public enum SafePath {
     /// following the other links of the same archive (`links`: path → target) as the file system would, at most 40
     /// times. Absolute targets never do.
     public static func linkStaysInside(link: String, target: String, links: [String: String] = [:]) -> Bool {
-        guard !target.isEmpty, !target.hasPrefix("/"), var stack = components(link) else { return false }
-        stack.removeLast()
+        guard let parts = components(link) else { return false }
+        return resolvesInside(link: parts, target: target) { links[$0.joined(separator: "/")] }
+    }
+
+    /// Whether `target`, read as the link at `link` would read it, stays inside the root: each component is checked
+    /// with `linkAt` (the target of a link at that path, or nil), links followed at most 40 times, and a `..` above
+    /// the root leaves it. Absolute targets never stay inside.
+    static func resolvesInside(link: [String], target: String, linkAt: ([String]) -> String?) -> Bool {
+        guard !target.isEmpty, !target.hasPrefix("/") else { return false }
+        var stack = Array(link.dropLast())
         var pending = Array(target.split(separator: "/", omittingEmptySubsequences: true).reversed())
         var expansions = 0
         while let part = pending.popLast() {
@@ -29,7 +37,7 @@ public enum SafePath {
                 stack.removeLast()
             default:
                 stack.append(String(part))
-                guard let inner = links[stack.joined(separator: "/")] else { continue }
+                guard let inner = linkAt(stack) else { continue }
                 expansions += 1
                 guard expansions <= 40, !inner.isEmpty, !inner.hasPrefix("/") else { return false }
                 stack.removeLast()

@@ -136,12 +136,7 @@ public final class SenderDriver {
                 throw ProtocolError(
                     .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
             }
-            try buffer.withUnsafeBytes { raw in
-                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<wanted])
-                let digest = hasher.digest(bytes)
-                digests.record(chunk, digest)
-                try sendChunk(bytes, index: chunk, digest: digest, compressor: compressor)
-            }
+            try hashAndSend(wanted, index: chunk, into: &digests, send: true, compressor: compressor)
         }
         if let background {
             for (chunk, digest) in try background.wait() { digests.record(chunk, digest) }
@@ -179,12 +174,7 @@ public final class SenderDriver {
                 throw ProtocolError(
                     .sourceChanged, "\(item.label) grew after it was offered; run the command again to send it")
             }
-            try buffer.withUnsafeBytes { raw in
-                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<fill])
-                let digest = hasher.digest(bytes)
-                digests.record(next, digest)
-                if !held.contains(next) { try sendChunk(bytes, index: next, digest: digest, compressor: compressor) }
-            }
+            try hashAndSend(fill, index: next, into: &digests, send: !held.contains(next), compressor: compressor)
             next += 1
             fill = 0
         }
@@ -212,6 +202,19 @@ public final class SenderDriver {
             throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
         }
         return Done(item: item.id, size: total, chunks: next, digest: root)
+    }
+
+    /// Hashes the first `count` bytes of the buffer as chunk `index` (each byte is hashed once, here), records the
+    /// digest and, unless the receiver holds the chunk, sends it.
+    private func hashAndSend(
+        _ count: Int, index: Int, into digests: inout ItemDigest, send: Bool, compressor: AdaptiveCompressor?
+    ) throws {
+        try buffer.withUnsafeBytes { raw in
+            let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+            let digest = hasher.digest(bytes)
+            digests.record(index, digest)
+            if send { try sendChunk(bytes, index: index, digest: digest, compressor: compressor) }
+        }
     }
 
     /// Sends one verified chunk: compressed when the compressor finds it worth it, else as it is. Between chunks it

@@ -4,19 +4,17 @@ its own certificate, frames, hello) and tries one thing the receiver must refuse
 
 Usage: attacker.py PORT CERT KEY SCENARIO [ARG...]; prints what the other side answered, one line per session:
 `error CODE MESSAGE`, `ack OUTCOME`, `select ...` or `closed`."""
-import hashlib, io, json, socket, ssl, struct, sys, tarfile, threading, time
+import hashlib, io, json, os, socket, ssl, struct, sys, tarfile, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer import connect, receive_frame, send_frame  # noqa: E402
 
 port, cert, key, scenario, args = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 
 
 class Session:
     def __init__(self, role="cli", forward_to=None, accept=None, name="attacker"):
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        ctx.load_cert_chain(cert, key)
-        self.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30))
+        self.sock = connect(port, cert, key)
         hello = {"magic": "share", "version": 1, "name": name, "role": role}
         if forward_to:
             hello["forwardTo"] = forward_to
@@ -28,31 +26,13 @@ class Session:
             raise SystemExit("no hello: %r %r" % (kind, body))
 
     def frame(self, kind, payload):
-        self.sock.sendall(struct.pack(">BI", kind, len(payload)) + payload)
+        send_frame(self.sock, kind, payload)
 
     def message(self, kind, obj):
         self.frame(kind, json.dumps(obj).encode())
 
     def receive(self):
-        header = b""
-        while len(header) < 5:
-            try:
-                part = self.sock.recv(5 - len(header))
-            except TimeoutError:
-                raise
-            except (OSError, ssl.SSLError):
-                return None, None
-            if not part:
-                return None, None
-            header += part
-        kind, length = struct.unpack(">BI", header)
-        body = b""
-        while len(body) < length:
-            part = self.sock.recv(length - len(body))
-            if not part:
-                break
-            body += part
-        return kind, body
+        return receive_frame(self.sock)
 
     def chunk(self, index, data, kind=0x14):
         self.frame(kind, struct.pack(">Q", index) + hashlib.sha256(data).digest() + data)

@@ -1,37 +1,22 @@
 #!/usr/bin/env python3
 """A trusted but misbehaving share sender, for tests. It speaks the real protocol (TLS 1.3, frames, hello) and then
 breaks one rule. Usage: hostile_peer.py PORT CERT KEY SCENARIO; prints what the receiver answered."""
-import hashlib, json, socket, ssl, struct, sys
+import hashlib, json, os, struct, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer import connect, receive_frame, send_frame  # noqa: E402
 
 port, cert, key, scenario = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-ctx.load_cert_chain(cert, key)
-sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20))
+sock = connect(port, cert, key, timeout=20)
 
 def frame(kind, payload):
-    sock.sendall(struct.pack(">BI", kind, len(payload)) + payload)
+    send_frame(sock, kind, payload)
 
 def message(kind, obj):
     frame(kind, json.dumps(obj).encode())
 
 def receive():
-    header = b""
-    while len(header) < 5:
-        part = sock.recv(5 - len(header))
-        if not part:
-            return None, None
-        header += part
-    kind, length = struct.unpack(">BI", header)
-    body = b""
-    while len(body) < length:
-        part = sock.recv(length - len(body))
-        if not part:
-            break
-        body += part
-    return kind, body
+    return receive_frame(sock)
 
 def chunk(index, data, digest=None):
     frame(0x14, struct.pack(">Q", index) + (digest or hashlib.sha256(data).digest()) + data)

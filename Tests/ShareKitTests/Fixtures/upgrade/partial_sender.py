@@ -2,30 +2,21 @@
 """Sends FILE in 64 KiB chunks as share 0.1 did (no compression asked), under VERSION: with N, the first N chunks
 and then the connection drops; with `resume`, the chunks the receiver does not hold and `done`, printing what the
 receiver said it held and its acknowledgement. Usage: partial_sender.py PORT CERT KEY FILE VERSION N|resume"""
-import hashlib, json, os, socket, ssl, struct, sys
+import hashlib, json, os, struct, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer import connect, receive_frame, send_frame  # noqa: E402
 
 port, cert, key, path, version, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-ctx.check_hostname = False
-ctx.verify_mode = ssl.CERT_NONE
-ctx.load_cert_chain(cert, key)
-sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20))
+sock = connect(port, cert, key, timeout=20)
 
 
 def frame(kind, payload):
-    sock.sendall(struct.pack(">BI", kind, len(payload)) + payload)
+    send_frame(sock, kind, payload)
 
 
 def receive():
-    header = b""
-    while len(header) < 5:
-        header += sock.recv(5 - len(header))
-    kind, length = struct.unpack(">BI", header)
-    body = b""
-    while len(body) < length:
-        body += sock.recv(length - len(body))
-    return kind, body
+    return receive_frame(sock)
 
 
 data = open(path, "rb").read()
