@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Fuzzes every decoder a peer can reach, with libFuzzer and AddressSanitizer.
-# Usage: scripts/fuzz.sh [seconds per target] [target…]      (default 300 s; targets: frames messages declarations
-#        device-id archive). CI runs `scripts/fuzz.sh 20`.
+# Usage: scripts/fuzz.sh [--build-only | --skip-build] [seconds per target] [target…]
+#        (default 300 s; targets: frames messages declarations device-id archive). The test command builds first
+#        (--build-only, in the background while the suite runs) and then fuzzes each target for a few seconds
+#        (--skip-build).
 # Each target starts from the committed seeds (Fuzz/corpus/TARGET) in a working copy under .build-fuzz/, so the
 # repository's corpus only changes by hand. A crash stops the run with exit 1 and leaves its input in
 # .build-fuzz/crashes/TARGET/; copy it to Fuzz/regressions/TARGET/ and FuzzRegressionTests replays it from then on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+PHASE=all
+case "${1:-}" in --build-only) PHASE=build; shift ;; --skip-build) PHASE=run; shift ;; esac
 SECONDS_EACH=${1:-300}
 shift || true
 TARGETS=("$@")
@@ -16,10 +20,13 @@ CLANG_RT=$(dirname "$(command -v swift)")/../lib/clang
 FUZZER_LIB=$(ls "$CLANG_RT"/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a | head -1)
 # libFuzzer's own main would clash with the entry point SwiftPM gives executables, so share-fuzz calls
 # LLVMFuzzerRunDriver itself and links the library without main.
-swift build --product share-fuzz --scratch-path .build-fuzz -Xswiftc -DSHARE_FUZZING \
-  -Xswiftc -sanitize=address -Xswiftc -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table \
-  -Xlinker "$FUZZER_LIB" -Xlinker -lstdc++ > "${TMPDIR:-/tmp}/share-fuzz-build.log" 2>&1 ||
-  { tail -30 "${TMPDIR:-/tmp}/share-fuzz-build.log"; exit 1; }
+if [ "$PHASE" != run ]; then
+  swift build --product share-fuzz --scratch-path .build-fuzz -Xswiftc -DSHARE_FUZZING \
+    -Xswiftc -sanitize=address -Xswiftc -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table \
+    -Xlinker "$FUZZER_LIB" -Xlinker -lstdc++ > "${TMPDIR:-/tmp}/share-fuzz-build.log" 2>&1 ||
+    { tail -30 "${TMPDIR:-/tmp}/share-fuzz-build.log"; exit 1; }
+fi
+[ "$PHASE" = build ] && exit 0
 
 BIN=.build-fuzz/debug/share-fuzz
 export SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite under AddressSanitizer (with LeakSanitizer) and ThreadSanitizer, each in its own build
-# folder. Usage: scripts/sanitizers.sh [--short] [address|thread]…      (default: both)
+# folder. Usage: scripts/sanitizers.sh [--short] [--build-only | --skip-build] [address|thread]…      (default: both)
 # --short runs the unit suites and a few end-to-end suites only (the test command's pass: CI runs --short address).
 # Every process the tests start (the share binary, agents) is instrumented too and inherits the options below; a
 # report from any of them fails the run. Known reports from the toolchain's own libraries (Foundation, XCTest) are
@@ -15,21 +15,35 @@ export SWIFT_BACKTRACE=enable=no SHARE_SANITIZER=1
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1
 export SHARE_CHILD_ASAN_OPTIONS=detect_leaks=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$SUPP/lsan.txt:print_suppressions=0
-# The short pass: every unit suite, and end-to-end suites that move files, folders, watch items and hostile input
+# The short pass: every unit suite, and end-to-end suites that move files, folders and hostile input
 # through real processes.
-SHORT_SUITES='UniformTypeIdentifiersTests|CoreTransferableTests|SeedSampleTests|ShareTLSTests|ShareArchiveTests|ShareProtocolTests|TransferEndToEndTests|FolderEndToEndTests|HostilePeerTests|WatchEndToEndTests'
+SHORT_SUITES='UniformTypeIdentifiersTests|CoreTransferableTests|SeedSampleTests|ShareTLSTests|ShareDiskTests|ShareArchiveTests|ShareProtocolTests|TransferEndToEndTests|FolderEndToEndTests|HostilePeerTests'
 export TSAN_OPTIONS=suppressions=$SUPP/tsan.txt:halt_on_error=1:second_deadlock_stack=1
 filter=()
-if [ "${1:-}" = "--short" ]; then
+phase=all
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --short) filter=(--filter "$SHORT_SUITES") ;;
+    --build-only) phase=build ;;
+    --skip-build) phase=run ;;
+    *) break ;;
+  esac
   shift
-  filter=(--filter "$SHORT_SUITES")
-fi
+done
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
 for kind in "${kinds[@]}"; do
-  echo "== swift test --sanitize=$kind"
   log=${TMPDIR:-/tmp}/share-sanitize-$kind.log
-  if swift test --sanitize="$kind" --scratch-path ".build-$kind" ${filter[@]+"${filter[@]}"} > "$log" 2>&1; then
+  if [ "$phase" = build ]; then
+    swift build --build-tests --sanitize="$kind" --scratch-path ".build-$kind" > "$log" 2>&1 ||
+      { tail -30 "$log"; exit 1; }
+    continue
+  fi
+  skip=()
+  [ "$phase" = run ] && skip=(--skip-build)
+  echo "== swift test --sanitize=$kind"
+  if swift test --sanitize="$kind" --scratch-path ".build-$kind" ${skip[@]+"${skip[@]}"} \
+      ${filter[@]+"${filter[@]}"} > "$log" 2>&1; then
     grep -E "^✔ Test run|Executed [0-9]+ tests" "$log" | tail -1
   else
     grep -E "✘|ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|SUMMARY" "$log" | head -20

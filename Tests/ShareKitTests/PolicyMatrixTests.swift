@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-extension EndToEnd {
+extension EndToEndAgents {
     /// Every cell of docs/SECURITY.md's capability matrix, through the binary: each relation a device can have to
     /// the phone's agent tries each capability, and is let in or refused exactly as the matrix says.
     @Suite(.serialized) struct PolicyMatrixTests {

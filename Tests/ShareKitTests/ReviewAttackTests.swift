@@ -4,7 +4,7 @@ import ShareKit
 import ShareTLS
 import Testing
 
-extension EndToEnd {
+extension EndToEndAgents {
     /// The outside review's attacks on a running agent, each written as the attack (`Fixtures/attacker.py` speaks the
     /// real protocol with a trusted device's certificate). Each now fails for the attacker; after each, the honest
     /// device is still served, the agent stays under 256 MiB and `share status` answers within a second.

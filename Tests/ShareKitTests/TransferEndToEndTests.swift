@@ -147,7 +147,7 @@ extension EndToEnd {
             ])
             #expect(waitUntil(timeout: 30) { ledgerChunkCount(inbox) > 0 })
             kill(receiver.pid, SIGTERM)
-            #expect(receiver.wait(timeout: 30) == 75)
+            #expect(receiver.wait(timeout: 30) == 75, "\(receiver.stderr.text)")
             #expect(receiver.stderr.text.contains("partial items are kept"))
             #expect(sender.wait(timeout: 30) == 75)
             #expect(ledgerChunkCount(inbox) > 0)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-extension EndToEnd {
+extension EndToEndAgents {
     /// Files written by the version before the transfer-engine change (`Fixtures/upgrade`, made by its
     /// `make-fixtures.sh` with that version): a trust store, watches an agent had seen (the owner's watch, and a friend
     /// that attached when any device could), outbox jobs (one keeping an item for the watch, one for the laptop) and

@@ -3,7 +3,7 @@ import ShareKit
 import ShareWatch
 import Testing
 
-extension EndToEnd {
+extension EndToEndAgents {
     /// The watch-style client (`share watch`, the small `share-watch` program) attached to its owner's agent, with a
     /// laptop that sends to it through that agent and receives from it: real processes on loopback.
     @Suite(.serialized) struct WatchEndToEndTests {
