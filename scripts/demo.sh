@@ -130,9 +130,12 @@ $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 
 for _ in $(seq 200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"
 head -c 300000 /dev/urandom > "$WORK/poster.png"
-$SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/holiday.mp4" \
-  "$WORK/juan.jpg" | sed 's/^/ laptop | /'
-$SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/poster.png" 2>&1 | sed 's/^/ laptop | /' || true
+$SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/juan.jpg" \
+  | sed 's/^/ laptop | /'
+echo "   a video has nothing the watch takes (its file: URL names a place on the laptop and never leaves it),"
+echo "   and a 300 KB image is over the watch's 256 KiB: both refused, with the reason, to the sender"
+$SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/holiday.mp4" "$WORK/poster.png" 2>&1 \
+  | sed 's/^/ laptop | /' || true
 $SHARE profile add $WATCH Marta --bio "Runs marathons" | sed 's/^/  watch | /'
 $SHARE watch send $WATCH --agent desk --to laptop --profile Marta | sed 's/^/  watch | /'
 $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
