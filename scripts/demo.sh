@@ -29,12 +29,17 @@ step "two devices on this machine"
 $SHARE id $LAPTOP --name laptop | sed 's/^/   /'
 $SHARE id $DESK --name desk | sed 's/^/   /'
 
-step "pairing: both show the same code; both confirm (--yes)"
-$SHARE pair $DESK --yes --team --listen 127.0.0.1 > "$WORK/pair.out" 2>&1 &
+LAPTOPID=$($SHARE id $LAPTOP | tail -1)
+DESKID=$($SHARE id $DESK | tail -1)
+# The two devices find each other by name on loopback, on a discovery port of their own.
+FINDING="--discovery-interface 127.0.0.1 --discovery-port $(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+
+step "pairing: the desk waits and says so on the network; the laptop finds it by name (no port to type)"
+echo "   both show the same code; a person confirms it matches, a script names the other device's ID (--yes --expect)"
+$SHARE pair $DESK --yes --expect "$LAPTOPID" --team --listen 127.0.0.1 $FINDING > "$WORK/pair.out" 2>&1 &
 PAIRING=$!
 for _ in $(seq 200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
-PAIRPORT=$(grep -o 'port [0-9]*' "$WORK/pair.out" | head -1 | awk '{print $2}')
-$SHARE pair $LAPTOP "127.0.0.1:$PAIRPORT" --yes --team | sed 's/^/ laptop | /'
+$SHARE pair $LAPTOP desk --yes --expect "$DESKID" --team $FINDING | sed 's/^/ laptop | /'
 wait $PAIRING; sed 's/^/   desk | /' "$WORK/pair.out"
 
 step "1. a text"
@@ -106,18 +111,16 @@ $SHARE profile list $DESK | sed 's/^/   desk | /'
 $SHARE profile export $LAPTOP "$WORK/friends.tar.zst" | sed 's/^/ laptop | /'
 bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
 
-step "7. the desk's agent receives while nobody watches; the laptop's agent queues and delivers"
-$SHARE agent $DESK --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
+step "7. the agents: pairing told each device where the other's agent listens, so a send by name works at once"
+$SHARE agent $DESK --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
 DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
-$SHARE trust add $LAPTOP "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/ laptop | /'
-$SHARE agent $LAPTOP --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
+$SHARE agent $LAPTOP --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
+$SHARE trust list $LAPTOP | sed 's/^/ laptop | /'
 $SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait | sed 's/^/ laptop | /'
 $SHARE inbox $DESK | sed 's/^/   desk | /'
 $SHARE copy $LAPTOP --url https://example.com/menu | sed 's/^/ laptop | /'
-LAPTOPPORT=$(grep -o 'port [0-9]*' "$WORK/laptop-agent.out" | awk '{print $2}')
-$SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" | sed 's/^/   desk | /'
 (cd "$WORK" && $SHARE paste $DESK --quiet) | sed 's/^/   desk pasted | /'
 
 step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
@@ -125,7 +128,6 @@ WATCH="--config $WORK/watch"
 $SHARE id $WATCH --name desk-watch | sed 's/^/   /'
 $SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch | sed 's/^/   desk | /'
 $SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/  watch | /'
-$SHARE trust add $DESK "$($SHARE id $LAPTOP | tail -1)" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" > /dev/null
 $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &
 for _ in $(seq 200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"

@@ -17,7 +17,10 @@ struct AgentCommand: ParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Option(help: "Port to listen on (0 picks a free one and prints it; default: agent.json, else 0).")
+    @Option(
+        help:
+            "Port to listen on (0 picks a free one for this run; default: agent.json's, else one chosen once and saved there)."
+    )
     var port: Int?
 
     @Option(help: "Address to listen on (:: listens on IPv6 and IPv4; default: agent.json, else ::).")
@@ -90,7 +93,8 @@ struct AgentCommand: ParsableCommand {
             let folder =
                 (inbox ?? config.inbox).map { URL(fileURLWithPath: $0, isDirectory: true).standardizedFileURL }
                 ?? local.paths.inbox
-            let port = self.port ?? config.port ?? 0
+            // The same port across restarts, so paired devices keep reaching this agent.
+            let port = try self.port ?? config.port ?? AgentPort.resolve(local.paths)
             let listen = self.listen ?? config.listen ?? "::"
             let box = AgentInbox(
                 directory: folder,

@@ -1,6 +1,7 @@
 import ShareCommandLine
 import ArgumentParser
 import ShareKit
+import ShareTLS
 
 struct IdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,8 +12,32 @@ struct IdCommand: ParsableCommand {
     @Option(help: "Rename this device.")
     var name: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Make a new key for this device. The old key vouches for the new one to your own devices (trusted with "
+                + "--team), which take the new ID without pairing again; other devices are told to pair again. "
+                + "Restart the agent afterwards: it carries the news to devices that are away."))
+    var rotate = false
+
     func run() throws {
         try ShareCLI.run {
+            if rotate {
+                let local = try device.loadDevice()
+                guard local.previousIdentity == nil else {
+                    throw ShareError(
+                        .usage,
+                        "the previous rotation has not reached all your devices yet (see the agent's log); rotate again once it has"
+                    )
+                }
+                let (old, new) = try local.rotate()
+                let notice = try TrustNotice.make(
+                    .rotate, subject: old.deviceID, replacement: new.certificate, by: old)
+                try TrustNoticeBook.update(local.paths) { $0.add(notice) }
+                _ = try? ControlClient.request(.notices, paths: local.paths)
+                say("new ID of \(local.name): \(new.deviceID) (was \(old.deviceID))")
+                say("restart this device's agent: it tells your devices, with the old key, to trust the new one")
+                return
+            }
             if let name {
                 guard !name.isEmpty, name.count <= 64, !name.contains(where: \.isNewline) else {
                     throw ShareError(.usage, "a device name has 1 to 64 characters on one line")

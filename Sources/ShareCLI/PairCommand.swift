@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ShareCommandLine
 import ShareKit
 import ShareTLS
 
@@ -8,15 +9,20 @@ struct PairCommand: ParsableCommand {
         commandName: "pair",
         abstract: "Pair with another device by comparing a short code.",
         discussion: """
-            Run `share pair` on one device; it prints the port it waits on. Run `share pair HOST:PORT` on the other.
-            Both show the same 8-digit code; each user confirms it matches. Only when both confirm do the devices
-            trust each other.
+            Run `share pair` on one device: it waits (two minutes by default) and says so on the local network. Run \
+            `share pair NAME` on the other (or `share pair HOST:PORT` where the network does not carry the \
+            announcement). Both show the same 8-digit code; each user confirms it matches, and only then do the \
+            devices trust each other. Each side commits to a secret before it sees the other's, so a device in the \
+            middle gets one guess in a hundred million per attempt; the waiting side stops after three failed \
+            attempts.
             """)
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: ArgumentHelp("The waiting device, when this one connects.", valueName: "host:port"))
-    var address: String?
+    @Argument(
+        help: ArgumentHelp(
+            "The waiting device: its name (found on the local network) or HOST:PORT.", valueName: "device"))
+    var peer: String?
 
     @Option(help: "Port to wait on (0 picks a free one).")
     var port = 0
@@ -24,8 +30,11 @@ struct PairCommand: ParsableCommand {
     @Option(help: "Address to wait on.")
     var listen = "::"
 
-    @Flag(help: "Confirm without asking (for scripts).")
+    @Flag(help: "Confirm without asking, when the other device's ID is the one given with --expect (for scripts).")
     var yes = false
+
+    @Option(help: ArgumentHelp("The other device's ID, learned from it beforehand (with --yes).", valueName: "id"))
+    var expect: String?
 
     @Flag(help: "The other device is one of your own.")
     var team = false
@@ -36,17 +45,36 @@ struct PairCommand: ParsableCommand {
     @Flag(help: "With --team: the other device is your watch, and may attach to this device's agent.")
     var watch = false
 
-    @Option(help: ArgumentHelp("The port this device's agent listens on, told to the other device.", valueName: "port"))
+    @Option(
+        help: ArgumentHelp(
+            "The port this device's agent listens on, told to the other device (default: agent.json's, else one chosen now and saved there).",
+            valueName: "port"))
     var agentPort: Int?
 
-    @Option(help: "Seconds to wait for the other device.")
+    @Option(help: "Seconds to wait for the other device (the pairing window).")
     var timeout: Double = 120
+
+    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
+    var discoveryPort: Int = 21_847
+
+    @Option(
+        help: ArgumentHelp(
+            "Announce and look for waiting devices on this IPv4 interface address only.", valueName: "address"))
+    var discoveryInterface: String?
 
     func validate() throws {
         if team && group != nil { throw ValidationError("--team and --group exclude each other") }
         if watch && !team { throw ValidationError("--watch needs --team: a watch is one of your own devices") }
-        if let address, PeerAddress(parsing: address) == nil { throw ValidationError("'\(address)' is not HOST:PORT") }
+        if yes && expect == nil {
+            throw ValidationError(
+                "--yes needs --expect DEVICE-ID (the other device's ID, learned beforehand): otherwise nobody compares the codes"
+            )
+        }
+        if let expect, (try? DeviceID(parsing: expect)) == nil {
+            throw ValidationError("--expect '\(expect)' is not a device ID")
+        }
         if let agentPort, !(1...65535).contains(agentPort) { throw ValidationError("--agent-port must be 1–65535") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
     }
 
     func run() throws {
@@ -55,29 +83,52 @@ struct PairCommand: ParsableCommand {
             var options = Pairing.Options()
             options.relation = team ? .team : group.map { .group($0) } ?? .trusted
             options.watch = watch
-            options.agentPort = agentPort
+            options.agentPort = try agentPort ?? AgentPort.resolve(local.paths)
             options.decisionTimeout = timeout
+            options.window = timeout
+            options.announce = (discoveryPort, discoveryInterface)
+            if options.digits != 8 { complain("testing only: the pairing code has \(options.digits) digits") }
+            let expected = try expect.map { try DeviceID(parsing: $0) }
             let yes = self.yes
             let confirm: Pairing.Confirm = { name, id, code in
                 say("pairing with \(name) (\(id))")
                 say("verification code: \(code)")
-                if yes { return true }
+                if let expected {
+                    guard id == expected else {
+                        complain("the other device is \(id), not the expected \(expected); declined")
+                        return false
+                    }
+                    if yes { return true }
+                }
                 FileHandle.standardOutput.write(Data("does the other device show the same code? [y/N] ".utf8))
                 let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
                 return answer == "y" || answer == "yes"
             }
             let outcome: Pairing.Outcome
-            if let address, let target = PeerAddress(parsing: address) {
+            if let peer {
+                let target: PeerAddress
+                if let address = PeerAddress(parsing: peer) {
+                    target = address
+                } else {
+                    say("looking for \(peer) waiting to pair on this network…")
+                    target = try Pairing.find(
+                        name: peer, discoveryPort: discoveryPort, interface: discoveryInterface,
+                        timeout: min(timeout, 15))
+                }
                 outcome = try Pairing.connect(device: local, to: target, options: options, confirm: confirm)
             } else {
                 outcome = try Pairing.listen(
-                    device: local, host: listen, port: port, options: options, timeout: timeout,
+                    device: local, host: listen, port: port, options: options,
                     ready: { bound in
-                        say("waiting to pair on port \(bound); on the other device run: share pair HOST:\(bound)")
+                        say(
+                            "waiting to pair on port \(bound) as \(local.name); on the other device run: share pair \(local.name) (or share pair HOST:\(bound))"
+                        )
                     },
                     confirm: confirm)
             }
-            say("paired: now trusting \(outcome.peer.name) (\(outcome.peer.id)) as \(outcome.peer.relation)")
+            say(
+                "paired: now trusting \(outcome.peer.name) (\(outcome.peer.id)) as \(outcome.peer.relation)"
+                    + (outcome.peer.address.map { " at \($0)" } ?? ""))
         }
     }
 }

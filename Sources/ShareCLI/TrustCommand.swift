@@ -7,7 +7,7 @@ import ShareTLS
 struct TrustCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "trust", abstract: "Manage the devices this one trusts.",
-        subcommands: [Add.self, List.self, Remove.self])
+        subcommands: [Add.self, List.self, Remove.self, Revoke.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Trust a device by its ID.")
@@ -122,6 +122,40 @@ struct TrustCommand: ParsableCommand {
                     return removed
                 }
                 say("no longer trusting \(removed.name) (\(removed.id))")
+            }
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop trusting a device on all your own devices (lost or sold): a signed revocation they apply.",
+            discussion: """
+                The device is removed here at once. Your other devices (trusted with --team) apply the revocation                 when the agent reaches them; one that is away applies it when it is next reached, and carries it                 on to the others.
+                """)
+
+        @OptionGroup var device: DeviceOptions
+
+        @Argument(help: "The device's name or ID.")
+        var reference: String
+
+        func run() throws {
+            try ShareCLI.run {
+                let local = try device.loadDevice()
+                let removed = try TrustStore.update(device.paths.trustFile) { store in
+                    guard let removed = store.remove(reference) else {
+                        throw ShareError(.usage, "no trusted device is called '\(reference)' (see: share trust list)")
+                    }
+                    return removed
+                }
+                let notice = try TrustNotice.make(.revoke, subject: removed.id, by: local.identity)
+                try TrustNoticeBook.update(local.paths) { $0.add(notice, deliveredTo: [local.id.description]) }
+                if (try? ControlClient.request(.notices, paths: local.paths)) != nil {
+                    say("revoked \(removed.name) (\(removed.id)); the agent tells your other devices")
+                } else {
+                    say(
+                        "revoked \(removed.name) (\(removed.id)); start this device's agent (share agent) to tell your other devices"
+                    )
+                }
             }
         }
     }

@@ -1,22 +1,14 @@
 import Foundation
+import Logging
 import ShareProtocol
 import ShareTLS
 
-/// Pairing: two devices that do not trust each other yet connect, both show the same short code derived from both
-/// certificates, and trust each other only when both users confirm. A device in the middle would present other
-/// certificates to each side, so the two codes would differ.
+/// Pairing: two devices that do not trust each other yet connect over TLS, check each other's certificate, commit to
+/// fresh nonces and reveal them (`PairingMachine`), and both show the same code derived from both certificates, both
+/// nonces and the session's TLS exporter. They trust each other only when both users confirm. A device in the middle
+/// gets one guess per attempt (10^-8 with 8 digits), and a listener allows at most `maxFailures` attempts.
 public enum Pairing {
-    /// An 8-digit code from both certificates (order-independent), shown as `1234 5678`.
-    public static func verificationCode(_ a: [UInt8], _ b: [UInt8]) -> String {
-        let (first, second) = a.lexicographicallyPrecedes(b) ? (a, b) : (b, a)
-        var input: [UInt8] = Array("share-pairing-v1".utf8)
-        input += first
-        input += second
-        let digest = SHA256Hasher.hash(input)
-        let value = digest.prefix(5).reduce(UInt64(0)) { ($0 << 8) | UInt64($1) } % 100_000_000
-        let digits = String(value).leftPadded(to: 8)
-        return "\(digits.prefix(4)) \(digits.suffix(4))"
-    }
+    static let log = Log.logger("share.pair")
 
     /// What the user is asked, and how they answer.
     public typealias Confirm = @Sendable (_ peerName: String, _ peerID: DeviceID, _ code: String) -> Bool
@@ -29,7 +21,21 @@ public enum Pairing {
         public var agentPort: Int?
         /// How long to wait for the other side's decision.
         public var decisionTimeout: Double = 120
-        public init() {}
+        /// How long a listener waits for devices to pair (the pairing window).
+        public var window: Double = 120
+        /// Failed or declined attempts after which a listener stops.
+        public var maxFailures = 3
+        /// Digits of the code. Only tests shorten it (`SHARE_TEST_PAIRING_DIGITS`), to measure an attacker's odds.
+        public var digits = 8
+        /// Where a listener announces that it waits (UDP port and interface of LAN discovery); nil: it does not.
+        public var announce: (port: Int, interface: String?)?
+        public init() {
+            if let digits = ProcessInfo.processInfo.environment["SHARE_TEST_PAIRING_DIGITS"].flatMap(Int.init),
+                (1...8).contains(digits)
+            {
+                self.digits = digits
+            }
+        }
     }
 
     public struct Outcome: Sendable {
@@ -45,61 +51,98 @@ public enum Pairing {
             from: device, to: address, hello: Hello(name: device.name, role: .pair, listenPort: options.agentPort),
             verifier: { _ in true })
         defer { session.connection.close() }
-        return try decide(session, device: device, peerHost: address.host, options: options, confirm: confirm)
+        return try decide(
+            session, role: .initiator, device: device, peerHost: address.host, options: options, confirm: confirm)
     }
 
-    /// The side that waits: accepts one pairing connection on `port` and returns the outcome.
+    /// The side that waits: serves one pairing at a time on `port` for `options.window` seconds, until one succeeds,
+    /// or `options.maxFailures` attempts failed or were declined.
     public static func listen(
-        device: LocalDevice, host: String, port: Int, options: Options, timeout: Double,
-        ready: (Int) -> Void, confirm: Confirm
+        device: LocalDevice, host: String, port: Int, options: Options, ready: (Int) -> Void, confirm: Confirm
     ) throws -> Outcome {
         Syscalls.ignoreSIGPIPE()
         let (fd, bound) = try Syscalls.listen(host: host, port: port)
         defer { Syscalls.close(fd) }
+        let announcer = options.announce.flatMap {
+            try? PairingAnnouncer(device: device, pairingPort: bound, discoveryPort: $0.port, interface: $0.interface)
+        }
+        defer { announcer?.stop() }
         ready(bound)
         let context = try TLSContext(identity: device.identity, role: .server, verifier: { _ in true })
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Date().addingTimeInterval(options.window)
+        var failures = 0
+        var lastFailure: ShareFailure?
         while Date() < deadline {
             guard let (client, peer) = try Syscalls.accept(fd, timeout: min(1, deadline.timeIntervalSinceNow)) else {
                 continue
             }
-            let session: Session
             do {
-                session = try SessionOpener.accept(
+                let session = try SessionOpener.accept(
                     fileDescriptor: client, remoteAddress: peer, context: context,
                     hello: Hello(name: device.name, role: .pair, listenPort: options.agentPort))
+                defer { session.connection.close() }
+                guard session.peerHello.role == .pair else {
+                    session.connection.fail(with: ProtocolError(.refused, "this port is waiting for pairing only"))
+                    continue
+                }
+                let known = try? TrustStore.load(device.paths.trustFile).device(session.peerID)
+                if case .refused(let reason) = AccessPolicy.decide(
+                    .pair, peer: known, pairingWindow: true, localName: device.name)
+                {
+                    session.connection.fail(with: ProtocolError(.refused, reason))
+                    continue
+                }
+                let host = PeerAddress(parsing: peer)?.host ?? peer
+                return try decide(
+                    session, role: .responder, device: device, peerHost: host, options: options, confirm: confirm)
+            } catch let failure as ShareFailure {
+                failures += 1
+                lastFailure = failure
+                log.notice("pairing attempt failed", metadata: ["from": "\(peer)", "reason": "\(failure.message)"])
+                if failures >= options.maxFailures {
+                    throw ShareFailure(
+                        .refused,
+                        "\(failures) pairing attempts failed or were declined (the last: \(failure.message)); nothing was trusted — run share pair again"
+                    )
+                }
             } catch {
-                Log.logger("share.pair").notice(
-                    "pairing attempt failed", metadata: ["from": "\(peer)", "error": "\(error)"])
-                continue
+                failures += 1
+                log.notice("pairing attempt failed", metadata: ["from": "\(peer)", "error": "\(error)"])
             }
-            defer { session.connection.close() }
-            guard session.peerHello.role == .pair else {
-                session.connection.fail(with: ProtocolError(.refused, "this port is waiting for pairing only"))
-                continue
-            }
-            let known = try? TrustStore.load(device.paths.trustFile).device(session.peerID)
-            if case .refused(let reason) = AccessPolicy.decide(
-                .pair, peer: known, pairingWindow: true, localName: device.name)
-            {
-                session.connection.fail(with: ProtocolError(.refused, reason))
-                continue
-            }
-            let host = PeerAddress(parsing: peer)?.host ?? peer
-            return try decide(session, device: device, peerHost: host, options: options, confirm: confirm)
         }
-        throw ShareFailure(.unavailable, "no device came to pair within \(Int(timeout)) s")
+        if let lastFailure { throw lastFailure }
+        throw ShareFailure(.unavailable, "no device came to pair within \(Int(options.window)) s")
     }
 
     private static func decide(
-        _ session: Session, device: LocalDevice, peerHost: String, options: Options,
+        _ session: Session, role: PairingMachine.Role, device: LocalDevice, peerHost: String, options: Options,
         confirm: Confirm
     ) throws -> Outcome {
-        guard let peerDER = session.connection.peerCertificateDER else {
-            throw ShareFailure(.protocolError, "the peer presented no certificate")
+        let peerName = session.peerHello.name
+        let code: String
+        do {
+            guard session.peerHello.agreedVersion >= 2 else {
+                throw ProtocolError(.version, "the other device pairs without commitments; update share on it")
+            }
+            guard let certificate = session.connection.peerCertificate,
+                let peerDER = session.connection.peerCertificateDER
+            else { throw ProtocolError(.refused, "the other device presented no certificate") }
+            do {
+                try certificate.checkAsShareDevice()
+            } catch let error as TLSError {
+                throw ProtocolError(
+                    .refused, "the other device's certificate is not a share device's: \(error.message)")
+            }
+            code = try exchangeCommitments(
+                session, role: role, own: try device.identity.certificate.derBytes(), peer: peerDER,
+                digits: options.digits)
+        } catch let error as ProtocolError {
+            session.connection.fail(with: error)
+            throw ShareFailure(.refused, "pairing with \(peerName) failed: \(error.message); nothing was trusted")
+        } catch {
+            throw SessionErrors.describe(error, peer: session.connection.remoteAddress, localID: device.id)
         }
-        let code = verificationCode(try device.identity.certificate.derBytes(), peerDER)
-        let mine = confirm(session.peerHello.name, session.peerID, code)
+        let mine = confirm(peerName, session.peerID, code)
         let theirs: PairDecision
         do {
             try session.connection.send(.pairDecision, PairDecision(accept: mine))
@@ -113,7 +156,7 @@ public enum Pairing {
         let address = session.peerHello.listenPort.map { PeerAddress(host: peerHost, port: $0) }
         // Under the trust store's lock: two pairings at once never lose an entry.
         let trusted = try TrustStore.update(device.paths.trustFile) { store in
-            let base = FileNamesOnDisk.sanitize(session.peerHello.name, fallback: "device")
+            let base = FileNamesOnDisk.sanitize(peerName, fallback: "device")
             var name = base
             var suffix = 2
             while store.devices.contains(where: {
@@ -129,10 +172,107 @@ public enum Pairing {
         }
         return Outcome(peer: trusted, code: code)
     }
+
+    /// Commit, then reveal: each side's nonce is revealed only once the other side's commitment has arrived.
+    private static func exchangeCommitments(
+        _ session: Session, role: PairingMachine.Role, own: [UInt8], peer: [UInt8], digits: Int
+    ) throws -> String {
+        let hasher = SHA256Hasher()
+        var machine = PairingMachine(
+            role: role, ownCertificate: own, peerCertificate: peer, nonce: SecureRandom.bytes(32),
+            exporter: try session.connection.exportKeyingMaterial(label: "EXPORTER-share-pairing"), digits: digits)
+        try session.connection.send(.pairCommit, machine.commitment(using: hasher))
+        var frame = try session.connection.receive()
+        if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+        switch frame.type {
+        case .pairCommit:
+            let reveal = try machine.received(MessageCoding.decode(PairCommit.self, from: frame))
+            try session.connection.send(.pairReveal, reveal)
+        case .pairReveal:
+            _ = try machine.received(MessageCoding.decode(PairReveal.self, from: frame), using: hasher)
+        default:
+            throw ProtocolError(.badMessage, "expected the other device's commitment, it sent \(frame.type)")
+        }
+        frame = try session.connection.receive()
+        if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+        guard frame.type == .pairReveal else {
+            throw ProtocolError(.badMessage, "expected the other device's nonce, it sent \(frame.type)")
+        }
+        return try machine.received(MessageCoding.decode(PairReveal.self, from: frame), using: hasher)
+    }
+
+    /// Finds the device called `name` that waits to pair on the local network (it announces itself while it waits);
+    /// returns where to connect.
+    public static func find(name: String, discoveryPort: Int, interface: String?, timeout: Double) throws -> PeerAddress
+    {
+        let fd: Int32
+        do {
+            fd = try Syscalls.discoverySocket(port: discoveryPort, group: Discovery.group, interface: interface)
+        } catch let error as Syscalls.SocketError {
+            throw ShareFailure(.unavailable, "cannot listen for devices waiting to pair: \(error.message)")
+        }
+        defer { Syscalls.close(fd) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: min(0.5, deadline.timeIntervalSinceNow)),
+                let heard = try? JSONDecoder().decode(PairingAnnouncement.self, from: Data(bytes)),
+                heard.magic == PairingAnnouncement.magic, (1...65535).contains(heard.port),
+                heard.name.caseInsensitiveCompare(name) == .orderedSame
+            else { continue }
+            return PeerAddress(host: from, port: heard.port)
+        }
+        throw ShareFailure(
+            .unavailable,
+            "no device called '\(name)' is waiting to pair on this network; run share pair on it first, or give HOST:PORT"
+        )
+    }
 }
 
-extension String {
-    func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
+/// What a device waiting to pair announces on the local network, for the pairing window only.
+struct PairingAnnouncement: Codable {
+    static let magic = "share-pairing"
+    var magic = PairingAnnouncement.magic
+    var name: String
+    var port: Int
+}
+
+/// Announces once a second that this device waits to pair, until stopped.
+final class PairingAnnouncer: @unchecked Sendable {  // `stopped` guarded by `condition`
+    private let condition = NSCondition()
+    private var stopped = false
+    private var running = true
+    private let fd: Int32
+
+    init(device: LocalDevice, pairingPort: Int, discoveryPort: Int, interface: String?) throws {
+        fd = try Syscalls.discoverySocket(port: discoveryPort, group: Discovery.group, interface: interface)
+        let bytes = Array(try JSONEncoder().encode(PairingAnnouncement(name: device.name, port: pairingPort)))
+        let fd = fd
+        Thread { [self] in
+            while true {
+                Syscalls.sendDatagram(fd, bytes, host: Discovery.group, port: discoveryPort)
+                if interface == nil { Syscalls.sendDatagram(fd, bytes, host: "255.255.255.255", port: discoveryPort) }
+                condition.lock()
+                let deadline = Date().addingTimeInterval(1)
+                while !stopped && condition.wait(until: deadline) {}
+                let stop = stopped
+                if stop {
+                    running = false
+                    condition.broadcast()
+                }
+                condition.unlock()
+                if stop { return }
+            }
+        }.start()
+    }
+
+    /// Stops announcing (when the listener is done: paired, out of attempts, or the window ended) and waits for the thread.
+    func stop() {
+        condition.lock()
+        guard !stopped else { return condition.unlock() }
+        stopped = true
+        condition.broadcast()
+        while running { condition.wait() }
+        condition.unlock()
+        Syscalls.close(fd)
     }
 }

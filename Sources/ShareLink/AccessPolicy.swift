@@ -19,8 +19,12 @@ public enum Capability: String, CaseIterable, Sendable {
     case sendForwarded = "deliver forwarded items"
     /// Name another device this agent knows (the target of a forwarding).
     case lookUpByName = "look a device up by name"
-    /// Start a pairing: only a device not trusted yet, and only on a pairing listener during its window.
+    /// Start a pairing: only on a pairing listener during its window.
     case pair
+    /// Sign a revocation that the owner's other devices apply.
+    case revokeDevices = "revoke devices"
+    /// Deliver signed trust notices (each is then judged on its own signature).
+    case sendNotices = "deliver trust notices"
 }
 
 /// The one authority on "may this device do this?". Every capability is decided here from the device's trust
@@ -50,10 +54,12 @@ public enum AccessPolicy {
         }
         let team = peer.relation == .team
         switch capability {
-        case .ping, .sendToInbox:
+        case .ping, .sendToInbox, .sendNotices:
             return .allowed
         case .pair:
             return .allowed
+        case .revokeDevices:
+            return team ? .allowed : .refused("only the owner's devices may revoke a device on \(localName)")
         case .pasteClipboard:
             return team
                 ? .allowed

@@ -9,6 +9,44 @@ public struct LocalDevice: Sendable {
 
     public var id: DeviceID { identity.deviceID }
 
+    /// The same device speaking with another identity (the old key of a rotation, vouching for the new one).
+    public func speaking(as identity: TLSIdentity) -> LocalDevice {
+        LocalDevice(name: name, identity: identity, paths: paths)
+    }
+
+    /// Where the previous identity waits after `share id --rotate`, until the owner's devices have its notice.
+    public var rotatedFolder: URL { paths.state.appendingPathComponent("rotated", isDirectory: true) }
+
+    /// The identity this device had before its last rotation, while it still has to vouch for the new one.
+    public var previousIdentity: TLSIdentity? {
+        guard let keyPEM = PosixFiles.read(rotatedFolder.appendingPathComponent("key.pem").path, limit: 1 << 20),
+            let certificatePEM = PosixFiles.read(rotatedFolder.appendingPathComponent("cert.pem").path, limit: 1 << 20),
+            let key = try? PrivateKey(pem: String(decoding: keyPEM, as: UTF8.self)),
+            let certificate = try? Certificate(pem: String(decoding: certificatePEM, as: UTF8.self))
+        else { return nil }
+        return try? TLSIdentity(key: key, certificate: certificate)
+    }
+
+    /// Makes a new key and certificate for this device and keeps the old ones (for the notice that vouches for the
+    /// new ID); returns the old identity and the new.
+    public func rotate() throws -> (old: TLSIdentity, new: TLSIdentity) {
+        let new = try TLSIdentity.generate(commonName: "share")
+        do {
+            try DevicePaths.ensurePrivateDirectory(rotatedFolder)
+            try AtomicFile.write(
+                Data(try identity.key.pemRepresentation().utf8), to: rotatedFolder.appendingPathComponent("key.pem"),
+                mode: 0o600)
+            try AtomicFile.write(
+                Data(try identity.certificate.pemRepresentation().utf8),
+                to: rotatedFolder.appendingPathComponent("cert.pem"), mode: 0o600)
+            try AtomicFile.write(Data(try new.key.pemRepresentation().utf8), to: paths.keyFile, mode: 0o600)
+            try AtomicFile.write(Data(try new.certificate.pemRepresentation().utf8), to: paths.certificateFile)
+        } catch {
+            throw ShareFailure(.cannotCreate, "cannot write the new identity in \(paths.config.path): \(error)")
+        }
+        return (identity, new)
+    }
+
     private struct DeviceFile: Codable {
         var name: String
     }

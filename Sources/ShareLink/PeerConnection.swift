@@ -44,6 +44,13 @@ public final class PeerConnection: @unchecked Sendable {  // framing on one thre
     public var tlsDescription: String { "\(tls.protocolVersion) \(tls.cipher)" }
     /// The peer's certificate in DER.
     public var peerCertificateDER: [UInt8]? { tls.peerCertificateDER }
+    /// The peer's certificate.
+    public var peerCertificate: Certificate? { tls.peerCertificate }
+
+    /// Bytes both ends of this connection derive alike (the TLS exporter), under `label`.
+    public func exportKeyingMaterial(label: String, length: Int = 32) throws -> [UInt8] {
+        try tls.exportKeyingMaterial(label: label, length: length)
+    }
 
     // MARK: Ending
 

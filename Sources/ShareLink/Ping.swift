@@ -102,7 +102,7 @@ public enum PingClient {
             throw SessionErrors.describe(error, peer: target.address.description, localID: device.id)
         }
         return PingResult(
-            peerName: session.peerHello.name, peerID: session.peerID, protocolVersion: session.peerHello.version,
+            peerName: session.peerHello.name, peerID: session.peerID, protocolVersion: session.peerHello.agreedVersion,
             role: session.peerHello.role,
             tls: session.connection.tlsDescription,
             setupSeconds: session.setupSeconds, roundTrips: trips)

@@ -175,7 +175,11 @@ public enum SessionErrors {
                 .interrupted, "connection to \(peer) lost (\(error.description)); run the same command again to resume")
         case let error as ProtocolError:
             switch error.code {
-            case .version, .notShare, .badFrame, .frameTooLarge, .badMessage, .digestMismatch:
+            case .version:
+                // The device is there but speaks another version: unavailable until one side is updated, so a
+                // queued job waits for that instead of failing.
+                return ShareFailure(.unavailable, "\(peer): \(error.message)")
+            case .notShare, .badFrame, .frameTooLarge, .badMessage, .digestMismatch:
                 return ShareFailure(.protocolError, "\(peer): \(error.message)")
             case .refused, .noCommonRepresentation, .pairingDeclined:
                 return ShareFailure(.refused, "\(peer): \(error.message)")

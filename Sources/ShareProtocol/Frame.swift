@@ -5,6 +5,14 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case ping = 0x03
     case pong = 0x04
     case pairDecision = 0x05
+    /// Pairing: a commitment to a nonce, before either side reveals its own.
+    case pairCommit = 0x06
+    /// Pairing: the nonce, sent only once the other side's commitment has arrived.
+    case pairReveal = 0x07
+    /// Signed trust notices (a revocation, a key rotation) carried between the owner's devices.
+    case trustNotices = 0x08
+    /// How many of them were new to the receiver.
+    case trustNoticesTaken = 0x09
     case offer = 0x10
     case select = 0x11
     case resume = 0x12

@@ -1,7 +1,10 @@
 /// Named limits; every length read from a peer is checked against one of these before anything is allocated.
 public enum Limits {
-    /// The protocol version this build speaks.
-    public static let protocolVersion = 1
+    /// The newest protocol version this build speaks.
+    public static let protocolVersion = 2
+    /// The oldest protocol version this build still speaks: two peers talk when their ranges overlap, at the newer
+    /// version both speak. (Version 1 paired without commitments and is not spoken any more.)
+    public static let oldestProtocolVersion = 2
     /// Largest control message (JSON): hello, offer, select, resume, done, error.
     public static let maxControlPayload = 1 << 20
     /// Largest offer (JSON): up to 10,000 items with their representations and declarations.

@@ -11,7 +11,10 @@ public struct Hello: Sendable, Codable, Equatable {
     public static let expectedMagic = "share"
 
     public var magic: String
+    /// The newest protocol version the device speaks.
     public var version: Int
+    /// The oldest it still speaks (absent: only `version`).
+    public var minVersion: Int?
     public var name: String
     public var role: PeerRole
     /// What this device accepts when it receives (absent when it only sends).
@@ -31,6 +34,7 @@ public struct Hello: Sendable, Codable, Equatable {
     ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
+        self.minVersion = Limits.oldestProtocolVersion
         self.name = name
         self.role = role
         self.accept = accept
@@ -40,13 +44,14 @@ public struct Hello: Sendable, Codable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case magic, version, name, role, accept, listenPort, compression, forwardTo, relayTo
+        case magic, version, minVersion, name, role, accept, listenPort, compression, forwardTo, relayTo
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         magic = try container.decode(String.self, forKey: .magic)
         version = try container.decode(Int.self, forKey: .version)
+        minVersion = try container.decodeIfPresent(Int.self, forKey: .minVersion)
         name = try container.decode(String.self, forKey: .name)
         role = try container.decode(PeerRole.self, forKey: .role)
         accept = try container.decodeIfPresent(AcceptList.self, forKey: .accept)
@@ -61,6 +66,7 @@ public struct Hello: Sendable, Codable, Equatable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(magic, forKey: .magic)
         try container.encode(version, forKey: .version)
+        try container.encodeIfPresent(minVersion, forKey: .minVersion)
         try container.encode(name, forKey: .name)
         try container.encode(role, forKey: .role)
         try container.encodeIfPresent(accept, forKey: .accept)
@@ -69,15 +75,23 @@ public struct Hello: Sendable, Codable, Equatable {
         try container.encodeIfPresent(forwardTo, forKey: .forwardTo)
     }
 
+    /// The version both ends speak: the newer of the two that both support.
+    public var agreedVersion: Int { min(version, Limits.protocolVersion) }
+
     /// Checks a peer's hello: magic, version, field limits.
     public func validate() throws(ProtocolError) {
         guard magic == Self.expectedMagic else { throw ProtocolError(.notShare, "the peer is not a share device") }
-        guard version == Limits.protocolVersion else {
-            let which = version > Limits.protocolVersion ? "newer" : "older"
+        let oldest = min(minVersion ?? version, version)
+        guard oldest <= Limits.protocolVersion, version >= Limits.oldestProtocolVersion else {
+            let peerRange = oldest == version ? "\(version)" : "\(oldest)–\(version)"
+            let ourRange =
+                Limits.oldestProtocolVersion == Limits.protocolVersion
+                ? "\(Limits.protocolVersion)" : "\(Limits.oldestProtocolVersion)–\(Limits.protocolVersion)"
+            let newer = oldest > Limits.protocolVersion
             throw ProtocolError(
                 .version,
-                "the peer speaks share protocol \(version), this device speaks \(Limits.protocolVersion); "
-                    + "update share on the \(which == "newer" ? "this" : "other") device")
+                "the peer speaks share protocol \(peerRange), this device speaks \(ourRange); "
+                    + "update share on \(newer ? "this" : "the other") device")
         }
         guard !name.isEmpty, name.utf8.count <= Limits.maxDeviceName,
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })

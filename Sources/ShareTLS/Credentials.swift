@@ -24,6 +24,24 @@ public final class PrivateKey: @unchecked Sendable {  // immutable after creatio
         try MemoryBIO.string { bio in PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 }
     }
 
+    /// An Ed25519 signature of `message` by this key.
+    public func sign(_ message: [UInt8]) throws -> [UInt8] {
+        guard let context = EVP_MD_CTX_new() else { throw TLSError.drain("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestSignInit(context, nil, nil, nil, pointer) == 1 else {
+            throw TLSError.drain("EVP_DigestSignInit")
+        }
+        var length = 0
+        guard EVP_DigestSign(context, nil, &length, message, message.count) == 1 else {
+            throw TLSError.drain("EVP_DigestSign")
+        }
+        var signature = [UInt8](repeating: 0, count: length)
+        guard EVP_DigestSign(context, &signature, &length, message, message.count) == 1 else {
+            throw TLSError.drain("EVP_DigestSign")
+        }
+        return Array(signature.prefix(length))
+    }
+
     /// Reads a PEM private key.
     public convenience init(pem: String) throws {
         let key = try MemoryBIO.reading(pem) { bio in PEM_read_bio_PrivateKey(bio, nil, nil, nil) }
@@ -101,6 +119,42 @@ public final class Certificate: @unchecked Sendable {  // immutable after creati
         }
         guard let cert else { throw TLSError.drain(.badCredentials, "the certificate is not valid DER") }
         self.init(taking: cert)
+    }
+
+    /// Whether `signature` is this certificate's key's Ed25519 signature of `message`.
+    public func verifies(_ signature: [UInt8], of message: [UInt8]) -> Bool {
+        guard let publicKey = X509_get0_pubkey(pointer), let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        defer { ERR_clear_error() }
+        guard EVP_DigestVerifyInit(context, nil, nil, nil, publicKey) == 1 else { return false }
+        return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
+    }
+
+    /// Checks that this is a share device's certificate, as `share id` makes them: an Ed25519 key, a self-signed
+    /// X.509 v3 certificate whose signature verifies against its own key, issuer equal to subject with a common
+    /// name, and within its validity. (TLS already proved the peer holds the key; this is hygiene against
+    /// certificates crafted to look like one.) Throws `badCredentials` naming what is wrong.
+    public func checkAsShareDevice() throws {
+        defer { ERR_clear_error() }
+        guard let publicKey = X509_get0_pubkey(pointer), EVP_PKEY_get_base_id(publicKey) == EVP_PKEY_ED25519 else {
+            throw TLSError(.badCredentials, "its key is not Ed25519")
+        }
+        guard X509_verify(pointer, publicKey) == 1 else {
+            throw TLSError(.badCredentials, "its signature does not verify against its own key")
+        }
+        guard X509_get_version(pointer) == 2 else {
+            throw TLSError(.badCredentials, "it is not an X.509 version 3 certificate")
+        }
+        guard let subject = X509_get_subject_name(pointer), let issuer = X509_get_issuer_name(pointer),
+            X509_NAME_cmp(subject, issuer) == 0, X509_NAME_entry_count(subject) > 0
+        else {
+            throw TLSError(.badCredentials, "it is not self-issued with a name")
+        }
+        guard X509_cmp_current_time(X509_get0_notBefore(pointer)) < 0,
+            X509_cmp_current_time(X509_get0_notAfter(pointer)) > 0
+        else {
+            throw TLSError(.badCredentials, "it is not valid now")
+        }
     }
 
     /// Whether `key` is the private key for this certificate's public key.

@@ -58,3 +58,13 @@ extension Array where Element == UInt8 {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// Cryptographically strong random bytes, from OpenSSL's generator.
+public enum SecureRandom {
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        // RAND_bytes fails only when the generator cannot be seeded, which a running system always can.
+        precondition(RAND_bytes(&out, Int32(count)) == 1, "RAND_bytes failed")
+        return out
+    }
+}

@@ -42,6 +42,25 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
     /// The peer's certificate in DER, once seen.
     public var peerCertificateDER: [UInt8]? { state.peerCertificateDER }
 
+    /// `length` bytes the two ends of this very connection derive alike (RFC 8446's exporter): binds a value to
+    /// the connection, so it cannot be replayed on another.
+    public func exportKeyingMaterial(label: String, length: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: length)
+        let labelBytes = Array(label.utf8)
+        let ok = labelBytes.withUnsafeBufferPointer { labelPointer in
+            labelPointer.withMemoryRebound(to: CChar.self) {
+                SSL_export_keying_material(ssl, &out, length, $0.baseAddress, labelBytes.count, nil, 0, 0)
+            }
+        }
+        guard ok == 1 else { throw TLSError.drain("SSL_export_keying_material") }
+        return out
+    }
+
+    /// The peer's certificate, once seen.
+    public var peerCertificate: Certificate? {
+        state.peerCertificateDER.flatMap { try? Certificate(der: $0) }
+    }
+
     /// The negotiated protocol, e.g. `TLSv1.3`.
     public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
     /// The negotiated cipher suite.

@@ -97,8 +97,34 @@ extension EndToEnd {
                     hostile.config.appendingPathComponent("key.pem").path, "newer-version",
                 ])
             #expect(
-                result.output.contains("error version the peer speaks share protocol 99, this device speaks 1"),
+                result.output.contains("error version the peer speaks share protocol 99, this device speaks 2"),
                 "\(result.output)")
+        }
+
+        /// A device of the previous protocol version asks to pair: it is told to update, and nothing is trusted.
+        @Test func aVersionOnePeerCannotPair() throws {
+            let desk = try TestDevice("desk")
+            let old = try TestDevice("old")
+            let waiting = try desk.background(["pair", "--listen", "127.0.0.1"], interactive: true)
+            defer { waiting.stop() }
+            let line = try #require(waiting.stdout.waitForLine(containing: "waiting to pair on port", timeout: 30))
+            let port = try #require(
+                line.split(separator: " ").dropFirst(5).first.flatMap {
+                    Int($0.trimmingCharacters(in: .punctuationCharacters))
+                })
+            let result = runTool(
+                "/usr/bin/python3",
+                [
+                    Self.script.path, "\(port)", old.config.appendingPathComponent("cert.pem").path,
+                    old.config.appendingPathComponent("key.pem").path, "version-1-pairing",
+                ])
+            #expect(
+                result.output.contains(
+                    "error version the peer speaks share protocol 1, this device speaks 2; update share on the other device"
+                ),
+                "\(result.output)")
+            waiting.stop()
+            #expect(desk.run(["trust", "list", "--json"]).stdout.isEmpty)
         }
 
         @Test func aTricklingPeerIsCutOffByTheHandshakeDeadline() throws {

@@ -61,12 +61,32 @@ import Testing
     @Test func versionMismatchIsAClearVersionError() {
         var newer = Hello(name: "a", role: .cli)
         newer.version = Limits.protocolVersion + 1
+        newer.minVersion = Limits.protocolVersion + 1
         let error = try? #require(throws: ProtocolError.self) { try newer.validate() }
         #expect(error?.code == .version)
         #expect(error?.message.contains("protocol \(Limits.protocolVersion + 1)") == true)
-        var older = newer
-        older.version = 0
-        #expect(throws: ProtocolError.self) { try older.validate() }
+        #expect(error?.message.contains("update share on this device") == true)
+        // Version 1 (pairing without commitments) is not spoken any more; it has no minVersion.
+        var old = Hello(name: "a", role: .pair)
+        old.version = 1
+        old.minVersion = nil
+        let oldError = try? #require(throws: ProtocolError.self) { try old.validate() }
+        #expect(oldError?.code == .version)
+        #expect(
+            oldError?.message
+                == "the peer speaks share protocol 1, this device speaks 2; update share on the other device")
+    }
+
+    /// A newer peer that still speaks our version is accepted, and the session speaks ours.
+    @Test func overlappingRangesAgreeOnTheNewerCommonVersion() throws {
+        var newer = Hello(name: "a", role: .cli)
+        newer.version = Limits.protocolVersion + 3
+        newer.minVersion = Limits.oldestProtocolVersion
+        try newer.validate()
+        #expect(newer.agreedVersion == Limits.protocolVersion)
+        let decoded = try MessageCoding.decode(
+            Hello.self, from: MessageCoding.frame(.hello, Hello(name: "b", role: .cli)))
+        #expect(decoded.minVersion == Limits.oldestProtocolVersion && decoded.version == Limits.protocolVersion)
     }
 
     @Test func wrongMagicIsNotShare() {

@@ -38,6 +38,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     /// The watches attached to this agent, and those it has seen.
     public let watches: WatchLinks
     let router: PeerRouter
+    let courier: NoticeCourier
     private let control: ControlServer
     private let discovery: Discovery?
     let started = Date()
@@ -66,6 +67,10 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         trust = try TrustCache(file: device.paths.trustFile)
         let trust = trust
         router = PeerRouter(device: device, trust: trust, inbox: inbox, watches: watches)
+        courier = NoticeCourier(
+            device: device, trust: trust,
+            interval: ProcessInfo.processInfo.environment["SHARE_NOTICE_INTERVAL"].flatMap(Double.init) ?? 10)
+        router.courier = courier
         let hello = ReceiveSession.hello(name: device.name, accept: inbox.accept)
         let agentHello = Hello(name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
         listener = try Listener(
@@ -109,7 +114,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     public var services: [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
-            PartService(control),
+            PartService(courier), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
         return services

@@ -27,6 +27,9 @@ struct ControlAPI {
                 return .failure("cannot keep the clipboard item: \(error)")
             }
             return ControlResponse(ok: true)
+        case .notices:
+            agent.courier.wake()
+            return ControlResponse(ok: true)
         case .wait(let id, let timeout):
             guard let job = agent.outbox.wait(for: id, timeout: timeout ?? 86_400) else {
                 return .failure("no job \(id)")

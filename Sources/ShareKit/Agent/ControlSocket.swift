@@ -12,8 +12,10 @@ public enum ControlRequest: Codable, Sendable {
     case wait(id: String, timeout: Double?)
     /// Publish a clipboard item.
     case copy(ClipboardItem)
+    /// Carry the trust notices now (one was just added).
+    case notices
 
-    private enum Operation: String, Codable { case send, status, wait, copy }
+    private enum Operation: String, Codable { case send, status, wait, copy, notices }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard }
 
@@ -27,6 +29,7 @@ public enum ControlRequest: Codable, Sendable {
                 id: try container.decode(String.self, forKey: .id),
                 timeout: try container.decodeIfPresent(Double.self, forKey: .timeout))
         case .copy: self = .copy(try container.decode(ClipboardItem.self, forKey: .clipboard))
+        case .notices: self = .notices
         }
     }
 
@@ -45,6 +48,8 @@ public enum ControlRequest: Codable, Sendable {
         case .copy(let item):
             try container.encode(Operation.copy, forKey: .op)
             try container.encode(item, forKey: .clipboard)
+        case .notices:
+            try container.encode(Operation.notices, forKey: .op)
         }
     }
 }

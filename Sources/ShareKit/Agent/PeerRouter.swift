@@ -18,6 +18,8 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     let watches: WatchLinks
     /// Queues what is kept for a watch; set once the outbox exists.
     var outbox: Outbox?
+    /// Carries trust notices; woken when a device connects (it may have been away).
+    var courier: NoticeCourier?
     private let lock = NSCondition()
     private var sessions: [DeviceID: Int] = [:]
     /// The connection of the session receiving from each device.
@@ -41,6 +43,7 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
             return
         }
         defer { release(session.peerID) }
+        courier?.wake(for: session.peerID)
         do {
             if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {
@@ -58,6 +61,17 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
                     try check(.sendToInbox, entry)
                     try receive(session, peer: peer, entry: entry, first: first)
                 }
+            case .trustNotices:
+                try check(.sendNotices, entry)
+                let message = try MessageCoding.decode(TrustNoticesMessage.self, from: first)
+                let taken: Int
+                do {
+                    taken = try NoticeCourier.take(message.notices, from: session.peerID, paths: device.paths)
+                } catch let failure as ShareFailure {
+                    throw ProtocolError(.refused, failure.message)
+                }
+                try session.connection.send(.trustNoticesTaken, TrustNoticesTaken(taken: taken))
+                if taken > 0 { courier?.wake() }
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
                 try serveClipboard(

@@ -15,7 +15,7 @@ port, cert, key, scenario, args = int(sys.argv[1]), sys.argv[2], sys.argv[3], sy
 class Session:
     def __init__(self, role="cli", forward_to=None, accept=None, name="attacker"):
         self.sock = connect(port, cert, key)
-        hello = {"magic": "share", "version": 1, "name": name, "role": role}
+        hello = {"magic": "share", "version": 2, "name": name, "role": role}
         if forward_to:
             hello["forwardTo"] = forward_to
         if accept is not None:

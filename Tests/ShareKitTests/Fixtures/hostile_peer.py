@@ -28,15 +28,19 @@ def item(ident, size, name="file.bin", kind="file"):
     return {"id": ident, "label": name, "representations": [{"contentType": "public.data", "kind": kind, "size": size,
             "suggestedFileName": name}], "declarations": [], "version": "v1"}
 
-if scenario == "newer-version":
-    message(0x01, {"magic": "share", "version": 99, "name": "future", "role": "cli"})
+if scenario in ("newer-version", "version-1-pairing"):
+    # A peer from the future, or one of the previous version (1, which paired without commitments) asking to pair.
+    if scenario == "newer-version":
+        message(0x01, {"magic": "share", "version": 99, "name": "future", "role": "cli"})
+    else:
+        message(0x01, {"magic": "share", "version": 1, "name": "old", "role": "pair"})
     kind, body = receive()
     print("error", json.loads(body)["code"], json.loads(body)["message"] if kind == 0x02 else "no error")
     sys.exit(0)
 if scenario == "trickle":
     # A hello sent one byte at a time, slower than the receiver allows for one message.
     import time
-    payload = json.dumps({"magic": "share", "version": 1, "name": "slow", "role": "cli"}).encode()
+    payload = json.dumps({"magic": "share", "version": 2, "name": "slow", "role": "cli"}).encode()
     data = struct.pack(">BI", 0x01, len(payload)) + payload
     started = time.time()
     try:
@@ -49,7 +53,7 @@ if scenario == "trickle":
         pass
     print("closed after %.0f s" % (time.time() - started))
     sys.exit(0)
-message(0x01, {"magic": "share", "version": 1, "name": "hostile", "role": "cli"})
+message(0x01, {"magic": "share", "version": 2, "name": "hostile", "role": "cli"})
 kind, body = receive()
 assert kind == 0x01, "no hello from the receiver"
 

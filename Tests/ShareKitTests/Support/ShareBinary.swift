@@ -79,10 +79,15 @@ final class BackgroundShare: @unchecked Sendable {
     let stdout: OutputCollector
     let stderr: OutputCollector
 
-    /// `wrapper`: a command that runs `share` (e.g. `ip netns exec NAME`).
-    init(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, wrapper: [String] = [])
-        throws
-    {
+    /// Standard input, when the process was started `interactive`: the test answers its questions.
+    private var input: FileHandle?
+
+    /// `wrapper`: a command that runs `share` (e.g. `ip netns exec NAME`). `interactive`: standard input stays open
+    /// for `answer`.
+    init(
+        _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, wrapper: [String] = [],
+        interactive: Bool = false
+    ) throws {
         if let tool = wrapper.first {
             process.executableURL = URL(fileURLWithPath: tool)
             process.arguments = Array(wrapper.dropFirst()) + [ShareBinary.url.path] + arguments
@@ -102,7 +107,12 @@ final class BackgroundShare: @unchecked Sendable {
         process.standardError = err
         stdout = OutputCollector(out)
         stderr = OutputCollector(err)
-        if let stdin {
+        if interactive {
+            let input = Pipe()
+            process.standardInput = input
+            try process.run()
+            self.input = input.fileHandleForWriting
+        } else if let stdin {
             let input = Pipe()
             process.standardInput = input
             try process.run()
@@ -115,6 +125,11 @@ final class BackgroundShare: @unchecked Sendable {
     }
 
     var pid: Int32 { process.processIdentifier }
+
+    /// Writes a line to the process's standard input (started `interactive`).
+    func answer(_ line: String) {
+        input?.write(Data((line + "\n").utf8))
+    }
 
     /// Waits for the process to exit within `timeout`; kills it if it does not.
     @discardableResult
@@ -187,8 +202,10 @@ final class TestDevice: @unchecked Sendable {
         }
     }
 
-    func background(_ arguments: [String], stdin: String? = nil) throws -> BackgroundShare {
-        try BackgroundShare(withConfig(arguments), stdin: stdin)
+    func background(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], interactive: Bool = false
+    ) throws -> BackgroundShare {
+        try BackgroundShare(withConfig(arguments), environment: environment, stdin: stdin, interactive: interactive)
     }
 
     func withConfig(_ arguments: [String]) -> [String] {

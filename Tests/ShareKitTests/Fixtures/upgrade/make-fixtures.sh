@@ -22,7 +22,7 @@ mkdir -p "$WORK/inbox"
 "$S" receive --config "$WORK/desk" --port 0 --listen 127.0.0.1 --into "$WORK/inbox/laptop" > "$WORK/receive.out" 2>&1 &
 for _ in $(seq 200); do grep -q "waiting on port" "$WORK/receive.out" 2>/dev/null && break; sleep 0.05; done
 PORT=$(grep -o 'port [0-9]*' "$WORK/receive.out" | awk '{print $2}')
-python3 "$HERE/partial_sender.py" "$PORT" "$WORK/laptop/cert.pem" "$WORK/laptop/key.pem" "$WORK/big.txt" "$VERSION" 8
+python3 "$HERE/partial_sender.py" "$PORT" "$WORK/laptop/cert.pem" "$WORK/laptop/key.pem" "$WORK/big.txt" "$VERSION" 8 1
 wait || true
 
 # The desk's agent: the watch attaches, and so does the friend (earlier versions let any device); an item for the

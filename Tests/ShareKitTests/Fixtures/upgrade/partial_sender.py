@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Sends FILE in 64 KiB chunks as share 0.1 did (no compression asked), under VERSION: with N, the first N chunks
 and then the connection drops; with `resume`, the chunks the receiver does not hold and `done`, printing what the
-receiver said it held and its acknowledgement. Usage: partial_sender.py PORT CERT KEY FILE VERSION N|resume"""
+receiver said it held and its acknowledgement. It speaks protocol PROTOCOL (default 2; the fixtures were made with
+1, the version before). Usage: partial_sender.py PORT CERT KEY FILE VERSION N|resume [PROTOCOL]"""
 import hashlib, json, os, struct, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from peer import connect, receive_frame, send_frame  # noqa: E402
 
 port, cert, key, path, version, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+protocol = int(sys.argv[7]) if len(sys.argv) > 7 else 2
 sock = connect(port, cert, key, timeout=20)
 
 
@@ -20,7 +22,7 @@ def receive():
 
 
 data = open(path, "rb").read()
-frame(0x01, json.dumps({"magic": "share", "version": 1, "name": "laptop", "role": "cli"}).encode())
+frame(0x01, json.dumps({"magic": "share", "version": protocol, "name": "laptop", "role": "cli"}).encode())
 receive()
 item = {"id": "upgrade-big-file", "label": "big.txt", "version": version, "declarations": [],
         "representations": [{"contentType": "public.plain-text", "kind": "file", "size": len(data),
