@@ -55,6 +55,12 @@ struct AgentCommand: ParsableCommand {
     @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
     var discoveryPort: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "How long a queued send keeps trying a device that cannot be reached (default 7d; agent.json: giveUpAfter).",
+            valueName: "duration"))
+    var giveUpAfter: String?
+
     @Option(help: ArgumentHelp("Seconds between announcements (default 30).", valueName: "seconds"))
     var announceInterval: Double?
 
@@ -71,6 +77,9 @@ struct AgentCommand: ParsableCommand {
         }
         if let discoveryPort, !(1...65535).contains(discoveryPort) {
             throw ValidationError("--discovery-port must be between 1 and 65535")
+        }
+        if let giveUpAfter, parseDuration(giveUpAfter) == nil {
+            throw ValidationError("--give-up-after '\(giveUpAfter)' is not a duration (e.g. 7d, 12h, 30m)")
         }
         if let announceInterval, !(0.1...3600).contains(announceInterval) {
             throw ValidationError("--announce-interval must be between 0.1 and 3600 seconds")
@@ -107,10 +116,17 @@ struct AgentCommand: ParsableCommand {
                         discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, announceInterval ?? 30,
                         discoveryInterface
                     ) : nil,
-                lowPriority: !normalPriority && (config.lowPriority ?? true))
-            say("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
+                lowPriority: !normalPriority && (config.lowPriority ?? true),
+                jobs: {
+                    var lifetimes = Outbox.Lifetimes()
+                    if let limit = (giveUpAfter ?? config.giveUpAfter).flatMap(parseDuration) {
+                        lifetimes.giveUpAfter = limit
+                    }
+                    return lifetimes
+                }())
+            tell("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             try agent.runUntilStopped()
-            say("share agent: stopped")
+            tell("share agent: stopped")
         }
     }
 }
@@ -118,7 +134,8 @@ struct AgentCommand: ParsableCommand {
 /// `CONFIG/agent.json`: the agent's settings; command-line options override them.
 ///
 ///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
-///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true }
+///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true,
+///       "giveUpAfter": "7d" }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?
@@ -129,20 +146,50 @@ struct AgentConfig: Codable {
     var discovery: Bool?
     var discoveryPort: Int?
     var lowPriority: Bool?
+    var giveUpAfter: String?
+
+    /// Each key and the JSON type it takes, as a person would name it.
+    static let keys: [String: String] = [
+        "listen": "a string (an address)", "port": "a whole number (0–65535)", "inbox": "a string (a folder)",
+        "accept": "a list of strings (types)", "maxSize": "a string (a size, e.g. 4G)",
+        "idleTimeout": "a number (seconds)", "discovery": "true or false", "discoveryPort": "a whole number",
+        "lowPriority": "true or false", "giveUpAfter": "a string (a duration, e.g. 7d)",
+    ]
 
     static func load(_ file: URL) throws -> AgentConfig {
         guard let data = FileManager.default.contents(atPath: file.path) else { return AgentConfig() }
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw ShareError(.configuration, "\(file.path) is not a JSON object; fix or remove it")
+        }
+        if let unknown = object.keys.sorted().first(where: { keys[$0] == nil }) {
+            throw ShareError(
+                .configuration,
+                "\(file.path): unknown key '\(unknown)'; the keys are \(keys.keys.sorted().joined(separator: ", "))")
+        }
         let config: AgentConfig
         do {
             config = try JSONDecoder().decode(AgentConfig.self, from: data)
-        } catch {
-            throw ShareError(.configuration, "\(file.path) is not valid agent settings: \(error); fix or remove it")
+        } catch let error as DecodingError {
+            let key: String? =
+                switch error {
+                case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                    context.codingPath.first?.stringValue
+                case .keyNotFound(let key, _): key.stringValue
+                @unknown default: nil
+                }
+            guard let key, let expected = keys[key] else {
+                throw ShareError(.configuration, "\(file.path) is not valid agent settings; fix or remove it")
+            }
+            throw ShareError(.configuration, "\(file.path): '\(key)' must be \(expected)")
         }
         if let port = config.port, !(0...65535).contains(port) {
-            throw ShareError(.configuration, "\(file.path): port \(port) is out of range")
+            throw ShareError(.configuration, "\(file.path): port \(port) is out of range (0–65535)")
         }
         if let size = config.maxSize, parseSize(size) == nil {
             throw ShareError(.configuration, "\(file.path): maxSize '\(size)' is not a size (e.g. 4G)")
+        }
+        if let limit = config.giveUpAfter, parseDuration(limit) == nil {
+            throw ShareError(.configuration, "\(file.path): giveUpAfter '\(limit)' is not a duration (e.g. 7d)")
         }
         return config
     }

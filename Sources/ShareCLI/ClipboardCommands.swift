@@ -49,7 +49,7 @@ struct CopyCommand: ParsableCommand {
             item.urls = url
             item.profiles = profile
             _ = try ControlClient.request(.copy(item), paths: paths)
-            say("copied; your devices can paste it for \(Int(expire)) s (share paste)")
+            tell("copied; your devices can paste it for \(Int(expire)) s (share paste)")
         }
     }
 }
@@ -89,6 +89,8 @@ struct PasteCommand: ParsableCommand {
                 directory: URL(fileURLWithPath: into, isDirectory: true).standardizedFileURL,
                 accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations))
             options.catalogFile = local.paths.profilesFile
+            options.printExactly = true
+            Interrupts.exitAsInterrupted("the paste")
             let target: PeerTarget
             if let from {
                 target = try PeerTarget.resolve(from, trust: trust, discovered: heard)

@@ -1,3 +1,4 @@
+import Foundation
 import ShareCommandLine
 import ArgumentParser
 import ShareKit
@@ -19,6 +20,9 @@ struct IdCommand: ParsableCommand {
                 + "Restart the agent afterwards: it carries the news to devices that are away."))
     var rotate = false
 
+    @Flag(help: "One JSON object: name and id.")
+    var json = false
+
     func run() throws {
         try ShareCLI.run {
             if rotate {
@@ -34,8 +38,8 @@ struct IdCommand: ParsableCommand {
                     .rotate, subject: old.deviceID, replacement: new.certificate, by: old)
                 try TrustNoticeBook.update(local.paths) { $0.add(notice) }
                 _ = try? ControlClient.request(.notices, paths: local.paths)
-                say("new ID of \(local.name): \(new.deviceID) (was \(old.deviceID))")
-                say("restart this device's agent: it tells your devices, with the old key, to trust the new one")
+                tell("new ID of \(local.name): \(new.deviceID) (was \(old.deviceID))")
+                tell("restart this device's agent: it tells your devices, with the old key, to trust the new one")
                 return
             }
             if let name {
@@ -46,6 +50,12 @@ struct IdCommand: ParsableCommand {
                 try LocalDevice.saveName(name, device.paths)
             }
             let local = try device.loadDevice()
+            if json {
+                let object = ["name": local.name, "id": local.id.description]
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                say(String(decoding: data, as: UTF8.self))
+                return
+            }
             say(local.name)
             say(local.id.description)
         }

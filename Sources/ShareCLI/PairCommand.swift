@@ -91,8 +91,8 @@ struct PairCommand: ParsableCommand {
             let expected = try expect.map { try DeviceID(parsing: $0) }
             let yes = self.yes
             let confirm: Pairing.Confirm = { name, id, code in
-                say("pairing with \(name) (\(id))")
-                say("verification code: \(code)")
+                tell("pairing with \(name) (\(id))")
+                tell("verification code: \(code)")
                 if let expected {
                     guard id == expected else {
                         complain("the other device is \(id), not the expected \(expected); declined")
@@ -100,7 +100,8 @@ struct PairCommand: ParsableCommand {
                     }
                     if yes { return true }
                 }
-                FileHandle.standardOutput.write(Data("does the other device show the same code? [y/N] ".utf8))
+                ProgressReporter.endLine()
+                FileHandle.standardError.write(Data("does the other device show the same code? [y/N] ".utf8))
                 let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
                 return answer == "y" || answer == "yes"
             }
@@ -110,7 +111,7 @@ struct PairCommand: ParsableCommand {
                 if let address = PeerAddress(parsing: peer) {
                     target = address
                 } else {
-                    say("looking for \(peer) waiting to pair on this network…")
+                    tell("looking for \(peer) waiting to pair on this network…")
                     target = try Pairing.find(
                         name: peer, discoveryPort: discoveryPort, interface: discoveryInterface,
                         timeout: min(timeout, 15))
@@ -120,13 +121,13 @@ struct PairCommand: ParsableCommand {
                 outcome = try Pairing.listen(
                     device: local, host: listen, port: port, options: options,
                     ready: { bound in
-                        say(
+                        tell(
                             "waiting to pair on port \(bound) as \(local.name); on the other device run: share pair \(local.name) (or share pair HOST:\(bound))"
                         )
                     },
                     confirm: confirm)
             }
-            say(
+            tell(
                 "paired: now trusting \(outcome.peer.name) (\(outcome.peer.id)) as \(outcome.peer.relation)"
                     + (outcome.peer.address.map { " at \($0)" } ?? ""))
         }

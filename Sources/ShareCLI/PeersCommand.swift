@@ -14,11 +14,48 @@ struct PeersCommand: ParsableCommand {
     @Option(help: "Seconds to wait for each reachability check.")
     var timeout: Double = 1
 
+    @Flag(help: "One JSON array: name, id, trusted, relation, address, lastSeen, reachable.")
+    var json = false
+
+    /// One device as `--json` shows it.
+    struct Entry: Encodable {
+        var name: String
+        var id: String
+        var trusted: Bool
+        var relation: String?
+        var watch: Bool?
+        var address: String?
+        var discovered: Bool
+        var lastSeen: Date?
+        var reachable: Bool?
+    }
+
     func run() throws {
         try ShareCLI.run {
             let trust = try device.loadTrust()
             let heard = DiscoveredPeer.load(device.paths)
             let dates = ISO8601DateFormatter()
+            if json {
+                var entries: [Entry] = trust.devices.map { peer in
+                    let seen = heard.first { $0.id == peer.id.description }
+                    let address = peer.address ?? seen?.address
+                    return Entry(
+                        name: peer.name, id: peer.id.description, trusted: true, relation: peer.relation.description,
+                        watch: peer.watch, address: address.map { "\($0)" }, discovered: peer.address == nil && seen != nil,
+                        lastSeen: seen?.lastSeen, reachable: address.map(reachable))
+                }
+                for peer in heard where !trust.devices.contains(where: { $0.id.description == peer.id }) {
+                    entries.append(
+                        Entry(
+                            name: peer.name, id: peer.id, trusted: false, address: "\(peer.address)", discovered: true,
+                            lastSeen: peer.lastSeen))
+                }
+                let encoder = JSONEncoder()
+                encoder.dateEncodingStrategy = .iso8601
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                say(String(decoding: try encoder.encode(entries), as: UTF8.self))
+                return
+            }
             for peer in trust.devices {
                 let seen = heard.first { $0.id == peer.id.description }
                 let address = peer.address ?? seen?.address

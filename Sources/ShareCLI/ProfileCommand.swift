@@ -58,7 +58,7 @@ struct ProfileCommand: ParsableCommand {
                     name: name, bio: bio, funFacts: fact, video: try file(video), portrait: try file(portrait))
                 catalog.upsert(profile)
                 try catalog.save()
-                say("added profile \(name) (\(profile.id))")
+                tell("added profile \(name) (\(profile.id))")
             }
         }
     }
@@ -80,7 +80,7 @@ struct ProfileCommand: ParsableCommand {
                 profile.funFacts += facts
                 catalog.upsert(profile)
                 try catalog.save()
-                say("\(profile.name) now has \(profile.funFacts.count) fun facts")
+                tell("\(profile.name) now has \(profile.funFacts.count) fun facts")
             }
         }
     }
@@ -126,7 +126,7 @@ struct ProfileCommand: ParsableCommand {
                 let removed = try ProfileCommand.find(name, in: catalog)
                 catalog.remove(removed.id.uuidString)
                 try catalog.save()
-                say("removed profile \(removed.name)")
+                tell("removed profile \(removed.name)")
             }
         }
     }
@@ -179,7 +179,7 @@ struct ProfileCommand: ParsableCommand {
                 } catch {
                     throw ShareError(.cannotCreate, "cannot write \(file): \(error)")
                 }
-                say("exported \(chosen.count) profile(s) to \(file)")
+                tell("exported \(chosen.count) profile(s) to \(file)")
             }
         }
     }
@@ -233,7 +233,7 @@ struct ProfileCommand: ParsableCommand {
                         throw ShareError(.dataError, "\(file): \(error)")
                     }
                 }
-                say(
+                tell(
                     "imported \(result.added) new and updated \(result.updated) profile(s): \(result.names.joined(separator: ", "))"
                 )
             }

@@ -107,7 +107,7 @@ struct ReceiveCommand: ParsableCommand {
                     fields: ["port": listener.port])
             } else if port == 0 {
                 // A port picked by the system is the one thing a caller cannot know otherwise.
-                say("share receive: \(local.name) waiting on port \(listener.port)")
+                tell("share receive: \(local.name) waiting on port \(listener.port)")
             }
             let result = outcome.wait(timeout: timeout)
             listener.stop(grace: 1)

@@ -22,8 +22,11 @@ struct SendCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Files or folders to send; - reads standard input.", valueName: "file"))
     var files: [String] = []
 
-    @Option(help: ArgumentHelp("The receiving device: a trusted name or ID, or HOST:PORT.", valueName: "peer"))
-    var to: String
+    @Option(
+        help: ArgumentHelp(
+            "The receiving device: a trusted name or ID, or HOST:PORT. Repeat it to send to several devices (one job "
+                + "each through an agent).", valueName: "peer"))
+    var to: [String] = []
 
     @Option(
         help: ArgumentHelp(
@@ -50,7 +53,11 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Bytes per chunk (e.g. 1M).", valueName: "size"))
     var chunkSize = "1M"
 
-    @Flag(help: "With an agent running, wait until it has delivered the job (exit status as for a direct send).")
+    @Flag(
+        help: ArgumentHelp(
+            "With an agent running, wait until it has delivered the job, showing its progress (exit status as for a "
+                + "direct send). Waiting stops after --timeout seconds in which the device could not be reached; the "
+                + "job stays queued."))
     var wait = false
 
     @Flag(help: "Send from this process even when an agent is running.")
@@ -59,10 +66,13 @@ struct SendCommand: ParsableCommand {
     @Flag(help: "Never compress chunks (by default zstd is used when the receiver decodes it and the content shrinks).")
     var noCompress = false
 
-    @Option(help: "Seconds to wait for connect and handshake.")
+    @Option(help: "Seconds to wait for the device: connect and handshake, or with --wait, to be reached at all.")
     var timeout: Double = 10
 
     func validate() throws {
+        if to.isEmpty { throw ValidationError("give the receiving device with --to (a trusted name, an ID or HOST:PORT)") }
+        if via != nil, to.count > 1 { throw ValidationError("--via passes items on to one device; give one --to") }
+        if timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
         if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty && !profiles {
             throw ValidationError(
                 "nothing to send: give files or folders, - for standard input, --text, --url, --profile or --profiles")
@@ -103,13 +113,44 @@ struct SendCommand: ParsableCommand {
             items.texts = text
             items.urls = url.compactMap { URL(string: $0) }
             try items.add(profiles: profile, all: profiles, catalogFile: local.paths.profilesFile)
+            // Every device named must be one this device can send to, before anything is queued or sent.
+            var seen: Set<String> = []
+            let peers = to.filter { seen.insert(trust.find($0)?.id.description ?? $0.lowercased()).inserted }
+            for peer in via.map({ [$0] }) ?? peers {
+                try PeerTarget.check(peer, device: local, trust: trust)
+            }
             if !direct, ControlClient.agentIsRunning(local.paths) {
-                try handToAgent(local.paths, paths: paths)
+                try handToAgent(local.paths, paths: paths, peers: peers)
                 return
             }
-            let target = try PeerTarget.resolve(via ?? to, device: local, trust: trust)
+            Interrupts.exitAsInterrupted("the send")
+            var failures: [(String, ShareError)] = []
+            for peer in peers {
+                do {
+                    try sendDirectly(items, to: peer, device: local, trust: trust)
+                } catch let error as ShareError where peers.count > 1 {
+                    complain(error.message)
+                    failures.append((peer, error))
+                } catch let error as ShareFailure where peers.count > 1 {
+                    complain(error.message)
+                    failures.append((peer, ShareError(ExitStatus(error.code), error.message)))
+                }
+            }
+            if let (_, first) = failures.first {
+                throw ShareError(
+                    first.status,
+                    "\(failures.count) of \(peers.count) devices did not get everything: "
+                        + failures.map(\.0).joined(separator: ", "))
+            }
+        }
+    }
+
+    /// One send from this process to one device.
+    private func sendDirectly(_ items: SendItems, to peer: String, device local: LocalDevice, trust: TrustStore) throws {
+        do {
+            let target = try PeerTarget.resolve(via ?? peer, device: local, trust: trust)
             var options = SendOptions()
-            options.forwardTo = via == nil ? nil : to
+            options.forwardTo = via == nil ? nil : peer
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
@@ -127,7 +168,7 @@ struct SendCommand: ParsableCommand {
                     ])
             } else if !output.quiet {
                 let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
-                say(
+                tell(
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s)"
                         + (report.bytesSkipped > 0
                             ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : ""))
@@ -141,33 +182,91 @@ struct SendCommand: ParsableCommand {
         }
     }
 
-    /// With an agent running, the send becomes one of its outbox jobs: this returns at once (or, with `--wait`, when
-    /// the job is delivered or fails, with the exit status a direct send would have had).
-    private func handToAgent(_ device: DevicePaths, paths: [URL]) throws {
-        var job = OutboxJob(to: to)
-        job.files = paths.map(\.path)
-        job.contentType = try type.map(parseType)?.identifier
-        job.texts = text
-        job.urls = url
-        job.profiles = profile
-        job.allProfiles = profiles
-        job.via = via
-        let queued = try ControlClient.request(.send(job), paths: device)
-        let id = queued.job?.id ?? job.id
-        output.progress.note(
-            "queued job \(id) for \(to): the agent sends it now, or as soon as \(to) can be reached",
-            event: "queued", fields: ["job": id, "to": to])
+    /// With an agent running, the send becomes one outbox job per device: this returns at once (or, with `--wait`,
+    /// when each job is delivered or fails, with the exit status a direct send would have had).
+    private func handToAgent(_ device: DevicePaths, paths: [URL], peers: [String]) throws {
+        var queued: [(peer: String, id: String)] = []
+        for peer in peers {
+            var job = OutboxJob(to: peer)
+            job.files = paths.map(\.path)
+            job.contentType = try type.map(parseType)?.identifier
+            job.texts = text
+            job.urls = url
+            job.profiles = profile
+            job.allProfiles = profiles
+            job.via = via
+            let answer = try ControlClient.request(.send(job), paths: device)
+            let id = answer.job?.id ?? job.id
+            queued.append((peer, id))
+            output.progress.note(
+                "queued job \(id) for \(peer): the agent sends it now, or as soon as \(peer) can be reached "
+                    + "(share jobs lists it, share cancel \(id) stops it)",
+                event: "queued", fields: ["job": id, "to": peer])
+        }
         guard wait else { return }
-        let finished = try ControlClient.request(.wait(id: id, timeout: nil), paths: device)
-        guard let done = finished.job else { throw ShareError(.failure, "the agent lost job \(id)") }
+        var worst: ShareError?
+        for (peer, id) in queued {
+            do {
+                try waitFor(job: id, peer: peer, device: device)
+            } catch let error as ShareError {
+                if queued.count == 1 { throw error }
+                complain(error.message)
+                if worst == nil { worst = error }
+            }
+        }
+        if let worst {
+            throw ShareError(worst.status, "not every job was delivered (see: share jobs)")
+        }
+    }
+
+    /// Follows one job with the progress a direct send shows, until it ends, or until the device could not be
+    /// reached for `--timeout` seconds (the job then stays queued).
+    private func waitFor(job id: String, peer: String, device: DevicePaths) throws {
+        let progress = output.progress
+        var deadline = Date().addingTimeInterval(timeout)
+        var shownItem: String?
+        while true {
+            let answer = try ControlClient.request(.wait(id: id, timeout: 0.25), paths: device)
+            guard let job = answer.job else { throw ShareError(.failure, "the agent lost job \(id)") }
+            if job.state.isFinal {
+                if shownItem != nil { progress.finishItem() }
+                return try report(job, peer: peer)
+            }
+            if job.state == .running {
+                // While it runs (or while another job holds the agent), the device is not "unreachable".
+                deadline = Date().addingTimeInterval(timeout)
+                if let snapshot = job.progress {
+                    if shownItem != nil, shownItem != snapshot.item { progress.finishItem() }
+                    shownItem = snapshot.item
+                    progress.show(snapshot)
+                }
+            } else if let status = try? ControlClient.request(.status, paths: device),
+                (status.jobs ?? []).contains(where: { $0.state == .running })
+            {
+                deadline = Date().addingTimeInterval(timeout)
+            }
+            if Date() > deadline {
+                if shownItem != nil { progress.finishItem() }
+                throw ShareError(
+                    .unavailable,
+                    "\(peer) could not be reached within \(Int(timeout)) s"
+                        + (job.lastError.map { " (\($0))" } ?? "")
+                        + "; job \(id) stays queued and is sent when \(peer) can be reached (share jobs; share cancel \(id))")
+            }
+        }
+    }
+
+    private func report(_ done: OutboxJob, peer: String) throws {
         switch done.state {
         case .delivered where done.exitStatus() == .success:
             output.progress.note(
-                "delivered job \(id) to \(to): \(done.delivered) item(s), \(ProgressReporter.bytes(done.bytesSent)) sent",
-                event: "delivered", fields: ["job": id, "delivered": done.delivered, "bytesSent": done.bytesSent])
+                "delivered job \(done.id) to \(peer): \(done.delivered) item(s), \(ProgressReporter.bytes(done.bytesSent)) sent",
+                event: "delivered", fields: ["job": done.id, "delivered": done.delivered, "bytesSent": done.bytesSent])
+        case .cancelled:
+            throw ShareError(.interrupted, "job \(done.id) to \(peer) was cancelled")
         default:
             let status = done.exitStatus() ?? .failure
-            throw ShareError(status, "job \(id) to \(to): \(done.lastError ?? "not delivered")")
+            throw ShareError(status, "job \(done.id) to \(peer): \(done.lastError ?? "not delivered")")
         }
     }
 

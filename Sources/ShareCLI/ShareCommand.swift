@@ -16,7 +16,8 @@ public struct ShareCommand: ParsableCommand {
         subcommands: [
             SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self,
             PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self, StatusCommand.self,
-            PeersCommand.self, CopyCommand.self, PasteCommand.self, WatchClientCommand.self,
+            PeersCommand.self, CopyCommand.self, PasteCommand.self, JobsCommand.self, CancelCommand.self,
+            WatchClientCommand.self,
         ]
     )
 
@@ -60,12 +61,19 @@ func run(_ body: () throws -> Void) throws {
 
 /// The one line a failed command leaves on standard error.
 func complain(_ message: String) {
-    FileHandle.standardError.write(Data("share: \(message)\n".utf8))
+    ProgressReporter.status("share: \(message)")
 }
 
-/// Standard output, flushed line by line so a reading process sees each line at once.
+/// A line of a command's output on standard output (an ID, a listing, a status report), written at once so a reading
+/// process sees each line as it comes.
 func say(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// A line about what happened (queued, saved, paired, waiting…) on standard error: standard output stays for content
+/// and listings.
+func tell(_ text: String) {
+    ProgressReporter.status(text)
 }
 
 extension OutboxJob {

@@ -47,6 +47,19 @@ func parseSize(_ text: String) -> UInt64? {
     return UInt64(value * factor)
 }
 
+/// A duration such as `7d`, `12h`, `30m` or `90s` (a bare number is seconds); nil when it is not one.
+func parseDuration(_ text: String) -> TimeInterval? {
+    let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+    var body = text.lowercased()
+    var factor = 1.0
+    if let last = body.last, let unit = units[last] {
+        factor = unit
+        body.removeLast()
+    }
+    guard let value = Double(body), value > 0, value.isFinite else { return nil }
+    return value * factor
+}
+
 /// A type named on the command line: a declared identifier, or an extension.
 func parseType(_ text: String) throws -> UTType {
     if let type = UTType(text) { return type }

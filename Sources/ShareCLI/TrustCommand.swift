@@ -66,7 +66,7 @@ struct TrustCommand: ParsableCommand {
                     try store.add(entry)
                     return (entry, existing != nil)
                 }
-                say(
+                tell(
                     "\(existed ? "updated" : "trusted") \(entry.name) (\(id)) as \(entry.relation)"
                         + (entry.watch ? ", a watch" : ""))
             }
@@ -85,7 +85,7 @@ struct TrustCommand: ParsableCommand {
             try ShareCLI.run {
                 let store = try device.loadTrust()
                 if store.devices.isEmpty && !json {
-                    say("no trusted devices; add one with: share pair, or share trust add DEVICE-ID")
+                    tell("no trusted devices; add one with: share pair, or share trust add DEVICE-ID")
                 }
                 for entry in store.devices {
                     if json {
@@ -121,7 +121,7 @@ struct TrustCommand: ParsableCommand {
                     }
                     return removed
                 }
-                say("no longer trusting \(removed.name) (\(removed.id))")
+                tell("no longer trusting \(removed.name) (\(removed.id))")
             }
         }
     }
@@ -150,9 +150,9 @@ struct TrustCommand: ParsableCommand {
                 let notice = try TrustNotice.make(.revoke, subject: removed.id, by: local.identity)
                 try TrustNoticeBook.update(local.paths) { $0.add(notice, deliveredTo: [local.id.description]) }
                 if (try? ControlClient.request(.notices, paths: local.paths)) != nil {
-                    say("revoked \(removed.name) (\(removed.id)); the agent tells your other devices")
+                    tell("revoked \(removed.name) (\(removed.id)); the agent tells your other devices")
                 } else {
-                    say(
+                    tell(
                         "revoked \(removed.name) (\(removed.id)); start this device's agent (share agent) to tell your other devices"
                     )
                 }

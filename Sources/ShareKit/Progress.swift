@@ -15,8 +15,10 @@ public struct TransferProgress: Codable, Sendable, Equatable {
     public var rate: UInt64
 }
 
-/// What the user sees while items move: a redrawn line on a terminal, periodic plain lines otherwise, JSON events
-/// for scripts, or nothing. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
+/// What the user sees while items move: a bar redrawn in place when standard error is a terminal, a plain line every
+/// few seconds otherwise, JSON events for scripts, or nothing. Narrative and progress go to standard error; standard
+/// output carries only what was received (and JSON events), so `share receive > file` and `share paste | wc -c` get
+/// exactly the content. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
 public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     public enum Mode: Sendable { case terminal, lines, json, quiet }
 
@@ -34,16 +36,37 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     private var moved: UInt64 = 0
     private var itemStart = ContinuousClock.now
     private var lastDraw = ContinuousClock.now
-    private var lineOpen = false
+    /// The rate a shown snapshot reported (it did not move through this process).
+    private var drawnRate: UInt64?
 
     public init(mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil) {
         self.mode = mode
         self.observer = observer
     }
 
-    /// Terminal when stdout is one, plain lines otherwise.
+    /// A bar when standard error is a terminal, plain lines otherwise.
     public static func automatic(quiet: Bool, json: Bool) -> ProgressReporter {
-        ProgressReporter(mode: json ? .json : quiet ? .quiet : Syscalls.stdoutIsTerminal ? .terminal : .lines)
+        ProgressReporter(mode: json ? .json : quiet ? .quiet : Syscalls.stderrIsTerminal ? .terminal : .lines)
+    }
+
+    /// Whether a progress line is open on the terminal (process-wide: there is one standard error).
+    nonisolated(unsafe) private static var lineOpen = false
+    private static let lineLock = NSLock()
+
+    /// Ends an open progress line, so that whatever is written next (an error) starts on a line of its own.
+    public static func endLine() {
+        lineLock.withLock {
+            if lineOpen {
+                FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+                lineOpen = false
+            }
+        }
+    }
+
+    /// A status line on standard error, after ending any progress line.
+    public static func status(_ text: String) {
+        endLine()
+        FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
     /// A line of narrative (what was offered, chosen, why).
@@ -54,22 +77,25 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         case .quiet: return
         case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
         case .terminal, .lines:
-            clearLine()
-            write(text + "\n")
+            Self.status(text)
         }
     }
 
-    /// Prints a received text or URL (always, even when quiet: it is the output). On a terminal, control characters
-    /// other than newline and tab are shown as `\u{…}`: a peer's text must not drive the terminal (escape sequences).
-    public func output(_ text: String, fields: [String: Any] = [:]) {
+    /// Prints a received text or URL on standard output (always, even when quiet: it is the output), followed by a
+    /// newline if it has none; `exactly`: its bytes and nothing else (`share paste | od -c`). On a terminal the
+    /// newline is always added, and control characters other than newline and tab are shown as `\u{…}`: a peer's
+    /// text must not drive the terminal (escape sequences).
+    public func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) {
         lock.lock()
         defer { lock.unlock() }
         if mode == .json {
             emit(["event": "received-text", "text": text].merging(fields) { a, _ in a })
+        } else if Syscalls.stdoutIsTerminal {
+            Self.endLine()
+            let shown = Self.neutralized(text)
+            FileHandle.standardOutput.write(Data((shown.hasSuffix("\n") ? shown : shown + "\n").utf8))
         } else {
-            clearLine()
-            let shown = Syscalls.stdoutIsTerminal ? Self.neutralized(text) : text
-            write(shown.hasSuffix("\n") ? shown : shown + "\n")
+            FileHandle.standardOutput.write(Data((exactly || text.hasSuffix("\n") ? text : text + "\n").utf8))
         }
     }
 
@@ -117,17 +143,39 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         moved += UInt64(bytes)
         let now = ContinuousClock.now
         observe(now, force: false)
-        let interval: Duration = mode == .terminal ? .milliseconds(100) : .seconds(1)
+        let interval: Duration = mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
         guard now - lastDraw >= interval else { return }
         lastDraw = now
         draw(now)
+    }
+
+    /// Shows a transfer that runs elsewhere (an agent's job, for `share send --wait`), as if it ran here.
+    public func show(_ snapshot: TransferProgress) {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = ContinuousClock.now
+        if snapshot.item != label || snapshot.number != itemNumber {
+            label = snapshot.item
+            itemNumber = snapshot.number
+            itemStart = now
+            lastDraw = now - .seconds(10)
+        }
+        itemCount = snapshot.count
+        itemTotal = snapshot.itemTotal
+        itemDone = snapshot.itemBytes
+        drawnRate = snapshot.rate
+        let interval: Duration = mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
+        guard now - lastDraw >= interval else { return }
+        lastDraw = now
+        draw(now)
+        drawnRate = nil
     }
 
     public func finishItem() {
         lock.lock()
         defer { lock.unlock() }
         if mode == .terminal { draw(ContinuousClock.now) }
-        clearLine()
+        Self.endLine()
     }
 
     /// Called with `lock` held.
@@ -143,26 +191,26 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
 
     private func draw(_ now: ContinuousClock.Instant) {
         let seconds = max((now - itemStart).seconds, 0.001)
-        let rate = Double(moved) / seconds
-        let percent = itemTotal.map { $0 == 0 ? 100 : Double(itemDone) * 100 / Double($0) }
-        var left = ""
+        let rate = drawnRate.map(Double.init) ?? Double(moved) / seconds
+        var left: String?
         if let total = itemTotal, rate > 0, total >= itemDone {
-            left = " " + Self.duration(Double(total - itemDone) / rate) + " left"
+            left = Self.duration(Double(total - itemDone) / rate) + " left"
         }
-        let sizeText = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
-        let overall =
-            sessionTotal > 0 ? String(format: " | total %.0f%%", Double(sessionDone) * 100 / Double(sessionTotal)) : ""
-        let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
         switch mode {
         case .terminal:
-            let text =
-                "\(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)"
-            write("\r\u{1B}[K" + text)
-            lineOpen = true
+            let line = Self.bar(
+                label: label, number: itemNumber, count: itemCount, done: itemDone, total: itemTotal,
+                rate: UInt64(rate), left: left, width: Syscalls.stderrColumns ?? 80)
+            Self.lineLock.withLock {
+                FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
+                Self.lineOpen = true
+            }
         case .lines:
-            write(
-                "progress: \(head)\(label) \(percent.map { String(format: "%.0f%%", $0) } ?? "") \(sizeText) \(Self.bytes(UInt64(rate)))/s\(left)\(overall)\n"
-            )
+            let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
+            let percent = itemTotal.map { $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(itemDone) * 100 / Double($0)) }
+            let size = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
+            Self.status(
+                "progress: \(head)\(label)\(percent ?? "") \(size) \(Self.bytes(UInt64(rate)))/s\(left.map { " " + $0 } ?? "")")
         case .json:
             var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
             if let total = itemTotal { fields["total"] = total }
@@ -172,20 +220,55 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         }
     }
 
-    private func clearLine() {
-        if lineOpen {
-            write("\r\u{1B}[K")
-            lineOpen = false
+    /// One progress line that fits `width` columns: `[2/5] holi…y.mov [#####-----] 45% 1.2/2.0 GiB 98.0 MiB/s 0:08
+    /// left`. The name is shortened in the middle, then the bar narrowed and dropped, then the statistics.
+    public static func bar(
+        label: String, number: Int, count: Int, done: UInt64, total: UInt64?, rate: UInt64, left: String?, width: Int
+    ) -> String {
+        let room = max(width - 1, 20)  // the last column would wrap on some terminals
+        let head = count > 1 ? "[\(number)/\(count)] " : ""
+        let fraction = total.map { $0 == 0 ? 1 : min(1, Double(done) / Double($0)) }
+        var stats = [fraction.map { String(format: "%3.0f%%", $0 * 100) } ?? ""]
+        stats.append(total.map { "\(bytes(done))/\(bytes($0))" } ?? bytes(done))
+        stats.append("\(bytes(rate))/s")
+        let name = label.filter { !$0.isNewline }
+        var statsText = (stats + [left].compactMap { $0 }).filter { !$0.isEmpty }.joined(separator: " ")
+        var available = room - head.count - statsText.count - 1
+        if available < 12, left != nil {
+            // Narrow: the time left goes first.
+            statsText = stats.filter { !$0.isEmpty }.joined(separator: " ")
+            available = room - head.count - statsText.count - 1
         }
+        var nameWidth = min(name.count, max(8, available))
+        var barWidth = 0
+        if fraction != nil, available >= 12 + 9 {
+            nameWidth = min(name.count, max(12, (available - 3) * 3 / 5))
+            barWidth = min(40, available - nameWidth - 3)
+            if barWidth < 6 { barWidth = 0 }
+        }
+        if barWidth == 0 { nameWidth = min(name.count, max(8, available)) }
+        var line = head + middleShortened(name, to: nameWidth) + " "
+        if barWidth > 0, let fraction {
+            let filled = Int((Double(barWidth) * fraction).rounded(.down))
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "] "
+        }
+        if line.count + statsText.count > room {
+            statsText = String(statsText.prefix(max(0, room - line.count)))
+        }
+        return line + statsText
+    }
+
+    /// `text` cut to `limit` characters by replacing its middle with an ellipsis.
+    static func middleShortened(_ text: String, to limit: Int) -> String {
+        guard text.count > limit else { return text }
+        guard limit > 3 else { return String(text.prefix(limit)) }
+        let keep = limit - 1
+        return String(text.prefix(keep - keep / 2)) + "…" + String(text.suffix(keep / 2))
     }
 
     private func emit(_ object: [String: Any]) {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        write(String(decoding: data, as: UTF8.self) + "\n")
-    }
-
-    private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        FileHandle.standardOutput.write(Data((String(decoding: data, as: UTF8.self) + "\n").utf8))
     }
 
     public static func bytes(_ count: UInt64) -> String {

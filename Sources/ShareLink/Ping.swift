@@ -59,15 +59,35 @@ public struct PeerTarget: Sendable {
                 .notTrusted, "device \(reference) is not trusted; run: share trust add \(reference) --address HOST:PORT"
             )
         }
+        let names = trust.devices.map(\.name).sorted { $0.lowercased() < $1.lowercased() }
         throw ShareFailure(
-            .usage, "'\(reference)' is neither a trusted device name nor HOST:PORT (see: share trust list)")
+            .usage,
+            "no trusted device is called '\(reference)', and it is not HOST:PORT; "
+                + (names.isEmpty
+                    ? "no device is trusted yet (pair with one: share pair)"
+                    : "trusted devices: \(names.joined(separator: ", "))"))
     }
 
     /// Resolves with what this device has heard and reached before.
     public static func resolve(_ reference: String, device: LocalDevice, trust: TrustStore) throws -> PeerTarget {
-        try resolve(
+        try check(reference, device: device, trust: trust)
+        return try resolve(
             reference, trust: trust, discovered: DiscoveredPeer.load(device.paths),
             reached: ReachedAddresses.load(device.paths))
+    }
+
+    /// Checks that `reference` can name a peer before anything is queued: a trusted device (by name or ID) or
+    /// HOST:PORT, and not this device itself. Throws the same errors as `resolve` (a name nobody has is a usage error
+    /// listing the trusted names).
+    public static func check(_ reference: String, device: LocalDevice, trust: TrustStore) throws {
+        if reference.lowercased() == device.name.lowercased() && trust.find(reference) == nil
+            || (try? DeviceID(parsing: reference)) == device.id
+        {
+            throw ShareFailure(
+                .usage, "'\(reference)' is this device itself; send to another device (see: share trust list)")
+        }
+        if trust.find(reference) != nil || PeerAddress(parsing: reference) != nil { return }
+        _ = try resolve(reference, trust: trust)
     }
 
     /// Accepts exactly the expected device, or any trusted device for a bare address.

@@ -144,6 +144,8 @@ public enum SessionErrors {
             return error
         case let error as TLSError:
             switch error.kind {
+            case .peerNotTrusted where error.message.contains(localID.description):
+                return ShareFailure(.usage, "\(peer) is this device itself; send to another device (see: share trust list)")
             case .peerNotTrusted:
                 return ShareFailure(.notTrusted, "\(peer): \(error.message)")
             case .rejectedByPeer:

@@ -47,7 +47,9 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
             case .wrongLength(let n): return "a device ID has 56 characters (ignoring dashes and spaces), not \(n)"
             case .badCharacter(let c): return "'\(c)' cannot appear in a device ID (A–Z and 2–7 only)"
             case .checkFailed(let group):
-                return "the check character of block \(group) does not match: the ID is mistyped"
+                // Block n (13 characters and its check character) is printed as groups 2n-1 and 2n.
+                return
+                    "the ID is mistyped in groups \(group * 2 - 1)–\(group * 2) (their check character does not match)"
             }
         }
     }

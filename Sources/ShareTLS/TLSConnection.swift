@@ -162,13 +162,28 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
         case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
             return TLSError(.timeout, "timed out during \(what)")
         case SSL_ERROR_SYSCALL:
-            let reason = savedErrno == 0 ? "the connection was closed" : String(cString: strerror(savedErrno))
-            return TLSError(.connectionLost, "\(what) failed: \(reason)")
+            return TLSError(.connectionLost, "\(what) failed: \(Self.plainReason(errno: savedErrno))")
         case SSL_ERROR_ZERO_RETURN:
-            return TLSError(.connectionLost, "the peer closed the connection during \(what)")
+            return TLSError(.connectionLost, "the other device closed the connection during \(what)")
+        case _ where reasons.contains(SSL_R_UNEXPECTED_EOF_WHILE_READING):
+            // OpenSSL's "unexpected eof while reading": the TCP connection ended without TLS's close alert.
+            let kind: TLSError.Kind = what == "handshake" ? .handshake : .connectionLost
+            return TLSError(kind, "\(what) failed: the other device closed the connection")
         default:
             let kind: TLSError.Kind = what == "handshake" ? .handshake : .connectionLost
             return TLSError(kind, "\(what) failed: \(joined.isEmpty ? "TLS error \(sslError)" : joined)")
+        }
+    }
+
+    /// A socket error as a person would say it.
+    static func plainReason(errno code: Int32) -> String {
+        switch code {
+        case 0, EPIPE: return "the other device closed the connection"
+        case ECONNRESET: return "the other device dropped the connection"
+        case ETIMEDOUT: return "the network stopped answering"
+        case EHOSTUNREACH, ENETUNREACH: return "the network cannot reach the other device"
+        case ENETDOWN: return "this device's network is down"
+        default: return String(cString: strerror(code))
         }
     }
 }

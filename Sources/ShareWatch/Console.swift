@@ -21,12 +21,13 @@ public struct Console: Sendable {
         var origin: String?
     }
 
-    /// A received or sent item: on standard output.
+    /// A received text: on standard output (the only plain line there; everything else is status).
     func item(_ event: Event, plain: String) {
         Self.write(1, json ? Self.encode(event) : plain)
     }
 
-    /// The link's state (attached, lost, refused items): on standard error, or as JSON on standard output.
+    /// What happened (attached, lost, an item saved, sent or refused): on standard error, or as JSON on standard
+    /// output.
     func status(_ event: Event, plain: String) {
         if json {
             Self.write(1, Self.encode(event))

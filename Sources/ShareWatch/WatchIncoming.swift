@@ -93,7 +93,7 @@ final class WatchItem: IncomingPayload {
             sink.shelf.remove(partial.name)
             throw ProtocolError(.storage, "the watch cannot keep \(item.label): \(error)")
         }
-        console.item(
+        console.status(
             Console.Event(
                 event: "saved", from: sink.agent, type: representation.contentType,
                 path: sink.shelf.folder.path + "/" + kept, size: size, item: item.label, origin: item.origin),

@@ -108,7 +108,7 @@ public final class WatchSender {
                     plain: "refused \(label): \(reason)")
             case .delivered(let index, let label, let ack):
                 let chosen = chosenTypes[index]
-                console.item(
+                console.status(
                     Console.Event(event: "sent", from: agent, to: to, type: chosen, reason: ack.outcome, item: label),
                     plain: "sent \(label) as \(chosen ?? "?") to \(to) through \(agent) (\(ack.outcome))")
             case .chosen(let index, _, _, let type, _):

@@ -29,7 +29,7 @@ extension EndToEnd {
             try makeFile(file, size: 3 << 20)
             let queued = laptop.run(["send", file.path, "--text", "back soon", "--to", "desk"])
             #expect(queued.status == 0, "\(queued.stderr)")
-            let id = try jobID(queued.stdout)
+            let id = try jobID(queued.stderr)
             #expect(laptop.run(["status"]).stdout.contains("job \(id) to desk"))
             let inbox = try desk.folder("inbox")
             let (awake, port) = try desk.startAgentOn(port: deskPort, inbox: inbox)
@@ -69,7 +69,7 @@ extension EndToEnd {
             try makeFile(file, size: size)
             let queued = laptop.run(["send", file.path, "--to", "desk"])
             #expect(queued.status == 0, "\(queued.stderr)")
-            let id = try jobID(queued.stdout)
+            let id = try jobID(queued.stderr)
             // While it runs, `share status` shows how far it got.
             var seen: [String: Any]?
             #expect(
@@ -187,7 +187,7 @@ extension EndToEnd {
                 """
             try Data(settings.utf8).write(to: desk.config.appendingPathComponent("agent.json"))
             let agent = try desk.background(["agent"])
-            let line = try #require(agent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            let line = try #require(agent.stderr.waitForLine(containing: "listening on port", timeout: 30))
             #expect(TestDevice.port(in: line) == port)
             #expect(line.contains("inbox \(inbox.path)"))
             // One agent per device: a second one is refused with a clear line.
@@ -197,7 +197,7 @@ extension EndToEnd {
             agent.stop()
             let overridden = try desk.background(["agent", "--port", "0", "--listen", "127.0.0.1"])
             defer { overridden.stop() }
-            let other = try #require(overridden.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            let other = try #require(overridden.stderr.waitForLine(containing: "listening on port", timeout: 30))
             #expect(TestDevice.port(in: other) != port)
         }
 
@@ -212,13 +212,13 @@ extension EndToEnd {
                     "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--inbox", inbox.path,
                     "--log-level", "debug",
                 ])
-            let line = try #require(agent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            let line = try #require(agent.stderr.waitForLine(containing: "listening on port", timeout: 30))
             let port = try #require(TestDevice.port(in: line))
             let sent = laptop.run(["send", "--direct", "--to", "127.0.0.1:\(port)", "--text", "hello there"])
             #expect(sent.status == 0, "\(sent.stderr)")
             kill(agent.pid, SIGTERM)
             #expect(agent.wait(timeout: 30) == 0)
-            #expect(agent.stdout.text.contains("share agent: stopped"))
+            #expect(agent.stderr.text.contains("share agent: stopped"))
             let socket = desk.config.appendingPathComponent("state/agent.sock").path
             #expect(!FileManager.default.fileExists(atPath: socket))
             // One line per event: time, level, subsystem, message, then key=value fields.

@@ -18,10 +18,11 @@ extension EndToEnd {
             #expect(desk.run(["profile", "list"]).stdout.hasPrefix("Juan"))
             let text = desk.run(["paste", "--type", "public.plain-text", "--quiet"])
             #expect(text.status == 0)
-            #expect(text.stdout == "Juan\n")
+            // Exactly the pasted bytes (`share paste | od -c`): no newline added, no status line.
+            #expect(text.stdout == "Juan")
             // A newer copy replaces the older one.
             #expect(laptop.run(["copy", "--text", "newer"]).status == 0)
-            #expect(desk.run(["paste", "--from", "laptop", "--quiet"]).stdout == "newer\n")
+            #expect(desk.run(["paste", "--from", "laptop", "--quiet"]).stdout == "newer")
         }
 
         @Test func anExpiredCopyIsGone() throws {

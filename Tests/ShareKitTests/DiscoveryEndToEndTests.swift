@@ -102,7 +102,7 @@ extension EndToEnd.DiscoveryEndToEndTests {
         let laptopAgent = try BackgroundShare(
             laptop.withConfig(["agent"] + flags), wrapper: [ip, "netns", "exec", a])
         defer { laptopAgent.stop() }
-        let line = try #require(deskAgent.stdout.waitForLine(containing: "listening on port", timeout: 30))
+        let line = try #require(deskAgent.stderr.waitForLine(containing: "listening on port", timeout: 30))
         let deskPort = try #require(TestDevice.port(in: line))
         var peers = ""
         let heard = waitUntil(timeout: 30) {

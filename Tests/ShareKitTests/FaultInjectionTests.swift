@@ -162,7 +162,7 @@ extension EndToEnd {
                 held = max(held, now)
             }
             let id = try #require(
-                queued.stdout.split(separator: "\n").first { $0.contains("queued job") }?.split(separator: " ")[2])
+                queued.stderr.split(separator: "\n").first { $0.contains("queued job") }?.split(separator: " ")[2])
             #expect(killed.values.reduce(0, +) == Self.kills)
             let waited = laptop.run(["status", "--wait", String(id)], timeout: 600)
             #expect(waited.status == 0, "\(waited.stdout) \(waited.stderr)")

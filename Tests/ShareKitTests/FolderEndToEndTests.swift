@@ -18,7 +18,7 @@ extension EndToEnd {
             defer { receiver.stop() }
             let sent = laptop.run(["send", source.path, "--to", "127.0.0.1:\(port)"])
             #expect(sent.status == 0, "\(sent.stderr)")
-            #expect(sent.stdout.contains("left out \(source.path)/outside"), "\(sent.stdout)")
+            #expect(sent.stderr.contains("left out \(source.path)/outside"), "\(sent.stderr)")
             #expect(receiver.wait(timeout: 60) == 0, "\(receiver.stderr.text)")
             var expected = tree(source)
             expected["outside"] = nil

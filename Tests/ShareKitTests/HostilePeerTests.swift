@@ -107,7 +107,7 @@ extension EndToEnd {
             let old = try TestDevice("old")
             let waiting = try desk.background(["pair", "--listen", "127.0.0.1"], interactive: true)
             defer { waiting.stop() }
-            let line = try #require(waiting.stdout.waitForLine(containing: "waiting to pair on port", timeout: 30))
+            let line = try #require(waiting.stderr.waitForLine(containing: "waiting to pair on port", timeout: 30))
             let port = try #require(
                 line.split(separator: " ").dropFirst(5).first.flatMap {
                     Int($0.trimmingCharacters(in: .punctuationCharacters))

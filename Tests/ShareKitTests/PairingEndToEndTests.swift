@@ -15,13 +15,13 @@ extension EndToEndAgents {
             let waiting = try device.background(
                 ["pair", "--listen", "127.0.0.1", "--agent-port", "7001"] + extra, environment: environment,
                 interactive: true)
-            let line = try #require(waiting.stdout.waitForLine(containing: "waiting to pair on port", timeout: 30))
+            let line = try #require(waiting.stderr.waitForLine(containing: "waiting to pair on port", timeout: 30))
             return (waiting, try #require(TestDevice.port(in: line)))
         }
 
         /// The code a pairing process shows.
         func code(_ process: BackgroundShare) -> String? {
-            guard let line = process.stdout.waitForLine(containing: "verification code:", timeout: 30) else {
+            guard let line = process.stderr.waitForLine(containing: "verification code:", timeout: 30) else {
                 return nil
             }
             return line.components(separatedBy: "verification code: ").last
@@ -166,7 +166,7 @@ extension EndToEndAgents {
             let waiting = try desk.background(
                 ["pair", "--listen", "127.0.0.1", "--team", "--yes", "--expect", laptop.id], interactive: true)
             defer { waiting.stop() }
-            let line = try #require(waiting.stdout.waitForLine(containing: "waiting to pair on port", timeout: 30))
+            let line = try #require(waiting.stderr.waitForLine(containing: "waiting to pair on port", timeout: 30))
             let port = try #require(TestDevice.port(in: line))
             let joined = laptop.run(["pair", "127.0.0.1:\(port)", "--team", "--yes", "--expect", desk.id])
             #expect(joined.status == 0, "\(joined.stderr)")
@@ -197,7 +197,7 @@ extension EndToEndAgents {
             let waiting = try desk.background(
                 ["pair", "--listen", "127.0.0.1", "--yes", "--expect", laptop.id] + discovery, interactive: true)
             defer { waiting.stop() }
-            #expect(waiting.stdout.waitForLine(containing: "waiting to pair", timeout: 30) != nil)
+            #expect(waiting.stderr.waitForLine(containing: "waiting to pair", timeout: 30) != nil)
             let joined = laptop.run(["pair", "desk", "--yes", "--expect", desk.id] + discovery)
             #expect(joined.status == 0, "\(joined.stderr) \(joined.stdout)")
             #expect(waiting.wait(timeout: 30) == 0)
@@ -271,7 +271,7 @@ extension TestDevice {
     /// Starts this device's agent on the port its settings keep (chosen and saved the first time).
     func startSavedPortAgent(_ extra: [String]) throws -> (BackgroundShare, Int) {
         let agent = try background(["agent", "--listen", "127.0.0.1", "--no-discovery"] + extra)
-        guard let line = agent.stdout.waitForLine(containing: "listening on port", timeout: 30),
+        guard let line = agent.stderr.waitForLine(containing: "listening on port", timeout: 30),
             let port = Self.port(in: line)
         else {
             agent.stop()

@@ -42,7 +42,7 @@ extension EndToEnd {
                 #expect(sent.status == 0, "\(sent.stderr)")
                 #expect(receiver.process.terminationStatus == 0, "\(receiver.stderr.text)")
                 #expect(
-                    receiver.stdout.text.contains(round == 0 ? "imported 2 and updated 0" : "imported 0 and updated 2"))
+                    receiver.stderr.text.contains(round == 0 ? "imported 2 and updated 0" : "imported 0 and updated 2"))
             }
             let listed = desk.run(["profile", "list"]).stdout.split(separator: "\n")
             #expect(listed.count == 2)
@@ -96,7 +96,7 @@ extension EndToEnd {
             for expected in ["imported 2 new and updated 0", "imported 0 new and updated 2"] {
                 let imported = desk.run(["profile", "import", file.path])
                 #expect(imported.status == 0, "\(imported.stderr)")
-                #expect(imported.stdout.contains(expected), "\(imported.stdout)")
+                #expect(imported.stderr.contains(expected), "\(imported.stderr)")
             }
             #expect(desk.run(["profile", "list"]).stdout.split(separator: "\n").count == 2)
         }

@@ -21,11 +21,11 @@ extension EndToEnd {
             #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text)")
             #expect(try Data(contentsOf: inbox.appendingPathComponent("photo.png")) == Data(contentsOf: file))
             #expect(try String(contentsOf: inbox.appendingPathComponent("stdin"), encoding: .utf8) == "piped bytes\n")
-            let printed = receiver.stdout.text
-            #expect(printed.contains("\nhello desk\n"))
-            #expect(printed.contains("\nhttps://example.com/a?b=c\n"))
-            #expect(printed.contains("photo.png: offered public.png; chose public.png"))
-            #expect(sent.stdout.contains("sent 4 of 4 items"))
+            // Standard output carries the received texts and nothing else; what happened is on standard error.
+            #expect(receiver.stdout.text == "hello desk\nhttps://example.com/a?b=c\n", "\(receiver.stdout.text)")
+            #expect(receiver.stderr.text.contains("photo.png: offered public.png; chose public.png"))
+            #expect(sent.stdout.isEmpty, "\(sent.stdout)")
+            #expect(sent.stderr.contains("sent 4 of 4 items"))
             // Nothing but the received files: no partial, not even an empty partial store, is left behind.
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent(".share-partial").path))
         }
@@ -39,9 +39,9 @@ extension EndToEnd {
             #expect(sent.status == 0, "\(sent.stderr)")
             #expect(receiver.wait(timeout: 30) == 0)
             #expect(
-                receiver.stdout.text.contains(
+                receiver.stderr.text.contains(
                     "offered public.url, public.utf8-plain-text; chose public.utf8-plain-text"))
-            #expect(receiver.stdout.text.contains("\nhttps://example.com/x\n"))
+            #expect(receiver.stdout.text == "https://example.com/x\n")
         }
 
         @Test func refusalWhenNothingMatchesAndSizeLimits() throws {
@@ -101,7 +101,7 @@ extension EndToEnd {
             friend.trust(desk)
             #expect(friend.run(["send", "--text", "after", "--to", "127.0.0.1:\(port)"]).status == 0)
             #expect(receiver.wait(timeout: 30) == 0)
-            #expect(receiver.stdout.text.contains("\nafter\n"))
+            #expect(receiver.stdout.text == "after\n", "\(receiver.stdout.text)")
         }
 
         @Test func badArgumentsAndMissingFiles() throws {

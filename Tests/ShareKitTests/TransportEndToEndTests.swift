@@ -20,7 +20,7 @@ extension EndToEnd {
             agent.stop()
             let agent6 = try desk.background(["agent", "--port", "0", "--listen", "::1"])
             defer { agent6.stop() }
-            let line = try #require(agent6.stdout.waitForLine(containing: "listening on port", timeout: 30))
+            let line = try #require(agent6.stderr.waitForLine(containing: "listening on port", timeout: 30))
             let port6 = try #require(TestDevice.port(in: line))
             #expect(laptop.run(["ping", "[::1]:\(port6)"]).status == 0)
         }

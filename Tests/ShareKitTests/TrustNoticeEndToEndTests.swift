@@ -38,7 +38,7 @@ extension EndToEndAgents {
             let agent = try device.background(
                 ["agent", "--port", "\(port(of: device))", "--listen", "127.0.0.1", "--no-discovery"],
                 environment: Self.fast)
-            guard agent.stdout.waitForLine(containing: "listening on port", timeout: 30) != nil else {
+            guard agent.stderr.waitForLine(containing: "listening on port", timeout: 30) != nil else {
                 agent.stop()
                 throw TestFailure("agent did not start: \(agent.stderr.text)")
             }

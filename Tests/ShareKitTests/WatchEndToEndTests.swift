@@ -30,7 +30,7 @@ extension EndToEndAgents {
             let agent = try devices.phone.background([
                 "agent", "--port", "\(devices.phonePort)", "--listen", "127.0.0.1", "--no-discovery",
             ])
-            guard agent.stdout.waitForLine(containing: "listening on port", timeout: 30) != nil else {
+            guard agent.stderr.waitForLine(containing: "listening on port", timeout: 30) != nil else {
                 agent.stop()
                 throw TestFailure("the phone's agent did not start: \(agent.stderr.text)")
             }
@@ -77,7 +77,7 @@ extension EndToEndAgents {
                 "--url", "https://example.com/menu",
             ])
             #expect(sent.status == 0, "\(sent.stderr)")
-            #expect(sent.stdout.contains("kept for my-watch"), "\(sent.stdout)")
+            #expect(sent.stderr.contains("kept for my-watch"), "\(sent.stderr)")
             #expect(waitForEvent(watch, containing: "lunch at 1")?["event"] as? String == "text")
             #expect(waitForEvent(watch, containing: "https://example.com/menu") != nil)
 
@@ -185,7 +185,7 @@ extension EndToEndAgents {
             ])
             #expect(sent.status == 0, "\(sent.stderr)")
             #expect(
-                sent.stdout.contains("sent profile Ana as app.share.profile to laptop through phone"), "\(sent.stdout)")
+                sent.stderr.contains("sent profile Ana as app.share.profile to laptop through phone"), "\(sent.stderr)")
             #expect(devices.laptop.run(["profile", "list"]).stdout.contains("Ana"))
             #expect(devices.laptop.run(["inbox"]).stdout.contains("on my way"))
             laptopAgent.stop()
@@ -198,7 +198,7 @@ extension EndToEndAgents {
             devices.phone.trust(devices.laptop, address: "127.0.0.1:\(receivePort)")
             sent = devices.watch.run(["watch", "send", "--agent", "phone", "--to", "laptop", "--profile", "Ana"])
             #expect(sent.status == 0, "\(sent.stderr)")
-            #expect(sent.stdout.contains("as public.utf8-plain-text"), "\(sent.stdout)")
+            #expect(sent.stderr.contains("as public.utf8-plain-text"), "\(sent.stderr)")
             #expect(receiver.wait(timeout: 30) == 0)
             #expect(receiver.stdout.text.contains("Ana"))
 

@@ -46,7 +46,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     public init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
         discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
-        keepalive: Double = 15
+        keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes()
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -82,9 +82,9 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         let watches = watches
         outbox = try Outbox(
             directory: device.paths.state.appendingPathComponent("outbox", isDirectory: true),
-            nice: lowPriority ? Self.transferNice : 0
-        ) { job, progress in
-            OutboxRunner.run(job, device: device, watches: watches, progress: progress)
+            nice: lowPriority ? Self.transferNice : 0, lifetimes: jobs
+        ) { job, cancellation, progress in
+            OutboxRunner.run(job, device: device, watches: watches, cancellation: cancellation, progress: progress)
         }
         router.outbox = outbox
         control = try ControlServer(path: ControlClient.socketPath(device.paths))

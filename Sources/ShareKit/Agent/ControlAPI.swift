@@ -37,6 +37,18 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.job = job
             return response
+        case .cancel(let id):
+            if let ended = agent.outbox.all.first(where: { $0.id == id }), ended.state.isFinal {
+                return .failure("job \(id) has already ended: \(ended.state.rawValue)")
+            }
+            switch agent.outbox.cancel(id) {
+            case .none:
+                return .failure("no job \(id) (share jobs lists them)")
+            case .some(let job):
+                var response = ControlResponse(ok: true)
+                response.job = job
+                return response
+            }
         }
     }
 
@@ -64,7 +76,7 @@ enum OutboxRunner {
     static let log = Log.logger("share.outbox")
 
     static func run(
-        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks,
+        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks, cancellation: SendCancellation,
         progress: @escaping @Sendable (TransferProgress) -> Void
     ) -> Result<SendReport, ShareFailure> {
         var log = Self.log
@@ -91,6 +103,7 @@ enum OutboxRunner {
                 let target = try PeerTarget.resolve(job.via ?? job.to, device: device, trust: trust)
                 var options = SendOptions()
                 options.forwardTo = job.via == nil ? nil : job.to
+                options.cancellation = cancellation
                 let session = SendSession(
                     device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
                 report = try session.run(to: target, trust: trust) { try items.items(for: $0) }

@@ -14,8 +14,10 @@ public enum ControlRequest: Codable, Sendable {
     case copy(ClipboardItem)
     /// Carry the trust notices now (one was just added).
     case notices
+    /// Cancel a queued or running job.
+    case cancel(id: String)
 
-    private enum Operation: String, Codable { case send, status, wait, copy, notices }
+    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard }
 
@@ -30,6 +32,7 @@ public enum ControlRequest: Codable, Sendable {
                 timeout: try container.decodeIfPresent(Double.self, forKey: .timeout))
         case .copy: self = .copy(try container.decode(ClipboardItem.self, forKey: .clipboard))
         case .notices: self = .notices
+        case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
         }
     }
 
@@ -50,6 +53,9 @@ public enum ControlRequest: Codable, Sendable {
             try container.encode(item, forKey: .clipboard)
         case .notices:
             try container.encode(Operation.notices, forKey: .op)
+        case .cancel(let id):
+            try container.encode(Operation.cancel, forKey: .op)
+            try container.encode(id, forKey: .id)
         }
     }
 }

@@ -5,8 +5,8 @@ import Foundation
 /// it already holds).
 public struct OutboxJob: Codable, Sendable, Equatable {
     public enum State: String, Codable, Sendable {
-        case queued, running, delivered, failed
-        public var isFinal: Bool { self == .delivered || self == .failed }
+        case queued, running, delivered, failed, cancelled
+        public var isFinal: Bool { self == .delivered || self == .failed || self == .cancelled }
     }
 
     public var id: String
@@ -42,11 +42,13 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var progress: TransferProgress?
     /// Failed attempts in a row that moved no bytes; the backoff grows with these only.
     public var failuresWithoutProgress: Int?
+    /// When the job ended (delivered, failed, cancelled); finished jobs are pruned some time after.
+    public var finished: Date?
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, texts, urls, profiles, allProfiles, via, created, state, attempts, nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
-        case failuresWithoutProgress
+        case failuresWithoutProgress, finished
         case forwarded = "relayed"
     }
 
@@ -80,13 +82,24 @@ public struct ForwardedItem: Codable, Sendable, Equatable {
 }
 
 /// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
-/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is; an attempt that moved bytes before it broke is retried
-/// after 1 s (a dropped link, a restarted peer); errors that a retry cannot fix end the job.
+/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is, for at most `giveUpAfter` from the job's creation; an
+/// attempt that moved bytes before it broke is retried after 1 s (a dropped link, a restarted peer); errors that a
+/// retry cannot fix end the job. `share cancel` ends a queued job at once and a running one by interrupting its
+/// connection. Jobs that ended are kept for `keepFinished`, then pruned.
 public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarded by `condition`
     /// One attempt at a job; it reports its progress as it goes.
     public typealias Runner =
-        @Sendable (OutboxJob, _ progress: @escaping @Sendable (TransferProgress) -> Void) ->
-        Result<SendReport, ShareFailure>
+        @Sendable (
+            OutboxJob, SendCancellation, _ progress: @escaping @Sendable (TransferProgress) -> Void
+        ) -> Result<SendReport, ShareFailure>
+
+    public struct Lifetimes: Sendable {
+        /// How long a job keeps trying a device that cannot be reached (7 days).
+        public var giveUpAfter: TimeInterval = 7 * 86_400
+        /// How long an ended job stays listed (7 days).
+        public var keepFinished: TimeInterval = 7 * 86_400
+        public init() {}
+    }
 
     public let directory: URL
     private let condition = NSCondition()
@@ -97,12 +110,16 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     private var workerDone = true
     private let runner: Runner
     private let nice: Int32
+    private let lifetimes: Lifetimes
+    /// The running job's cancellation.
+    private var running: (id: String, cancellation: SendCancellation)?
 
     /// Loads the persisted jobs; a job that was running when the agent died is queued again.
     /// `nice`: how much lower than the agent's the worker's CPU priority is.
-    public init(directory: URL, nice: Int32 = 0, runner: @escaping Runner) throws {
+    public init(directory: URL, nice: Int32 = 0, lifetimes: Lifetimes = Lifetimes(), runner: @escaping Runner) throws {
         self.directory = directory
         self.nice = nice
+        self.lifetimes = lifetimes
         self.runner = runner
         try DevicePaths.ensurePrivateDirectory(directory)
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
@@ -117,6 +134,47 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
             job.progress = nil
             jobs[job.id] = job
         }
+        pruneFinished()
+    }
+
+    /// Removes jobs that ended more than `keepFinished` ago (jobs an earlier version finished count from their
+    /// creation). Called with `condition` held, or before the worker starts.
+    private func pruneFinished() {
+        let cutoff = Date().addingTimeInterval(-lifetimes.keepFinished)
+        for (id, job) in jobs where job.state.isFinal && (job.finished ?? job.created) < cutoff {
+            jobs[id] = nil
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(id).json"))
+        }
+    }
+
+    /// Cancels a job: a queued one ends now; a running one when its connection has been interrupted (the receiver
+    /// keeps what it verified). Returns the job as it is now, nil when there is no such job.
+    public func cancel(_ id: String) -> OutboxJob? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard var job = jobs[id] else { return nil }
+        switch job.state {
+        case .queued:
+            job.state = .cancelled
+            job.finished = Date()
+            job.lastError = "cancelled"
+            removeForwarded(job)
+            jobs[id] = job
+            try? save(job)
+            condition.broadcast()
+        case .running:
+            if let running, running.id == id { running.cancellation.cancel() }
+            // The worker ends it as cancelled when the attempt returns.
+            while let current = jobs[id], !current.state.isFinal, condition.wait(until: Date().addingTimeInterval(10)) {}
+        case .delivered, .failed, .cancelled:
+            break
+        }
+        return jobs[id]
+    }
+
+    private func removeForwarded(_ job: OutboxJob) {
+        // What was kept only to be passed on goes once the job has ended, delivered or not.
+        for item in job.forwarded ?? [] { try? FileManager.default.removeItem(atPath: item.path) }
     }
 
     let partName = "outbox"
@@ -222,10 +280,13 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
             job.attempts += 1
             jobs[job.id] = job
             try? save(job)
+            let cancellation = SendCancellation()
+            running = (job.id, cancellation)
             condition.unlock()
             let id = job.id
-            let result = runner(job) { [weak self] progress in self?.update(id, progress) }
+            let result = runner(job, cancellation) { [weak self] progress in self?.update(id, progress) }
             condition.lock()
+            running = nil
             job.progress = nil
             let progressed = jobs[job.id]?.progress.map { $0.bytes > firstProgress[job.id] ?? $0.bytes } ?? false
             firstProgress[job.id] = nil
@@ -240,9 +301,19 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
                 job.lastError =
                     report.refused.isEmpty
                     ? nil : report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
+            case .failure(let error) where cancellation.isCancelled:
+                job.lastError = "cancelled: \(error.message)"
+                job.state = .cancelled
             case .failure(let error):
                 job.lastError = error.message
-                if [.unavailable, .interrupted, .ioError].contains(error.code) {
+                if [.unavailable, .interrupted, .ioError].contains(error.code),
+                    Date().timeIntervalSince(job.created) >= lifetimes.giveUpAfter
+                {
+                    job.state = .failed
+                    job.failure = .unavailable
+                    job.lastError =
+                        "gave up after \(Self.describe(lifetimes.giveUpAfter)) of trying: \(error.message)"
+                } else if [.unavailable, .interrupted, .ioError].contains(error.code) {
                     job.state = .queued
                     let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1
                     job.failuresWithoutProgress = failures
@@ -253,13 +324,20 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
                     job.failure = error.code
                 }
             }
-            if job.state.isFinal, let forwarded = job.forwarded {
-                // What was kept only to be passed on goes once the job has ended, delivered or not.
-                for item in forwarded { try? FileManager.default.removeItem(atPath: item.path) }
+            if job.state.isFinal {
+                job.finished = Date()
+                removeForwarded(job)
             }
             jobs[job.id] = job
             try? save(job)
+            pruneFinished()
             condition.broadcast()
         }
+    }
+
+    static func describe(_ seconds: TimeInterval) -> String {
+        if seconds >= 86_400, seconds.truncatingRemainder(dividingBy: 86_400) == 0 { return "\(Int(seconds / 86_400)) days" }
+        if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) hours" }
+        return "\(Int(seconds)) s"
     }
 }

@@ -35,7 +35,40 @@ public struct SendOptions: Sendable {
     public var compression = true
     /// The items are for this device, to which the receiving agent forwards them (its watch).
     public var forwardTo: String?
+    /// Lets another thread stop the send (`share cancel`).
+    public var cancellation: SendCancellation?
     public init() {}
+}
+
+/// Stops a send from another thread: the connection is shut down, the blocked read or write returns, and the send
+/// ends with "cancelled". The receiver keeps what it verified, as after any cut.
+public final class SendCancellation: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var cancelled = false
+    private var connection: PeerConnection?
+
+    public init() {}
+
+    public var isCancelled: Bool { lock.withLock { cancelled } }
+
+    public func cancel() {
+        let open = lock.withLock {
+            cancelled = true
+            return connection
+        }
+        open?.interrupt()
+    }
+
+    /// The send's connection, once open: interrupted at once if the send was already cancelled.
+    func attach(_ connection: PeerConnection) {
+        let interruptNow = lock.withLock {
+            self.connection = connection
+            return cancelled
+        }
+        if interruptNow { connection.interrupt() }
+    }
+
+    func detach() { lock.withLock { connection = nil } }
 }
 
 /// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
@@ -58,7 +91,11 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         let session = try SessionOpener.connect(
             from: device, to: target, trust: trust,
             hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts)
-        defer { session.connection.close() }
+        options.cancellation?.attach(session.connection)
+        defer {
+            options.cancellation?.detach()
+            session.connection.close()
+        }
         let peerName = trust.device(session.peerID)?.name ?? session.peerHello.name
         do {
             let visibility = AccessPolicy.visibility(for: trust.device(session.peerID))
@@ -70,6 +107,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             throw ShareFailure(.interrupted, error.message)
         } catch {
             session.connection.closeLingering()
+            if options.cancellation?.isCancelled == true {
+                throw ShareFailure(.interrupted, "the send to \(peerName) was cancelled")
+            }
             throw SessionErrors.describe(error, peer: "\(peerName) at \(target.address)", localID: device.id)
         }
     }
@@ -102,6 +142,9 @@ public struct ReceiveOptions: Sendable {
     public var maxSize: UInt64?
     /// Text and URLs up to this size are printed rather than saved.
     public var printLimit = 1 << 20
+    /// Print received text exactly as it came (`share paste`), without the newline that separates the texts of a
+    /// receive.
+    public var printExactly = false
     /// Partials not touched for this long are removed when a session starts.
     public var partialMaxAge: TimeInterval = 24 * 3600
     /// Flush each completed item to disk before it is moved into place (survives a power loss right after).

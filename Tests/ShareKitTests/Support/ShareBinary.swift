@@ -223,7 +223,7 @@ final class TestDevice: @unchecked Sendable {
     /// Starts this device's agent on a free port and returns it with the port.
     func startAgent(_ extra: [String] = []) throws -> (BackgroundShare, Int) {
         let agent = try background(["agent", "--port", "0", "--listen", "127.0.0.1"] + extra)
-        guard let line = agent.stdout.waitForLine(containing: "listening on port", timeout: 30),
+        guard let line = agent.stderr.waitForLine(containing: "listening on port", timeout: 30),
             let port = Self.port(in: line)
         else {
             agent.stop()
@@ -259,7 +259,9 @@ extension TestDevice {
     /// Starts `share receive` with `extra` options; returns it and its port.
     func startReceive(_ extra: [String] = [], into: URL) throws -> (BackgroundShare, Int) {
         let receiver = try background(["receive", "--port", "0", "--listen", "127.0.0.1", "--into", into.path] + extra)
-        guard let line = receiver.stdout.waitForLine(containing: "waiting on port", timeout: 30),
+        // With --json the announcement is an event on standard output; otherwise a line on standard error.
+        let said = extra.contains("--json") ? receiver.stdout : receiver.stderr
+        guard let line = said.waitForLine(containing: "waiting on port", timeout: 30),
             let port = Self.port(in: line)
         else {
             receiver.stop()

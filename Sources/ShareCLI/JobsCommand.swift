@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import ShareCommandLine
+import ShareKit
+
+struct JobsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jobs",
+        abstract: "List the agent's sends: queued, running (with progress) and finished ones.",
+        discussion: """
+            Finished jobs are listed for 7 days, then forgotten. A job to a device that cannot be reached keeps \
+            trying for 7 days (agent.json: giveUpAfter), then fails with that reason.
+
+            EXAMPLES:
+              share jobs
+              share jobs --json | jq '.[] | select(.state == "queued") | .id'
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Flag(help: "One JSON array of jobs.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try ControlClient.request(.status, paths: device.paths)
+            let jobs = answer.jobs ?? []
+            if json {
+                let encoder = JSONEncoder()
+                encoder.dateEncodingStrategy = .iso8601
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                say(String(decoding: try encoder.encode(jobs), as: UTF8.self))
+                return
+            }
+            if jobs.isEmpty {
+                tell("no jobs: sends through the agent are listed here")
+                return
+            }
+            for job in jobs { say(Self.line(job)) }
+        }
+    }
+
+    /// `3f2a9c1b0d4e  desk  running  report.pdf, text  [1/2] report.pdf 45% … — last error`
+    static func line(_ job: OutboxJob) -> String {
+        var line = "\(job.id)  \(job.to)  \(job.state.rawValue)  \(job.summary)"
+        if let progress = job.progress { line += "  " + StatusCommand.describe(progress) }
+        if job.attempts > 0 { line += "  \(job.attempts) attempt(s)" }
+        if job.state == .delivered { line += "  \(ProgressReporter.bytes(job.bytesSent)) sent" }
+        if let error = job.lastError { line += " — \(error)" }
+        return line
+    }
+}
+
+struct CancelCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cancel",
+        abstract: "Cancel a queued or running send of the agent.",
+        discussion: """
+            A running send stops at once; the receiver keeps what it verified, so sending the same files again \
+            resumes. Files forwarded to a watch and kept only for this job are removed.
+
+            EXAMPLES:
+              share jobs
+              share cancel 3f2a9c1b0d4e
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The job's ID (see: share jobs).", valueName: "job"))
+    var job: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer: ControlResponse
+            do {
+                answer = try ControlClient.request(.cancel(id: job), paths: device.paths)
+            } catch let error as ShareFailure where error.message.hasPrefix("no job") {
+                throw ShareError(.usage, error.message)
+            }
+            guard let cancelled = answer.job else { throw ShareError(.failure, "the agent did not say") }
+            tell("cancelled job \(cancelled.id) to \(cancelled.to) (\(cancelled.summary))")
+        }
+    }
+}
