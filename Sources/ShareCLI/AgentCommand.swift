@@ -10,10 +10,13 @@ struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "agent",
         abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
-        discussion: """
-            Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and
-            URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog.
-            """)
+        discussion: helpPage(
+            "Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog. The agent also delivers this device's queued sends (share send while it runs), serves paste requests of your own devices, and keeps the link your watch opens.",
+            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter); the options override them.",
+            examples: [
+                "share agent", "share agent --inbox ~/Inbox --accept public.image --accept public.item --max-size 4G",
+                "share agent --no-discovery --listen 127.0.0.1",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -48,6 +51,10 @@ struct AgentCommand: ParsableCommand {
     @Flag(
         help: "Run transfers at normal CPU priority (by default they run 9 nice steps lower; agent.json: lowPriority).")
     var normalPriority = false
+
+    @Flag(
+        help: "Choose the agent's port now (when agent.json names none), save it in agent.json, print it and exit.")
+    var savePort = false
 
     @Flag(help: "Do not announce this agent on the local network or listen for others.")
     var noDiscovery = false
@@ -90,6 +97,10 @@ struct AgentCommand: ParsableCommand {
         try ShareCLI.run {
             Log.configure(level: Logger.Level(rawValue: logLevel) ?? .info, timestamps: true)
             let local = try device.loadDevice()
+            if savePort {
+                say(String(try AgentPort.resolve(local.paths)))
+                return
+            }
             let config = try AgentConfig.load(local.paths.agentConfigFile)
             var timeouts = SessionTimeouts()
             timeouts.idle = idleTimeout ?? config.idleTimeout ?? 300

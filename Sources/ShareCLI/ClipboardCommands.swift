@@ -8,11 +8,12 @@ struct CopyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "copy",
         abstract: "Put files, text, a URL or a profile on the clipboard your own devices can paste from.",
-        discussion: """
-            Lazy, like Universal Clipboard: your other devices learn only the item's types and sizes when they ask,
-            and bytes are produced only when one of them pastes. A newer copy replaces an older one. Needs this
-            device's agent running.
-            """)
+        discussion: helpPage(
+            "Lazy, like Universal Clipboard: your other devices learn only the item's types and sizes when they ask, and bytes are produced only when one of them pastes. A newer copy replaces an older one. Needs this device's agent running.",
+            examples: [
+                "share copy --text \"the door code is 4711\"", "share copy report.pdf --expire 600",
+                "share copy --profile Juan",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -58,11 +59,12 @@ struct PasteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "paste",
         abstract: "Paste what one of your devices copied: text and URLs to standard output, files into a folder.",
-        discussion: """
-            Without --from, asks each of your own devices (trusted with --team) what it has copied and takes the
-            newest. The item arrives as its best representation for --type (default: anything); profiles are
-            imported into the catalog.
-            """)
+        discussion: helpPage(
+            "Without --from, asks each of your own devices (trusted with --team) what it has copied and takes the newest. The item arrives as its best representation for --type (default: anything): text and URLs are written to standard output exactly as copied (no newline added), files into --into, profiles into the catalog.",
+            examples: [
+                "share paste", "share paste --from laptop --type public.plain-text | wc -c",
+                "share paste --into ~/Downloads",
+            ]))
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions

@@ -6,7 +6,10 @@ import ShareTLS
 
 struct IdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "id", abstract: "Print this device's name and ID (creating its identity on first use).")
+        commandName: "id", abstract: "Print this device's name and ID (creating its identity on first use).",
+        discussion: helpPage(
+            "The ID is the SHA-256 of this device's certificate, in eight groups of seven characters; another device trusts this one by it (share pair exchanges it for you).",
+            examples: ["share id", "share id --name desk", "share id --json", "share id --rotate"]))
 
     @OptionGroup var device: DeviceOptions
 

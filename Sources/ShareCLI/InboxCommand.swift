@@ -4,8 +4,11 @@ import ShareKit
 
 struct InboxCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "inbox", abstract: "List what the agent received: text and URLs, then files and folders by device."
-    )
+        commandName: "inbox",
+        abstract: "List what the agent received: text and URLs, then files and folders by device.",
+        discussion: helpPage(
+            "Texts and URLs come first (newest last), then the files and folders each device sent, by device.",
+            examples: ["share inbox", "share inbox --last 5", "share inbox --json"]))
 
     @OptionGroup var device: DeviceOptions
 

@@ -7,14 +7,9 @@ struct JobsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jobs",
         abstract: "List the agent's sends: queued, running (with progress) and finished ones.",
-        discussion: """
-            Finished jobs are listed for 7 days, then forgotten. A job to a device that cannot be reached keeps \
-            trying for 7 days (agent.json: giveUpAfter), then fails with that reason.
-
-            EXAMPLES:
-              share jobs
-              share jobs --json | jq '.[] | select(.state == "queued") | .id'
-            """)
+        discussion: helpPage(
+            "Finished jobs are listed for 7 days, then forgotten. A job to a device that cannot be reached keeps trying for 7 days (agent.json: giveUpAfter), then fails with that reason.",
+            examples: ["share jobs", "share jobs --json | jq -r '.[] | select(.state == \"queued\") | .id'"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -55,14 +50,9 @@ struct CancelCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cancel",
         abstract: "Cancel a queued or running send of the agent.",
-        discussion: """
-            A running send stops at once; the receiver keeps what it verified, so sending the same files again \
-            resumes. Files forwarded to a watch and kept only for this job are removed.
-
-            EXAMPLES:
-              share jobs
-              share cancel 3f2a9c1b0d4e
-            """)
+        discussion: helpPage(
+            "A running send stops at once; the receiver keeps what it verified, so sending the same files again resumes. Files forwarded to a watch and kept only for this job are removed.",
+            examples: ["share jobs", "share cancel 3f2a9c1b0d4e"]))
 
     @OptionGroup var device: DeviceOptions
 

@@ -8,14 +8,13 @@ struct PairCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pair",
         abstract: "Pair with another device by comparing a short code.",
-        discussion: """
-            Run `share pair` on one device: it waits (two minutes by default) and says so on the local network. Run \
-            `share pair NAME` on the other (or `share pair HOST:PORT` where the network does not carry the \
-            announcement). Both show the same 8-digit code; each user confirms it matches, and only then do the \
-            devices trust each other. Each side commits to a secret before it sees the other's, so a device in the \
-            middle gets one guess in a hundred million per attempt; the waiting side stops after three failed \
-            attempts.
-            """)
+        discussion: helpPage(
+            "Run share pair on one device: it waits (two minutes by default) and says so on the local network. Run share pair NAME on the other (or share pair HOST:PORT where the network does not carry the announcement). Both show the same 8-digit code; each user confirms it matches, and only then do the devices trust each other, each knowing where the other's agent listens. Each side commits to a secret before it sees the other's, so a device in the middle gets one guess in a hundred million per attempt; the waiting side stops after three failed attempts.",
+            "Scripts confirm with --yes, which needs --expect and the other device's ID (learned from share id on it): nobody compares the codes then.",
+            examples: [
+                "share pair --team                 (on the desk)", "share pair desk --team            (on the laptop)",
+                "share pair 192.168.1.20:40123 --group climbing", "share pair --yes --expect 5FTPM5D-ADMTWYP-… --team",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 

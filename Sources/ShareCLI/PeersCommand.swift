@@ -7,7 +7,9 @@ struct PeersCommand: ParsableCommand {
         commandName: "peers",
         abstract:
             "List trusted devices and devices heard on the local network, with address, last seen and reachability.",
-        discussion: "Devices heard but not trusted are listed as such and are never sent to.")
+        discussion: helpPage(
+            "Devices heard but not trusted are listed as such and are never sent to.",
+            examples: ["share peers", "share peers --json"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -41,7 +43,8 @@ struct PeersCommand: ParsableCommand {
                     let address = peer.address ?? seen?.address
                     return Entry(
                         name: peer.name, id: peer.id.description, trusted: true, relation: peer.relation.description,
-                        watch: peer.watch, address: address.map { "\($0)" }, discovered: peer.address == nil && seen != nil,
+                        watch: peer.watch, address: address.map { "\($0)" },
+                        discovered: peer.address == nil && seen != nil,
                         lastSeen: seen?.lastSeen, reachable: address.map(reachable))
                 }
                 for peer in heard where !trust.devices.contains(where: { $0.id.description == peer.id }) {

@@ -4,7 +4,10 @@ import ShareKit
 
 struct PingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ping", abstract: "Connect to a device, authenticate, and measure the round trip.")
+        commandName: "ping", abstract: "Connect to a device, authenticate, and measure the round trip.",
+        discussion: helpPage(
+            "Prints the device's name, ID and address, the protocol and TLS versions, the time to set up the session and each round trip.",
+            examples: ["share ping desk", "share ping 192.168.1.20:7001 --count 5"]))
 
     @OptionGroup var device: DeviceOptions
 

@@ -10,7 +10,12 @@ import ShareProfiles
 struct ProfileCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "profile", abstract: "Manage this device's profile catalog.",
-        subcommands: [Add.self, AddFact.self, List.self, Show.self, Remove.self, Export.self, Import.self])
+        discussion: helpPage(
+            "Profiles are what the sample app shares: a name, a bio, fun facts, a portrait and a video. share send --profile sends one; share send --profiles sends the whole catalog as one archive.",
+            examples: [
+                "share profile add Juan --bio \"Loves hiking\" --fact \"Has climbed Aneto\" --portrait juan.jpg",
+                "share profile list", "share profile export friends.tar.zst",
+            ]), subcommands: [Add.self, AddFact.self, List.self, Show.self, Remove.self, Export.self, Import.self])
 
     static func load(_ device: DeviceOptions) throws -> ProfileCatalog {
         try load(device.paths.profilesFile)
@@ -32,7 +37,11 @@ struct ProfileCommand: ParsableCommand {
     }
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add a profile.")
+        static let configuration = CommandConfiguration(
+            abstract: "Add a profile.",
+            discussion: helpPage(examples: [
+                "share profile add Juan --bio \"Loves hiking\" --fact \"Has climbed Aneto\" --portrait juan.jpg"
+            ]))
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The person's name.") var name: String
         @Option(help: "A short bio.") var bio = ""
@@ -65,7 +74,8 @@ struct ProfileCommand: ParsableCommand {
 
     struct AddFact: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "add-fact", abstract: "Add a fun fact read from standard input.")
+            commandName: "add-fact", abstract: "Add a fun fact read from standard input.",
+            discussion: helpPage(examples: ["echo \"Speaks four languages\" | share profile add-fact Juan"]))
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The profile's name or id.") var name: String
 
@@ -86,7 +96,8 @@ struct ProfileCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List profiles.")
+        static let configuration = CommandConfiguration(
+            abstract: "List profiles.", discussion: helpPage(examples: ["share profile list"]))
         @OptionGroup var device: DeviceOptions
 
         func run() throws {
@@ -101,7 +112,8 @@ struct ProfileCommand: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one profile as JSON.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show one profile as JSON.", discussion: helpPage(examples: ["share profile show Juan"]))
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The profile's name or id.") var name: String
 
@@ -116,7 +128,8 @@ struct ProfileCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a profile.")
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a profile.", discussion: helpPage(examples: ["share profile remove Juan"]))
         @OptionGroup var device: DeviceOptions
         @Argument(help: "The profile's name or id.") var name: String
 
@@ -134,7 +147,9 @@ struct ProfileCommand: ParsableCommand {
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write profiles to a file: .tar, .tar.zst or .zip (portraits and videos included) or .csv.",
-            discussion: "CSV cannot carry portraits or videos: it is refused when a profile has one.")
+            discussion: helpPage(
+                "CSV cannot carry portraits or videos: it is refused when a profile has one.",
+                examples: ["share profile export friends.tar.zst", "share profile export friends.csv Juan Ana"]))
         @OptionGroup var device: DeviceOptions
         @Argument(
             help: ArgumentHelp("The file to write (FILE.tar, FILE.tar.zst, FILE.zip or FILE.csv).", valueName: "file"))
@@ -187,7 +202,9 @@ struct ProfileCommand: ParsableCommand {
     struct Import: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Import profiles from a file written by export (or any tar, zip or CSV of the same shape).",
-            discussion: "A profile whose id is already in the catalog is updated, never duplicated.")
+            discussion: helpPage(
+                "A profile whose id is already in the catalog is updated, never duplicated.",
+                examples: ["share profile import friends.tar.zst"]))
         @OptionGroup var device: DeviceOptions
         @Argument(help: ArgumentHelp("The file to read.", valueName: "file")) var file: String
 

@@ -9,11 +9,15 @@ struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
         abstract: "Send files, text, a URL or standard input to a device.",
-        discussion: """
-            Each item is offered as its representations, most faithful first; the receiver picks the first one it
-            understands and only that one is produced. Files travel in verified chunks: if the transfer is cut, run the
-            same command again and only what the receiver lacks is sent.
-            """)
+        discussion: helpPage(
+            "Each item is offered as its representations, most faithful first; the receiver picks the first one it understands and only that one is produced. A file is offered as a file (its type and name), so the receiver saves it; only text given with --text or piped in as text is printed there. Files travel in verified chunks: if the transfer is cut, run the same command again and only what the receiver lacks is sent.",
+            "With this device's agent running, the send becomes a job of the agent, which delivers it when the device can be reached (share jobs lists the jobs, share cancel stops one); --wait follows it with progress, and --direct sends from this process instead. Standard output stays empty: what happens is told on standard error (--json: events on standard output).",
+            examples: [
+                "share send --to desk holiday.mov", "share send --to desk --text \"Dinner at eight?\"",
+                "share send --to desk --to phone --url https://example.com/menu",
+                "tar c Photos | share send --to desk --type public.tar-archive -",
+                "share send --to 192.168.1.20:7001 --direct report.pdf --wait",
+            ]))
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
@@ -70,7 +74,9 @@ struct SendCommand: ParsableCommand {
     var timeout: Double = 10
 
     func validate() throws {
-        if to.isEmpty { throw ValidationError("give the receiving device with --to (a trusted name, an ID or HOST:PORT)") }
+        if to.isEmpty {
+            throw ValidationError("give the receiving device with --to (a trusted name, an ID or HOST:PORT)")
+        }
         if via != nil, to.count > 1 { throw ValidationError("--via passes items on to one device; give one --to") }
         if timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
         if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty && !profiles {
@@ -146,7 +152,8 @@ struct SendCommand: ParsableCommand {
     }
 
     /// One send from this process to one device.
-    private func sendDirectly(_ items: SendItems, to peer: String, device local: LocalDevice, trust: TrustStore) throws {
+    private func sendDirectly(_ items: SendItems, to peer: String, device local: LocalDevice, trust: TrustStore) throws
+    {
         do {
             let target = try PeerTarget.resolve(via ?? peer, device: local, trust: trust)
             var options = SendOptions()
@@ -251,7 +258,8 @@ struct SendCommand: ParsableCommand {
                     .unavailable,
                     "\(peer) could not be reached within \(Int(timeout)) s"
                         + (job.lastError.map { " (\($0))" } ?? "")
-                        + "; job \(id) stays queued and is sent when \(peer) can be reached (share jobs; share cancel \(id))")
+                        + "; job \(id) stays queued and is sent when \(peer) can be reached (share jobs; share cancel \(id))"
+                )
             }
         }
     }

@@ -11,6 +11,12 @@ public struct ShareCommand: ParsableCommand {
         discussion: """
             Exit codes:
             \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
+
+            EXAMPLES:
+              share pair desk --team
+              share send --to desk holiday.mov
+              share receive --into ~/Downloads
+              share agent
             """,
         version: "share 0.1 (protocol \(protocolVersionText))",
         subcommands: [
@@ -22,6 +28,12 @@ public struct ShareCommand: ParsableCommand {
     )
 
     public init() {}
+}
+
+/// A command's discussion: paragraphs written on one line each (the help printer wraps them to the terminal; a
+/// paragraph wrapped by hand would be wrapped twice), then an EXAMPLES section.
+func helpPage(_ paragraphs: String..., examples: [String]) -> String {
+    (paragraphs + ["EXAMPLES:\n" + examples.map { "  " + $0 }.joined(separator: "\n")]).joined(separator: "\n\n")
 }
 
 /// Options every command takes.

@@ -7,7 +7,10 @@ struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract:
-            "Show the running agent: port, uptime and version, peers, the clipboard item, and its sends with progress.")
+            "Show the running agent: port, uptime and version, peers, the clipboard item, and its sends with progress.",
+        discussion: helpPage(
+            "Talks to the agent over its control socket, which only this user can use.",
+            examples: ["share status", "share status --json", "share status --wait 3f2a9c1b0d4e"]))
 
     @OptionGroup var device: DeviceOptions
 

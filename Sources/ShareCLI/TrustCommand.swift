@@ -7,10 +7,22 @@ import ShareTLS
 struct TrustCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "trust", abstract: "Manage the devices this one trusts.",
-        subcommands: [Add.self, List.self, Remove.self, Revoke.self])
+        discussion: helpPage(
+            "share pair is the usual way to trust a device; trust add takes an ID read from the other device.",
+            examples: [
+                "share trust list",
+                "share trust add 5FTPM5D-ADMTWYP-IFE6IJG-XOWY2Y3-GJD2ZH6-Z7POH2V-64U2JYD-CECTUAN --name desk --team",
+                "share trust revoke old-phone",
+            ]), subcommands: [Add.self, List.self, Remove.self, Revoke.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Trust a device by its ID.")
+        static let configuration = CommandConfiguration(
+            abstract: "Trust a device by its ID.",
+            discussion: helpPage(
+                "--team marks the device as one of your own (it may paste your clipboard and receive team-only representations); --group NAME puts it in a group; without either it is a friend. --watch, with --team, lets it attach to this device's agent as your watch.",
+                examples: [
+                    "share trust add 5FTPM5D-ADMTWYP-IFE6IJG-XOWY2Y3-GJD2ZH6-Z7POH2V-64U2JYD-CECTUAN --name desk --team --address 192.168.1.20:7001"
+                ]))
 
         @OptionGroup var device: DeviceOptions
 
@@ -74,7 +86,9 @@ struct TrustCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List trusted devices.")
+        static let configuration = CommandConfiguration(
+            abstract: "List trusted devices.",
+            discussion: helpPage(examples: ["share trust list", "share trust list --json"]))
 
         @OptionGroup var device: DeviceOptions
 
@@ -106,7 +120,11 @@ struct TrustCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Stop trusting a device.")
+        static let configuration = CommandConfiguration(
+            abstract: "Stop trusting a device.",
+            discussion: helpPage(
+                "Only on this device; share trust revoke removes it from all your own devices.",
+                examples: ["share trust remove desk"]))
 
         @OptionGroup var device: DeviceOptions
 
@@ -129,9 +147,9 @@ struct TrustCommand: ParsableCommand {
     struct Revoke: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stop trusting a device on all your own devices (lost or sold): a signed revocation they apply.",
-            discussion: """
-                The device is removed here at once. Your other devices (trusted with --team) apply the revocation                 when the agent reaches them; one that is away applies it when it is next reached, and carries it                 on to the others.
-                """)
+            discussion: helpPage(
+                "The device is removed here at once. Your other devices (trusted with --team) apply the revocation when the agent reaches them; one that is away applies it when it is next reached, and carries it on to the others.",
+                examples: ["share trust revoke old-phone"]))
 
         @OptionGroup var device: DeviceOptions
 

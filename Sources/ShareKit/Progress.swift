@@ -207,10 +207,13 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
             }
         case .lines:
             let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
-            let percent = itemTotal.map { $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(itemDone) * 100 / Double($0)) }
+            let percent = itemTotal.map {
+                $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(itemDone) * 100 / Double($0))
+            }
             let size = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
             Self.status(
-                "progress: \(head)\(label)\(percent ?? "") \(size) \(Self.bytes(UInt64(rate)))/s\(left.map { " " + $0 } ?? "")")
+                "progress: \(head)\(label)\(percent ?? "") \(size) \(Self.bytes(UInt64(rate)))/s\(left.map { " " + $0 } ?? "")"
+            )
         case .json:
             var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
             if let total = itemTotal { fields["total"] = total }
@@ -250,7 +253,8 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         var line = head + middleShortened(name, to: nameWidth) + " "
         if barWidth > 0, let fraction {
             let filled = Int((Double(barWidth) * fraction).rounded(.down))
-            line += "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "] "
+            line +=
+                "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "] "
         }
         if line.count + statsText.count > room {
             statsText = String(statsText.prefix(max(0, room - line.count)))

@@ -145,7 +145,8 @@ public enum SessionErrors {
         case let error as TLSError:
             switch error.kind {
             case .peerNotTrusted where error.message.contains(localID.description):
-                return ShareFailure(.usage, "\(peer) is this device itself; send to another device (see: share trust list)")
+                return ShareFailure(
+                    .usage, "\(peer) is this device itself; send to another device (see: share trust list)")
             case .peerNotTrusted:
                 return ShareFailure(.notTrusted, "\(peer): \(error.message)")
             case .rejectedByPeer:

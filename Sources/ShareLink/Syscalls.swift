@@ -522,13 +522,18 @@ extension Syscalls {
     public static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
     public static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
+    /// The width of the terminal on standard output (nil when it is not one); `COLUMNS` wins when set.
+    public static var stdoutColumns: Int? { columns(of: STDOUT_FILENO) }
+
     /// The width of the terminal on standard error (nil when it is not one); `COLUMNS` wins when set.
-    public static var stderrColumns: Int? {
+    public static var stderrColumns: Int? { columns(of: STDERR_FILENO) }
+
+    static func columns(of fd: Int32) -> Int? {
         if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 {
             return columns
         }
         var size = winsize()
-        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        guard ioctl(fd, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
         return Int(size.ws_col)
     }
 }

@@ -1,11 +1,13 @@
 import CoreTransferable
 import ShareLink
+import ShareProtocol
 
 /// What `share watch` was asked to do, parsed from its arguments by hand (no ArgumentParser: the watch stays small).
 public enum WatchCommand: Sendable, Equatable {
     case attach(WatchOptions)
     case send(WatchSendOptions)
     case help
+    case version
 }
 
 /// `share watch --agent PEER`: stay attached to the owner's agent and show what arrives.
@@ -53,30 +55,64 @@ public struct WatchUsageError: Error, CustomStringConvertible, Sendable {
 }
 
 extension WatchCommand {
-    public static let usage = """
-        USAGE: share watch --agent <peer> [--accept <types>] [--max-size <size>] [--into <folder>] [--keep <size>]
-                           [--json] [--config <dir>]
-               share watch send --agent <peer> --to <peer> (--text <text> | --url <url> | --profile <name>)...
-                           [--json] [--config <dir>]
+    /// The version line both programs print.
+    public static let versionLine = "share-watch 0.1 (protocol \(Limits.protocolVersion))"
 
-        A watch-style client: it connects out to its owner's agent (no listening socket), advertises a small accept
-        list and shows what the agent delivers to it: text and URLs on standard output, images saved to a folder
-        that never grows past --keep (oldest removed first). It reconnects by itself when the agent restarts or the
-        network drops. `send` shares a text, a URL or a profile through the agent, which negotiates with the
-        receiving device.
+    /// The two forms of the command.
+    public static let synopsis = """
+        share watch --agent <peer> [<options>]
+               share watch send --agent <peer> --to <peer> (--text <text> | --url <url> | --profile <name>)...
+        """
+
+    /// What the client does, its options and examples (paragraphs are not wrapped by hand: the terminal wraps them).
+    public static let details = """
+        A watch-style client: it connects out to its owner's agent (no listening socket), advertises a small accept \
+        list and shows what the agent delivers to it: text and URLs on standard output, images saved to a folder \
+        that never grows past --keep (oldest removed first); what happens to the link goes to standard error. It \
+        reconnects by itself when the agent restarts or the network drops. `send` shares a text, a URL or a profile \
+        through the agent, which negotiates with the receiving device.
 
         OPTIONS:
-          --agent <peer>        The agent to attach to: a trusted name or ID, or HOST:PORT.
-          --accept <types>      Comma-separated types, most wanted first (default: public.plain-text,public.url,
-                                public.image).
-          --max-size <size>     Largest item accepted (default 256K).
-          --into <folder>       Where images are kept (default: the data folder's watch/).
-          --keep <size>         Most bytes the folder keeps (default 4M).
-          --silence <seconds>   The link is lost after this long without a keepalive (default 45).
-          --count <n>           Exit after n items.
-          --json                One JSON object a line.
-          --config <dir>        This device's folder (as for every share command).
+          --agent <peer>       The agent to attach to: a trusted name or ID, or HOST:PORT.
+          --accept <types>     Comma-separated types, most wanted first
+                               (default: public.plain-text,public.url,public.image).
+          --max-size <size>    Largest item accepted (default 256K).
+          --into <folder>      Where images are kept (default: DATA/watch).
+          --keep <size>        Most bytes the folder keeps (default 4M).
+          --silence <seconds>  The link is lost after this long without a keepalive
+                               (default 45).
+          --count <n>          Exit after n items.
+          --json               One JSON object a line on standard output.
+          --config <dir>       This device's folder (as for every share command).
+          --version            Show the version.
+          -h, --help           Show this help.
+
+        EXAMPLES:
+          share watch --agent phone
+          share watch --agent phone --accept public.plain-text --json
+          share watch send --agent phone --to laptop --text "on my way"
         """
+
+    /// The whole help text of `share-watch --help`.
+    public static let usage = "USAGE: " + synopsis + "\n\n" + details
+
+    /// The help text with its paragraphs wrapped to `width` columns (indented lines are left as they are).
+    public static func usage(width: Int) -> String {
+        usage.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            guard line.count > width, !line.hasPrefix(" ") else { return String(line) }
+            var lines: [String] = []
+            var current = ""
+            for word in line.split(separator: " ") {
+                if !current.isEmpty, current.count + 1 + word.count > width {
+                    lines.append(current)
+                    current = ""
+                }
+                current += (current.isEmpty ? "" : " ") + word
+            }
+            lines.append(current)
+            return lines.joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
 
     /// Parses the arguments after `watch`.
     public static func parse(_ arguments: [String]) throws(WatchUsageError) -> WatchCommand {
@@ -107,6 +143,7 @@ extension WatchCommand {
             let argument = arguments[index]
             switch argument {
             case "-h", "--help", "help": return .help
+            case "--version": return .version
             case "send" where !isSend: isSend = true
             case "--agent":
                 attach.agent = try value(argument)

@@ -17,7 +17,9 @@ do {
 do {
     switch command {
     case .help:
-        print(WatchCommand.usage)
+        print(WatchCommand.usage(width: min(100, Syscalls.stdoutColumns ?? 80)))
+    case .version:
+        print(WatchCommand.versionLine)
     case .attach(let options):
         try WatchClient(options: options).run()
     case .send(let options):

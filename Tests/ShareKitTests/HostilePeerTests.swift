@@ -29,7 +29,7 @@ extension EndToEnd {
                 ])
             #expect(result.output.contains("error \(code)"), "\(scenario): \(result.output)")
             #expect(receiver.wait(timeout: 30) == 76, "\(scenario): \(receiver.stderr.text)")
-            #expect(receiver.stderr.text.split(separator: "\n").count == 1, "\(receiver.stderr.text)")
+            #expect(failureLines(receiver.stderr.text).count == 1, "\(receiver.stderr.text)")
             let saved = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter {
                 $0 != ".share-partial"
             }

@@ -107,7 +107,9 @@ extension EndToEnd {
             #expect(unknownFlag.status == 64)
             let unknownPeer = a.run(["ping", "nobody"])
             #expect(unknownPeer.status == 64)
-            #expect(unknownPeer.stderr.contains("neither a trusted device name nor HOST:PORT"))
+            #expect(
+                unknownPeer.stderr.contains("no trusted device is called")
+                    && unknownPeer.stderr.contains("and it is not HOST:PORT"))
             let closedPort = a.run(["ping", "127.0.0.1:1", "--timeout", "2"])
             #expect(closedPort.status == 69)
             #expect(closedPort.stderr.contains("cannot reach 127.0.0.1:1"))

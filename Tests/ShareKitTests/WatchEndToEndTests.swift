@@ -237,7 +237,7 @@ extension EndToEndAgents {
             var result = device.run(["watch", "--agent", "phone", "--max-size", "lots"])
             #expect(result.status == 64 && result.stderr.contains("--max-size takes a size"), "\(result.stderr)")
             result = device.run(["watch", "--agent", "nobody-known"])
-            #expect(result.status == 64 && result.stderr.contains("neither a trusted device name"), "\(result.stderr)")
+            #expect(result.status == 64 && result.stderr.contains("no trusted device is called"), "\(result.stderr)")
             result = device.run(["watch", "send", "--agent", "127.0.0.1:9", "--to", "x"])
             #expect(result.status == 64 && result.stderr.contains("nothing to send"), "\(result.stderr)")
             #expect(throws: WatchUsageError.self) { try WatchCommand.parse(["--agent", "a", "--accept", ""]) }

@@ -165,7 +165,8 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
         case .running:
             if let running, running.id == id { running.cancellation.cancel() }
             // The worker ends it as cancelled when the attempt returns.
-            while let current = jobs[id], !current.state.isFinal, condition.wait(until: Date().addingTimeInterval(10)) {}
+            while let current = jobs[id], !current.state.isFinal, condition.wait(until: Date().addingTimeInterval(10)) {
+            }
         case .delivered, .failed, .cancelled:
             break
         }
@@ -336,7 +337,9 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     }
 
     static func describe(_ seconds: TimeInterval) -> String {
-        if seconds >= 86_400, seconds.truncatingRemainder(dividingBy: 86_400) == 0 { return "\(Int(seconds / 86_400)) days" }
+        if seconds >= 86_400, seconds.truncatingRemainder(dividingBy: 86_400) == 0 {
+            return "\(Int(seconds / 86_400)) days"
+        }
         if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) hours" }
         return "\(Int(seconds)) s"
     }

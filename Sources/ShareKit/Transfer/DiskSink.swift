@@ -98,7 +98,8 @@ final class DiskSink: ItemSink {
                         fields: ["item": item.label])
                     return Ack(item: item.id, outcome: "kept")
                 }
-                progress.output(text, exactly: options.printExactly, fields: ["item": item.label, "type": chosen.contentType])
+                progress.output(
+                    text, exactly: options.printExactly, fields: ["item": item.label, "type": chosen.contentType])
                 return Ack(item: item.id, outcome: "printed")
             }
             // Not UTF-8 after all: kept as a file.

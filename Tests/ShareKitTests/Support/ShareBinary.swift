@@ -342,3 +342,8 @@ func summary(_ output: String) -> [String: Any]? {
     }
     return nil
 }
+
+/// The lines of standard error that report a failure (`share: …`), beside the narrative of what happened.
+func failureLines(_ stderr: String) -> [Substring] {
+    stderr.split(separator: "\n").filter { $0.hasPrefix("share: ") }
+}
