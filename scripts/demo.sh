@@ -39,12 +39,12 @@ echo "   both show the same code; a person confirms it matches, a script names t
 $SHARE pair $DESK --yes --expect "$LAPTOPID" --team --listen 127.0.0.1 $FINDING > "$WORK/pair.out" 2>&1 &
 PAIRING=$!
 for _ in $(seq 200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
-$SHARE pair $LAPTOP desk --yes --expect "$DESKID" --team $FINDING | sed 's/^/ laptop | /'
+$SHARE pair $LAPTOP desk --yes --expect "$DESKID" --team $FINDING 2>&1 | sed 's/^/ laptop | /'
 wait $PAIRING; sed 's/^/   desk | /' "$WORK/pair.out"
 
 step "1. a text"
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --text "Dinner at eight?" | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --text "Dinner at eight?" 2>&1 | sed 's/^/ laptop | /'
 finish
 
 step "2. a file of a custom type the desk has never heard of (the laptop's declaration travels with the offer)"
@@ -57,16 +57,16 @@ cat > "$WORK/recipe-types.json" <<'JSON'
 JSON
 printf '{"dish": "paella", "serves": 4}\n' > "$WORK/dinner.recipe"
 receive --accept public.json
-$SHARE send $LAPTOP --declarations "$WORK/recipe-types.json" --to "127.0.0.1:$PORT" "$WORK/dinner.recipe" | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --declarations "$WORK/recipe-types.json" --to "127.0.0.1:$PORT" "$WORK/dinner.recipe" 2>&1 | sed 's/^/ laptop | /'
 finish
 
 step "3. a profile: a text-only receiver gets the name; a receiver that knows profiles imports it"
-$SHARE profile add $LAPTOP Juan --bio "Loves hiking" --fact "Has climbed Aneto" | sed 's/^/ laptop | /'
+$SHARE profile add $LAPTOP Juan --bio "Loves hiking" --fact "Has climbed Aneto" 2>&1 | sed 's/^/ laptop | /'
 receive --accept public.plain-text
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan 2>&1 | sed 's/^/ laptop | /'
 finish
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profile Juan 2>&1 | sed 's/^/ laptop | /'
 finish
 $SHARE profile list $DESK | sed 's/^/   desk | /'
 
@@ -84,7 +84,7 @@ echo "   desk was killed with $held MiB of 256 MiB verified; the sender said:"
 sed 's/^/ laptop | /' "$WORK/send.err"
 [ -e "$INBOX/holiday.mov" ] && echo "   holiday.mov exposed before it was complete!" || echo "   no holiday.mov yet: only a partial and its ledger in $INBOX/.share-partial"
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" 2>&1 | sed 's/^/ laptop | /'
 finish
 cmp "$WORK/holiday.mov" "$INBOX/holiday.mov" && echo "   holiday.mov arrived identical after the resume"
 
@@ -94,21 +94,21 @@ head -c $((4 << 20)) /dev/urandom > "$WORK/Trip/photos/día 1/beach.jpg"
 printf 'Packing list\n' > "$WORK/Trip/notes.txt"
 ln -s notes.txt "$WORK/Trip/readme"
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/Trip" | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/Trip" 2>&1 | sed 's/^/ laptop | /'
 finish
 diff -r "$WORK/Trip" "$INBOX/Trip" && echo "   Trip/ arrived identical (nested folders, a non-ASCII name, an empty folder, a link)"
 
 step "6. the whole profile catalog as one archive; exported to a file too"
 head -c 20000 /dev/urandom > "$WORK/juan.jpg"
-$SHARE profile add $LAPTOP Ana --bio "Paints" --portrait "$WORK/juan.jpg" | sed 's/^/ laptop | /'
+$SHARE profile add $LAPTOP Ana --bio "Paints" --portrait "$WORK/juan.jpg" 2>&1 | sed 's/^/ laptop | /'
 receive --accept public.plain-text
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles 2>&1 | sed 's/^/ laptop | /'
 finish
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to "127.0.0.1:$PORT" --profiles 2>&1 | sed 's/^/ laptop | /'
 finish
 $SHARE profile list $DESK | sed 's/^/   desk | /'
-$SHARE profile export $LAPTOP "$WORK/friends.tar.zst" | sed 's/^/ laptop | /'
+$SHARE profile export $LAPTOP "$WORK/friends.tar.zst" 2>&1 | sed 's/^/ laptop | /'
 bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
 
 step "7. the agents: pairing told each device where the other's agent listens, so a send by name works at once"
@@ -118,28 +118,43 @@ DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
 $SHARE agent $LAPTOP --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
 $SHARE trust list $LAPTOP | sed 's/^/ laptop | /'
-$SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait | sed 's/^/ laptop | /'
+$SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait 2>&1 | sed 's/^/ laptop | /'
 $SHARE inbox $DESK | sed 's/^/   desk | /'
-$SHARE copy $LAPTOP --url https://example.com/menu | sed 's/^/ laptop | /'
+$SHARE copy $LAPTOP --url https://example.com/menu 2>&1 | sed 's/^/ laptop | /'
 (cd "$WORK" && $SHARE paste $DESK --quiet) | sed 's/^/   desk pasted | /'
+
+step "7b. a friend's offer waits for the desk's answer: shown with its title, type, size and preview, then accepted"
+FRIEND="--config $WORK/friend"
+$SHARE id $FRIEND --name ana > /dev/null
+$SHARE trust add $DESK "$($SHARE id $FRIEND | tail -1)" --name ana --group climbing 2>&1 | sed 's/^/   desk | /'
+$SHARE trust add $FRIEND "$DESKID" --name desk --group climbing --address "127.0.0.1:$DESKPORT" > /dev/null 2>&1
+printf '<gpx><trk><name>Aneto</name></trk></gpx>\n' > "$WORK/aneto.gpx"
+$SHARE send $FRIEND --to desk --direct "$WORK/aneto.gpx" --preview "$WORK/juan.jpg" > /dev/null 2> "$WORK/friend.err" &
+FRIENDSEND=$!
+for _ in $(seq 400); do $SHARE pending $DESK --json 2>/dev/null | grep -q '"id"' && break; sleep 0.05; done
+$SHARE pending $DESK | sed 's/^/   desk | /'
+OFFER=$($SHARE pending $DESK --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')
+$SHARE accept $DESK "$OFFER" 2>&1 | sed 's/^/   desk | /'
+wait $FRIENDSEND; sed 's/^/    ana | /' "$WORK/friend.err"
+$SHARE inbox $DESK | grep aneto | sed 's/^/   desk | /'
 
 step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
 WATCH="--config $WORK/watch"
 $SHARE id $WATCH --name desk-watch | sed 's/^/   /'
-$SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch | sed 's/^/   desk | /'
-$SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" | sed 's/^/  watch | /'
+$SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch 2>&1 | sed 's/^/   desk | /'
+$SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" 2>&1 | sed 's/^/  watch | /'
 $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &
 for _ in $(seq 200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"
 head -c 300000 /dev/urandom > "$WORK/poster.png"
-$SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/juan.jpg" \
+$SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/juan.jpg" 2>&1 \
   | sed 's/^/ laptop | /'
 echo "   a video has nothing the watch takes (its file: URL names a place on the laptop and never leaves it),"
 echo "   and a 300 KB image is over the watch's 256 KiB: both refused, with the reason, to the sender"
 $SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/holiday.mp4" "$WORK/poster.png" 2>&1 \
   | sed 's/^/ laptop | /' || true
-$SHARE profile add $WATCH Marta --bio "Runs marathons" | sed 's/^/  watch | /'
-$SHARE watch send $WATCH --agent desk --to laptop --profile Marta | sed 's/^/  watch | /'
+$SHARE profile add $WATCH Marta --bio "Runs marathons" 2>&1 | sed 's/^/  watch | /'
+$SHARE watch send $WATCH --agent desk --to laptop --profile Marta 2>&1 | sed 's/^/  watch | /'
 $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
 for _ in $(seq 200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 sed 's/^/  watch | /' "$WORK/watch.out"

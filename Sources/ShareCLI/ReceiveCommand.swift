@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareProtocol
 import ShareTLS
 
 struct ReceiveCommand: ParsableCommand {
@@ -48,6 +49,9 @@ struct ReceiveCommand: ParsableCommand {
     @Flag(help: "Flush each item to disk before completing it (slower; survives a power loss right after).")
     var fsync = false
 
+    @Flag(help: "Show what each sender offers (title, type, size) and ask before receiving it.")
+    var ask = false
+
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil {
             throw ValidationError("--max-size '\(maxSize)' is not a size like 10M")
@@ -70,6 +74,13 @@ struct ReceiveCommand: ParsableCommand {
             options.partialMaxAge = partialMaxAge * 3600
             options.durable = fsync
             options.catalogFile = local.paths.profilesFile
+            if ask {
+                let localName = local.name
+                options.gate = { offer, peerName in
+                    AskPerson.ask(offer, from: peerName)
+                        ? .proceed : .decline("declined on \(localName)")
+                }
+            }
             var only: DeviceID?
             if let from {
                 guard let peer = trust.find(from) else {
@@ -172,5 +183,43 @@ final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
             }
         }
         return result
+    }
+}
+
+/// `share receive --ask`: the person at the terminal answers for each sender.
+enum AskPerson {
+    /// Shows the offer on standard error and reads the answer from the terminal (or standard input); anything but
+    /// yes, or no answer at all, declines.
+    static func ask(_ offer: Offer, from peerName: String) -> Bool {
+        var lines = ["\(ProgressReporter.neutralized(peerName)) wants to send \(offer.items.count) item(s):"]
+        for item in offer.items {
+            let first = item.representations[0]
+            let kind = UTType(first.contentType)?.localizedDescription ?? first.contentType
+            let size = first.size.map { ", " + ProgressReporter.bytes($0) } ?? ""
+            let title = item.preview?.title ?? item.label
+            let image =
+                item.preview?.imageBytes.map { ", a \(ProgressReporter.bytes(UInt64($0.count))) preview image" } ?? ""
+            lines.append("  \(ProgressReporter.neutralized(title)) — \(kind)\(size)\(image)")
+        }
+        for line in lines { ProgressReporter.status(line) }
+        FileHandle.standardError.write(Data("accept? [y/N] ".utf8))
+        let answer: String?
+        if let terminal = FileHandle(forReadingAtPath: "/dev/tty") {
+            answer = readLine(from: terminal)
+        } else {
+            answer = Swift.readLine(strippingNewline: true)
+        }
+        return ["y", "yes"].contains((answer ?? "").trimmingCharacters(in: .whitespaces).lowercased())
+    }
+
+    private static func readLine(from handle: FileHandle) -> String? {
+        var bytes: [UInt8] = []
+        while bytes.count < 1024 {
+            let byte = handle.readData(ofLength: 1)
+            guard let value = byte.first else { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
+            if value == UInt8(ascii: "\n") { break }
+            bytes.append(value)
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -38,6 +38,18 @@ struct SendCommand: ParsableCommand {
             valueName: "peer"))
     var via: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A small image (at most 32 KiB) the receiver's user sees before accepting the file at the same position.",
+            valueName: "image"))
+    var preview: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds to wait for the receiver's user to accept, when its device asks first (default 600).",
+            valueName: "seconds"))
+    var answerTimeout: Double = 600
+
     @Option(help: "Send this text.")
     var text: [String] = []
 
@@ -106,6 +118,7 @@ struct SendCommand: ParsableCommand {
                     file == "-" ? try spoolStandardInput(local.paths) : URL(fileURLWithPath: file).standardizedFileURL)
             }
             try items.add(paths: paths, type: explicitType)
+            try items.add(previews: preview.map { URL(fileURLWithPath: $0).standardizedFileURL })
             if files.contains("-"), let index = files.firstIndex(of: "-") {
                 items.files[index].label = "standard input"
                 items.files[index].representations[0].offered.suggestedFileName =
@@ -161,6 +174,7 @@ struct SendCommand: ParsableCommand {
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
             options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
+            options.waitForAnswer = answerTimeout
             let progress = output.progress
             let report = try SendSession(device: local, progress: progress, options: options).run(
                 to: target, trust: trust
@@ -197,6 +211,7 @@ struct SendCommand: ParsableCommand {
             var job = OutboxJob(to: peer)
             job.files = paths.map(\.path)
             job.contentType = try type.map(parseType)?.identifier
+            job.previews = preview.isEmpty ? nil : preview.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             job.texts = text
             job.urls = url
             job.profiles = profile

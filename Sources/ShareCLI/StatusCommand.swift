@@ -68,6 +68,11 @@ struct StatusCommand: ParsableCommand {
             } else {
                 say("clipboard: nothing copied")
             }
+            for entry in PendingOffers.load(device.paths).entries where entry.answer == nil {
+                say(
+                    "pending: \(entry.id) from \(ProgressReporter.neutralized(entry.fromName)), \(entry.items.count) item(s) waiting for your answer (share accept \(entry.id))"
+                )
+            }
             if jobs.isEmpty { say("outbox: empty") }
         }
         for job in jobs {

@@ -48,6 +48,13 @@ struct TrustCommand: ParsableCommand {
             help: "With --team: the device is your watch, and may attach to this device's agent as one.")
         var watch: Bool?
 
+        @Flag(
+            inversion: .prefixedNo,
+            help: ArgumentHelp(
+                "Whether this device's offers to the agent wait for your answer (share pending, share accept). "
+                    + "Default: they do, unless the device is one of your own (--team)."))
+        var ask: Bool?
+
         func validate() throws {
             if team && group != nil { throw ValidationError("--team and --group exclude each other") }
             if watch == true && !team {
@@ -74,13 +81,14 @@ struct TrustCommand: ParsableCommand {
                     let entry = TrustedDevice(
                         id: id, name: name ?? existing?.name ?? id.short,
                         address: address.flatMap(PeerAddress.init(parsing:)) ?? existing?.address, relation: relation,
-                        watch: watch ?? (relation == .team && existing?.watch == true))
+                        watch: watch ?? (relation == .team && existing?.watch == true), ask: ask ?? existing?.ask)
                     try store.add(entry)
                     return (entry, existing != nil)
                 }
                 tell(
                     "\(existed ? "updated" : "trusted") \(entry.name) (\(id)) as \(entry.relation)"
-                        + (entry.watch ? ", a watch" : ""))
+                        + (entry.watch ? ", a watch" : "")
+                        + (entry.asks ? "; its offers wait for your answer (share pending)" : ""))
             }
         }
     }
@@ -105,7 +113,7 @@ struct TrustCommand: ParsableCommand {
                     if json {
                         let object: [String: Any] = [
                             "id": entry.id.description, "name": entry.name, "address": entry.address?.description ?? "",
-                            "relation": entry.relation.description, "watch": entry.watch,
+                            "relation": entry.relation.description, "watch": entry.watch, "asks": entry.asks,
                         ]
                         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
                         say(String(decoding: data, as: UTF8.self))

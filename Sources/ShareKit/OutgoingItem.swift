@@ -33,6 +33,8 @@ public struct OutgoingItem: Sendable {
     public var version: String?
     /// Who the item really comes from, when this device passes it on for another (`laptop via desk`).
     public var origin: String?
+    /// What the receiver's user sees before accepting (a title and, optionally, a small image); nil: the label.
+    public var preview: ItemPreview?
 
     public init(
         id: String, label: String, representations: [OutgoingRepresentation],
@@ -48,7 +50,19 @@ public struct OutgoingItem: Sendable {
     public var offerItem: OfferItem {
         OfferItem(
             id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
-            version: version, origin: origin)
+            version: version, origin: origin, preview: preview ?? ItemPreview(title: Self.title(label)))
+    }
+
+    /// A preview title from any text: no control characters, at most `ItemPreview.maxTitle` bytes.
+    public static func title(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars where scalar.properties.generalCategory != .control {
+            bytes += String(scalar).utf8.count
+            if bytes > ItemPreview.maxTitle { break }
+            scalars.append(scalar)
+        }
+        return String(scalars)
     }
 
     /// A file from disk, typed by its extension (dynamic when unknown) or by `type`. Its id is stable for the same

@@ -1,3 +1,4 @@
+import ShareProtocol
 import CoreTransferable
 import Foundation
 import ShareProfiles
@@ -14,6 +15,30 @@ public struct SendItems: Sendable {
     public var skipped: [(path: String, reason: String)] = []
 
     public init() {}
+
+    /// Gives the n-th file or folder the n-th preview image (at most `ItemPreview.maxImage` bytes): what the
+    /// receiver's user sees before accepting, beside the name, type and size.
+    public mutating func add(previews: [URL]) throws {
+        for (index, url) in previews.enumerated() {
+            guard index < files.count else {
+                throw ShareFailure(
+                    .usage, "\(previews.count) preview images for \(files.count) files; give one per file")
+            }
+            guard let bytes = PosixFiles.read(url.path, limit: ItemPreview.maxImage + 1) else {
+                throw ShareFailure(.noInput, "\(url.path): cannot read the preview image; check the path")
+            }
+            guard bytes.count <= ItemPreview.maxImage else {
+                throw ShareFailure(
+                    .usage, "\(url.path) is over \(ItemPreview.maxImage / 1024) KiB; a preview is a small image")
+            }
+            let type = UTType(filenameExtension: url.pathExtension)
+            guard type?.conforms(to: .image) == true else {
+                throw ShareFailure(.usage, "\(url.path) is not an image (by its extension); a preview is a small image")
+            }
+            files[index].preview = ItemPreview(
+                title: OutgoingItem.title(files[index].label), image: Array(bytes), imageType: type?.identifier)
+        }
+    }
 
     /// Checks and plans the files and folders at `paths`, typed by `type` when given.
     public mutating func add(paths: [URL], type: UTType? = nil) throws {
@@ -74,8 +99,16 @@ public struct SendItems: Sendable {
     /// The items for a peer with `relation`, in order: the profile bundle, files and folders, texts, URLs, profiles.
     public func items(for relation: PeerRelation) throws -> [OutgoingItem] {
         try (bundle.map { [try OutgoingItem.profiles($0, relation: relation)] } ?? []) + files
-            + texts.map { OutgoingItem.transferable($0, label: "text", relation: relation) }
-            + urls.map { OutgoingItem.transferable($0, label: $0.absoluteString, relation: relation) }
+            // Stable ids: offered again (a held offer, a retry), the same texts are the same items.
+            + texts.enumerated().map {
+                OutgoingItem.transferable(
+                    $1, label: "text", relation: relation, id: OutgoingItem.stableID("text-\($0)-" + $1))
+            }
+            + urls.enumerated().map {
+                OutgoingItem.transferable(
+                    $1, label: $1.absoluteString, relation: relation,
+                    id: OutgoingItem.stableID("url-\($0)-" + $1.absoluteString))
+            }
             + profiles.map {
                 // A single profile travels without paths; its media go in a profiles bundle.
                 OutgoingItem.transferable(

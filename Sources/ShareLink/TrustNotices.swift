@@ -93,6 +93,8 @@ extension TrustStore {
     /// ID (keeping its name, address and relation) and drops any other device, which must pair again.
     public mutating func apply(_ notice: TrustNotice, issuer: DeviceID) throws -> TrustNoticeEffect {
         guard let subject = device(notice.subject) else { return .nothing }
+        // A device trusted again after the notice was issued (paired anew) is not undone by the old notice.
+        guard subject.added <= notice.issued.addingTimeInterval(1) else { return .nothing }
         switch notice.kind {
         case .revoke:
             guard case .allowed = AccessPolicy.decide(.revokeDevices, peer: device(issuer)) else {

@@ -30,10 +30,12 @@ public struct TrustedDevice: Hashable, Sendable {
     /// device's agent as a watch.
     public var watch: Bool
     public var added: Date
+    /// Whether this device's offers wait for the user's answer (`share accept`); nil: the default for its relation.
+    public var ask: Bool?
 
     public init(
         id: DeviceID, name: String, address: PeerAddress? = nil, relation: TrustRelation = .trusted,
-        watch: Bool = false, added: Date = Date()
+        watch: Bool = false, added: Date = Date(), ask: Bool? = nil
     ) {
         self.id = id
         self.name = name
@@ -41,7 +43,12 @@ public struct TrustedDevice: Hashable, Sendable {
         self.relation = relation
         self.watch = watch && relation == .team
         self.added = added
+        self.ask = ask
     }
+
+    /// Whether an offer from this device waits for the user: as set, else yes for every device that is not one of
+    /// the owner's (AirDrop's "Contacts Only" asks too; one's own devices go straight in).
+    public var asks: Bool { ask ?? (relation != .team) }
 }
 
 /// The list of trusted devices, kept as a human-readable JSON file (`trust.json` in the config directory), written
@@ -63,6 +70,7 @@ public struct TrustStore: Sendable {
         var group: String?
         var watch: Bool?
         var added: Date?
+        var ask: Bool?
     }
 
     /// Loads the store; a missing file is an empty store.
@@ -107,7 +115,7 @@ public struct TrustStore: Sendable {
             devices.append(
                 TrustedDevice(
                     id: entry.id, name: entry.name, address: entry.address, relation: relation,
-                    watch: entry.watch ?? false, added: entry.added ?? Date(timeIntervalSince1970: 0)))
+                    watch: entry.watch ?? false, added: entry.added ?? Date(timeIntervalSince1970: 0), ask: entry.ask))
         }
         return TrustStore(devices: devices, file: file)
     }
@@ -133,7 +141,7 @@ public struct TrustStore: Sendable {
             }
             return Entry(
                 id: device.id, name: device.name, address: device.address, relation: relation, group: group,
-                watch: device.watch ? true : nil, added: device.added)
+                watch: device.watch ? true : nil, added: device.added, ask: device.ask)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -190,6 +198,7 @@ public struct TrustStore: Sendable {
         if let index = devices.firstIndex(where: { $0.id == device.id }) {
             var updated = device
             updated.added = devices[index].added
+            if updated.ask == nil { updated.ask = devices[index].ask }
             devices[index] = updated
         } else {
             devices.append(device)

@@ -22,6 +22,8 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case ack = 0x16
     /// A chunk whose data is one zstd frame (the digest is of the decompressed bytes).
     case zchunk = 0x17
+    /// The receiver's answer to an offer its user must accept first: held as pending, to be offered again.
+    case held = 0x18
     /// Asks an agent for its clipboard item: the agent answers as a sender (offer, chunks, done), or, with `peek`,
     /// with one `clipboardInfo`.
     case clipboardRequest = 0x20

@@ -1,9 +1,10 @@
 /// Named limits; every length read from a peer is checked against one of these before anything is allocated.
 public enum Limits {
     /// The newest protocol version this build speaks.
-    public static let protocolVersion = 2
+    public static let protocolVersion = 3
     /// The oldest protocol version this build still speaks: two peers talk when their ranges overlap, at the newer
-    /// version both speak. (Version 1 paired without commitments and is not spoken any more.)
+    /// version both speak. (Version 1 paired without commitments and is not spoken any more; version 3 added
+    /// previews and held offers, and speaks 2 with a peer that has not.)
     public static let oldestProtocolVersion = 2
     /// Largest control message (JSON): hello, offer, select, resume, done, error.
     public static let maxControlPayload = 1 << 20

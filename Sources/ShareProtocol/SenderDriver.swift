@@ -38,7 +38,7 @@ public final class SenderDriver {
     }
 
     private func drive(_ items: [ItemSource]) throws -> TransferSummary {
-        let offer = Offer(items: items.map(\.offer), chunkSize: chunkSize)
+        let offer = Offer(items: items.map(\.offer), chunkSize: chunkSize).trimmingPreviews()
         try offer.validate()
         var machine = SenderMachine(offer: offer)
         var actions = machine.peerReady()
@@ -79,6 +79,10 @@ public final class SenderDriver {
             }
             if machine.state == .finished { return summary }
             let frame = try channel.receive()
+            if frame.type == .held, machine.state == .awaitingSelect {
+                // The receiver's user decides first: nothing more in this session; the caller offers again later.
+                throw try MessageCoding.decode(OfferHeld.self, from: frame)
+            }
             actions = try machine.received(frame: frame)
             if frame.type == .select { events(.answered(machine.choices)) }
         }

@@ -25,12 +25,91 @@ public struct Offer: Sendable, Codable, Equatable {
                 .badMessage, "chunk size \(chunkSize) is outside \(Self.minChunkSize)–\(Self.maxChunkSize)")
         }
         var seen: Set<String> = []
+        var previewBytes = 0
         for item in items {
             try item.validate()
             guard seen.insert(item.id).inserted else {
                 throw ProtocolError(.badMessage, "item \(item.id) is offered twice")
             }
+            previewBytes += item.preview?.image?.utf8.count ?? 0
         }
+        guard previewBytes <= ItemPreview.maxImagesPerOffer * 4 / 3 + 4 * items.count else {
+            throw ProtocolError(.badMessage, "the offer's preview images exceed \(ItemPreview.maxImagesPerOffer) bytes")
+        }
+    }
+
+    /// The offer with preview images beyond `ItemPreview.maxImagesPerOffer` left out (titles stay), so an offer of
+    /// many items still fits its limit.
+    public func trimmingPreviews() -> Offer {
+        var result = self
+        var budget = ItemPreview.maxImagesPerOffer
+        for index in result.items.indices {
+            guard let image = result.items[index].preview?.image else { continue }
+            let size = image.utf8.count * 3 / 4
+            if size <= budget {
+                budget -= size
+            } else {
+                result.items[index].preview?.image = nil
+                result.items[index].preview?.imageType = nil
+            }
+        }
+        return result
+    }
+}
+
+/// What a receiver shows its user about an offered item before accepting it (Apple's `SharePreview`: a title and
+/// an image). The type's description and the size come from the item's representations.
+public struct ItemPreview: Sendable, Codable, Equatable {
+    /// At most 256 bytes.
+    public var title: String
+    /// A small image, base 64: at most `maxImage` bytes once decoded.
+    public var image: String?
+    /// The image's content type (`public.png`, `public.jpeg`).
+    public var imageType: String?
+
+    public static let maxTitle = 256
+    public static let maxImage = 32 << 10
+    /// Preview images of one offer together; further previews go without their image.
+    public static let maxImagesPerOffer = 1 << 20
+
+    public init(title: String, image: [UInt8]? = nil, imageType: String? = nil) {
+        self.title = title
+        self.image = image.map { Data($0).base64EncodedString() }
+        self.imageType = image == nil ? nil : imageType
+    }
+
+    /// The image's bytes, when it decodes.
+    public var imageBytes: [UInt8]? { image.flatMap { Data(base64Encoded: $0) }.map(Array.init) }
+
+    public func validate(item: String) throws(ProtocolError) {
+        guard title.utf8.count <= Self.maxTitle,
+            !title.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw ProtocolError(.badMessage, "item \(item)'s preview title is too long or has control characters") }
+        if let image {
+            guard image.utf8.count <= (Self.maxImage + 2) / 3 * 4, let bytes = imageBytes, bytes.count <= Self.maxImage
+            else {
+                throw ProtocolError(
+                    .badMessage, "item \(item)'s preview image is over \(Self.maxImage) bytes or not base 64")
+            }
+        }
+        if let imageType, imageType.utf8.count > 255 || imageType.isEmpty {
+            throw ProtocolError(.badMessage, "item \(item)'s preview image type is invalid")
+        }
+    }
+}
+
+/// A receiver's answer to an offer whose user must accept it first: it is kept as pending (under `id`) and the
+/// sender offers it again later (after `retryAfter` seconds) to learn the answer; nothing else is sent in this
+/// session.
+public struct OfferHeld: Sendable, Codable, Equatable, Error {
+    public var id: String
+    public var message: String
+    public var retryAfter: Double
+
+    public init(id: String, message: String, retryAfter: Double) {
+        self.id = id
+        self.message = message
+        self.retryAfter = retryAfter
     }
 }
 
@@ -49,10 +128,13 @@ public struct OfferItem: Sendable, Codable, Equatable {
     /// For an item an agent forwards on behalf of another device (its watch, or a device sending to its watch): who
     /// it really comes from, as `watch via phone`. Believed only from the owner's own devices.
     public var origin: String?
+    /// What the receiver's user is shown before accepting: a title and, optionally, a small image.
+    public var preview: ItemPreview?
 
     public init(
         id: String, label: String, representations: [OfferedRepresentation],
-        declarations: [UTTypeDeclaration] = [], version: String? = nil, origin: String? = nil
+        declarations: [UTTypeDeclaration] = [], version: String? = nil, origin: String? = nil,
+        preview: ItemPreview? = nil
     ) {
         self.id = id
         self.label = label
@@ -60,6 +142,7 @@ public struct OfferItem: Sendable, Codable, Equatable {
         self.declarations = declarations
         self.version = version
         self.origin = origin
+        self.preview = preview
     }
 
     public func validate() throws(ProtocolError) {
@@ -77,6 +160,7 @@ public struct OfferItem: Sendable, Codable, Equatable {
         {
             throw ProtocolError(.badMessage, "item \(id) names its origin with an empty, too long or control name")
         }
+        try preview?.validate(item: id)
         guard !representations.isEmpty, representations.count <= 64 else {
             throw ProtocolError(
                 .badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")

@@ -150,6 +150,7 @@ extension EndToEndAgents {
                 if codes.laptop != nil, codes.desk != nil { played += 1 }
                 if codes.laptop != nil, codes.laptop == codes.desk { wins += 1 }
             }
+            print("pairing with a 2-digit code: the attacker matched \(wins) of \(attempts) attempts")
             // Every attempt got as far as both codes; about 2 of 200 agree by chance.
             #expect(played == attempts, "\(played) attempts reached both codes")
             #expect(wins <= 10, "\(wins) of \(attempts)")

@@ -87,6 +87,7 @@ enum OutboxRunner {
             let trust = try TrustStore.load(device.paths.trustFile)
             var items = SendItems()
             try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
+            try items.add(previews: (job.previews ?? []).map { URL(fileURLWithPath: $0) })
             for forwarded in job.forwarded ?? [] {
                 try items.add(forwarded: forwarded, via: device.name)
             }

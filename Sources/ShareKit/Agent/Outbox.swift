@@ -15,6 +15,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var files: [String] = []
     /// The content type given with `--type`, for the files.
     public var contentType: String?
+    /// Preview images of the files (`--preview`), in order.
+    public var previews: [String]?
     public var texts: [String] = []
     public var urls: [String] = []
     /// Profile names or ids from the catalog; `allProfiles` sends the whole catalog as one bundle.
@@ -46,7 +48,8 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var finished: Date?
 
     private enum CodingKeys: String, CodingKey {
-        case id, to, files, contentType, texts, urls, profiles, allProfiles, via, created, state, attempts, nextAttempt
+        case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
+            nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
         case failuresWithoutProgress, finished
         case forwarded = "relayed"

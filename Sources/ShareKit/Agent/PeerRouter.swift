@@ -142,8 +142,21 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         options.mediaDirectory = device.paths.data
         options.history = inbox.history
         options.folderMode = 0o700
+        if let entry, entry.asks {
+            // The user answers first (share pending / accept / decline); the sender offers again to learn it.
+            let (paths, localName, sender) = (device.paths, device.name, session.peerID)
+            options.gate = { offer, name in
+                try PendingOffers.decide(
+                    offer, from: sender, name: name, paths: paths, localName: localName,
+                    announce: DesktopNotice.announce)
+            }
+        }
         let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
         let report = try receiver.serve(session, peerName: peer, peer: entry, first: first)
+        if let held = report.held {
+            Self.log.info("offer held for an answer", metadata: ["peer": "\(peer)", "pending": "\(held.id)"])
+            return
+        }
         Self.log.info(
             "received",
             metadata: [

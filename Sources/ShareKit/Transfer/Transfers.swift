@@ -37,6 +37,9 @@ public struct SendOptions: Sendable {
     public var forwardTo: String?
     /// Lets another thread stop the send (`share cancel`).
     public var cancellation: SendCancellation?
+    /// How long to keep offering again while the receiver's user has not answered (held offers); 0: report the
+    /// hold at once (the agent's outbox retries on its own schedule).
+    public var waitForAnswer: Double = 0
     public init() {}
 }
 
@@ -84,10 +87,39 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
         self.options = options
     }
 
-    /// Connects to `target` and sends the items `makeItems` builds for the peer's relation.
+    /// Connects to `target` and sends the items `makeItems` builds for the peer's relation. An offer the receiver
+    /// holds for its user's answer is offered again every few seconds, for at most `options.waitForAnswer`.
     public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws
         -> SendReport
     {
+        let deadline = Date().addingTimeInterval(options.waitForAnswer)
+        var told = false
+        while true {
+            do {
+                return try attempt(to: target, trust: trust, makeItems: makeItems)
+            } catch let held as OfferHeld {
+                let name = target.expected?.name ?? "\(target.address)"
+                guard options.waitForAnswer > 0, Date() < deadline, options.cancellation?.isCancelled != true else {
+                    throw ShareFailure(
+                        .unavailable,
+                        options.waitForAnswer > 0
+                            ? "\(name) did not answer within \(Int(options.waitForAnswer)) s; nothing was sent"
+                            : held.message)
+                }
+                if !told {
+                    progress.note(
+                        "\(name) asks before accepting: \(held.message)", event: "waiting",
+                        fields: ["id": held.id, "to": name])
+                    told = true
+                }
+                Thread.sleep(forTimeInterval: min(max(held.retryAfter, 1), 30, max(0, deadline.timeIntervalSinceNow)))
+            }
+        }
+    }
+
+    private func attempt(
+        to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]
+    ) throws -> SendReport {
         let session = try SessionOpener.connect(
             from: device, to: target, trust: trust,
             hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts)
@@ -102,6 +134,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             return try exchange(session, items: try makeItems(visibility), peerName: peerName)
         } catch let error as ShareFailure {
             throw error
+        } catch let held as OfferHeld {
+            session.connection.closeLingering()
+            throw held
         } catch let error as ProtocolError where error.code == .sourceChanged {
             session.connection.closeLingering()
             throw ShareFailure(.interrupted, error.message)
@@ -161,6 +196,9 @@ public struct ReceiveOptions: Sendable {
     public var keptFor: String?
     /// Mode of the target folder when it has to be created.
     public var folderMode: mode_t = 0o755
+    /// Decides, before anything is chosen, whether an offer goes on, is declined, or waits for the user's answer
+    /// (held: the sender is told so and offers again later). Nil: every offer goes on.
+    public var gate: (@Sendable (_ offer: Offer, _ peerName: String) throws -> PendingOffers.Decision)?
 
     public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
@@ -188,6 +226,8 @@ public struct ReceiveReport: Sendable {
     public var refused: [(label: String, reason: String)] = []
     public var bytesReceived: UInt64 = 0
     public var bytesAlreadyHeld: UInt64 = 0
+    /// Set when the offer was held for the user's answer (nothing was received).
+    public var held: OfferHeld?
 }
 
 /// A receive into a folder: the receiver driver over a disk sink, for one sending session at a time.
@@ -232,13 +272,50 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 return reason
             })
         let machine = ReceiverMachine(negotiator: Negotiator(accept: options.accept), policy: policy)
+        var first = first
+        var decide: ((Offer) throws -> [Choice])?
+        if let gate = options.gate {
+            let frame = try first ?? session.connection.receive()
+            first = frame
+            // An offer that does not decode is left to the driver, which reports it as any other.
+            if frame.type == .offer, let offer = try? MessageCoding.decode(Offer.self, from: frame),
+                (try? offer.validate()) != nil
+            {
+                var refusal: String?
+                switch try gate(offer, peerName) {
+                case .proceed:
+                    break
+                case .decline(let reason):
+                    refusal = reason
+                case .hold(let held) where session.peerHello.agreedVersion >= 3:
+                    try session.connection.send(.held, held)
+                    progress.note(
+                        "from \(peerName): \(offer.items.count) item(s) wait for an answer (\(held.id))", event: "held",
+                        fields: ["id": held.id])
+                    var report = ReceiveReport()
+                    report.held = held
+                    return report
+                case .hold:
+                    refusal = "this device asks before accepting from \(peerName); update share on the sending device"
+                }
+                if let refusal {
+                    decide = { offer in
+                        offer.items.map {
+                            Choice(
+                                item: $0.id, representation: nil, reason: refusal,
+                                refusal: ProtocolError(.refused, refusal))
+                        }
+                    }
+                }
+            }
+        }
         let sink = DiskSink(
             options: options, store: store, sender: session.peerID, peerName: peerName, progress: progress)
         let driver = ReceiverDriver(
             channel: session.connection.channel, hasher: SHA256Hasher(), codec: ZstdChunkCodec(),
             events: progress.receiverEvents(peer: peerName))
         do {
-            let summary = try driver.run(machine: machine, sink: sink, first: first)
+            let summary = try driver.run(machine: machine, sink: sink, first: first, decide: decide)
             var report = sink.report
             report.refused = summary.refused
             report.bytesReceived = summary.bytes

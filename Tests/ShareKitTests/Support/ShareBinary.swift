@@ -232,10 +232,12 @@ final class TestDevice: @unchecked Sendable {
         return (agent, port)
     }
 
-    /// Trusts `other` under its name, optionally with an address and a relation flag.
-    func trust(_ other: TestDevice, address: String? = nil, flags: [String] = []) {
+    /// Trusts `other` under its name, optionally with an address and a relation flag. Its offers go straight in
+    /// unless `asks` (the product's default for a device that is not the owner's is to ask: `AskFirstEndToEndTests`).
+    func trust(_ other: TestDevice, address: String? = nil, flags: [String] = [], asks: Bool = false) {
         var args = ["trust", "add", other.id, "--name", other.name]
         if let address { args += ["--address", address] }
+        if !asks && !flags.contains("--team") { args.append("--no-ask") }
         let result = run(args + flags)
         precondition(result.status == 0, "trust add failed: \(result.stderr)")
     }

@@ -1,0 +1,94 @@
+import ArgumentParser
+import Foundation
+import ShareCommandLine
+import ShareKit
+
+struct PendingCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pending",
+        abstract: "List offers waiting for your answer: who sends what (title, type, size, a preview image).",
+        discussion: helpPage(
+            "The agent holds an offer from a device whose offers wait for your answer (every device that is not one of your own, unless trusted with --no-ask) and tells the desktop where there is one. Nothing is received until you accept; the sender offers again every few seconds, or its agent when it next reaches this one. A pending offer is forgotten after a day.",
+            examples: ["share pending", "share accept 3f2a9c1b", "share decline 3f2a9c1b --reason \"not now\""]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Flag(help: "One JSON array of pending offers.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let book = PendingOffers.load(device.paths)
+            let waiting = book.entries.filter { $0.answer == nil }
+            if json {
+                let encoder = JSONEncoder()
+                encoder.dateEncodingStrategy = .iso8601
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                say(String(decoding: try encoder.encode(waiting), as: UTF8.self))
+                return
+            }
+            if waiting.isEmpty {
+                tell("no offers wait for an answer")
+                return
+            }
+            for entry in waiting {
+                say("\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.items.count) item(s)")
+                for item in entry.items {
+                    var line = "    " + ProgressReporter.neutralized(PendingOffers.describe(item))
+                    if let image = item.image {
+                        line += "  (preview: \(PendingOffers.folder(device.paths).appendingPathComponent(image).path))"
+                    }
+                    say(line)
+                }
+            }
+        }
+    }
+}
+
+struct AcceptCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accept",
+        abstract: "Accept an offer that waits for your answer: its items arrive when the sender offers it again.",
+        discussion: helpPage(examples: ["share pending", "share accept 3f2a9c1b"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The pending offer's ID (see: share pending).", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            guard let entry = try PendingOffers.answer(id, .accepted, paths: device.paths) else {
+                throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
+            }
+            tell("accepted \(entry.items.count) item(s) from \(entry.fromName): they arrive when it offers them again")
+        }
+    }
+}
+
+struct DeclineCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decline",
+        abstract: "Decline an offer that waits for your answer: the sender is told, with your reason.",
+        discussion: helpPage(examples: [
+            "share decline 3f2a9c1b", "share decline 3f2a9c1b --reason \"not on this machine\"",
+        ]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The pending offer's ID (see: share pending).", valueName: "id"))
+    var id: String
+
+    @Option(help: "A reason the sender sees.")
+    var reason: String?
+
+    func run() throws {
+        try ShareCLI.run {
+            let reason = reason.map { OutgoingItem.title($0) }
+            guard let entry = try PendingOffers.answer(id, .declined, reason: reason, paths: device.paths) else {
+                throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
+            }
+            tell("declined \(entry.items.count) item(s) from \(entry.fromName): it is told when it offers them again")
+        }
+    }
+}

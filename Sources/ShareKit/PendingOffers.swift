@@ -1,0 +1,205 @@
+import CoreTransferable
+import Foundation
+import Logging
+import ShareDisk
+import ShareProtocol
+import ShareTLS
+
+/// Offers waiting for this device's user to accept or decline (`share pending`, `share accept`, `share decline`),
+/// kept in `STATE/pending/offers.json` (0600, changed under its lock) with each preview image beside it. A pending
+/// offer holds no session open: the sender offers again later and learns the answer then, so neither the idle
+/// timeout nor an agent restart loses it. Entries are forgotten a day after they were made, or once used.
+public struct PendingOffers: Codable, Sendable {
+    public enum Answer: String, Codable, Sendable { case accepted, declined }
+
+    public struct Item: Codable, Sendable, Equatable {
+        public var title: String
+        public var label: String
+        /// The first representation's type, as a person reads it ("MPEG-4 movie").
+        public var kind: String
+        public var size: UInt64?
+        /// The preview image, saved beside the book.
+        public var image: String?
+    }
+
+    public struct Entry: Codable, Sendable {
+        public var id: String
+        /// The sending device's ID and name.
+        public var from: String
+        public var fromName: String
+        /// Which offer this is: the sender's device, its items' ids and versions.
+        public var key: String
+        public var items: [Item]
+        public var created: Date
+        public var answer: Answer?
+        public var reason: String?
+    }
+
+    public var entries: [Entry] = []
+
+    static let maxAge: TimeInterval = 86_400
+    static let maxEntries = 256
+    static let log = Log.logger("share.pending")
+
+    public static func folder(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("pending") }
+
+    public static func load(_ paths: DevicePaths) -> PendingOffers {
+        guard let data = PosixFiles.read(folder(paths).appendingPathComponent("offers.json").path),
+            let book = try? JSONDecoder.iso8601.decode(PendingOffers.self, from: data)
+        else { return PendingOffers() }
+        return book
+    }
+
+    /// Loads, changes and saves the book under its lock (the agent and `share accept` both write it).
+    @discardableResult
+    public static func update<T>(_ paths: DevicePaths, _ change: (inout PendingOffers, Directory) throws -> T) throws
+        -> T
+    {
+        try DevicePaths.ensurePrivateDirectory(folder(paths))
+        let directory = try Directory.open(folder(paths).path)
+        let lock = try directory.lock(".offers.lock")
+        defer { lock.release() }
+        var book = load(paths)
+        book.expire(in: directory)
+        let result = try change(&book, directory)
+        try directory.writeAtomically("offers.json", Array(try JSONEncoder.iso8601.encode(book)), mode: 0o600)
+        return result
+    }
+
+    /// The key of an offer from `sender`: the same items at the same versions are the same offer.
+    public static func key(of offer: Offer, from sender: DeviceID) -> String {
+        let parts = offer.items.map { "\($0.id)@\($0.version ?? "")" }.sorted()
+        return Hex.string(SHA256Hasher().digest(Array(([sender.description] + parts).joined(separator: "\n").utf8)))
+    }
+
+    private mutating func expire(in directory: Directory) {
+        let cutoff = Date().addingTimeInterval(-Self.maxAge)
+        for entry in entries where entry.created < cutoff { Self.removeImages(of: entry, in: directory) }
+        entries.removeAll { $0.created < cutoff }
+    }
+
+    static func removeImages(of entry: Entry, in directory: Directory) {
+        for item in entry.items { if let image = item.image { _ = try? directory.remove(image) } }
+    }
+
+    /// What to do with an offer from a device whose offers wait for the user: go on (accepted), refuse every item
+    /// (declined), or hold it (a new offer is recorded and announced; one still waiting is held again).
+    public enum Decision: Sendable {
+        case proceed
+        case decline(String)
+        case hold(OfferHeld)
+    }
+
+    /// Looks `offer` up and decides; a new offer is added, with its preview images, and `announce` is called once.
+    public static func decide(
+        _ offer: Offer, from sender: DeviceID, name: String, paths: DevicePaths, localName: String,
+        announce: (Entry, DevicePaths) -> Void
+    ) throws -> Decision {
+        let key = Self.key(of: offer, from: sender)
+        var created: Entry?
+        let decision: Decision = try update(paths) { book, directory in
+            if let index = book.entries.firstIndex(where: { $0.key == key }) {
+                let entry = book.entries[index]
+                switch entry.answer {
+                case .accepted:
+                    Self.removeImages(of: entry, in: directory)
+                    book.entries.remove(at: index)
+                    return .proceed
+                case .declined:
+                    Self.removeImages(of: entry, in: directory)
+                    book.entries.remove(at: index)
+                    return .decline(
+                        "declined on \(localName)" + (entry.reason.map { ": \($0)" } ?? ""))
+                case nil:
+                    return .hold(Self.held(entry, localName: localName))
+                }
+            }
+            guard book.entries.filter({ $0.from == sender.description }).count < 16,
+                book.entries.count < Self.maxEntries
+            else {
+                return .decline("\(localName) already holds too many offers waiting for an answer; try later")
+            }
+            let id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
+            var items: [Item] = []
+            for (number, item) in offer.items.enumerated() {
+                let first = item.representations[0]
+                let type = UTType(first.contentType)
+                var image: String?
+                if let bytes = item.preview?.imageBytes, !bytes.isEmpty {
+                    let ext =
+                        item.preview?.imageType.flatMap { UTType($0)?.preferredFilenameExtension } ?? "img"
+                    let name = "\(id)-\(number).\(ext.filter { $0.isLetter || $0.isNumber })"
+                    try directory.writeAtomically(name, bytes, mode: 0o600, durable: false)
+                    image = name
+                }
+                items.append(
+                    Item(
+                        title: item.preview?.title ?? item.label, label: item.label,
+                        kind: type?.localizedDescription ?? first.contentType, size: first.size, image: image))
+            }
+            let entry = Entry(
+                id: id, from: sender.description, fromName: name, key: key, items: items, created: Date())
+            book.entries.append(entry)
+            created = entry
+            return .hold(Self.held(entry, localName: localName))
+        }
+        if let created { announce(created, paths) }
+        return decision
+    }
+
+    static func held(_ entry: Entry, localName: String) -> OfferHeld {
+        OfferHeld(
+            id: entry.id,
+            message:
+                "waiting for \(localName) to accept (there: share accept \(entry.id), or share decline \(entry.id))",
+            retryAfter: 5)
+    }
+
+    /// Records the user's answer; returns the entry, nil when there is no such pending offer.
+    public static func answer(_ id: String, _ answer: Answer, reason: String? = nil, paths: DevicePaths) throws
+        -> Entry?
+    {
+        try update(paths) { book, _ in
+            guard let index = book.entries.firstIndex(where: { $0.id == id.lowercased() }) else { return nil }
+            book.entries[index].answer = answer
+            book.entries[index].reason = reason
+            return book.entries[index]
+        }
+    }
+
+    /// One line per item: `holiday.mov — MPEG-4 movie, 1.2 GiB`.
+    public static func describe(_ item: Item) -> String {
+        let size = item.size.map { ", " + ProgressReporter.bytes($0) } ?? ""
+        return "\(item.title) — \(item.kind)\(size)"
+    }
+}
+
+/// Tells the desktop that an offer waits (freedesktop notifications through `notify-send`, with the first preview
+/// image), when a session bus is there; otherwise the agent's log line is the notice.
+enum DesktopNotice {
+    static func announce(_ entry: PendingOffers.Entry, paths: DevicePaths) {
+        PendingOffers.log.notice(
+            "an offer waits for your answer",
+            metadata: ["from": "\(entry.fromName)", "id": "\(entry.id)", "items": "\(entry.items.count)"])
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["DBUS_SESSION_BUS_ADDRESS"] != nil,
+            let tool = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+                .map({ String($0) + "/notify-send" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        else { return }
+        let lines = entry.items.prefix(3).map(PendingOffers.describe) + (entry.items.count > 3 ? ["…"] : [])
+        var arguments = ["--app-name=share", "--expire-time=60000"]
+        if let image = entry.items.first(where: { $0.image != nil })?.image {
+            arguments.append("--icon=" + PendingOffers.folder(paths).appendingPathComponent(image).path)
+        }
+        arguments += [
+            "\(entry.fromName) wants to send \(entry.items.count) item(s)",
+            lines.joined(separator: "\n") + "\nshare accept \(entry.id)  ·  share decline \(entry.id)",
+        ]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? process.run()
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+
+extension EndToEndAgents {
+    /// Offers from devices that are not the owner's wait for the user: the agent holds them as pending (with a
+    /// preview), `share accept` lets them in, `share decline` tells the sender why; `share receive --ask` asks on
+    /// the terminal.
+    @Suite(.serialized) struct AskFirstEndToEndTests {
+        /// A desk with an agent, and a friend (a group device) that knows where it listens.
+        func deskAndFriend() throws -> (
+            desk: TestDevice, friend: TestDevice, agent: BackgroundShare, inbox: URL, port: Int
+        ) {
+            let desk = try TestDevice("desk")
+            let friend = try TestDevice("friend")
+            desk.trust(friend, flags: ["--group", "climbing"], asks: true)
+            let inbox = try desk.folder("inbox")
+            let (agent, port) = try desk.startAgent(["--no-discovery", "--inbox", inbox.path])
+            friend.trust(desk, address: "127.0.0.1:\(port)", flags: ["--group", "climbing"])
+            return (desk, friend, agent, inbox, port)
+        }
+
+        func pendingID(_ desk: TestDevice) -> String? {
+            let listed = desk.run(["pending", "--json"]).stdout
+            guard let entries = try? JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] else {
+                return nil
+            }
+            return entries.first?["id"] as? String
+        }
+
+        @Test func aGroupDevicesSendWaitsForAcceptWithItsPreview() throws {
+            let (desk, friend, agent, inbox, _) = try deskAndFriend()
+            defer { agent.stop() }
+            let file = try friend.folder("src").appendingPathComponent("topo.pdf")
+            try makeFile(file, size: 300_000)
+            let thumbnail = try friend.folder("src").appendingPathComponent("topo.png")
+            try Data(repeating: 7, count: 2_000).write(to: thumbnail)
+            let sender = try friend.background([
+                "send", file.path, "--preview", thumbnail.path, "--to", "desk", "--direct", "--answer-timeout", "60",
+            ])
+            defer { sender.stop() }
+            #expect(sender.stderr.waitForLine(containing: "desk asks before accepting", timeout: 30) != nil)
+            var id: String?
+            #expect(
+                waitUntil(timeout: 30) {
+                    id = pendingID(desk); return id != nil
+                })
+            let id2 = try #require(id)
+            let listed = desk.run(["pending"]).stdout
+            #expect(listed.contains("\(id2)  from friend: 1 item(s)"), "\(listed)")
+            #expect(listed.contains("topo.pdf — PDF document, 293.0 KiB"), "\(listed)")
+            #expect(listed.contains("(preview: "), "\(listed)")
+            #expect(desk.run(["status"]).stdout.contains("pending: \(id2) from friend"))
+            #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("friend/topo.pdf").path))
+            let accepted = desk.run(["accept", id2])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+            #expect(sender.wait(timeout: 60) == 0, "\(sender.stderr.text)")
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("friend/topo.pdf")) == Data(contentsOf: file))
+            #expect(pendingID(desk) == nil, "a used answer is forgotten")
+        }
+
+        @Test func aDeclineReachesTheSenderWithItsReason() throws {
+            let (desk, friend, agent, _, _) = try deskAndFriend()
+            defer { agent.stop() }
+            let sender = try friend.background(["send", "--text", "lunch?", "--to", "desk", "--direct"])
+            defer { sender.stop() }
+            var id: String?
+            #expect(
+                waitUntil(timeout: 30) {
+                    id = pendingID(desk); return id != nil
+                })
+            let declined = desk.run(["decline", try #require(id), "--reason", "not now"])
+            #expect(declined.status == 0, "\(declined.stderr)")
+            #expect(sender.wait(timeout: 60) == 3, "\(sender.stderr.text)")
+            #expect(sender.stderr.text.contains("declined on desk: not now"), "\(sender.stderr.text)")
+            #expect(!desk.run(["inbox"]).stdout.contains("lunch?"))
+            #expect(desk.run(["accept", "nosuch"]).status == 64)
+        }
+
+        /// Through the sender's agent the job stays queued while the desk's user has not answered, and is delivered
+        /// after the answer; one of the owner's own devices goes straight in.
+        @Test func aQueuedJobWaitsForTheAnswerAndTheOwnersDevicesGoStraightIn() throws {
+            let (desk, friend, agent, inbox, port) = try deskAndFriend()
+            defer { agent.stop() }
+            let (friendAgent, _) = try friend.startAgent(["--no-discovery"])
+            defer { friendAgent.stop() }
+            let queued = friend.run(["send", "--text", "via the agent", "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            var id: String?
+            #expect(
+                waitUntil(timeout: 30) {
+                    id = pendingID(desk); return id != nil
+                })
+            #expect(
+                waitUntil(timeout: 30) { friend.run(["jobs"]).stdout.contains("waiting for desk to accept") },
+                "\(friend.run(["jobs"]).stdout)")
+            #expect(desk.run(["accept", try #require(id)]).status == 0)
+            #expect(
+                waitUntil(timeout: 60) { desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("via the agent") })
+
+            let laptop = try TestDevice("laptop")
+            desk.trust(laptop, flags: ["--team"])
+            laptop.trust(desk, address: "127.0.0.1:\(port)", flags: ["--team"])
+            let own = laptop.run(["send", "--text", "from my laptop", "--to", "desk", "--direct"])
+            #expect(own.status == 0, "\(own.stderr)")
+            #expect(pendingID(desk) == nil)
+        }
+
+        /// `share receive --ask` shows the offer and asks; yes receives, no declines.
+        @Test func receiveAskPromptsOnTheTerminal() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            for answer in ["y", "n"] {
+                let receiver = try desk.background(
+                    ["receive", "--port", "0", "--listen", "127.0.0.1", "--into", inbox.path, "--ask"],
+                    interactive: true)
+                defer { receiver.stop() }
+                let line = try #require(receiver.stderr.waitForLine(containing: "waiting on port", timeout: 30))
+                let port = try #require(TestDevice.port(in: line))
+                let sender = try laptop.background(["send", "--text", "hello \(answer)", "--to", "127.0.0.1:\(port)"])
+                defer { sender.stop() }
+                #expect(receiver.stderr.waitForLine(containing: "laptop wants to send 1 item(s):", timeout: 30) != nil)
+                #expect(waitUntil(timeout: 30) { receiver.stderr.text.contains("accept? [y/N]") })
+                #expect(receiver.stderr.text.contains("text — "), "\(receiver.stderr.text)")
+                receiver.answer(answer)
+                if answer == "y" {
+                    #expect(sender.wait(timeout: 30) == 0, "\(sender.stderr.text)")
+                    #expect(receiver.wait(timeout: 30) == 0)
+                    #expect(receiver.stdout.text == "hello y\n")
+                } else {
+                    #expect(sender.wait(timeout: 30) == 3, "\(sender.stderr.text)")
+                    #expect(sender.stderr.text.contains("declined on desk"))
+                    _ = receiver.wait(timeout: 30)
+                    #expect(receiver.stdout.text.isEmpty)
+                }
+            }
+        }
+    }
+}
