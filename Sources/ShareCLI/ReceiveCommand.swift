@@ -194,7 +194,7 @@ enum AskPerson {
         var lines = ["\(ProgressReporter.neutralized(peerName)) wants to send \(offer.items.count) item(s):"]
         for item in offer.items {
             let first = item.representations[0]
-            let kind = UTType(first.contentType)?.localizedDescription ?? first.contentType
+            let kind = PendingOffers.kind(of: first.contentType, label: item.label)
             let size = first.size.map { ", " + ProgressReporter.bytes($0) } ?? ""
             let title = item.preview?.title ?? item.label
             let image =

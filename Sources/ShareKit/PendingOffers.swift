@@ -123,7 +123,6 @@ public struct PendingOffers: Codable, Sendable {
             var items: [Item] = []
             for (number, item) in offer.items.enumerated() {
                 let first = item.representations[0]
-                let type = UTType(first.contentType)
                 var image: String?
                 if let bytes = item.preview?.imageBytes, !bytes.isEmpty {
                     let ext =
@@ -135,7 +134,7 @@ public struct PendingOffers: Codable, Sendable {
                 items.append(
                     Item(
                         title: item.preview?.title ?? item.label, label: item.label,
-                        kind: type?.localizedDescription ?? first.contentType, size: first.size, image: image))
+                        kind: Self.kind(of: first.contentType, label: item.label), size: first.size, image: image))
             }
             let entry = Entry(
                 id: id, from: sender.description, fromName: name, key: key, items: items, created: Date())
@@ -165,6 +164,16 @@ public struct PendingOffers: Codable, Sendable {
             book.entries[index].reason = reason
             return book.entries[index]
         }
+    }
+
+    /// A type as a person reads it: its description ("MPEG-4 movie"), or for a type this device does not know, the
+    /// file's extension ("GPX file").
+    public static func kind(of contentType: String, label: String) -> String {
+        if let type = UTType(contentType), !type.isDynamic, let description = type.localizedDescription {
+            return description
+        }
+        let ext = (label as NSString).pathExtension
+        return ext.isEmpty || ext.count > 16 ? "a file of an unknown type" : "\(ext.uppercased()) file"
     }
 
     /// One line per item: `holiday.mov — MPEG-4 movie, 1.2 GiB`.

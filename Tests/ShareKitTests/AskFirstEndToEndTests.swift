@@ -74,6 +74,13 @@ extension EndToEndAgents {
             #expect(sender.stderr.text.contains("declined on desk: not now"), "\(sender.stderr.text)")
             #expect(!desk.run(["inbox"]).stdout.contains("lunch?"))
             #expect(desk.run(["accept", "nosuch"]).status == 64)
+            // Nobody answers: the sender gives up after its --answer-timeout, as a refusal.
+            let unanswered = friend.run([
+                "send", "--text", "anyone?", "--to", "desk", "--direct", "--answer-timeout", "2",
+            ])
+            #expect(unanswered.status == 3, "\(unanswered.stderr)")
+            #expect(
+                unanswered.stderr.contains("desk did not answer within 2 s; nothing was sent"), "\(unanswered.stderr)")
         }
 
         /// Through the sender's agent the job stays queued while the desk's user has not answered, and is delivered

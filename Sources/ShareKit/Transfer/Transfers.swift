@@ -99,12 +99,13 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
                 return try attempt(to: target, trust: trust, makeItems: makeItems)
             } catch let held as OfferHeld {
                 let name = target.expected?.name ?? "\(target.address)"
-                guard options.waitForAnswer > 0, Date() < deadline, options.cancellation?.isCancelled != true else {
+                guard options.waitForAnswer > 0 else {
+                    // The agent's outbox: the job waits and offers again on its own schedule.
+                    throw ShareFailure(.unavailable, held.message)
+                }
+                guard Date() < deadline, options.cancellation?.isCancelled != true else {
                     throw ShareFailure(
-                        .unavailable,
-                        options.waitForAnswer > 0
-                            ? "\(name) did not answer within \(Int(options.waitForAnswer)) s; nothing was sent"
-                            : held.message)
+                        .refused, "\(name) did not answer within \(Int(options.waitForAnswer)) s; nothing was sent")
                 }
                 if !told {
                     progress.note(
