@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test share. Safe to run repeatedly.
 set -euo pipefail
-packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2 bc)
+# syncthing-discosrv: Syncthing's global discovery server, which a test checks our device IDs against.
+packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2 bc syncthing-discosrv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,10 +21,7 @@ struct JobsCommand: ParsableCommand {
             let answer = try ControlClient.request(.status, paths: device.paths)
             let jobs = answer.jobs ?? []
             if json {
-                let encoder = JSONEncoder()
-                encoder.dateEncodingStrategy = .iso8601
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                say(String(decoding: try encoder.encode(jobs), as: UTF8.self))
+                try sayJSON(jobs)
                 return
             }
             if jobs.isEmpty {

@@ -53,10 +53,7 @@ struct PeersCommand: ParsableCommand {
                             name: peer.name, id: peer.id, trusted: false, address: "\(peer.address)", discovered: true,
                             lastSeen: peer.lastSeen))
                 }
-                let encoder = JSONEncoder()
-                encoder.dateEncodingStrategy = .iso8601
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                say(String(decoding: try encoder.encode(entries), as: UTF8.self))
+                try sayJSON(entries)
                 return
             }
             for peer in trust.devices {

@@ -21,10 +21,7 @@ struct PendingCommand: ParsableCommand {
             let book = PendingOffers.load(device.paths)
             let waiting = book.entries.filter { $0.answer == nil }
             if json {
-                let encoder = JSONEncoder()
-                encoder.dateEncodingStrategy = .iso8601
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                say(String(decoding: try encoder.encode(waiting), as: UTF8.self))
+                try sayJSON(waiting)
                 return
             }
             if waiting.isEmpty {

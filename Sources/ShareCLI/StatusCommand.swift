@@ -41,10 +41,7 @@ struct StatusCommand: ParsableCommand {
         if json {
             var object = answer ?? ControlResponse(ok: true)
             object.jobs = jobs
-            let encoder = JSONEncoder()
-            encoder.dateEncodingStrategy = .iso8601
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            say(String(decoding: try encoder.encode(object), as: UTF8.self))
+            try sayJSON(object)
             return
         }
         if let answer {

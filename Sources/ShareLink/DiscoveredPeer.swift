@@ -40,7 +40,10 @@ public enum ReachedAddresses {
         guard let data = PosixFiles.read(file(paths).path),
             let map = try? JSONDecoder().decode([String: PeerAddress].self, from: data)
         else { return [:] }
-        return map
+        // Keyed as this version prints IDs (earlier versions wrote other check characters).
+        return Dictionary(
+            map.map { ((try? DeviceID(parsing: $0.key))?.description ?? $0.key, $0.value) },
+            uniquingKeysWith: { _, last in last })
     }
 
     /// Records that `id` answered at `address` (best effort: a lost record only costs a fallback).

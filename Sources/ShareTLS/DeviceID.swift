@@ -1,7 +1,10 @@
 /// A device's identity: the SHA-256 of its certificate (DER).
 ///
 /// Shown as 56 characters in eight groups of seven (`MFZWI3D-BONSGYC-…`): base 32 of the digest in four blocks of
-/// 13 characters, each followed by a Luhn mod 32 check character, so a mistyped ID is detected.
+/// 13 characters, each followed by a check character, so a mistyped ID is detected. The check characters are
+/// Syncthing's (its Luhn mod 32 from the left), so one certificate's ID is the same string in both worlds and
+/// Syncthing's servers accept it; IDs written by earlier versions of share, whose check characters were computed from
+/// each block's right end, still parse (the digest is what matters).
 public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
     public let bytes: [UInt8]
 
@@ -18,13 +21,20 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
 
     /// The readable form with check characters and dashes.
-    public var description: String {
-        let base = Self.base32(bytes)  // 52 characters
+    public var description: String { Self.readable(bytes, check: Self.syncthingCheck) }
+
+    /// The form earlier versions printed (their check characters): only for names derived from it then, such as a
+    /// partial's file name, which must stay the same across versions.
+    public var earlierDescription: String { Self.readable(bytes, check: Self.luhn32) }
+
+    /// Base 32 in four blocks of 13, each followed by its check character, in groups of seven.
+    static func readable(_ bytes: [UInt8], check: ([UInt8]) -> UInt8) -> String {
+        let base = base32(bytes)  // 52 characters
         var withChecks: [UInt8] = []
         for block in 0..<4 {
             let chunk = Array(base[(block * 13)..<(block * 13 + 13)])
             withChecks += chunk
-            withChecks.append(Self.luhn32(chunk))
+            withChecks.append(check(chunk))
         }
         var out: [UInt8] = []
         for (index, char) in withChecks.enumerated() {
@@ -54,7 +64,8 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
         }
     }
 
-    /// Parses the readable form: case-insensitive, dashes and spaces ignored, check characters verified.
+    /// Parses the readable form: case-insensitive, dashes and spaces ignored, check characters verified (either
+    /// Syncthing's or those of earlier share versions, the same in all four blocks).
     public init(parsing text: String) throws(ParseError) {
         var chars: [UInt8] = []
         for scalar in text.unicodeScalars {
@@ -67,9 +78,14 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
         }
         guard chars.count == 56 else { throw .wrongLength(chars.count) }
         var base: [UInt8] = []
+        var syncthing = true
+        var earlier = true
         for block in 0..<4 {
             let chunk = Array(chars[(block * 14)..<(block * 14 + 13)])
-            guard Self.luhn32(chunk) == chars[block * 14 + 13] else { throw .checkFailed(group: block + 1) }
+            let check = chars[block * 14 + 13]
+            syncthing = syncthing && Self.syncthingCheck(chunk) == check
+            earlier = earlier && Self.luhn32(chunk) == check
+            guard syncthing || earlier else { throw .checkFailed(group: block + 1) }
             base += chunk
         }
         guard let bytes = Self.unbase32(base), bytes.count == 32 else { throw .checkFailed(group: 4) }
@@ -127,8 +143,22 @@ public struct DeviceID: Hashable, Sendable, Codable, CustomStringConvertible, Co
         return out
     }
 
-    /// Luhn mod N over the base-32 alphabet: weights 2, 1, 2, … from the rightmost data character, so that the
-    /// check character itself gets weight 1 when the whole block is validated.
+    /// Syncthing's check character: weights 1, 2, 1, … from the leftmost character, each product folded as
+    /// `p / 32 + p % 32`, and the character that makes the sum a multiple of 32.
+    static func syncthingCheck(_ chars: [UInt8]) -> UInt8 {
+        let n = 32
+        var factor = 1
+        var sum = 0
+        for char in chars {
+            let addend = factor * alphabet.firstIndex(of: char)!
+            sum += addend / n + addend % n
+            factor = factor == 2 ? 1 : 2
+        }
+        return alphabet[(n - sum % n) % n]
+    }
+
+    /// The check character of earlier share versions: weights 2, 1, 2, … from the rightmost data character. Still
+    /// read, never written.
     static func luhn32(_ chars: [UInt8]) -> UInt8 {
         let n = 32
         var factor = 2

@@ -35,8 +35,9 @@ import Testing
     }
 
     @Test func almostAllSwappedNeighboursAreDetected() {
-        // Luhn mod N detects a transposition of neighbours except for a few value pairs (like 0↔9 in decimal Luhn);
-        // over many IDs, at least 95 % of swaps must be caught.
+        // Luhn mod N detects a transposition of neighbours except for a few value pairs (like 0↔9 in decimal Luhn).
+        // Syncthing's variant (the check character is not weighted with the block) lets a few more through: over
+        // these IDs 5.8 % of swaps pass; at least 92 % must be caught. Every single-character typo is caught.
         var swaps = 0
         var undetected = 0
         for seed in 0..<40 {
@@ -50,7 +51,7 @@ import Testing
             }
         }
         #expect(swaps > 1000)
-        #expect(Double(undetected) / Double(swaps) < 0.05, "\(undetected) of \(swaps) swaps undetected")
+        #expect(Double(undetected) / Double(swaps) < 0.08, "\(undetected) of \(swaps) swaps undetected")
     }
 
     @Test func badInputSaysWhatIsWrong() {
@@ -79,5 +80,35 @@ import Testing
         hasher.update(Array("a".utf8))
         hasher.update(Array("bc".utf8))
         #expect(hasher.finalize() == SHA256Hasher.hash(Array("abc".utf8)))
+    }
+
+    /// Syncthing's own test vectors: its check characters, and an ID of its test suite written in its form.
+    @Test func checkCharactersAreSyncthings() throws {
+        #expect(DeviceID.syncthingCheck(Array("WG2IWWALPC2HZ".utf8)) == UInt8(ascii: "H"))
+        #expect(DeviceID.syncthingCheck(Array("KHQNO2S5QSILR".utf8)) == UInt8(ascii: "K"))
+        #expect(DeviceID.syncthingCheck(Array("MFZWI3DBONSGY".utf8)) == UInt8(ascii: "C"))
+        let syncthings = "P56IOI7-MZJNU2Y-IQGDREY-DM2MGTI-MGL3BXN-PQ6W5BM-TBBZ4TJ-XZWICQ2"
+        let parsed = try DeviceID(parsing: syncthings)
+        #expect(parsed.description == syncthings)
+    }
+
+    /// IDs written by earlier versions (check characters from each block's right end) still parse to the same
+    /// digest, and are printed in Syncthing's form from then on.
+    @Test func idsWithTheEarlierCheckCharactersStillParse() throws {
+        let base = DeviceID.base32(id.bytes)
+        var earlier: [UInt8] = []
+        for block in 0..<4 {
+            let chunk = Array(base[(block * 13)..<(block * 13 + 13)])
+            earlier += chunk + [DeviceID.luhn32(chunk)]
+        }
+        let text = String(decoding: earlier, as: UTF8.self)
+        #expect(try DeviceID(parsing: text) == id)
+        #expect(text != id.description.replacingOccurrences(of: "-", with: ""))
+        // Mixing the two schemes across blocks is a typo, not an ID.
+        var mixed = Array(id.description.replacingOccurrences(of: "-", with: "").utf8)
+        mixed[13] = earlier[13]
+        if mixed[13] != Array(id.description.replacingOccurrences(of: "-", with: "").utf8)[13] {
+            #expect(throws: DeviceID.ParseError.self) { try DeviceID(parsing: String(decoding: mixed, as: UTF8.self)) }
+        }
     }
 }

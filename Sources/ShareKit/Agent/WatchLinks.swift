@@ -46,7 +46,13 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
         let saved = FileManager.default.contents(atPath: file.path).flatMap {
             try? JSONDecoder.iso8601.decode([Known].self, from: $0)
         }
-        known = Dictionary((saved ?? []).map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+        // IDs written by earlier versions (other check characters) are keyed as this version prints them.
+        known = Dictionary(
+            (saved ?? []).map { entry in
+                var entry = entry
+                entry.id = (try? DeviceID(parsing: entry.id))?.description ?? entry.id
+                return (entry.id, entry)
+            }, uniquingKeysWith: { _, last in last })
     }
 
     /// The watch with this device ID, if it ever attached.

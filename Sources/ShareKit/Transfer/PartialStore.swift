@@ -49,9 +49,10 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
     }()
 
-    /// The name of an item's partial: stable for the same sender, item and type across sessions and versions.
+    /// The name of an item's partial: stable for the same sender, item and type across sessions and versions (the
+    /// sender is named in the form earlier versions printed, so their partials are found).
     static func key(sender: DeviceID, item: String, contentType: String, archive: Bool) -> String {
-        let text = "\(sender)|\(item)|\(contentType)" + (archive ? "|archive" : "")
+        let text = "\(sender.earlierDescription)|\(item)|\(contentType)" + (archive ? "|archive" : "")
         return String(SHA256Hasher.hash(Array(text.utf8)).hexString.prefix(32))
     }
 
