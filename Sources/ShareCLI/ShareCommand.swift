@@ -85,10 +85,7 @@ func say(_ text: String) {
 
 /// A value as one line of JSON on standard output (keys sorted, dates in ISO 8601): what `--json` prints.
 func sayJSON(_ value: some Encodable) throws {
-    let encoder = JSONEncoder()
-    encoder.dateEncodingStrategy = .iso8601
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    say(String(decoding: try encoder.encode(value), as: UTF8.self))
+    say(String(decoding: try JSONEncoder.iso8601.encode(value), as: UTF8.self))
 }
 
 /// A line about what happened (queued, saved, paired, waiting…) on standard error: standard output stays for content

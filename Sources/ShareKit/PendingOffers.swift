@@ -43,11 +43,10 @@ public struct PendingOffers: Codable, Sendable {
 
     public static func folder(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("pending") }
 
+    static func file(_ paths: DevicePaths) -> URL { folder(paths).appendingPathComponent("offers.json") }
+
     public static func load(_ paths: DevicePaths) -> PendingOffers {
-        guard let data = PosixFiles.read(folder(paths).appendingPathComponent("offers.json").path),
-            let book = try? JSONDecoder.iso8601.decode(PendingOffers.self, from: data)
-        else { return PendingOffers() }
-        return book
+        LockedJSONFile.read(file(paths), or: PendingOffers())
     }
 
     /// Loads, changes and saves the book under its lock (the agent and `share accept` both write it).
@@ -55,15 +54,10 @@ public struct PendingOffers: Codable, Sendable {
     public static func update<T>(_ paths: DevicePaths, _ change: (inout PendingOffers, Directory) throws -> T) throws
         -> T
     {
-        try DevicePaths.ensurePrivateDirectory(folder(paths))
-        let directory = try Directory.open(folder(paths).path)
-        let lock = try directory.lock(".offers.lock")
-        defer { lock.release() }
-        var book = load(paths)
-        book.expire(in: directory)
-        let result = try change(&book, directory)
-        try directory.writeAtomically("offers.json", Array(try JSONEncoder.iso8601.encode(book)), mode: 0o600)
-        return result
+        try LockedJSONFile.update(file(paths), empty: PendingOffers()) { book, directory in
+            book.expire(in: directory)
+            return try change(&book, directory)
+        }
     }
 
     /// The key of an offer from `sender`: the same items at the same versions are the same offer.

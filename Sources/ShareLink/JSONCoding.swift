@@ -1,4 +1,5 @@
 import Foundation
+import ShareDisk
 
 extension JSONEncoder {
     public static var iso8601: JSONEncoder {
@@ -14,5 +15,32 @@ extension JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return decoder
+    }
+}
+
+/// A small JSON file that both the agent and the command line change (signed trust notices, pending offers): read,
+/// changed and written back atomically (0600) under its own lock file in the same folder, so two writers never lose
+/// each other's change. A file that is missing or does not decode reads as `empty`.
+public enum LockedJSONFile {
+    public static func read<Value: Decodable>(_ file: URL, or empty: Value) -> Value {
+        guard let data = PosixFiles.read(file.path), let value = try? JSONDecoder.iso8601.decode(Value.self, from: data)
+        else { return empty }
+        return value
+    }
+
+    /// `change` gets the value and the folder's handle (for files kept beside it).
+    public static func update<Value: Codable, T>(
+        _ file: URL, empty: Value, _ change: (inout Value, Directory) throws -> T
+    ) throws -> T {
+        let folder = file.deletingLastPathComponent()
+        try DevicePaths.ensurePrivateDirectory(folder)
+        let directory = try Directory.open(folder.path)
+        let lock = try directory.lock(".\(file.lastPathComponent).lock")
+        defer { lock.release() }
+        var value = read(file, or: empty)
+        let result = try change(&value, directory)
+        try directory.writeAtomically(
+            file.lastPathComponent, Array(try JSONEncoder.iso8601.encode(value)), mode: 0o600)
+        return result
     }
 }

@@ -19,6 +19,32 @@ public enum Syscalls {
         signal(SIGPIPE, SIG_IGN)
     }
 
+    /// The bytes the interrupt handler writes, prepared before a signal can arrive (a handler must not allocate).
+    nonisolated(unsafe) private static var interruptLine: [UInt8] = []
+    nonisolated(unsafe) private static var interruptStatus: Int32 = 1
+
+    /// On SIGINT, SIGTERM or SIGHUP: writes `line` to standard error and exits with `status` at once. The signals are
+    /// unblocked first (a parent's mask is inherited, and the threads made later inherit this one's).
+    public static func exitOnInterrupt(writing line: String, status: Int32) {
+        interruptLine = Array(line.utf8)
+        interruptStatus = status
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, signal) }
+        let unblocked = pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        precondition(unblocked == 0, "pthread_sigmask failed: \(unblocked)")
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in
+            Syscalls.interruptLine.withUnsafeBufferPointer { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            _exit(Syscalls.interruptStatus)
+        }
+        sigemptyset(&action.sa_mask)
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            let installed = sigaction(signal, &action, nil)
+            precondition(installed == 0, "sigaction(\(signal)) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
     public struct SocketError: Error, CustomStringConvertible, Sendable {
         public let message: String
         public let code: Int32

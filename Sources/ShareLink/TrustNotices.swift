@@ -131,23 +131,13 @@ public struct TrustNoticeBook: Codable, Sendable {
     public static func file(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("notices.json") }
 
     public static func load(_ paths: DevicePaths) -> TrustNoticeBook {
-        guard let data = PosixFiles.read(file(paths).path),
-            let book = try? JSONDecoder.iso8601.decode(TrustNoticeBook.self, from: data)
-        else { return TrustNoticeBook() }
-        return book
+        LockedJSONFile.read(file(paths), or: TrustNoticeBook())
     }
 
     /// Loads the book, lets `change` modify it and saves it, under its lock (the CLI and the agent both write it).
     @discardableResult
     public static func update<T>(_ paths: DevicePaths, _ change: (inout TrustNoticeBook) throws -> T) throws -> T {
-        try DevicePaths.ensurePrivateDirectory(paths.state)
-        let folder = try Directory.open(paths.state.path)
-        let lock = try folder.lock(".notices.lock")
-        defer { lock.release() }
-        var book = load(paths)
-        let result = try change(&book)
-        try folder.writeAtomically("notices.json", Array(try JSONEncoder.iso8601.encode(book)), mode: 0o600)
-        return result
+        try LockedJSONFile.update(file(paths), empty: TrustNoticeBook()) { book, _ in try change(&book) }
     }
 
     /// Adds a notice (once: the same signature is the same notice); true when it was new.
