@@ -237,42 +237,31 @@ struct PairingAnnouncement: Codable {
 }
 
 /// Announces once a second that this device waits to pair, until stopped.
-final class PairingAnnouncer: @unchecked Sendable {  // `stopped` guarded by `condition`
-    private let condition = NSCondition()
-    private var stopped = false
-    private var running = true
+final class PairingAnnouncer: @unchecked Sendable {  // `closed` guarded by `lock`
     private let fd: Int32
+    private let rounds: RepeatingThread
+    private let lock = NSLock()
+    private var closed = false
 
     init(device: LocalDevice, pairingPort: Int, discoveryPort: Int, interface: String?) throws {
-        fd = try Syscalls.discoverySocket(port: discoveryPort, group: Discovery.group, interface: interface)
+        let fd = try Syscalls.discoverySocket(port: discoveryPort, group: Discovery.group, interface: interface)
+        self.fd = fd
         let bytes = Array(try JSONEncoder().encode(PairingAnnouncement(name: device.name, port: pairingPort)))
-        let fd = fd
-        Thread { [self] in
-            while true {
-                Syscalls.sendDatagram(fd, bytes, host: Discovery.group, port: discoveryPort)
-                if interface == nil { Syscalls.sendDatagram(fd, bytes, host: "255.255.255.255", port: discoveryPort) }
-                condition.lock()
-                let deadline = Date().addingTimeInterval(1)
-                while !stopped && condition.wait(until: deadline) {}
-                let stop = stopped
-                if stop {
-                    running = false
-                    condition.broadcast()
-                }
-                condition.unlock()
-                if stop { return }
-            }
-        }.start()
+        rounds = RepeatingThread(name: "share-pair-announce", interval: 1) {
+            Syscalls.sendDatagram(fd, bytes, host: Discovery.group, port: discoveryPort)
+            if interface == nil { Syscalls.sendDatagram(fd, bytes, host: "255.255.255.255", port: discoveryPort) }
+        }
+        rounds.start()
     }
 
-    /// Stops announcing (when the listener is done: paired, out of attempts, or the window ended) and waits for the thread.
+    /// Stops announcing (when the listener is done: paired, out of attempts, or the window ended) and waits for the
+    /// thread.
     func stop() {
-        condition.lock()
-        guard !stopped else { return condition.unlock() }
-        stopped = true
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
-        Syscalls.close(fd)
+        rounds.stop()
+        let close = lock.withLock {
+            defer { closed = true }
+            return !closed
+        }
+        if close { Syscalls.close(fd) }
     }
 }

@@ -17,62 +17,31 @@ struct TrustNoticesTaken: Codable {
 /// revocation to the owner's other devices, a key rotation to every device that trusted the old key (sent with the
 /// old key, which they still trust). A device that was away gets them when it is next reached; a device that
 /// receives a notice carries it on too, so the owner's devices converge even when the signer is away.
-final class NoticeCourier: AgentPart, @unchecked Sendable {  // `stopped`, `wakeUp`, `retryAfter` guarded by `condition`
+final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` guarded by `lock`
     static let log = Log.logger("share.trust")
     let partName = "trust notices"
     let device: LocalDevice
     let trust: TrustCache
     let interval: Double
-    private let condition = NSCondition()
-    private var stopped = false
-    private var running = false
-    private var wakeUp = false
+    private let lock = NSLock()
     private var retryAfter: [String: Date] = [:]
+    private var rounds: RepeatingThread!
 
     init(device: LocalDevice, trust: TrustCache, interval: Double = 10) {
         self.device = device
         self.trust = trust
         self.interval = interval
+        rounds = RepeatingThread(name: "share-notices", interval: interval) { [unowned self] in deliverDue() }
     }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) {
-        condition.withLock { running = true }
-        let thread = Thread { [self] in
-            Syscalls.setThreadPriority(lowerBy: 0)
-            while true {
-                deliverDue()
-                condition.lock()
-                let deadline = Date().addingTimeInterval(interval)
-                while !stopped && !wakeUp && condition.wait(until: deadline) {}
-                wakeUp = false
-                let stop = stopped
-                if stop {
-                    running = false
-                    condition.broadcast()
-                }
-                condition.unlock()
-                if stop { return }
-            }
-        }
-        thread.name = "share-notices"
-        thread.start()
-    }
+    func start(failed: @escaping @Sendable (Error) -> Void) { rounds.start() }
 
-    func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
-    }
+    func stop() { rounds.stop() }
 
     /// Tries again now, and at once for `device` (it just connected: it may have been away).
     func wake(for device: DeviceID? = nil) {
-        condition.withLock {
-            if let device { retryAfter[device.description] = nil }
-            wakeUp = true
-            condition.broadcast()
-        }
+        if let device { lock.withLock { retryAfter[device.description] = nil } }
+        rounds.wake()
     }
 
     /// One round: every notice to every device that should have it and is due.
@@ -86,7 +55,7 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `stopped`, `wake
             let ownRotation = entry.notice.kind == .rotate && entry.notice.subject == previous?.deviceID
             for target in Self.targets(of: entry, in: store, ownRotation: ownRotation) {
                 let key = target.id.description
-                if let after = condition.withLock({ retryAfter[key] }), after > Date() {
+                if let after = lock.withLock({ retryAfter[key] }), after > Date() {
                     if ownRotation { pendingOwnRotation = true }
                     continue
                 }
@@ -97,7 +66,7 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `stopped`, `wake
                     }
                 } else {
                     // A device that is away is tried again a few rounds later (at most every 30 s).
-                    condition.withLock { retryAfter[key] = Date().addingTimeInterval(min(30, 3 * interval)) }
+                    lock.withLock { retryAfter[key] = Date().addingTimeInterval(min(30, 3 * interval)) }
                     if ownRotation { pendingOwnRotation = true }
                 }
             }
