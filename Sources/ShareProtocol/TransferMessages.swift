@@ -45,7 +45,8 @@ public struct Offer: Sendable, Codable, Equatable {
         var budget = ItemPreview.maxImagesPerOffer
         for index in result.items.indices {
             guard let image = result.items[index].preview?.image else { continue }
-            let size = image.utf8.count * 3 / 4
+            // The decoded size of base 64: three bytes per four characters, less the padding.
+            let size = image.utf8.count / 4 * 3 - image.suffix(2).filter { $0 == "=" }.count
             if size <= budget {
                 budget -= size
             } else {
