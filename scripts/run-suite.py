@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Runs the Swift Testing suite of a built test bundle in several processes at once.
+
+The end-to-end suites start real `share` processes and mostly wait on them (handshakes, keepalives, timeouts), and
+each test process runs its synchronous tests on a cooperative pool as wide as the machine (two threads here). So the
+suites are spread over several test processes: every end-to-end suite is one job (its tests stay one at a time, as
+the suite says), all the unit suites together are one more, and a pool of workers takes the longest jobs first.
+Every job has a time bound; a job that passes it is killed with every process it started. Logs go to LOGDIR, one per
+job; a failing job's failures and the end of its log are printed.
+
+Usage: scripts/run-suite.py [--binary PATH] [--jobs N] [--only REGEX] [--logs DIR] [--timeout SECONDS]
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Measured seconds of each end-to-end suite alone on the 2-core machine (scripts/run-suite.py writes the newest to
+# LOGDIR/durations.json; copy it here when suites change a lot). Unknown suites count as 30 s.
+DURATIONS = ROOT / "scripts" / "suite-durations.json"
+E2E = re.compile(r"^(ShareKitTests\.EndToEnd(?:Agents)?/[^/]+)/")
+
+
+def list_tests(binary):
+    out = subprocess.run(
+        [binary, "--testing-library", "swift-testing", "--list-tests"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    return [line.strip() for line in out.splitlines() if "/" in line]
+
+
+def plan(tests, only, known, split):
+    """Jobs: (name, arguments, expected seconds). One per end-to-end suite (one per test for a suite that takes longer than
+    `split` seconds: its tests are independent, each with devices of its own), one for everything else."""
+    suites = {}
+    units = False
+    for test in tests:
+        if only and not re.search(only, test):
+            continue
+        match = E2E.match(test)
+        if match:
+            suites.setdefault(match.group(1), []).append(test)
+        else:
+            units = True
+    jobs = []
+    for suite, members in suites.items():
+        name = suite.split("/")[-1]
+        weight = known.get(name, 30)
+        if weight > split and len(members) > 1:
+            for test in members:
+                jobs.append((name + "/" + test.split("/")[-1], ["--filter", re.escape(test)], weight / len(members)))
+        else:
+            jobs.append((name, ["--filter", re.escape(suite) + "/"], weight))
+    if units:
+        args = ["--skip", "EndToEnd"]
+        if only:
+            args += ["--filter", only]
+        jobs.append(("unit suites", args, known.get("unit suites", 30)))
+    elif only and not suites:
+        sys.exit(f"run-suite: no test matches {only!r}")
+    return jobs
+
+
+def run_job(binary, name, args, logs, timeout):
+    log = logs / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".log")
+    start = time.monotonic()
+    with open(log, "wb") as out:
+        # A session of its own, so a job that passes its bound is killed with every process it started.
+        process = subprocess.Popen(
+            [binary, "--testing-library", "swift-testing"] + args,
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            status = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            status = None
+    seconds = time.monotonic() - start
+    text = log.read_text(errors="replace")
+    summary = re.findall(r"Test run with (\d+) tests?", text)
+    passed = status == 0 and "✘" not in text
+    return name, passed, status, seconds, (summary[-1] if summary else "?"), log, text
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", default=str(ROOT / ".build/debug/sharePackageTests.xctest"))
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("SHARE_TEST_JOBS", "4")))
+    parser.add_argument("--only", help="run only the tests whose ID matches this regular expression")
+    parser.add_argument("--logs", default=str(ROOT / ".build/test-logs"))
+    parser.add_argument("--split", type=float, default=60, help="suites longer than this run one job per test")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one job may take")
+    options = parser.parse_args()
+
+    logs = Path(options.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    jobs = plan(list_tests(options.binary), options.only, known, options.split)
+    jobs.sort(key=lambda job: -job[2])
+    started = time.monotonic()
+    print(f"== {len(jobs)} jobs in {options.jobs} processes at a time; logs in {logs}", flush=True)
+
+    failed = []
+    durations = {}
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        futures = [pool.submit(run_job, options.binary, name, args, logs, options.timeout) for name, args, _ in jobs]
+        for future in as_completed(futures):
+            name, passed, status, seconds, count, log, text = future.result()
+            durations[name] = round(seconds, 1)
+            mark = "✔" if passed else "✘"
+            why = "" if passed else (" (killed after its time bound)" if status is None else f" (exit {status})")
+            print(f"{mark} {name}: {count} tests in {seconds:.1f} s{why}", flush=True)
+            if not passed:
+                failed.append((name, log, text))
+
+    (logs / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
+    for name, log, text in failed:
+        print(f"\n== {name} failed; its log is {log}")
+        lines = text.splitlines()
+        marks = [line for line in lines if "✘" in line or "Expectation failed" in line or "error:" in line]
+        print("\n".join(marks[:40]))
+        print("-- last lines:")
+        print("\n".join(lines[-25:]))
+    total = time.monotonic() - started
+    print(f"== {len(jobs) - len(failed)} of {len(jobs)} jobs passed in {total:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
