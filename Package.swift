@@ -35,14 +35,19 @@ let package = Package(
                 "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Beyond the LAN: Syncthing's Global Discovery v3 and Relay Protocol v1 clients, and the choice of a path to
+        // a trusted device (its known addresses, then what it announced, then a relay).
+        .target(
+            name: "ShareReach",
+            dependencies: ["ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareLink", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive", "CoreTransferable",
-                "CShareSystem", "ShareDisk",
+                "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
+                "CoreTransferable", "CShareSystem", "ShareDisk",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
@@ -75,7 +80,9 @@ let package = Package(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
         .target(
             name: "ShareFuzzTargets",
-            dependencies: ["ShareProtocol", "ShareTLS", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers"]),
+            dependencies: [
+                "ShareProtocol", "ShareTLS", "ShareArchive", "ShareReach", "CoreTransferable", "UniformTypeIdentifiers",
+            ]),
         .executableTarget(
             name: "share-fuzz", dependencies: ["ShareFuzzTargets"], path: "Fuzz",
             exclude: ["corpus", "archive_seeds.py"]),
@@ -90,6 +97,7 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
+        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareLink", "ShareTLS"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(

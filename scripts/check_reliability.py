@@ -12,7 +12,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FAULT_SUITES = [
     "FaultInjectionTests", "ResumeEndToEndTests", "HostilePeerTests", "HostileConnectionTests",
     "HostileNameEndToEndTests", "DiskFullTests", "HostileArchiveTests", "FuzzRegressionTests", "ReviewAttackTests",
-    "UpgradeTests", "DriverTests",
+    "UpgradeTests", "DriverTests", "ReachEndToEndTests",
 ]
 
 # suite name -> set of test function names, from the Swift sources.

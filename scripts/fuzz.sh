@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every decoder a peer can reach, with libFuzzer and AddressSanitizer.
 # Usage: scripts/fuzz.sh [--build-only | --skip-build] [seconds per target] [target…]
-#        (default 300 s; targets: frames messages declarations device-id archive). The test command builds first
+#        (default 300 s; targets: frames messages declarations device-id archive servers). The test command builds first
 #        (--build-only, in the background while the suite runs) and then fuzzes each target for a few seconds
 #        (--skip-build).
 # Each target starts from the committed seeds (Fuzz/corpus/TARGET) in a working copy under .build-fuzz/, so the
@@ -15,7 +15,7 @@ case "${1:-}" in --build-only) PHASE=build; shift ;; --skip-build) PHASE=run; sh
 SECONDS_EACH=${1:-300}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(frames messages declarations device-id archive)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(frames messages declarations device-id archive servers)
 CLANG_RT=$(dirname "$(command -v swift)")/../lib/clang
 FUZZER_LIB=$(ls "$CLANG_RT"/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a | head -1)
 # libFuzzer's own main would clash with the entry point SwiftPM gives executables, so share-fuzz calls

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test share. Safe to run repeatedly.
 set -euo pipefail
-# syncthing-discosrv: Syncthing's global discovery server, which a test checks our device IDs against.
-packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2 bc syncthing-discosrv)
+# syncthing-discosrv and syncthing-relaysrv: Syncthing's global discovery server and relay, which the tests run as
+# real peers (device IDs, announcements and lookups, relayed sessions); nftables: the NAT of the simulated internet
+# those tests build in network namespaces.
+packages=(libarchive-dev libarchive-tools libssl-dev openssl pkg-config zstd tar python3 iproute2 bc
+    syncthing-discosrv syncthing-relaysrv nftables)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

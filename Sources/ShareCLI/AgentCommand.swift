@@ -12,7 +12,8 @@ struct AgentCommand: ParsableCommand {
         abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
         discussion: helpPage(
             "Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog. The agent also delivers this device's queued sends (share send while it runs), serves paste requests of your own devices, and keeps the link your watch opens.",
-            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter); the options override them.",
+            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays); the options override them.",
+            "Beyond the LAN: with discovery servers configured (share servers add https://HOST:PORT/?id=ID) the agent announces its port there, and with a relay (share servers add relay://HOST:PORT/?id=ID) it stays joined to it and takes relayed sessions exactly like direct ones. With none, nothing leaves the local network.",
             examples: [
                 "share agent", "share agent --inbox ~/Inbox --accept public.image --accept public.item --max-size 4G",
                 "share agent --no-discovery --listen 127.0.0.1",
@@ -76,6 +77,18 @@ struct AgentCommand: ParsableCommand {
             "Announce and listen on this IPv4 interface address only (127.0.0.1: this machine).", valueName: "address"))
     var discoveryInterface: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A global discovery server, https://HOST:PORT/?id=ID (repeatable; replaces agent.json's discoveryServers).",
+            valueName: "url"))
+    var discoveryServer: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "A relay to stay joined to, relay://HOST:PORT/?id=ID (repeatable; replaces agent.json's relays).",
+            valueName: "url"))
+    var relay: [String] = []
+
     func validate() throws {
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
@@ -90,6 +103,19 @@ struct AgentCommand: ParsableCommand {
         }
         if let announceInterval, !(0.1...3600).contains(announceInterval) {
             throw ValidationError("--announce-interval must be between 0.1 and 3600 seconds")
+        }
+        for (text, kind) in discoveryServer.map({ ($0, ServerURL.Kind.discovery) }) + relay.map({ ($0, .relay) }) {
+            let server: ServerURL
+            do {
+                server = try ServerURL(parsing: text)
+            } catch {
+                throw ValidationError(error.message)
+            }
+            if server.kind != kind {
+                throw ValidationError(
+                    "'\(text)' is a \(server.kind == .relay ? "relay (give it with --relay)" : "discovery server (give it with --discovery-server)")"
+                )
+            }
         }
     }
 
@@ -120,6 +146,11 @@ struct AgentCommand: ParsableCommand {
                 directory: folder,
                 accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations), maxSize: limit)
             let discover = !noDiscovery && (config.discovery ?? true)
+            var reach = try ReachSettings.load(local.paths)
+            if !discoveryServer.isEmpty {
+                reach.discoveryServers = try discoveryServer.map { try ServerURL(parsing: $0) }
+            }
+            if !relay.isEmpty { reach.relays = try relay.map { try ServerURL(parsing: $0) } }
             let agent = try Agent(
                 device: local, host: listen, port: port, inbox: box, timeouts: timeouts,
                 discovery: discover
@@ -134,7 +165,7 @@ struct AgentCommand: ParsableCommand {
                         lifetimes.giveUpAfter = limit
                     }
                     return lifetimes
-                }())
+                }(), reach: reach)
             tell("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             try agent.runUntilStopped()
             tell("share agent: stopped")
@@ -146,7 +177,8 @@ struct AgentCommand: ParsableCommand {
 ///
 ///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
 ///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true,
-///       "giveUpAfter": "7d" }
+///       "giveUpAfter": "7d", "discoveryServers": ["https://203.0.113.10:8443/?id=…"],
+///       "relays": ["relay://203.0.113.10:22067/?id=…"] }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?
@@ -158,6 +190,8 @@ struct AgentConfig: Codable {
     var discoveryPort: Int?
     var lowPriority: Bool?
     var giveUpAfter: String?
+    var discoveryServers: [String]?
+    var relays: [String]?
 
     /// Each key and the JSON type it takes, as a person would name it.
     static let keys: [String: String] = [
@@ -165,6 +199,8 @@ struct AgentConfig: Codable {
         "accept": "a list of strings (types)", "maxSize": "a string (a size, e.g. 4G)",
         "idleTimeout": "a number (seconds)", "discovery": "true or false", "discoveryPort": "a whole number",
         "lowPriority": "true or false", "giveUpAfter": "a string (a duration, e.g. 7d)",
+        "discoveryServers": "a list of strings (https://HOST:PORT/?id=ID)",
+        "relays": "a list of strings (relay://HOST:PORT/?id=ID)",
     ]
 
     static func load(_ file: URL) throws -> AgentConfig {
@@ -201,6 +237,11 @@ struct AgentConfig: Codable {
         }
         if let limit = config.giveUpAfter, parseDuration(limit) == nil {
             throw ShareError(.configuration, "\(file.path): giveUpAfter '\(limit)' is not a duration (e.g. 7d)")
+        }
+        do {
+            _ = try ReachSettings.load(file: file)
+        } catch let error as ShareFailure {
+            throw ShareError(.configuration, error.message)
         }
         return config
     }

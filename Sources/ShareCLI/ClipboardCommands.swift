@@ -84,6 +84,8 @@ struct PasteCommand: ParsableCommand {
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
             let heard = DiscoveredPeer.load(local.paths)
+            let reached = ReachedAddresses.load(local.paths)
+            let reach = try ReachSettings.load(local.paths)
             let timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 60)
             var entries = try type.map { AcceptedType(try parseType($0)) }
             if entries.isEmpty { entries = [AcceptedType(.item)] }
@@ -95,10 +97,12 @@ struct PasteCommand: ParsableCommand {
             Interrupts.exitAsInterrupted("the paste")
             let target: PeerTarget
             if let from {
-                target = try PeerTarget.resolve(from, trust: trust, discovered: heard)
+                target = try PeerTarget.resolve(
+                    from, trust: trust, discovered: heard, reached: reached, beyondLAN: !reach.isEmpty)
             } else {
                 let own = trust.devices.filter { $0.relation == .team }.compactMap {
-                    try? PeerTarget.resolve($0.id.description, trust: trust, discovered: heard)
+                    try? PeerTarget.resolve(
+                        $0.id.description, trust: trust, discovered: heard, reached: reached, beyondLAN: !reach.isEmpty)
                 }
                 guard !own.isEmpty else {
                     throw ShareError(
@@ -106,13 +110,13 @@ struct PasteCommand: ParsableCommand {
                 }
                 guard
                     let (newest, _) = PasteClient.newest(
-                        device: local, candidates: own, trust: trust, timeouts: timeouts)
+                        device: local, candidates: own, trust: trust, timeouts: timeouts, reach: reach)
                 else { throw ShareError(.refused, "none of your reachable devices has copied anything") }
                 target = newest
             }
             let report = try PasteClient.paste(
                 device: local, target: target, trust: trust, options: options, progress: output.progress,
-                timeouts: timeouts)
+                timeouts: timeouts, reach: reach)
             if !report.refused.isEmpty {
                 throw ShareError(
                     .refused, report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))

@@ -30,12 +30,16 @@ struct PeersCommand: ParsableCommand {
         var discovered: Bool
         var lastSeen: Date?
         var reachable: Bool?
+        /// How the device was last reached (`direct`, `via relay HOST`) and when.
+        var lastRoute: String?
+        var lastReached: Date?
     }
 
     func run() throws {
         try ShareCLI.run {
             let trust = try device.loadTrust()
             let heard = DiscoveredPeer.load(device.paths)
+            let routes = RouteBook.load(device.paths)
             let dates = ISO8601DateFormatter()
             if json {
                 var entries: [Entry] = trust.devices.map { peer in
@@ -45,7 +49,8 @@ struct PeersCommand: ParsableCommand {
                         name: peer.name, id: peer.id.description, trusted: true, relation: peer.relation.description,
                         watch: peer.watch, address: address.map { "\($0)" },
                         discovered: peer.address == nil && seen != nil,
-                        lastSeen: seen?.lastSeen, reachable: address.map(reachable))
+                        lastSeen: seen?.lastSeen, reachable: address.map(reachable),
+                        lastRoute: routes[peer.id.description]?.route, lastReached: routes[peer.id.description]?.at)
                 }
                 for peer in heard where !trust.devices.contains(where: { $0.id.description == peer.id }) {
                     entries.append(
@@ -64,6 +69,9 @@ struct PeersCommand: ParsableCommand {
                 line += "\t" + (seen.map { "seen \(dates.string(from: $0.lastSeen))" } ?? "not heard")
                 if let address {
                     line += "\t" + (reachable(address) ? "reachable" : "unreachable")
+                }
+                if let last = routes[peer.id.description] {
+                    line += "\tlast reached \(last.route) \(dates.string(from: last.at))"
                 }
                 say(line)
             }

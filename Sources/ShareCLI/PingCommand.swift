@@ -6,7 +6,7 @@ struct PingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ping", abstract: "Connect to a device, authenticate, and measure the round trip.",
         discussion: helpPage(
-            "Prints the device's name, ID and address, the protocol and TLS versions, the time to set up the session and each round trip.",
+            "Prints the device's name, ID and address, whether the session went direct or through a relay, the protocol and TLS versions, the time to set up the session and each round trip. Beyond the LAN the device is found through the discovery servers and relays in agent.json (see: share servers).",
             examples: ["share ping desk", "share ping 192.168.1.20:7001 --count 5"]))
 
     @OptionGroup var device: DeviceOptions
@@ -29,12 +29,17 @@ struct PingCommand: ParsableCommand {
         try ShareCLI.run {
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
-            let target = try PeerTarget.resolve(peer, device: local, trust: trust)
-            let result = try PingClient.ping(
-                device: local, target: target, trust: trust, count: count,
-                timeouts: SessionTimeouts(connect: timeout, handshake: timeout, idle: timeout))
+            let reach = try ReachSettings.load(local.paths)
+            let target = try PeerTarget.resolve(peer, device: local, trust: trust, beyondLAN: !reach.isEmpty)
+            let session = try Reach.connect(
+                from: local, to: target, trust: trust, hello: PingClient.hello(local),
+                timeouts: SessionTimeouts(connect: timeout, handshake: timeout, idle: timeout), settings: reach)
+            let result = try PingClient.ping(session, device: local, place: target.place, count: count)
             let name = trust.device(result.peerID)?.name ?? result.peerName
-            say("\(name) (\(result.peerID)) at \(target.address)")
+            say(
+                "\(name) (\(result.peerID)) "
+                    + (result.route == .direct ? "at \(result.address), direct" : "\(result.route) (\(result.address))")
+            )
             say(
                 "protocol \(result.protocolVersion), \(result.role), \(result.tls), connected in \(ms(result.setupSeconds))"
             )

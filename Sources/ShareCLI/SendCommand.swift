@@ -168,8 +168,10 @@ struct SendCommand: ParsableCommand {
     private func sendDirectly(_ items: SendItems, to peer: String, device local: LocalDevice, trust: TrustStore) throws
     {
         do {
-            let target = try PeerTarget.resolve(via ?? peer, device: local, trust: trust)
+            let reach = try ReachSettings.load(local.paths)
+            let target = try PeerTarget.resolve(via ?? peer, device: local, trust: trust, beyondLAN: !reach.isEmpty)
             var options = SendOptions()
+            options.reach = reach
             options.forwardTo = via == nil ? nil : peer
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
@@ -186,11 +188,12 @@ struct SendCommand: ParsableCommand {
                         "delivered": report.delivered.count, "refused": report.refused.count,
                         "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
                         "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
+                        "route": report.route.description,
                     ])
             } else if !output.quiet {
                 let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
                 tell(
-                    "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s)"
+                    "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s), \(report.route)"
                         + (report.bytesSkipped > 0
                             ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : ""))
             }

@@ -23,7 +23,7 @@ public struct ShareCommand: ParsableCommand {
             SendCommand.self, ReceiveCommand.self, ProfileCommand.self, IdCommand.self, TrustCommand.self,
             PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self, StatusCommand.self,
             PeersCommand.self, CopyCommand.self, PasteCommand.self, JobsCommand.self, CancelCommand.self,
-            PendingCommand.self, AcceptCommand.self, DeclineCommand.self,
+            PendingCommand.self, AcceptCommand.self, DeclineCommand.self, ServersCommand.self,
             WatchClientCommand.self,
         ]
     )

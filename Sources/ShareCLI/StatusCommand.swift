@@ -51,6 +51,7 @@ struct StatusCommand: ParsableCommand {
             let heard = answer.discovered ?? []
             for peer in answer.trusted ?? [] { say("trusted: \(peer)") }
             for watch in answer.watches ?? [] { say("watch: \(ProgressReporter.neutralized(watch))") }
+            for line in answer.reach ?? [] { say(line) }
             let trustedNames = Set((answer.trusted ?? []).map { $0.split(separator: " ").first.map(String.init) ?? $0 })
             for peer in heard {
                 let trusted = trustedNames.contains(peer.name) ? "" : ", not trusted"

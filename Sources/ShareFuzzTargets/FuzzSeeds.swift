@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import ShareProtocol
+import ShareReach
 import ShareTLS
 import UniformTypeIdentifiers
 
@@ -33,6 +34,7 @@ public enum FuzzSeeds {
             (.messages, messageSeeds()),
             (.declarations, declarationSeeds()),
             (.deviceID, deviceIDSeeds()),
+            (.servers, serverSeeds()),
         ]
     }
 
@@ -160,6 +162,27 @@ public enum FuzzSeeds {
             ("grouped", Array(id.description.utf8)),
             ("lowercase", Array(id.description.lowercased().utf8)),
             ("ungrouped", Array(id.description.replacingOccurrences(of: "-", with: "").utf8)),
+        ]
+    }
+
+    /// A relay's answers (a join's success, an invitation, a ping) and a discovery server's answers (a lookup's JSON
+    /// by length and chunked, an announcement's 204).
+    static func serverSeeds() -> [(String, [UInt8])] {
+        let invitation = SessionInvitation(
+            from: [UInt8](repeating: 7, count: 32), key: [UInt8](repeating: 9, count: 32),
+            address: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 203, 0, 113, 10], port: 22067, serverSocket: true)
+        let relay =
+            RelayMessage.response(code: 0, message: "success").encoded()
+            + RelayMessage.sessionInvitation(invitation).encoded() + RelayMessage.ping.encoded()
+        let lookup = Array(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 45\r\n\r\n{\"addresses\":[\"tcp://192.0.2.2:22000\"],\"x\":1}"
+                .utf8)
+        let chunked = Array(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"addresses\":[]}\r\n0\r\n\r\n".utf8)
+        let announced = Array("HTTP/1.1 204 No Content\r\nReannounce-After: 1800\r\n\r\n".utf8)
+        return [
+            ("relay", [0] + relay), ("lookup", [1] + lookup), ("chunked", [1] + chunked),
+            ("announced", [1] + announced),
         ]
     }
 }

@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareArchive
 import ShareProtocol
+import ShareReach
 import ShareTLS
 import UniformTypeIdentifiers
 
@@ -19,6 +20,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case deviceID = "device-id"
     /// A tar, pax or zip stream extracted under the network extraction policy.
     case archive
+    /// What a relay or a discovery server sends: relay messages (first byte 0), or an HTTP answer (first byte 1).
+    case servers
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -27,6 +30,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .declarations: Self.declarations(bytes)
         case .deviceID: Self.deviceID(bytes)
         case .archive: Self.archive(bytes)
+        case .servers: Self.serverMessages(bytes)
         }
     }
 
@@ -144,6 +148,37 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             if resolved != resolvedRoot && !resolved.hasPrefix(resolvedRoot + "/") {
                 fatalError("the extracted link \(path) resolves outside the root, to \(resolved)")
             }
+        }
+    }
+
+    // MARK: servers
+
+    /// Relay messages read one after another as a relay connection does (header, then a body of the length it
+    /// gives, within the limit), or an HTTP answer parsed as it arrives in two pieces and whole.
+    static func serverMessages(_ bytes: [UInt8]) {
+        guard let kind = bytes.first else { return }
+        let rest = Array(bytes.dropFirst())
+        if kind % 2 == 0 {
+            var offset = 0
+            while offset + RelayMessage.headerSize <= rest.count {
+                guard
+                    let (type, length) = try? RelayMessage.parseHeader(
+                        Array(rest[offset..<(offset + RelayMessage.headerSize)]))
+                else { return }
+                offset += RelayMessage.headerSize
+                guard offset + length <= rest.count else { return }
+                if let message = try? RelayMessage.decode(type: type, body: Array(rest[offset..<(offset + length)])) {
+                    // What decodes encodes back to the same bytes, padding aside.
+                    let again = message.encoded()
+                    precondition(Array(again.prefix(8)) == Array(rest[(offset - 12)..<(offset - 4)]))
+                    if case .sessionInvitation(let invitation) = message { _ = invitation.host }
+                }
+                offset += length
+            }
+        } else {
+            let cut = rest.count / 2
+            _ = try? HTTPResponse.parse(Array(rest[0..<cut]), complete: false)
+            _ = try? HTTPResponse.parse(rest, complete: true)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ShareReach
 
 /// The agent's port, kept across restarts: the one `agent.json` names, else one chosen once and written there, so a
 /// device that paired with this one (which learned the port) still reaches its agent after it restarts.
@@ -35,5 +36,101 @@ public enum AgentPort {
         } catch let error as Syscalls.SocketError {
             throw ShareFailure(.unavailable, "cannot find a free port for the agent: \(error.message)")
         }
+    }
+}
+
+extension ReachSettings {
+    /// The servers `CONFIG/agent.json` names (`discoveryServers`, `relays`): none when the file or the keys are
+    /// absent, which keeps everything on the LAN. Used by the agent and by every command that connects.
+    public static func load(_ paths: DevicePaths) throws -> ReachSettings { try load(file: paths.agentConfigFile) }
+
+    /// The servers a settings file names.
+    public static func load(file: URL) throws -> ReachSettings {
+        guard let data = PosixFiles.read(file.path) else { return ReachSettings() }
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
+        }
+        return ReachSettings(
+            discoveryServers: try servers(object, key: "discoveryServers", kind: .discovery, file: file),
+            relays: try servers(object, key: "relays", kind: .relay, file: file))
+    }
+
+    static func servers(_ object: [String: Any], key: String, kind: ServerURL.Kind, file: URL) throws -> [ServerURL] {
+        guard let value = object[key] else { return [] }
+        guard let list = value as? [String] else {
+            throw ShareFailure(.configuration, "\(file.path): '\(key)' must be a list of strings (URLs)")
+        }
+        return try list.map { text in
+            let server: ServerURL
+            do {
+                server = try ServerURL(parsing: text)
+            } catch {
+                throw ShareFailure(.configuration, "\(file.path): \(key): \(error)")
+            }
+            guard server.kind == kind else {
+                throw ShareFailure(
+                    .configuration,
+                    "\(file.path): \(key): '\(text)' is a \(server.kind == .relay ? "relay" : "discovery server"); list it under \(server.kind == .relay ? "relays" : "discoveryServers")"
+                )
+            }
+            return server
+        }
+    }
+}
+
+/// `share servers add/remove`: edits the server lists in `agent.json`, keeping every other setting.
+public enum ServerList {
+    /// Adds `server` to its list; false when it was there already.
+    @discardableResult
+    public static func add(_ server: ServerURL, paths: DevicePaths) throws -> Bool {
+        try edit(paths) { object in
+            let key = server.kind == .relay ? "relays" : "discoveryServers"
+            var list = object[key] as? [String] ?? []
+            if list.contains(where: { (try? ServerURL(parsing: $0)) == server }) { return false }
+            list.append(server.canonical)
+            object[key] = list
+            return true
+        }
+    }
+
+    /// Removes the server `reference` names (its URL, or its host or HOST:PORT); the removed URLs.
+    public static func remove(_ reference: String, paths: DevicePaths) throws -> [String] {
+        try edit(paths) { object in
+            var removed: [String] = []
+            for key in ["discoveryServers", "relays"] {
+                guard let list = object[key] as? [String] else { continue }
+                let kept = list.filter { text in
+                    guard let server = try? ServerURL(parsing: text) else { return text != reference }
+                    let named =
+                        text == reference || server.canonical == reference || server.host == reference
+                        || server.address.description == reference
+                        || (try? ServerURL(parsing: reference)) == server
+                    if named { removed.append(text) }
+                    return !named
+                }
+                object[key] = kept.isEmpty ? nil : kept
+            }
+            return removed
+        }
+    }
+
+    private static func edit<T>(_ paths: DevicePaths, _ change: (inout [String: Any]) throws -> T) throws -> T {
+        let file = paths.agentConfigFile
+        var object: [String: Any] = [:]
+        if let data = PosixFiles.read(file.path) {
+            guard let parsed = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
+            }
+            object = parsed
+        }
+        let result = try change(&object)
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        do {
+            try DevicePaths.ensurePrivateDirectory(paths.config)
+            try AtomicFile.write(data, to: file, mode: 0o600, durable: true)
+        } catch {
+            throw ShareFailure(.cannotCreate, "cannot save \(file.path): \(error)")
+        }
+        return result
     }
 }

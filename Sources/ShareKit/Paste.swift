@@ -8,11 +8,13 @@ import ShareTLS
 public enum PasteClient {
     /// The newest clipboard item among `candidates` (trusted as the owner's devices), with where it is.
     public static func newest(
-        device: LocalDevice, candidates: [PeerTarget], trust: TrustStore, timeouts: SessionTimeouts
+        device: LocalDevice, candidates: [PeerTarget], trust: TrustStore, timeouts: SessionTimeouts,
+        reach: ReachSettings = ReachSettings()
     ) -> (PeerTarget, ClipboardInfo)? {
         var best: (PeerTarget, ClipboardInfo)?
         for target in candidates {
-            guard let info = try? peek(device: device, target: target, trust: trust, timeouts: timeouts) else {
+            guard let info = try? peek(device: device, target: target, trust: trust, timeouts: timeouts, reach: reach)
+            else {
                 continue
             }
             if (info.copied ?? 0) > (best?.1.copied ?? -1) { best = (target, info) }
@@ -21,11 +23,13 @@ public enum PasteClient {
     }
 
     /// What `target` has copied, without producing it.
-    public static func peek(device: LocalDevice, target: PeerTarget, trust: TrustStore, timeouts: SessionTimeouts)
-        throws -> ClipboardInfo
-    {
-        let session = try SessionOpener.connect(
-            from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts)
+    public static func peek(
+        device: LocalDevice, target: PeerTarget, trust: TrustStore, timeouts: SessionTimeouts,
+        reach: ReachSettings = ReachSettings()
+    ) throws -> ClipboardInfo {
+        let session = try Reach.connect(
+            from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts,
+            settings: reach)
         defer { session.connection.close() }
         try session.connection.send(.clipboardRequest, ClipboardRequest(peek: true))
         let frame = try session.connection.receive()
@@ -39,11 +43,11 @@ public enum PasteClient {
     /// Receives the clipboard item of `target` under `options` (its accept list decides the representation).
     public static func paste(
         device: LocalDevice, target: PeerTarget, trust: TrustStore, options: ReceiveOptions,
-        progress: ProgressReporter, timeouts: SessionTimeouts
+        progress: ProgressReporter, timeouts: SessionTimeouts, reach: ReachSettings = ReachSettings()
     ) throws -> ReceiveReport {
         let hello = ReceiveSession.hello(name: device.name, accept: options.accept)
-        let session = try SessionOpener.connect(
-            from: device, to: target, trust: trust, hello: hello, timeouts: timeouts)
+        let session = try Reach.connect(
+            from: device, to: target, trust: trust, hello: hello, timeouts: timeouts, settings: reach)
         defer { session.connection.close() }
         let name = trust.device(session.peerID)?.name ?? session.peerHello.name
         do {
@@ -51,7 +55,8 @@ public enum PasteClient {
             let receiver = try ReceiveSession(options: options, progress: progress)
             return try receiver.serve(session, peerName: name, peer: trust.device(session.peerID))
         } catch {
-            throw SessionErrors.describe(error, peer: "\(name) at \(target.address)", localID: device.id)
+            throw SessionErrors.describe(
+                error, peer: "\(name) at \(session.connection.remoteAddress)", localID: device.id)
         }
     }
 }

@@ -13,6 +13,10 @@ public struct PingResult: Sendable {
     public let setupSeconds: Double
     /// Ping/pong round trips.
     public let roundTrips: [Double]
+    /// Direct, or through a relay.
+    public let route: SessionRoute
+    /// Where the session went: `HOST:PORT`, or `relay HOST:PORT`.
+    public let address: String
 }
 
 /// Resolves how to reach a peer given by name, ID, or HOST:PORT, and which certificates to accept from it.
@@ -24,26 +28,34 @@ public struct PeerTarget: Sendable {
     /// The device expected at the address; nil when given as HOST:PORT (any trusted device is accepted).
     public let expected: TrustedDevice?
 
-    /// The first address to try.
+    /// The first address to try (a target resolved for the LAN alone always has one).
     public var address: PeerAddress { addresses[0] }
 
+    /// Where the device is looked for, for a sentence: its first address, or, for a device to be found beyond the
+    /// LAN, its name.
+    public var place: String {
+        addresses.first?.description ?? expected.map { "\($0.name)'s announced addresses" } ?? "?"
+    }
+
     public init(addresses: [PeerAddress], expected: TrustedDevice?) {
-        precondition(!addresses.isEmpty)
+        precondition(!addresses.isEmpty || expected != nil)
         var seen: Set<PeerAddress> = []
         self.addresses = addresses.filter { seen.insert($0).inserted }
         self.expected = expected
     }
 
     /// `discovered`: devices heard on the local network; `reached`: the last address that worked per device ID.
-    /// Only a trusted device is ever reached at an address it announced.
+    /// Only a trusted device is ever reached at an address it announced. `beyondLAN`: discovery servers or relays
+    /// are configured, so a trusted device with no known address is still a target (found there).
     public static func resolve(
-        _ reference: String, trust: TrustStore, discovered: [DiscoveredPeer] = [], reached: [String: PeerAddress] = [:]
+        _ reference: String, trust: TrustStore, discovered: [DiscoveredPeer] = [], reached: [String: PeerAddress] = [:],
+        beyondLAN: Bool = false
     ) throws -> PeerTarget {
         if let device = trust.find(reference) {
             let id = device.id.description
             let candidates =
                 [device.address, discovered.first { $0.id == id }?.address, reached[id]].compactMap { $0 }
-            guard !candidates.isEmpty else {
+            guard !candidates.isEmpty || beyondLAN else {
                 throw ShareFailure(
                     .unavailable,
                     "no address is known for '\(device.name)' and its agent was not heard on this network; give HOST:PORT, or record one with: share trust add \(device.id) --name \(device.name) --address HOST:PORT"
@@ -69,11 +81,13 @@ public struct PeerTarget: Sendable {
     }
 
     /// Resolves with what this device has heard and reached before.
-    public static func resolve(_ reference: String, device: LocalDevice, trust: TrustStore) throws -> PeerTarget {
+    public static func resolve(_ reference: String, device: LocalDevice, trust: TrustStore, beyondLAN: Bool = false)
+        throws -> PeerTarget
+    {
         try check(reference, device: device, trust: trust)
         return try resolve(
             reference, trust: trust, discovered: DiscoveredPeer.load(device.paths),
-            reached: ReachedAddresses.load(device.paths))
+            reached: ReachedAddresses.load(device.paths), beyondLAN: beyondLAN)
     }
 
     /// Checks that `reference` can name a peer before anything is queued: a trusted device (by name or ID) or
@@ -105,7 +119,17 @@ public enum PingClient {
         timeouts: SessionTimeouts = SessionTimeouts()
     ) throws -> PingResult {
         let session = try SessionOpener.connect(
-            from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts)
+            from: device, to: target, trust: trust, hello: hello(device), timeouts: timeouts)
+        return try ping(session, device: device, place: target.place, count: count)
+    }
+
+    /// The hello a ping session opens with.
+    public static func hello(_ device: LocalDevice) -> Hello { Hello(name: device.name, role: .cli) }
+
+    /// `count` pings over an open session (then `bye`); closes it.
+    public static func ping(_ session: Session, device: LocalDevice, place: String, count: Int = 1) throws
+        -> PingResult
+    {
         defer { session.connection.close() }
         var trips: [Double] = []
         do {
@@ -119,13 +143,14 @@ public enum PingClient {
             }
             try session.connection.send(.bye, Bye())
         } catch {
-            throw SessionErrors.describe(error, peer: target.address.description, localID: device.id)
+            throw SessionErrors.describe(error, peer: place, localID: device.id)
         }
         return PingResult(
             peerName: session.peerHello.name, peerID: session.peerID, protocolVersion: session.peerHello.agreedVersion,
             role: session.peerHello.role,
             tls: session.connection.tlsDescription,
-            setupSeconds: session.setupSeconds, roundTrips: trips)
+            setupSeconds: session.setupSeconds, roundTrips: trips, route: session.route,
+            address: session.connection.remoteAddress)
     }
 
     /// The agent side: answers pings until bye, error or idle timeout.

@@ -10,6 +10,24 @@ public struct Session: @unchecked Sendable {  // the connection is confined to t
     public let peerHello: Hello
     /// Time from TCP connect to the peer's hello, in seconds (client side).
     public let setupSeconds: Double
+    /// How the session reached the peer: directly, or through a relay (said by `share send`, `ping`, `status`).
+    public var route: SessionRoute = .direct
+}
+
+/// The way a session's bytes travel.
+public enum SessionRoute: Sendable, Equatable, CustomStringConvertible {
+    /// A TCP connection between the two devices.
+    case direct
+    /// A relay's byte pipe (Syncthing's Relay Protocol v1), with this relay host; TLS runs end to end inside it.
+    case relay(host: String)
+
+    /// `direct` or `via relay HOST`.
+    public var description: String {
+        switch self {
+        case .direct: return "direct"
+        case .relay(let host): return "via relay \(host)"
+        }
+    }
 }
 
 /// Timeouts for sessions (seconds).
@@ -42,10 +60,30 @@ public enum SessionOpener {
         } catch let error as Syscalls.SocketError {
             throw ShareFailure(.unavailable, "cannot reach \(address): \(error.message)")
         }
+        return try establish(
+            fileDescriptor: fd, remoteAddress: address.description, from: device, hello: hello, verifier: verifier,
+            timeouts: timeouts, started: start)
+    }
+
+    /// Runs the client side over a connected socket (a TCP connection, or a relay's pipe): TLS with the peer checked
+    /// by `verifier`, our hello, the peer's. Takes ownership of `fd`.
+    public static func establish(
+        fileDescriptor fd: Int32, remoteAddress: String, from device: LocalDevice, hello: Hello,
+        verifier: @escaping PeerVerifier, timeouts: SessionTimeouts, started start: ContinuousClock.Instant = .now,
+        route: SessionRoute = .direct
+    ) throws -> Session {
+        Syscalls.ignoreSIGPIPE()
+        let address = remoteAddress
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
-        let context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
+        let context: TLSContext
+        do {
+            context = try TLSContext(identity: device.identity, role: .client, verifier: verifier)
+        } catch {
+            Syscalls.close(fd)
+            throw error
+        }
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
-        let connection = PeerConnection(tls: tls, remoteAddress: address.description)
+        let connection = PeerConnection(tls: tls, remoteAddress: remoteAddress)
         let watchdog = Watchdog(fileDescriptor: fd, seconds: timeouts.handshake)
         defer { watchdog.disarm() }
         connection.frameDeadline = .seconds(timeouts.handshake)
@@ -59,7 +97,9 @@ public enum SessionOpener {
             connection.frameDeadline = .seconds(120)
             connection.setTimeout(timeouts.idle)
             let elapsed = ContinuousClock.now - start
-            return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds)
+            return Session(
+                connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds,
+                route: route)
         } catch {
             connection.close()
             if watchdog.fired {
@@ -79,6 +119,11 @@ public enum SessionOpener {
         from device: LocalDevice, to target: PeerTarget, trust: TrustStore, hello: Hello,
         timeouts: SessionTimeouts = SessionTimeouts()
     ) throws -> Session {
+        guard !target.addresses.isEmpty else {
+            throw ShareFailure(
+                .unavailable,
+                "no address is known for '\(target.expected?.name ?? "?")' and its agent was not heard on this network")
+        }
         var firstError: Error?
         for address in target.addresses {
             do {
@@ -100,7 +145,7 @@ public enum SessionOpener {
     /// Runs the server side on an accepted socket: handshake, the client's hello, our hello.
     public static func accept(
         fileDescriptor fd: Int32, remoteAddress: String, context: TLSContext, hello: Hello,
-        timeouts: SessionTimeouts = SessionTimeouts()
+        timeouts: SessionTimeouts = SessionTimeouts(), route: SessionRoute = .direct
     ) throws -> Session {
         Syscalls.setTimeouts(fd, seconds: timeouts.handshake)
         let tls = try TLSConnection(context: context, fileDescriptor: fd)
@@ -129,7 +174,7 @@ public enum SessionOpener {
         watchdog.disarm()
         connection.frameDeadline = .seconds(120)
         connection.setTimeout(timeouts.idle)
-        return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0)
+        return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0, route: route)
     }
 }
 

@@ -362,6 +362,20 @@ public enum Syscalls {
         throw SocketError(message: "a control message is longer than \(limit) bytes", code: EMSGSIZE)
     }
 
+    /// Reads exactly `count` bytes; fails when the stream ends first (or the socket's receive timeout passes).
+    public static func readExactly(_ fd: Int32, _ count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let n = out.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, count - filled) }
+            if n < 0, errno == EINTR { continue }
+            if n < 0 { throw failure("read") }
+            if n == 0 { throw SocketError(message: "the connection closed", code: ECONNRESET) }
+            filled += n
+        }
+        return out
+    }
+
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {

@@ -63,6 +63,15 @@ public final class TLSConnection: @unchecked Sendable {  // confined to the thre
 
     /// The negotiated protocol, e.g. `TLSv1.3`.
     public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+    /// The application protocol the server chose (ALPN), if any.
+    public var selectedProtocol: String? {
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &length)
+        guard let data, length > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+    }
+
     /// The negotiated cipher suite.
     public var cipher: String {
         guard let cipher = SSL_get_current_cipher(ssl) else { return "none" }

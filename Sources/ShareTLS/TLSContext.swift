@@ -22,7 +22,9 @@ public final class TLSContext: @unchecked Sendable {  // immutable after init; S
         init(_ verify: @escaping PeerVerifier) { self.verify = verify }
     }
 
-    public init(identity: TLSIdentity, role: Role, verifier: @escaping PeerVerifier) throws {
+    /// `alpn`: application protocols a client offers (a relay's protocol mode asks for `bep-relay`); none for share's
+    /// own sessions.
+    public init(identity: TLSIdentity, role: Role, verifier: @escaping PeerVerifier, alpn: [String] = []) throws {
         guard let context = SSL_CTX_new(TLS_method()) else { throw TLSError.drain("SSL_CTX_new") }
         pointer = context
         self.role = role
@@ -46,6 +48,20 @@ public final class TLSContext: @unchecked Sendable {  // immutable after init; S
         }
         guard cshare_SSL_CTX_set_app_data(context, Unmanaged.passUnretained(verification).toOpaque()) == 1 else {
             throw TLSError.drain("SSL_CTX_set_app_data")
+        }
+        if !alpn.isEmpty {
+            // The wire form: each name preceded by its length.
+            var wire: [UInt8] = []
+            for name in alpn {
+                let bytes = Array(name.utf8)
+                guard (1...255).contains(bytes.count) else { throw TLSError(.openssl, "bad ALPN name '\(name)'") }
+                wire.append(UInt8(bytes.count))
+                wire += bytes
+            }
+            // Returns 0 on success, unlike most of OpenSSL.
+            guard SSL_CTX_set_alpn_protos(context, wire, UInt32(wire.count)) == 0 else {
+                throw TLSError.drain("SSL_CTX_set_alpn_protos")
+            }
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verifyCallback)
         SSL_CTX_set_verify_depth(context, 4)

@@ -41,12 +41,14 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     let courier: NoticeCourier
     private let control: ControlServer
     private let discovery: Discovery?
+    /// Discovery servers and relays (none: the LAN only).
+    let reach: ReachParts
     let started = Date()
 
     public init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
         discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
-        keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes()
+        keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes(), reach: ReachSettings = ReachSettings()
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -66,9 +68,9 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         try Self.upgradeWatches(watches, paths: device.paths)
         trust = try TrustCache(file: device.paths.trustFile)
         let trust = trust
-        router = PeerRouter(device: device, trust: trust, inbox: inbox, watches: watches)
+        router = PeerRouter(device: device, trust: trust, inbox: inbox, watches: watches, reach: reach)
         courier = NoticeCourier(
-            device: device, trust: trust,
+            device: device, trust: trust, reach: reach,
             interval: ProcessInfo.processInfo.environment["SHARE_NOTICE_INTERVAL"].flatMap(Double.init) ?? 10)
         router.courier = courier
         let hello = ReceiveSession.hello(name: device.name, accept: inbox.accept)
@@ -84,7 +86,8 @@ public final class Agent: @unchecked Sendable {  // immutable after init
             directory: device.paths.state.appendingPathComponent("outbox", isDirectory: true),
             nice: lowPriority ? Self.transferNice : 0, lifetimes: jobs
         ) { job, cancellation, progress in
-            OutboxRunner.run(job, device: device, watches: watches, cancellation: cancellation, progress: progress)
+            OutboxRunner.run(
+                job, device: device, watches: watches, reach: reach, cancellation: cancellation, progress: progress)
         }
         router.outbox = outbox
         control = try ControlServer(path: ControlClient.socketPath(device.paths))
@@ -100,6 +103,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
             }
         }
         self.discovery = heard
+        self.reach = ReachParts(settings: reach, device: device, trust: trust, listener: listener)
         control.handler = { [weak self] request in
             self.map { ControlAPI(agent: $0).answer(request) } ?? .failure("the agent is stopping")
         }
@@ -117,6 +121,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
             PartService(courier), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
+        services += reach.parts.map { PartService($0) }
         return services
     }
 

@@ -62,9 +62,15 @@ struct ControlAPI {
         response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
         response.uptime = Date().timeIntervalSince(agent.started)
         response.clipboard = ClipboardItem.load(device.paths)
+        let routes = RouteBook.load(device.paths)
         response.trusted = agent.trust.store.devices.map { device in
-            "\(device.name)" + (device.address.map { " \($0)" } ?? "")
+            var line = "\(device.name)" + (device.address.map { " \($0)" } ?? "")
+            if let last = routes[device.id.description] {
+                line += ", last reached \(last.route) (\(last.address)) \(Int(-last.at.timeIntervalSinceNow)) s ago"
+            }
+            return line
         }
+        response.reach = agent.reach.status
         response.discovered = DiscoveredPeer.load(device.paths)
         response.watches = agent.watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }
         return response
@@ -76,7 +82,8 @@ enum OutboxRunner {
     static let log = Log.logger("share.outbox")
 
     static func run(
-        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks, cancellation: SendCancellation,
+        _ job: OutboxJob, device: LocalDevice, watches: WatchLinks, reach: ReachSettings,
+        cancellation: SendCancellation,
         progress: @escaping @Sendable (TransferProgress) -> Void
     ) -> Result<SendReport, ShareFailure> {
         var log = Self.log
@@ -101,8 +108,10 @@ enum OutboxRunner {
                     to: watch.id, name: watch.name, items: items.items(for: AccessPolicy.visibility(for: watch)),
                     device: device, progress: progress)
             } else {
-                let target = try PeerTarget.resolve(job.via ?? job.to, device: device, trust: trust)
+                let target = try PeerTarget.resolve(
+                    job.via ?? job.to, device: device, trust: trust, beyondLAN: !reach.isEmpty)
                 var options = SendOptions()
+                options.reach = reach
                 options.forwardTo = job.via == nil ? nil : job.to
                 options.cancellation = cancellation
                 let session = SendSession(

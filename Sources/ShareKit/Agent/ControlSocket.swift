@@ -76,6 +76,8 @@ public struct ControlResponse: Codable, Sendable {
     public var discovered: [DiscoveredPeer]?
     /// The agent's watches: name, and whether attached now.
     public var watches: [String]?
+    /// Beyond the LAN: the relay it is joined to and each discovery server's standing, one line each.
+    public var reach: [String]?
 
     public init(ok: Bool, error: String? = nil) {
         self.ok = ok

@@ -123,23 +123,30 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
                 continue
             }
             guard let (client, peer) = accepted else { continue }
-            let pending = Pending(key: Syscalls.quotaKey(peer), fd: client)
-            guard admit(pending) else {
-                pending.close()
-                Syscalls.close(client)
-                continue
-            }
-            let thread = Thread { [self] in
-                Syscalls.setThreadPriority(lowerBy: sessionNice)
-                serve(client, peer, pending)
-                lock.withLock {
-                    threads -= 1
-                    lock.broadcast()
-                }
-            }
-            thread.stackSize = 512 << 10
-            thread.start()
+            adopt(client, peer: peer, key: Syscalls.quotaKey(peer), route: .direct)
         }
+    }
+
+    /// Serves a connection on a thread of its own, exactly as every accepted one: counted against `key` until its
+    /// handshake ends, then authenticated and routed. A relay's session arrives this way too, keyed by the device
+    /// ID in its invitation (every relayed session comes from the relay's address).
+    public func adopt(_ client: Int32, peer: String, key: String, route: SessionRoute) {
+        let pending = Pending(key: key, fd: client)
+        guard admit(pending) else {
+            pending.close()
+            Syscalls.close(client)
+            return
+        }
+        let thread = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: sessionNice)
+            serve(client, peer, pending, route: route)
+            lock.withLock {
+                threads -= 1
+                lock.broadcast()
+            }
+        }
+        thread.stackSize = 512 << 10
+        thread.start()
     }
 
     /// Counts a new connection in; evicts the oldest connection of its address, or the oldest of all, when a
@@ -175,11 +182,12 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
         }
     }
 
-    private func serve(_ client: Int32, _ peer: String, _ pending: Pending) {
+    private func serve(_ client: Int32, _ peer: String, _ pending: Pending, route: SessionRoute) {
         let session: Session
         do {
             session = try SessionOpener.accept(
-                fileDescriptor: client, remoteAddress: peer, context: context, hello: makeHello(), timeouts: timeouts)
+                fileDescriptor: client, remoteAddress: peer, context: context, hello: makeHello(), timeouts: timeouts,
+                route: route)
             handshakeEnded(pending)
         } catch let error as TLSError where error.kind == .peerNotTrusted {
             handshakeEnded(pending)

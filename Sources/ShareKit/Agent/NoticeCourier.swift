@@ -27,7 +27,10 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
     private var retryAfter: [String: Date] = [:]
     private var rounds: RepeatingThread!
 
-    init(device: LocalDevice, trust: TrustCache, interval: Double = 10) {
+    let reach: ReachSettings
+
+    init(device: LocalDevice, trust: TrustCache, reach: ReachSettings = ReachSettings(), interval: Double = 10) {
+        self.reach = reach
         self.device = device
         self.trust = trust
         self.interval = interval
@@ -98,10 +101,11 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
         -> Bool
     {
         do {
-            let address = try PeerTarget.resolve(target.id.description, device: device, trust: trust)
-            let session = try SessionOpener.connect(
+            let address = try PeerTarget.resolve(
+                target.id.description, device: device, trust: trust, beyondLAN: !reach.isEmpty)
+            let session = try Reach.connect(
                 from: speaker, to: address, trust: trust, hello: Hello(name: speaker.name, role: .agent),
-                timeouts: SessionTimeouts(connect: 3, handshake: 5, idle: 10))
+                timeouts: SessionTimeouts(connect: 3, handshake: 5, idle: 10), settings: reach)
             defer { session.connection.close() }
             try session.connection.send(.trustNotices, TrustNoticesMessage(notices: [notice]))
             _ = try session.connection.receive(.trustNoticesTaken, as: TrustNoticesTaken.self)

@@ -25,7 +25,11 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     /// The connection of the session receiving from each device.
     private var receiving: [DeviceID: PeerConnection] = [:]
 
-    init(device: LocalDevice, trust: TrustCache, inbox: AgentInbox, watches: WatchLinks) {
+    /// Discovery servers and relays, for reaching the device a watch sends to.
+    let reach: ReachSettings
+
+    init(device: LocalDevice, trust: TrustCache, inbox: AgentInbox, watches: WatchLinks, reach: ReachSettings) {
+        self.reach = reach
         self.device = device
         self.trust = trust
         self.inbox = inbox
@@ -245,10 +249,11 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         try offer.validate()
         let far: Session
         do {
-            let address = try PeerTarget.resolve(target.id.description, device: device, trust: trust)
-            far = try SessionOpener.connect(
+            let address = try PeerTarget.resolve(
+                target.id.description, device: device, trust: trust, beyondLAN: !reach.isEmpty)
+            far = try Reach.connect(
                 from: device, to: address, trust: trust, hello: Hello(name: device.name, role: .agent),
-                timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60))
+                timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
         } catch {
             throw ProtocolError(.timeout, "\(target.name) cannot be reached from \(device.name) now")
         }

@@ -16,6 +16,8 @@ public struct SendReport: Sendable {
     /// Bytes the receiver already held when each item started.
     public var bytesSkipped: UInt64 = 0
     public var seconds: Double = 0
+    /// How the session went: `direct`, or `via relay HOST`.
+    public var route: SessionRoute = .direct
 
     init(_ summary: TransferSummary, seconds: Double) {
         delivered = summary.delivered
@@ -40,6 +42,8 @@ public struct SendOptions: Sendable {
     /// How long to keep offering again while the receiver's user has not answered (held offers); 0: report the
     /// hold at once (the agent's outbox retries on its own schedule).
     public var waitForAnswer: Double = 0
+    /// Discovery servers and relays for reaching the device beyond the LAN (none: the LAN only).
+    public var reach = ReachSettings()
     public init() {}
 }
 
@@ -98,7 +102,7 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             do {
                 return try attempt(to: target, trust: trust, makeItems: makeItems)
             } catch let held as OfferHeld {
-                let name = target.expected?.name ?? "\(target.address)"
+                let name = target.expected?.name ?? target.place
                 guard options.waitForAnswer > 0 else {
                     // The agent's outbox: the job waits and offers again on its own schedule.
                     throw ShareFailure(.unavailable, held.message)
@@ -121,9 +125,10 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     private func attempt(
         to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]
     ) throws -> SendReport {
-        let session = try SessionOpener.connect(
+        let session = try Reach.connect(
             from: device, to: target, trust: trust,
-            hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts)
+            hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts,
+            settings: options.reach)
         options.cancellation?.attach(session.connection)
         defer {
             options.cancellation?.detach()
@@ -146,7 +151,8 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             if options.cancellation?.isCancelled == true {
                 throw ShareFailure(.interrupted, "the send to \(peerName) was cancelled")
             }
-            throw SessionErrors.describe(error, peer: "\(peerName) at \(target.address)", localID: device.id)
+            throw SessionErrors.describe(
+                error, peer: "\(peerName) at \(session.connection.remoteAddress)", localID: device.id)
         }
     }
 
@@ -165,7 +171,9 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
             channel: session.connection.channel, chunkSize: options.chunkSize, hasher: SHA256Hasher(),
             codec: decodesZstd ? ZstdChunkCodec() : nil, events: progress.senderEvents(peer: peerName))
         let summary = try driver.run(items.map(OutgoingItemSource.init))
-        return SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
+        var report = SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
+        report.route = session.route
+        return report
     }
 }
 

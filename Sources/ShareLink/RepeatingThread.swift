@@ -2,7 +2,7 @@ import Foundation
 
 /// A thread that runs `body` at once, then again every `interval` seconds or as soon as it is woken, until stopped;
 /// `stop()` returns once the thread has finished its round and left.
-final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `woken` guarded by `condition`
+public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `woken` guarded by `condition`
     private let condition = NSCondition()
     private var stopped = false
     private var running = false
@@ -11,13 +11,13 @@ final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `wo
     private let interval: Double
     private let body: @Sendable () -> Void
 
-    init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
+    public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
         self.name = name
         self.interval = interval
         self.body = body
     }
 
-    func start() {
+    public func start() {
         condition.withLock { running = true }
         let thread = Thread { [self] in
             while true {
@@ -40,14 +40,14 @@ final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `wo
     }
 
     /// Runs the next round now.
-    func wake() {
+    public func wake() {
         condition.withLock {
             woken = true
             condition.broadcast()
         }
     }
 
-    func stop() {
+    public func stop() {
         condition.lock()
         stopped = true
         condition.broadcast()
