@@ -9,7 +9,10 @@ struct IdCommand: ParsableCommand {
         commandName: "id", abstract: "Print this device's name and ID (creating its identity on first use).",
         discussion: helpPage(
             "The ID is the SHA-256 of this device's certificate, in eight groups of seven characters; another device trusts this one by it (share pair exchanges it for you).",
-            examples: ["share id", "share id --name desk", "share id --json", "share id --rotate"]))
+            examples: [
+                "share id", "share id --name desk", "share id --json", "share id --rotate",
+                "share id --certificate /var/lib/share-relay/cert.pem",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -26,8 +29,27 @@ struct IdCommand: ParsableCommand {
     @Flag(help: "One JSON object: name and id.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Print the device ID of this PEM certificate instead (a relay's or discovery server's, for its URL's ?id=).",
+            valueName: "file"))
+    var certificate: String?
+
     func run() throws {
         try ShareCLI.run {
+            if let certificate {
+                guard let pem = PosixFiles.read(certificate, limit: 1 << 20) else {
+                    throw ShareError(.noInput, "\(certificate): cannot read it; check the path")
+                }
+                let id: DeviceID
+                do {
+                    id = try Certificate(pem: String(decoding: pem, as: UTF8.self)).deviceID()
+                } catch {
+                    throw ShareError(.dataError, "\(certificate) is not a PEM certificate: \(error)")
+                }
+                say(id.description)
+                return
+            }
             if rotate {
                 let local = try device.loadDevice()
                 guard local.previousIdentity == nil else {
