@@ -85,6 +85,7 @@ public enum Reach {
             if !tcp.isEmpty { race.wait(for: [lan, looked], atMost: settings.headStart) }
             for relay in relays where !race.isDecided {
                 do {
+                    let begun = ContinuousClock.now
                     let (fd, serverSide) = try RelayClient.connect(
                         to: expected.id, through: relay, identity: device.identity, timeout: timeouts.connect)
                     guard !serverSide else {
@@ -94,7 +95,7 @@ public enum Reach {
                     }
                     let session = try SessionOpener.establish(
                         fileDescriptor: fd, remoteAddress: "relay \(relay.address)", from: device, hello: hello,
-                        verifier: verifier, timeouts: timeouts, route: .relay(host: relay.host))
+                        verifier: verifier, timeouts: timeouts, started: begun, route: .relay(host: relay.host))
                     race.offer(session)
                     return
                 } catch {
