@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
 # profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
-# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste. Every step prints what
-# was offered, what was chosen and why.
+# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, a watch; then (as root)
+# the two devices on different networks behind NAT, meeting through a discovery server and a relay. Every step
+# prints what was offered, what was chosen and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -10,7 +11,8 @@ echo "== building share and share-watch (release)"
 release_build share share-watch 2>&1 | tail -1
 SHARE=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+source scripts/lib-netns.sh
+trap 'kill $(jobs -p) 2>/dev/null || true; netns_remove; rm -rf "$WORK"' EXIT
 LAPTOP="--config $WORK/laptop"
 DESK="--config $WORK/desk"
 INBOX=$WORK/desk-inbox
@@ -113,6 +115,7 @@ bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
 
 step "7. the agents: pairing told each device where the other's agent listens, so a send by name works at once"
 $SHARE agent $DESK --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
+DESKAGENT=$!
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
 DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
 $SHARE agent $LAPTOP --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
@@ -159,3 +162,27 @@ $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
 for _ in $(seq 200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 sed 's/^/  watch | /' "$WORK/watch.out"
 $SHARE status $DESK | grep watch | sed 's/^/   desk | /'
+
+step "9. beyond the LAN: the desk at home behind NAT, the laptop on another network, your own servers between them"
+if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null || ! ip netns add share-demo-probe 2> /dev/null; then
+  echo "   skipped: network namespaces need root, iproute2 and nftables (scripts/setup.sh installs them)"
+else
+  ip netns del share-demo-probe
+  echo "   namespaces: laptop 10.1.0.2 behind NAT 198.51.100.2, desk 10.2.0.2 behind NAT 192.0.2.2, and a host on"
+  echo "   203.0.113.10 running Syncthing's discovery server and relay from Debian, as Deploy/servers.sh sets them up"
+  netns_internet "$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  netns_servers "$WORK/servers"
+  $SHARE servers add $LAPTOP "$DISCO_URL" 2>&1 | sed 's/^/ laptop | /'
+  $SHARE servers add $DESK "$DISCO_URL" 2>&1 | sed 's/^/   desk | /'
+  $SHARE servers add $DESK "$RELAY_URL" 2>&1 | sed 's/^/   desk | /'
+  kill "$DESKAGENT"; wait "$DESKAGENT" 2> /dev/null || true
+  ip netns exec "$NET_DESK" $SHARE agent $DESK --listen 0.0.0.0 --no-discovery > "$WORK/desk-home.out" 2>&1 &
+  for _ in $(seq 300); do grep -q "relay://203.0.113.10" "$WORK/desk-home.out" 2> /dev/null && break; sleep 0.1; done
+  grep -E "joined the relay|announced" "$WORK/desk-home.out" | sed 's/^/   desk | /'
+  echo "   the laptop names the desk; the address it learned when pairing is not reachable from here, so it looks"
+  echo "   the desk up, cannot reach its port behind NAT, and goes through the relay"
+  ip netns exec "$NET_LAPTOP" $SHARE ping $LAPTOP desk 2>&1 | sed 's/^/ laptop | /'
+  ip netns exec "$NET_LAPTOP" $SHARE send $LAPTOP --direct --to desk "$WORK/holiday.mp4" 2>&1 | sed 's/^/ laptop | /'
+  $SHARE status $DESK 2> /dev/null | grep -E "relay|discovery" | sed 's/^/   desk | /' || true
+  $SHARE inbox $DESK | grep holiday.mp4 | sed 's/^/   desk | /'
+fi
