@@ -33,6 +33,9 @@ struct PeersCommand: ParsableCommand {
         /// How the device was last reached (`direct`, `via relay HOST`) and when.
         var lastRoute: String?
         var lastReached: Date?
+        /// What a discovery server last said about the device, and when.
+        var lookedUp: [String]?
+        var lookedUpAt: Date?
     }
 
     func run() throws {
@@ -40,6 +43,7 @@ struct PeersCommand: ParsableCommand {
             let trust = try device.loadTrust()
             let heard = DiscoveredPeer.load(device.paths)
             let routes = RouteBook.load(device.paths)
+            let lookups = LookupCache.load(device.paths)
             let dates = ISO8601DateFormatter()
             if json {
                 var entries: [Entry] = trust.devices.map { peer in
@@ -50,7 +54,9 @@ struct PeersCommand: ParsableCommand {
                         watch: peer.watch, address: address.map { "\($0)" },
                         discovered: peer.address == nil && seen != nil,
                         lastSeen: seen?.lastSeen, reachable: address.map(reachable),
-                        lastRoute: routes[peer.id.description]?.route, lastReached: routes[peer.id.description]?.at)
+                        lastRoute: routes[peer.id.description]?.route, lastReached: routes[peer.id.description]?.at,
+                        lookedUp: lookups[peer.id.description]?.addresses,
+                        lookedUpAt: lookups[peer.id.description]?.fetched)
                 }
                 for peer in heard where !trust.devices.contains(where: { $0.id.description == peer.id }) {
                     entries.append(
@@ -72,6 +78,12 @@ struct PeersCommand: ParsableCommand {
                 }
                 if let last = routes[peer.id.description] {
                     line += "\tlast reached \(last.route) \(dates.string(from: last.at))"
+                }
+                if let found = lookups[peer.id.description] {
+                    let age = Int(-found.fetched.timeIntervalSinceNow)
+                    line +=
+                        "\tlooked up \(age) s ago: "
+                        + (found.addresses.isEmpty ? "unknown there" : found.addresses.joined(separator: " "))
                 }
                 say(line)
             }
