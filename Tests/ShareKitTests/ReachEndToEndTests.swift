@@ -69,6 +69,17 @@ extension EndToEnd {
             #expect(status.stdout.contains("relay: joined 203.0.113.10:22067"), "\(status.stdout)")
             #expect(status.stdout.contains("discovery: 203.0.113.10:8443 announced"), "\(status.stdout)")
 
+            // The desk's announced address does not answer at all (its router drops the attempt): the relay, tried
+            // after the direct attempt's one-second head start, answers long before the 10 s connect timeout.
+            try net.dropSilently(port: deskPort)
+            let pingStarted = Date()
+            let relayedPing = try run(laptop, net, net.laptop, ["ping", "desk"])
+            let pingSeconds = Date().timeIntervalSince(pingStarted)
+            #expect(relayedPing.status == 0, "\(relayedPing.stderr)")
+            #expect(relayedPing.stdout.contains("via relay 203.0.113.10"), "\(relayedPing.stdout)")
+            #expect(pingSeconds < 6, "the relay waited \(pingSeconds) s behind a silent address")
+            print("ping through the relay behind a silent address took \(String(format: "%.2f", pingSeconds)) s")
+
             // By name, found through discovery, carried by the relay; the relay connection is cut in the middle.
             let file = try laptop.folder("src").appendingPathComponent("big.bin")
             try makeFile(file, size: Self.mebibytes << 20)

@@ -147,6 +147,18 @@ final class SimulatedInternet: @unchecked Sendable {  // used by one test at a t
         try nft(home2, "add rule ip nat pre iifname \"h2w-\(tag)\" tcp dport \(port) dnat to \(deskAddress):\(port)")
     }
 
+    /// Makes the desk's router drop what arrives for `port` without answering, as most NATs do for a port nobody
+    /// forwarded (a connection attempt then waits for its timeout instead of being refused at once).
+    func dropSilently(port: Int) throws {
+        try nft(
+            home2,
+            """
+            table ip quiet {
+              chain input { type filter hook input priority 0; tcp dport \(port) drop; }
+            }
+            """)
+    }
+
     /// Closes every forwarded port again.
     func closeForwards() throws {
         try nft(home2, "flush chain ip nat pre")
