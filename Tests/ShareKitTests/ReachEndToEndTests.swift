@@ -139,6 +139,21 @@ extension EndToEnd {
                 "direct cut after \(heldDirect) MiB; resumed \(relayedReport["route"] ?? "?"): \(relayedReport["bytesSent"] ?? "?") bytes sent, \(relayedReport["bytesAlreadyThere"] ?? "?") already there"
             )
 
+            // A job queued with the laptop's own agent takes the same paths.
+            let laptopAgent = try BackgroundShare(
+                laptop.withConfig(["agent", "--port", "0", "--listen", "0.0.0.0", "--no-discovery"]),
+                wrapper: net.wrapper(net.laptop))
+            defer { laptopAgent.stop() }
+            #expect(laptopAgent.stderr.waitForLine(containing: "listening on port", timeout: 30) != nil)
+            let queued = try run(laptop, net, net.laptop, ["send", "--to", "desk", "--text", "queued", "--wait"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            let history = inbox.appendingPathComponent("history.jsonl")
+            #expect(
+                waitUntil(timeout: 30) {
+                    (try? String(contentsOf: history, encoding: .utf8))?.contains("queued") == true
+                })
+            laptopAgent.stop()
+
             // An untrusted device that asks the relay for the desk gets nothing but a refused handshake; the desk
             // declines the invitation before connecting anything.
             let eve = try TestDevice("eve")
