@@ -115,6 +115,8 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
                 accepted = try Syscalls.accept(fd, timeout: 0.25)
                 failures = 0
             } catch {
+                // `stop` shuts the listening socket down to wake this thread at once.
+                if lock.withLock({ stopping }) { return nil }
                 // Out of descriptors or memory for a moment: keep listening. Failing for a minute: report.
                 failures += 1
                 if failures >= 600 { return error }
@@ -237,6 +239,8 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
     public func stop(grace: Double) {
         lock.lock()
         stopping = true
+        // Wakes the accept thread from its wait now rather than at its next poll.
+        Syscalls.shutdownSocket(fd)
         let deadline = Date().addingTimeInterval(grace + 1)
         while !acceptThreadDone && Date() < deadline { _ = lock.wait(until: deadline) }
         Syscalls.close(fd)
