@@ -218,6 +218,8 @@ final class DiscardingSink: ItemSink, IncomingPayload {
     let held: [Int: [UInt8]] = [:]
     private var item = ""
 
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
         self.item = item.id
         return self

@@ -1,10 +1,11 @@
 /// Named limits; every length read from a peer is checked against one of these before anything is allocated.
 public enum Limits {
     /// The newest protocol version this build speaks.
-    public static let protocolVersion = 3
+    public static let protocolVersion = 4
     /// The oldest protocol version this build still speaks: two peers talk when their ranges overlap, at the newer
     /// version both speak. (Version 1 paired without commitments and is not spoken any more; version 3 added
-    /// previews and held offers, and speaks 2 with a peer that has not.)
+    /// previews and held offers; version 4 pipelines items: a receiver announces many items ahead and a sender streams
+    /// each as soon as it may, without waiting for the acknowledgement of the one before.)
     public static let oldestProtocolVersion = 2
     /// Largest control message (JSON): hello, offer, select, resume, done, error.
     public static let maxControlPayload = 1 << 20

@@ -3,7 +3,11 @@ import CoreTransferable
 /// Where a receiver puts what it accepts: the disk (an inbox, `--into`, the relay store), a watch's memory and shelf,
 /// a pipe to another device. The driver checks every chunk and the whole item before the sink hears of it.
 public protocol ItemSink: AnyObject {
-    /// Opens where the chosen representation of `item` goes, with what is already held of it from an earlier session.
+    /// What is already held and verified of the chosen representation of `item` from an earlier session (chunk →
+    /// digest), looked up without keeping anything open: the receiver announces it in `resume`, items ahead of the
+    /// one it receives.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> [Int: [UInt8]]
+    /// Opens where the chosen representation of `item` goes, when its bytes begin, with what is held of it.
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload
 }
 
@@ -31,7 +35,11 @@ public final class ReceiverDriver {
     private let events: TransferEvents
     private var summary = TransferSummary()
     private var incoming: IncomingPayload?
+    /// The item `incoming` belongs to.
+    private var incomingItem: Int?
     private var digests = ItemDigest(chunks: 0)
+    /// What each announced item held, as its `resume` said.
+    private var announced: [Int: [Int: [UInt8]]] = [:]
 
     public init(
         channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -66,6 +74,7 @@ public final class ReceiverDriver {
                 var actions: [ReceiverMachine.Action]
                 switch arrived {
                 case .binary(let type, let header, var length):
+                    try openCurrent(machine: machine, sink: sink)
                     if type == .zchunk {
                         length = try decompress(chunk[0..<length], index: header.index, machine: machine, into: &plain)
                         swap(&chunk, &plain)
@@ -94,6 +103,7 @@ public final class ReceiverDriver {
                             actions = try machine.received(offer)
                         }
                     case .done:
+                        try openCurrent(machine: machine, sink: sink)
                         actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
                     case .bye:
                         actions = try machine.receivedBye()
@@ -117,6 +127,32 @@ public final class ReceiverDriver {
             if !channel.errorExchanged, let error = error as? ProtocolError { try? channel.send(.error, error) }
             throw error
         }
+    }
+
+    /// Opens where the current item goes, when its first chunk (or its `done`, when every chunk was held) arrives.
+    /// What it holds now must still include what its `resume` announced: another session may have changed it.
+    private func openCurrent(machine: ReceiverMachine, sink: ItemSink) throws {
+        guard let index = machine.currentItem, incomingItem != index, let offer = machine.offer else { return }
+        let item = offer.items[index]
+        let chosen = item.representations[machine.choices[index].representation!]
+        let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize)
+        let promised = announced.removeValue(forKey: index) ?? [:]
+        for (chunk, digest) in promised where opened.held[chunk] != digest {
+            opened.suspend()
+            throw ProtocolError(
+                .refused, "\(item.label) changed in another session while this one waited; send it again")
+        }
+        incoming = opened
+        incomingItem = index
+        let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
+        digests = ItemDigest(chunks: expected ?? 0)
+        for (chunk, digest) in promised { digests.record(chunk, digest) }
+        let heldBytes = promised.keys.reduce(UInt64(0)) { total, chunk in
+            let start = UInt64(chunk) * UInt64(offer.chunkSize)
+            return total + (chosen.size.map { min($0, start + UInt64(offer.chunkSize)) - start } ?? 0)
+        }
+        summary.held += heldBytes
+        events(.started(item: index, label: item.label, number: index + 1, total: chosen.size, held: heldBytes))
     }
 
     /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
@@ -172,18 +208,14 @@ public final class ReceiverDriver {
                 let offer = machine.offer!
                 let item = offer.items[index]
                 let chosen = item.representations[representation]
-                let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize)
-                incoming = opened
                 let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-                let held = expected.map { count in opened.held.filter { $0.key < count } } ?? [:]
-                digests = ItemDigest(chunks: expected ?? 0)
-                for (chunk, digest) in held { digests.record(chunk, digest) }
-                let heldBytes = held.keys.reduce(UInt64(0)) { total, chunk in
-                    let start = UInt64(chunk) * UInt64(offer.chunkSize)
-                    return total + (chosen.size.map { min($0, start + UInt64(offer.chunkSize)) - start } ?? 0)
-                }
-                summary.held += heldBytes
-                events(.started(item: index, label: item.label, number: index + 1, total: chosen.size, held: heldBytes))
+                let held =
+                    try expected.map { count in
+                        try sink.held(item: item, representation: chosen, chunkSize: offer.chunkSize).filter {
+                            $0.key < count
+                        }
+                    } ?? [:]
+                announced[index] = held
                 queue = try machine.prepared(verified: Set(held.keys)) + queue
             case .sendResume(let resume):
                 try channel.send(.resume, resume)
@@ -192,8 +224,11 @@ public final class ReceiverDriver {
             case .verify(let index, let done):
                 let item = machine.offer!.items[index]
                 events(.finished(item: index))
-                guard let payload = incoming else { throw ProtocolError(.internalError, "no item in progress") }
+                guard let payload = incoming, incomingItem == index else {
+                    throw ProtocolError(.internalError, "no item in progress")
+                }
                 incoming = nil
+                incomingItem = nil
                 guard digests.chunks.count == done.chunks, let root = digests.root(using: hasher),
                     root == done.digest.lowercased()
                 else {

@@ -2,18 +2,22 @@ import CoreTransferable
 
 /// The receiving side of a transfer session, as events in and actions out; the driver does the I/O.
 ///
-/// It negotiates each offered item against the accept list, then for each accepted item asks the driver what is
-/// already verified, announces it with `resume`, and checks every chunk (index in range, in ascending order, not
-/// already held, within size) before the driver writes it.
+/// It negotiates each offered item against the accept list, then announces what it already holds of the accepted
+/// items with `resume`, up to `window` items ahead of the one being received (protocol 4; one at a time with a
+/// version-3 sender, which expects the next `resume` only after each `ack`). Items arrive one after another in offer
+/// order; every chunk is checked (index in range, in ascending order, not already held, within size and limits)
+/// before the driver writes it.
 public struct ReceiverMachine: Sendable {
     public enum State: Sendable, Equatable {
-        case awaitingOffer, preparing(item: Int), receiving(item: Int), verifying(item: Int), awaitingBye, finished,
-            failed
+        case awaitingOffer
+        /// Items are being announced and received.
+        case transferring
+        case awaitingBye, finished, failed
     }
 
     public enum Action: Sendable, Equatable {
         case sendSelect(Select)
-        /// Look up what is already held for this item; answer with `prepared(verified:)`.
+        /// Look up what is already held of this item (nothing is kept open); answer with `prepared(verified:)`.
         case prepare(item: Int, representation: Int)
         case sendResume(Resume)
         /// Write this chunk (its digest already checked by the driver) at `index * chunkSize`.
@@ -42,12 +46,30 @@ public struct ReceiverMachine: Sendable {
         }
     }
 
+    /// How many items a protocol-4 receiver announces ahead of the one it receives: enough that a sender never waits
+    /// for an answer on a link with a long round trip, whatever the items' sizes.
+    public static let pipelineWindow = 256
+
+    /// The window for a session at `version`: items are pipelined from protocol 4 on.
+    public static func window(forVersion version: Int) -> Int { version >= 4 ? pipelineWindow : 1 }
+
     public let negotiator: Negotiator
     public let policy: Policy
+    /// Items announced (`resume` sent) and not yet acknowledged, at most.
+    public let window: Int
     public private(set) var state: State = .awaitingOffer
     public private(set) var offer: Offer?
     public private(set) var choices: [Choice] = []
+    /// Accepted items not announced yet, in offer order.
     private var pending: [Int] = []
+    /// The item being looked up for its `resume`.
+    private var preparing: Int?
+    /// Announced items in order: the first is the one being received.
+    private var announced: [Int] = []
+    /// Per announced item: the chunks it already held.
+    private var heldByItem: [Int: Set<Int>] = [:]
+    /// The first announced item's bytes have all arrived and its digest is being compared.
+    private var verifying = false
     // The item being received: chunks held before this session, and how many arrived since (chunks arrive in
     // ascending order and never one already held, so the two counts tell when the item is complete; no set of every
     // missing index is ever built, whatever size a peer announces).
@@ -66,10 +88,15 @@ public struct ReceiverMachine: Sendable {
     /// Whether the current item's size was announced.
     private var currentSized = true
 
-    public init(negotiator: Negotiator, policy: Policy = Policy()) {
+    /// `window`: items announced ahead (`pipelineWindow` with a protocol-4 sender, 1 with an earlier one).
+    public init(negotiator: Negotiator, policy: Policy = Policy(), window: Int = 1) {
         self.negotiator = negotiator
         self.policy = policy
+        self.window = max(1, window)
     }
+
+    /// The item whose chunks arrive now (the first announced one), if any.
+    public var currentItem: Int? { state == .transferring && !verifying ? announced.first : nil }
 
     /// An offer arrived: negotiated against the accept list and the policy, or, with `decided`, answered with
     /// choices made elsewhere (an agent forwarding for its watch lets the far device choose).
@@ -95,8 +122,9 @@ public struct ReceiverMachine: Sendable {
         } else {
             negotiate(offer)
         }
+        state = .transferring
         var actions: [Action] = [.sendSelect(Select(choices: choices).fitting(Limits.maxOfferPayload))]
-        actions += advance()
+        actions += fill()
         return actions
     }
 
@@ -141,34 +169,46 @@ public struct ReceiverMachine: Sendable {
         }
     }
 
-    /// The driver found `verified` chunks already held for the item being prepared.
+    /// The driver found `verified` chunks already held for the item being prepared: it is announced.
     public mutating func prepared(verified: Set<Int>) throws(ProtocolError) -> [Action] {
-        guard case .preparing(let item) = state, let offer else { throw fail(.internalError, "prepared out of order") }
+        guard state == .transferring, let item = preparing, let offer else {
+            throw fail(.internalError, "prepared out of order")
+        }
+        preparing = nil
+        let representation = offer.items[item].representations[choices[item].representation!]
+        let count = representation.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
+        let valid: Set<Int> = count.map { count in verified.filter { $0 < count } } ?? []
+        heldByItem[item] = valid
+        announced.append(item)
+        if announced.count == 1 { begin(item) }
+        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid))))] + fill()
+    }
+
+    /// Sets up the checks for the item whose chunks come next.
+    private mutating func begin(_ item: Int) {
+        guard let offer else { return }
         let representation = offer.items[item].representations[choices[item].representation!]
         expectedChunks = representation.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-        let valid: Set<Int> = expectedChunks.map { count in verified.filter { $0 < count } } ?? []
-        held = valid
+        held = heldByItem[item] ?? []
         arrived = 0
         lastIndex = -1
         receivedBytes = 0
         itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max, acceptLimits[item] ?? .max)
         currentSized = representation.size != nil
-        state = .receiving(item: item)
-        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid))))]
     }
 
-    /// A chunk header and its data length arrived for the current item.
     /// The length chunk `index` of the item being received must have, when its size is known (nil otherwise, or
     /// when the index is out of range).
     public func expectedLength(of index: Int) -> Int? {
-        guard case .receiving(let item) = state, let offer, let expected = expectedChunks, index >= 0,
-            index < expected, let size = offer.items[item].representations[choices[item].representation!].size
+        guard let item = currentItem, let offer, let expected = expectedChunks, index >= 0, index < expected,
+            let size = offer.items[item].representations[choices[item].representation!].size
         else { return nil }
         return index == expected - 1 ? Int(size - UInt64(index) * UInt64(offer.chunkSize)) : offer.chunkSize
     }
 
+    /// A chunk header and its data length arrived for the current item.
     public mutating func receivedChunk(index: Int, length: Int) throws(ProtocolError) -> [Action] {
-        guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "a chunk outside an item") }
+        guard let item = currentItem, let offer else { throw fail(.badMessage, "a chunk outside an item") }
         guard index > lastIndex else {
             throw fail(
                 .badMessage,
@@ -218,7 +258,7 @@ public struct ReceiverMachine: Sendable {
     }
 
     public mutating func received(_ done: Done) throws(ProtocolError) -> [Action] {
-        guard case .receiving(let item) = state, let offer else { throw fail(.badMessage, "done outside an item") }
+        guard let item = currentItem, let offer else { throw fail(.badMessage, "done outside an item") }
         guard done.item == offer.items[item].id else { throw fail(.badMessage, "done for item \(done.item)") }
         if let expected = expectedChunks {
             guard held.count + arrived == expected else {
@@ -239,14 +279,20 @@ public struct ReceiverMachine: Sendable {
                 throw fail(.badMessage, "done for \(offer.items[item].label) does not match the chunks sent")
             }
         }
-        state = .verifying(item: item)
+        verifying = true
         return [.verify(item: item, done)]
     }
 
     /// The driver compared the digest and stored the item (or failed to).
     public mutating func verified(_ ack: Ack) throws(ProtocolError) -> [Action] {
-        guard case .verifying = state else { throw fail(.internalError, "verified out of order") }
-        return [.sendAck(ack)] + advance()
+        guard state == .transferring, verifying, let item = announced.first else {
+            throw fail(.internalError, "verified out of order")
+        }
+        verifying = false
+        announced.removeFirst()
+        heldByItem[item] = nil
+        if let next = announced.first { begin(next) }
+        return [.sendAck(ack)] + fill()
     }
 
     /// The sender said goodbye.
@@ -258,14 +304,16 @@ public struct ReceiverMachine: Sendable {
 
     public mutating func failed() { state = .failed }
 
-    private mutating func advance() -> [Action] {
-        guard let offer, !pending.isEmpty else {
-            state = .awaitingBye
-            return []
+    /// Announces the next item while the window has room; with nothing left to announce or receive, waits for bye.
+    private mutating func fill() -> [Action] {
+        guard state == .transferring, preparing == nil else { return [] }
+        if !pending.isEmpty, announced.count < window {
+            let item = pending.removeFirst()
+            preparing = item
+            return [.prepare(item: item, representation: choices[item].representation!)]
         }
-        let item = pending.removeFirst()
-        state = .preparing(item: item)
-        return [.prepare(item: item, representation: choices[item].representation!)]
+        if pending.isEmpty, announced.isEmpty { state = .awaitingBye }
+        return []
     }
 
     private mutating func fail(_ code: ProtocolError.Code, _ message: String) -> ProtocolError {

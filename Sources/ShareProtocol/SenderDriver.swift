@@ -12,6 +12,13 @@ public final class SenderDriver {
     private let events: TransferEvents
     private var buffer: [UInt8]
     private var summary = TransferSummary()
+    private var machine = SenderMachine(offer: Offer(items: [], chunkSize: 1 << 20))
+    private var items: [ItemSource] = []
+    /// Actions still to carry out, in order (a `resume` or `ack` read while an item streams adds to them).
+    private var queued: [SenderMachine.Action] = []
+
+    /// Each item waits for the previous one's acknowledgement (see `SenderMachine.oneAtATime`).
+    public var oneAtATime = false
 
     public init(
         channel: FrameChannel, chunkSize: Int = 1 << 20, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -40,42 +47,13 @@ public final class SenderDriver {
     private func drive(_ items: [ItemSource]) throws -> TransferSummary {
         let offer = Offer(items: items.map(\.offer), chunkSize: chunkSize).trimmingPreviews()
         try offer.validate()
-        var machine = SenderMachine(offer: offer)
-        var actions = machine.peerReady()
+        self.items = items
+        machine = SenderMachine(offer: offer, oneAtATime: oneAtATime)
+        queued = machine.peerReady()
         while true {
-            for action in actions {
-                switch action {
-                case .sendOffer(let offer):
-                    events(.offered(offer.items))
-                    try send { try channel.send(.offer, offer) }
-                case .refused(let index, let choice):
-                    summary.refused.append((items[index].offer.label, choice.reason))
-                    events(
-                        .refused(
-                            item: index, label: items[index].offer.label,
-                            offered: items[index].offer.representations.map(\.contentType), reason: choice.reason))
-                case .stream(let index, let representation, let verified):
-                    let item = items[index].offer
-                    events(
-                        .chosen(
-                            item: index, label: item.label, offered: item.representations.map(\.contentType),
-                            contentType: item.representations[representation].contentType,
-                            reason: machine.choices[index].reason))
-                    let done = try stream(
-                        items[index], index: index, representation: representation, held: verified,
-                        number: index + 1)
-                    for case .sendDone(let done) in try machine.finishedStreaming(done) {
-                        try send { try channel.send(.done, done) }
-                    }
-                case .sendDone(let done):
-                    try send { try channel.send(.done, done) }
-                case .delivered(let index, let ack):
-                    summary.delivered.append((items[index].offer.label, ack))
-                    events(.delivered(item: index, label: items[index].offer.label, ack: ack))
-                case .sendBye:
-                    try send { try channel.send(.bye, Bye()) }
-                    return summary
-                }
+            while !queued.isEmpty {
+                let action = queued.removeFirst()
+                if try perform(action) { return summary }
             }
             if machine.state == .finished { return summary }
             let frame = try channel.receive()
@@ -83,9 +61,46 @@ public final class SenderDriver {
                 // The receiver's user decides first: nothing more in this session; the caller offers again later.
                 throw try MessageCoding.decode(OfferHeld.self, from: frame)
             }
-            actions = try machine.received(frame: frame)
+            queued += try machine.received(frame: frame)
             if frame.type == .select { events(.answered(machine.choices)) }
         }
+    }
+
+    /// Carries out one action; true once `bye` is sent.
+    private func perform(_ action: SenderMachine.Action) throws -> Bool {
+        switch action {
+        case .sendOffer(let offer):
+            events(.offered(offer.items))
+            try send { try channel.send(.offer, offer) }
+        case .refused(let index, let choice):
+            summary.refused.append((items[index].offer.label, choice.reason))
+            events(
+                .refused(
+                    item: index, label: items[index].offer.label,
+                    offered: items[index].offer.representations.map(\.contentType), reason: choice.reason))
+        case .stream(let index, let representation, let verified):
+            let item = items[index].offer
+            events(
+                .chosen(
+                    item: index, label: item.label, offered: item.representations.map(\.contentType),
+                    contentType: item.representations[representation].contentType,
+                    reason: machine.choices[index].reason))
+            let done = try stream(
+                items[index], index: index, representation: representation, held: verified, number: index + 1)
+            // `sendDone` comes first, then the next item if its `resume` is already in.
+            queued = try machine.finishedStreaming(done) + queued
+        case .sendDone(let done):
+            // Between items too: a receiver answering many small items must never wait on a full socket.
+            try readAnswers()
+            try send { try channel.send(.done, done) }
+        case .delivered(let index, let ack):
+            summary.delivered.append((items[index].offer.label, ack))
+            events(.delivered(item: index, label: items[index].offer.label, ack: ack))
+        case .sendBye:
+            try send { try channel.send(.bye, Bye()) }
+            return true
+        }
+        return false
     }
 
     /// Produces the chosen representation and streams the chunks not in `held`; returns the item's `done`.
@@ -221,16 +236,32 @@ public final class SenderDriver {
         }
     }
 
-    /// Sends one verified chunk: compressed when the compressor finds it worth it, else as it is. Between chunks it
-    /// listens for the receiver, which speaks mid-item only to stop the transfer (a full disk, a limit).
+    /// Reads what the receiver said meanwhile, without waiting: the `resume` of items ahead and the `ack` of items
+    /// before (protocol 4), or an `error` that stops the transfer (a full disk, a limit).
+    private func readAnswers() throws {
+        while channel.hasIncomingData {
+            let frame = try channel.receive()
+            if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+            guard frame.type == .resume || frame.type == .ack else {
+                throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+            }
+            for action in try machine.received(frame: frame) {
+                if case .delivered(let index, let ack) = action {
+                    summary.delivered.append((items[index].offer.label, ack))
+                    events(.delivered(item: index, label: items[index].offer.label, ack: ack))
+                } else {
+                    queued.append(action)
+                }
+            }
+        }
+    }
+
+    /// Sends one verified chunk: compressed when the compressor finds it worth it, else as it is. Before each chunk
+    /// it reads what the receiver said meanwhile.
     private func sendChunk(
         _ bytes: UnsafeRawBufferPointer, index: Int, digest: [UInt8], compressor: AdaptiveCompressor?
     ) throws {
-        if channel.hasIncomingData {
-            let frame = try channel.receive()
-            if frame.type == .error { throw MessageCoding.peerError(from: frame) }
-            throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
-        }
+        try readAnswers()
         let header = ChunkHeader(index: index, digest: digest)
         if let packed = compressor?.compress(bytes) {
             try send { try packed.withUnsafeBytes { try channel.sendBinary(.zchunk, header: header, data: $0) } }

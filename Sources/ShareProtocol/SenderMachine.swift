@@ -1,11 +1,16 @@
 /// The sending side of a transfer session, as events in and actions out; the driver does the I/O.
 ///
-/// Order: our hello → their hello (with the accept list) → `offer` → `select` → for each accepted item:
-/// `resume` → chunks → `done` → `ack` → … → `bye`.
+/// Order: our hello → their hello (with the accept list) → `offer` → `select` → then, for the accepted items in offer
+/// order: `resume` → chunks → `done`, and `ack` → … → `bye` once every accepted item is acknowledged. Items are
+/// pipelined: an item is streamed as soon as its `resume` has arrived, without waiting for the `ack` of the one
+/// before (a protocol-4 receiver announces many items ahead; a version-3 receiver sends each `resume` after the
+/// previous `ack`, and the same machine simply waits for it). `resume` and `ack` may arrive while an item streams.
 public struct SenderMachine: Sendable {
     public enum State: Sendable, Equatable {
-        case awaitingPeer, awaitingSelect, awaitingResume(item: Int), streaming(item: Int), awaitingAck(item: Int),
-            finished, failed
+        case awaitingPeer, awaitingSelect
+        /// Accepted items are being streamed and acknowledged.
+        case transferring
+        case finished, failed
     }
 
     public enum Action: Sendable, Equatable {
@@ -23,11 +28,24 @@ public struct SenderMachine: Sendable {
     public let offer: Offer
     public private(set) var state: State = .awaitingPeer
     public private(set) var choices: [Choice] = []
-    private var pending: [Int] = []
-    private var streamingItem: Int?
+    /// The accepted items, in offer order.
+    private var accepted: [Int] = []
+    /// What each accepted item's `resume` said is held, until the item is streamed.
+    private var resumes: [Int: Set<Int>] = [:]
+    /// Positions in `accepted`: of the next `resume` expected, the next item to stream, and the next `ack` expected.
+    private var nextResume = 0
+    private var nextStream = 0
+    private var nextAck = 0
+    /// The item being streamed now.
+    public private(set) var streaming: Int?
 
-    public init(offer: Offer) {
+    /// Whether the next item waits for the previous one's `ack` (an agent forwarding a watch's items: each one's
+    /// bytes come only after the far device acknowledged the one before).
+    public let oneAtATime: Bool
+
+    public init(offer: Offer, oneAtATime: Bool = false) {
         self.offer = offer
+        self.oneAtATime = oneAtATime
     }
 
     /// The receiver's hello has arrived: offer the items.
@@ -54,18 +72,23 @@ public struct SenderMachine: Sendable {
                         "the receiver chose representation \(representation) of item \(choice.item), which does not exist"
                     )
                 }
-                pending.append(index)
+                accepted.append(index)
             } else {
                 actions.append(.refused(item: index, choice))
             }
         }
         choices = select.choices
-        actions += advance()
+        state = .transferring
+        if accepted.isEmpty {
+            state = .finished
+            actions.append(.sendBye)
+        }
         return actions
     }
 
     public mutating func received(_ resume: Resume) throws(ProtocolError) -> [Action] {
-        guard case .awaitingResume(let item) = state else { throw unexpected("resume") }
+        guard state == .transferring, nextResume < accepted.count else { throw unexpected("resume") }
+        let item = accepted[nextResume]
         guard resume.item == offer.items[item].id else {
             throw fail(.badMessage, "resume for item \(resume.item), expected \(offer.items[item].id)")
         }
@@ -73,29 +96,39 @@ public struct SenderMachine: Sendable {
         let size = offer.items[item].representations[chosen].size
         // An item of unknown size was never held in part: it is always sent whole.
         let limit = size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) } ?? 0
-        let verified: Set<Int>
         do {
-            verified = try ChunkMath.indices(resume.verified, limit: limit)
+            resumes[item] = try ChunkMath.indices(resume.verified, limit: limit)
         } catch {
             throw fail(error.code, error.message)
         }
-        state = .streaming(item: item)
-        return [.stream(item: item, representation: chosen, verified: verified)]
+        nextResume += 1
+        return startNext()
     }
 
     /// The driver has streamed every missing chunk of the current item.
     public mutating func finishedStreaming(_ done: Done) throws(ProtocolError) -> [Action] {
-        guard case .streaming(let item) = state, done.item == offer.items[item].id else { throw unexpected("done") }
-        state = .awaitingAck(item: item)
-        return [.sendDone(done)]
+        guard let item = streaming, done.item == offer.items[item].id else { throw unexpected("done") }
+        streaming = nil
+        nextStream += 1
+        return [.sendDone(done)] + startNext()
     }
 
     public mutating func received(_ ack: Ack) throws(ProtocolError) -> [Action] {
-        guard case .awaitingAck(let item) = state else { throw unexpected("ack") }
+        // An item is acknowledged only after its `done` was sent, and in order.
+        guard state == .transferring, nextAck < nextStream else { throw unexpected("ack") }
+        let item = accepted[nextAck]
         guard ack.item == offer.items[item].id else {
             throw fail(.badMessage, "ack for item \(ack.item), expected \(offer.items[item].id)")
         }
-        return [.delivered(item: item, ack)] + advance()
+        nextAck += 1
+        var actions: [Action] = [.delivered(item: item, ack)]
+        if nextAck == accepted.count {
+            state = .finished
+            actions.append(.sendBye)
+        } else if oneAtATime {
+            actions += startNext()
+        }
+        return actions
     }
 
     /// The peer reported an error: the session is over.
@@ -104,13 +137,13 @@ public struct SenderMachine: Sendable {
         return error
     }
 
-    private mutating func advance() -> [Action] {
-        if pending.isEmpty {
-            state = .finished
-            return [.sendBye]
-        }
-        state = .awaitingResume(item: pending.removeFirst())
-        return []
+    /// Streams the next item when nothing streams and its `resume` is in.
+    private mutating func startNext() -> [Action] {
+        guard streaming == nil, nextStream < nextResume, !oneAtATime || nextAck == nextStream else { return [] }
+        let item = accepted[nextStream]
+        streaming = item
+        let verified = resumes.removeValue(forKey: item) ?? []
+        return [.stream(item: item, representation: choices[item].representation!, verified: verified)]
     }
 
     private mutating func unexpected(_ what: String) -> ProtocolError {

@@ -100,7 +100,9 @@ public final class WatchClient {
     /// arrive and the item against the whole-item digest before it is shown or kept.
     private func receiveBatch(_ session: Session, offer frame: Frame, agent: String) throws {
         let policy = ReceiverMachine.Policy(maxItemSize: options.maxSize, freeSpace: shelf.freeSpace)
-        let machine = ReceiverMachine(negotiator: Negotiator(accept: accept), policy: policy)
+        let machine = ReceiverMachine(
+            negotiator: Negotiator(accept: accept), policy: policy,
+            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
         let sink = WatchSink(shelf: shelf, console: console, agent: agent)
         let driver = ReceiverDriver(channel: session.connection.channel, hasher: SHA256Hasher()) { [console] event in
             guard case .refused(_, let label, _, let reason) = event else { return }

@@ -21,6 +21,9 @@ final class WatchSink: ItemSink {
         self.agent = agent
     }
 
+    /// A watch keeps no partials: every item comes whole.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
         try WatchItem(item: item, representation: representation, sink: self)
     }

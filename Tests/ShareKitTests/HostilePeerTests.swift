@@ -1,4 +1,5 @@
 import Foundation
+import ShareProtocol
 import Testing
 
 extension EndToEnd {
@@ -120,7 +121,7 @@ extension EndToEnd {
                 ])
             #expect(
                 result.output.contains(
-                    "error version the peer speaks share protocol 1, this device speaks 2–3; update share on the other device"
+                    "error version the peer speaks share protocol 1, this device speaks \(Limits.oldestProtocolVersion)–\(Limits.protocolVersion); update share on the other device"
                 ),
                 "\(result.output)")
             waiting.stop()

@@ -14,7 +14,7 @@ extension EndToEnd {
             let result = laptop.run(["ping", "desk", "--count", "2"])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stdout.contains("desk (\(desk.id)) at 127.0.0.1:\(port)"))
-            #expect(result.stdout.contains("protocol 3, agent, TLSv1.3"))
+            #expect(result.stdout.contains("protocol 4, agent, TLSv1.3"))
             #expect(result.stdout.contains("ping 2: round trip"))
             // IPv6 loopback too, by address (one agent per device: the first one stops).
             agent.stop()

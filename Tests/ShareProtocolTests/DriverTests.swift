@@ -47,6 +47,77 @@ import Testing
             version: "v1")
     }
 
+    /// Protocol 4: the receiver announces items ahead and the sender streams each without waiting for the
+    /// acknowledgement of the one before. The link holds back every `ack` until the sender has sent the `done` of
+    /// the last item: a sender that waited for an `ack` would never get there (with a window of one it cannot, and
+    /// the test says so rather than hang).
+    @Test(arguments: [ReceiverMachine.pipelineWindow, 1])
+    func manyItemsCostOneRoundTripNotOneEach(window: Int) throws {
+        let count = 200  // within the window
+        let payloads = (0..<count).map { randomBytes(100 + $0) }
+        let items = payloads.enumerated().map { index, bytes in
+            FixedItem(
+                fileOffer("photo-\(index)", size: UInt64(bytes.count)),
+                [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+        }
+        let (a, b) = MemoryStream.pair()
+        let dones = Box(0)
+        let answers = b.outgoing
+        // Every frame the receiver writes is one write; an `ack` starts with its type byte.
+        answers.holdFrom = { $0.first == FrameType.ack.rawValue }
+        a.outgoing.tamper = { _, data in
+            // A whole `done` frame: its type, then its length, which is what follows.
+            if data.first == FrameType.done.rawValue, data.count > 5,
+                Int(data[1]) << 24 | Int(data[2]) << 16 | Int(data[3]) << 8 | Int(data[4]) == data.count - 5
+            {
+                dones.value += 1
+                if dones.value == count { answers.release() }
+            }
+            return data
+        }
+        let sink = MemorySink()
+        let finished = DispatchSemaphore(value: 0)
+        let received = Box<Result<TransferSummary, Error>?>(nil)
+        nonisolated(unsafe) let sinkRef = sink
+        Thread {
+            let machine = ReceiverMachine(
+                negotiator: Negotiator(accept: AcceptList([AcceptedType(.item)]), table: .system), window: window)
+            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA())
+            received.value = Result { try driver.run(machine: machine, sink: sinkRef) }
+            b.close()
+            finished.signal()
+        }.start()
+        let sending = DispatchSemaphore(value: 0)
+        let sent = Box<Result<TransferSummary, Error>?>(nil)
+        nonisolated(unsafe) let sources = items
+        Thread {
+            sent.value = Result {
+                try SenderDriver(channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA()).run(
+                    sources)
+            }
+            a.close()
+            sending.signal()
+        }.start()
+        let completed = sending.wait(timeout: .now() + 5) == .success
+        if !completed {
+            // Stuck waiting for an acknowledgement the link holds back: end both sides.
+            a.close()
+            b.close()
+            _ = sending.wait(timeout: .now() + 5)
+        }
+        _ = finished.wait(timeout: .now() + 5)
+        if window == 1 {
+            #expect(!completed, "a sender cannot get past the first item while the receiver announces one at a time")
+            return
+        }
+        #expect(completed, "the sender waited for an acknowledgement")
+        #expect(dones.value == count)
+        let summary = try #require(try sent.value?.get())
+        #expect(summary.delivered.count == count)
+        _ = try #require(try received.value?.get())
+        for (index, bytes) in payloads.enumerated() { #expect(sink.items["photo-\(index)"] == bytes) }
+    }
+
     @Test func itemsOfEveryKindArriveIdenticalAndOnlyTheChosenRepresentationIsProduced() throws {
         let big = randomBytes(5 * Self.chunk + 123)
         let stream = randomBytes(3 * Self.chunk + 7)

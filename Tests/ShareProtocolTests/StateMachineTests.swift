@@ -29,7 +29,7 @@ import Testing
         #expect(sender.peerReady() == [.sendOffer(sender.offer)])
         #expect(sender.peerReady().isEmpty)
         #expect(try sender.received(Select(choices: [Choice(item: "item-0", representation: 0, reason: "ok")])).isEmpty)
-        #expect(sender.state == .awaitingResume(item: 0))
+        #expect(sender.state == .transferring && sender.streaming == nil)
         let resume = try sender.received(Resume(item: "item-0", verified: [ChunkRange(0, 1)]))
         #expect(resume == [.stream(item: 0, representation: 0, verified: [0])])
         let done = Done(item: "item-0", size: 10_000, chunks: 3, digest: "ab")

@@ -276,6 +276,9 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
                 default: break
                 }
             }
+            // An item's bytes reach the pipe only once the watch's previous item is complete, which waits for the
+            // far device's acknowledgement of it.
+            driver.oneAtATime = true
             do {
                 _ = try driver.run(sources)
                 bridge.farFinished(nil)
@@ -290,7 +293,8 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         defer { finished.wait() }
         let machine = ReceiverMachine(
             negotiator: Negotiator(accept: ReceiveOptions.everything),
-            policy: .init(maxItemSize: inbox.maxSize))
+            policy: .init(maxItemSize: inbox.maxSize),
+            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
         let driver = ReceiverDriver(
             channel: session.connection.channel, hasher: SHA256Hasher(), codec: ZstdChunkCodec())
         do {

@@ -167,6 +167,9 @@ final class ForwardingSink: ItemSink {
         for (position, item) in offer.items.enumerated() { index[item.id] = position }
     }
 
+    /// Forwarded items are streamed on as they arrive; nothing is kept to resume.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
         guard let position = index[item.id] else { throw ProtocolError(.internalError, "unknown item \(item.id)") }
         return Forwarded(pipe: bridge.pipe(position), position: position, item: item, bridge: bridge, target: target)

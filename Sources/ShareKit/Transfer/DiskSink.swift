@@ -28,6 +28,21 @@ final class DiskSink: ItemSink {
         self.progress = progress
     }
 
+    /// What an earlier session left verified of the item: its partial is opened (and, after a reboot, checked
+    /// against its ledger), read and closed again, so nothing stays open or locked for the items announced ahead.
+    /// An item without a version can never resume: nothing is looked up.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> [Int: [UInt8]] {
+        guard item.version != nil else { return [:] }
+        let key = PartialStore.key(
+            sender: sender, item: item.id, contentType: representation.contentType,
+            archive: Self.isArchive(representation))
+        // Nothing was ever received of it: nothing to open (no empty partial is left for items announced ahead).
+        guard store.readLedger(key) != nil else { return [:] }
+        let payload = try open(item: item, representation: representation, chunkSize: chunkSize)
+        defer { payload.suspend() }
+        return payload.held
+    }
+
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
         if Self.isArchive(representation) {
             var policy = ExtractionPolicy()

@@ -280,7 +280,9 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
                 guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
                 return reason
             })
-        let machine = ReceiverMachine(negotiator: Negotiator(accept: options.accept), policy: policy)
+        let machine = ReceiverMachine(
+            negotiator: Negotiator(accept: options.accept), policy: policy,
+            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
         var first = first
         var decide: ((Offer) throws -> [Choice])?
         if let gate = options.gate {

@@ -14,7 +14,24 @@ final class MemoryPipe: @unchecked Sendable {  // guarded by `condition`
     var tamper: ((Int, [UInt8]) -> [UInt8])?
     private var written = 0
 
+    /// Holds back what is written from the first write it says yes to, in order, until `release()`: a link that
+    /// delays one direction (its reader sees nothing of it meanwhile).
+    var holdFrom: (([UInt8]) -> Bool)?
+    private var heldBack: [UInt8] = []
+    private var holding = false
+
     init(capacity: Int = 8 << 20) { self.capacity = capacity }
+
+    /// Lets what was held back through.
+    func release() {
+        condition.lock()
+        holdFrom = nil
+        holding = false
+        bytes += heldBack
+        heldBack = []
+        condition.broadcast()
+        condition.unlock()
+    }
 
     func write(_ raw: UnsafeRawBufferPointer) throws {
         var data = Array(raw)
@@ -22,6 +39,11 @@ final class MemoryPipe: @unchecked Sendable {  // guarded by `condition`
         defer { condition.unlock() }
         if let tamper { data = tamper(written, data) }
         written += data.count
+        if holding || holdFrom?(data) == true {
+            holding = true
+            heldBack += data
+            return
+        }
         var offset = 0
         while offset < data.count {
             while bytes.count >= capacity && !closed { condition.wait() }
@@ -131,6 +153,10 @@ final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receivin
     var opened: [(String, String)] = []
     /// Chunks held before the session, by item id: index → bytes.
     var heldBytes: [String: [Int: [UInt8]]] = [:]
+
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] {
+        (heldBytes[item.id] ?? [:]).mapValues { SHA256Hasher.hash($0) }
+    }
 
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
         opened.append((item.id, representation.contentType))
