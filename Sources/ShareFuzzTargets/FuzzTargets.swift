@@ -206,6 +206,7 @@ final class FuzzStream: ByteStream {
 /// SHA-256 for the driver.
 final class FuzzHasher: ChunkHasher {
     private let hasher = SHA256Hasher()
+    func another() -> ChunkHasher { FuzzHasher() }
 
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         hasher.update(bytes)

@@ -90,4 +90,6 @@ extension SHA256Hasher: ChunkHasher {
         update(bytes)
         return finalize()
     }
+
+    public func another() -> ChunkHasher { SHA256Hasher() }
 }

@@ -15,6 +15,8 @@ public protocol ByteStream: AnyObject {
 public protocol ChunkHasher: AnyObject {
     /// The SHA-256 of `bytes`.
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8]
+    /// A hasher of the same kind for another thread.
+    func another() -> ChunkHasher
 }
 
 extension ChunkHasher {

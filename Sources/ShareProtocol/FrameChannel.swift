@@ -57,6 +57,27 @@ public final class FrameChannel {
 
     /// The next frame. Binary frames are read into `chunk` (grown if needed, never beyond the frame limit).
     public func receive(chunk: inout [UInt8]) throws -> Incoming {
+        try receive { length, read in
+            if chunk.count < length { chunk = [UInt8](repeating: 0, count: length) }
+            try chunk.withUnsafeMutableBytes { try read(UnsafeMutableRawBufferPointer(rebasing: $0[0..<length])) }
+        }
+    }
+
+    /// The next frame. A binary frame's data is read into `buffer`, which must hold a chunk of the largest size
+    /// (`Limits.maxChunkPayload`).
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws -> Incoming {
+        try receive { length, read in
+            guard length <= buffer.count else {
+                throw ProtocolError(.frameTooLarge, "a chunk of \(length) bytes is larger than this receiver reads")
+            }
+            try read(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length]))
+        }
+    }
+
+    /// `place(length, read)` calls `read` with where a binary frame's `length` bytes of data go.
+    private func receive(
+        place: (Int, (UnsafeMutableRawBufferPointer) throws -> Void) throws -> Void
+    ) throws -> Incoming {
         frameStarted = nil
         defer { frameStarted = nil }
         try fill(Limits.frameHeaderSize)
@@ -77,21 +98,22 @@ public final class FrameChannel {
         let header = try ChunkHeader.parse(pending[start..<(start + ChunkHeader.size)])
         start += ChunkHeader.size
         let dataLength = length - ChunkHeader.size
-        if chunk.count < dataLength { chunk = [UInt8](repeating: 0, count: dataLength) }
-        // First what is already buffered, then straight from the stream into the chunk buffer.
-        let buffered = min(end - start, dataLength)
-        if buffered > 0 {
-            chunk.replaceSubrange(0..<buffered, with: pending[start..<(start + buffered)])
-            start += buffered
-        }
-        var filled = buffered
-        while filled < dataLength {
-            try checkDeadline()
-            let n = try chunk.withUnsafeMutableBytes {
-                try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled..<dataLength]))
+        try place(dataLength) { destination in
+            // First what is already buffered, then straight from the stream into the chunk buffer.
+            let buffered = min(end - start, dataLength)
+            if buffered > 0 {
+                pending.withUnsafeBytes { source in
+                    destination.baseAddress!.copyMemory(from: source.baseAddress! + start, byteCount: buffered)
+                }
+                start += buffered
             }
-            if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a chunk") }
-            filled += n
+            var filled = buffered
+            while filled < dataLength {
+                try checkDeadline()
+                let n = try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: destination[filled...]))
+                if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a chunk") }
+                filled += n
+            }
         }
         return .binary(type, header, length: dataLength)
     }

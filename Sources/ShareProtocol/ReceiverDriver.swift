@@ -40,6 +40,8 @@ public final class ReceiverDriver {
     private var digests = ItemDigest(chunks: 0)
     /// What each announced item held, as its `resume` said.
     private var announced: [Int: [Int: [UInt8]]] = [:]
+    /// Checks and writes the chunks of large items (made on the first one).
+    private var writer: ChunkWriter?
 
     public init(
         channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -60,39 +62,69 @@ public final class ReceiverDriver {
     ) throws -> TransferSummary {
         var machine = machine
         var pending = first
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        var plain = [UInt8]()
+        // Chunks of small items are read, checked and written here; those of large items are checked and written
+        // by the writer thread while the next ones are read (see `ChunkWriter`).
+        let own = ChunkBuffer(size: Limits.maxChunkPayload)
+        var ownPlain: ChunkBuffer?
+        defer { writer?.stop() }
         do {
             while true {
                 let arrived: FrameChannel.Incoming
+                let large = isLarge(machine)
+                var target = own
                 if let frame = pending {
                     arrived = .control(frame)
                     pending = nil
                 } else {
-                    arrived = try channel.receive(chunk: &chunk)
+                    // Reading ahead of the writer only while the next bytes are already here: before waiting on the
+                    // network, what was queued is written and checked, so a bad chunk is answered at once even when
+                    // the sender sends nothing more.
+                    if let writer, !channel.hasIncomingData {
+                        for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
+                    }
+                    if large {
+                        if writer == nil { writer = ChunkWriter(hasher: hasher.another()) }
+                        target = try writer!.takeBuffer()
+                    }
+                    arrived = try channel.receive(into: target.bytes)
                 }
                 var actions: [ReceiverMachine.Action]
                 switch arrived {
                 case .binary(let type, let header, var length):
                     try openCurrent(machine: machine, sink: sink)
                     if type == .zchunk {
-                        length = try decompress(chunk[0..<length], index: header.index, machine: machine, into: &plain)
-                        swap(&chunk, &plain)
+                        let plain: ChunkBuffer
+                        if large {
+                            plain = try writer!.takeBuffer()
+                        } else {
+                            ownPlain = ownPlain ?? ChunkBuffer(size: Limits.maxChunkPayload)
+                            plain = ownPlain!
+                        }
+                        length = try decompress(
+                            UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), index: header.index,
+                            machine: machine, into: plain.bytes)
+                        if large { writer!.giveBack(target) }
+                        target = plain
                     }
-                    try chunk.withUnsafeBytes { raw in
-                        let data = UnsafeRawBufferPointer(rebasing: raw[0..<length])
-                        guard hasher.digest(data) == header.digest else {
-                            throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
-                        }
-                        for case .write(let index) in try machine.receivedChunk(index: header.index, length: length) {
-                            try incoming?.write(index: index, bytes: data, digest: header.digest)
+                    for case .write(let index) in try machine.receivedChunk(index: header.index, length: length) {
+                        guard let payload = incoming else { throw ProtocolError(.internalError, "no item open") }
+                        if large {
+                            try writer!.submit(
+                                index: index, buffer: target, length: length, digest: header.digest, payload: payload)
+                        } else {
+                            let data = UnsafeRawBufferPointer(rebasing: target.bytes[0..<length])
+                            guard hasher.digest(data) == header.digest else {
+                                throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
+                            }
+                            try payload.write(index: index, bytes: data, digest: header.digest)
                             digests.record(index, header.digest)
-                            summary.bytes += UInt64(length)
-                            events(.progress(bytes: length))
                         }
+                        summary.bytes += UInt64(length)
+                        events(.progress(bytes: length))
                     }
                     continue
                 case .control(let frame):
+                    if target !== own { writer?.giveBack(target) }
                     switch frame.type {
                     case .offer:
                         let offer = try MessageCoding.decode(Offer.self, from: frame)
@@ -110,6 +142,8 @@ public final class ReceiverDriver {
                     case .error:
                         let error = MessageCoding.peerError(from: frame)
                         if error.code == .sourceChanged {
+                            writer?.stop()
+                            writer = nil
                             incoming?.discard()
                             incoming = nil
                         }
@@ -122,12 +156,31 @@ public final class ReceiverDriver {
             }
         } catch {
             machine.failed()
+            // Chunks that arrived whole are still checked and written (a lost connection loses none of them; after a
+            // bad chunk the writer has stopped by itself), then the writer lets go of the item before it is
+            // suspended.
+            if let writer {
+                _ = try? writer.drain()
+                writer.stop()
+            }
+            writer = nil
             incoming?.suspend()
             incoming = nil
             if !channel.errorExchanged, let error = error as? ProtocolError { try? channel.send(.error, error) }
             throw error
         }
     }
+
+    /// Whether the item whose chunks come now is large enough for the writer thread.
+    private func isLarge(_ machine: ReceiverMachine) -> Bool {
+        guard let index = machine.currentItem, let offer = machine.offer,
+            let size = offer.items[index].representations[machine.choices[index].representation!].size
+        else { return false }
+        return ChunkMath.count(size: size, chunkSize: offer.chunkSize) > Self.writerThreshold
+    }
+
+    /// Items with more chunks than this are checked and written by the writer thread.
+    static let writerThreshold = 2
 
     /// Opens where the current item goes, when its first chunk (or its `done`, when every chunk was held) arrives.
     /// What it holds now must still include what its `resume` announced: another session may have changed it.
@@ -157,7 +210,8 @@ public final class ReceiverDriver {
 
     /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
     private func decompress(
-        _ compressed: ArraySlice<UInt8>, index: Int, machine: ReceiverMachine, into output: inout [UInt8]
+        _ compressed: UnsafeRawBufferPointer, index: Int, machine: ReceiverMachine,
+        into output: UnsafeMutableRawBufferPointer
     ) throws -> Int {
         guard let codec else {
             throw ProtocolError(.badMessage, "a compressed chunk, though this receiver decodes none")
@@ -165,11 +219,10 @@ public final class ReceiverDriver {
         guard let expected = machine.expectedLength(of: index) else {
             throw ProtocolError(.badMessage, "compressed chunk \(index) is outside an item of known size")
         }
-        if output.count < expected + 1 { output = [UInt8](repeating: 0, count: expected + 1) }
         do {
-            try compressed.withUnsafeBytes { source in
-                try output.withUnsafeMutableBytes { try codec.decompress(source, into: $0, expected: expected) }
-            }
+            try codec.decompress(
+                compressed, into: UnsafeMutableRawBufferPointer(rebasing: output[0..<(expected + 1)]),
+                expected: expected)
         } catch let error as ProtocolError {
             throw error
         } catch {
@@ -226,6 +279,10 @@ public final class ReceiverDriver {
                 events(.finished(item: index))
                 guard let payload = incoming, incomingItem == index else {
                     throw ProtocolError(.internalError, "no item in progress")
+                }
+                // Every chunk of the item is written and checked before its whole digest is compared.
+                if let writer {
+                    for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
                 }
                 incoming = nil
                 incomingItem = nil

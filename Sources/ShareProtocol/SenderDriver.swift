@@ -121,6 +121,10 @@ public final class SenderDriver {
         }
     }
 
+    /// Items with more chunks to send than this are read, hashed and compressed on a thread of their own (see
+    /// `ChunkProducer`); smaller ones on the sending thread, where a thread would cost more than it saves.
+    static let producerThreshold = 2
+
     private func streamPositional(
         _ source: PositionalSource, item: OfferItem, index: Int, offered: OfferedRepresentation,
         held verified: Set<Int>,
@@ -144,18 +148,34 @@ public final class SenderDriver {
         let compressor = offered.size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
         let heldSet = Set(held)
         var digests = ItemDigest(chunks: chunks)
-        for chunk in 0..<chunks where !heldSet.contains(chunk) {
-            let wanted = length(of: chunk, size: size)
-            let read = try buffer.withUnsafeMutableBytes {
-                try source.read(
-                    into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<wanted]),
-                    at: UInt64(chunk) * UInt64(chunkSize))
-            }
-            guard read == wanted else {
+        let size64 = size
+        let chunkSize = chunkSize
+        let label = item.label
+        let read = { (chunk: Int, buffer: UnsafeMutableRawBufferPointer) throws -> Int in
+            let start = UInt64(chunk) * UInt64(chunkSize)
+            let wanted = Int(min(UInt64(chunkSize), size64 - min(size64, start)))
+            let got = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<wanted]), at: start)
+            guard got == wanted else {
                 throw ProtocolError(
-                    .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
+                    .sourceChanged, "\(label) became shorter while it was being sent; run the command again")
             }
-            try hashAndSend(wanted, index: chunk, into: &digests, send: true, compressor: compressor)
+            return got
+        }
+        if chunks - held.count > Self.producerThreshold {
+            let producer = ChunkProducer(
+                chunkSize: chunkSize, hasher: hasher.another(), compressor: compressor, held: { heldSet.contains($0) }
+            ) { emitter in
+                for chunk in 0..<chunks where !heldSet.contains(chunk) {
+                    try emitter.chunk(chunk) { try read(chunk, $0) }
+                }
+            }
+            defer { producer.stop() }
+            _ = try consume(producer, into: &digests, limit: chunks, label: label)
+        } else {
+            for chunk in 0..<chunks where !heldSet.contains(chunk) {
+                let count = try buffer.withUnsafeMutableBytes { try read(chunk, $0) }
+                try hashAndSend(count, index: chunk, into: &digests, send: true, compressor: compressor)
+            }
         }
         if let background {
             for (chunk, digest) in try background.wait() { digests.record(chunk, digest) }
@@ -185,34 +205,44 @@ public final class SenderDriver {
         events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
         let compressor = size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
         var digests = ItemDigest(chunks: chunks ?? 0)
-        var fill = 0
-        var next = 0
-        var total: UInt64 = 0
-        func emitChunk() throws {
-            if let chunks, next >= chunks {
-                throw ProtocolError(
-                    .sourceChanged, "\(item.label) grew after it was offered; run the command again to send it")
+        let sent: (chunks: Int, bytes: UInt64)
+        if let chunks, chunks - held.count > Self.producerThreshold {
+            let producer = ChunkProducer(
+                chunkSize: chunkSize, hasher: hasher.another(), compressor: compressor, held: { held.contains($0) }
+            ) { emitter in
+                try source.produce { try emitter.append($0) }
+                try emitter.flush()
             }
-            try hashAndSend(fill, index: next, into: &digests, send: !held.contains(next), compressor: compressor)
-            next += 1
-            fill = 0
-        }
-        try source.produce { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let n = min(chunkSize - fill, bytes.count - offset)
-                buffer.withUnsafeMutableBytes { destination in
-                    destination.baseAddress!.advanced(by: fill).copyMemory(
-                        from: bytes.baseAddress!.advanced(by: offset), byteCount: n)
+            defer { producer.stop() }
+            sent = try consume(producer, into: &digests, limit: chunks, label: item.label)
+        } else {
+            var fill = 0
+            var next = 0
+            var total: UInt64 = 0
+            func emitChunk() throws {
+                if let chunks, next >= chunks { throw Self.grew(item.label) }
+                try hashAndSend(fill, index: next, into: &digests, send: !held.contains(next), compressor: compressor)
+                next += 1
+                fill = 0
+            }
+            try source.produce { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let n = min(chunkSize - fill, bytes.count - offset)
+                    buffer.withUnsafeMutableBytes { destination in
+                        destination.baseAddress!.advanced(by: fill).copyMemory(
+                            from: bytes.baseAddress!.advanced(by: offset), byteCount: n)
+                    }
+                    fill += n
+                    offset += n
+                    total += UInt64(n)
+                    if fill == chunkSize { try emitChunk() }
                 }
-                fill += n
-                offset += n
-                total += UInt64(n)
-                if fill == chunkSize { try emitChunk() }
             }
+            if fill > 0 || next == 0 { try emitChunk() }
+            sent = (next, total)
         }
-        if fill > 0 || next == 0 { try emitChunk() }
-        if let size, total != size || next != chunks {
+        if let size, sent.bytes != size || sent.chunks != chunks {
             throw ProtocolError(
                 .sourceChanged, "\(item.label) changed while it was being sent; run the command again to send it")
         }
@@ -220,7 +250,33 @@ public final class SenderDriver {
         guard let root = digests.root(using: hasher) else {
             throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
         }
-        return Done(item: item.id, size: total, chunks: next, digest: root)
+        return Done(item: item.id, size: sent.bytes, chunks: sent.chunks, digest: root)
+    }
+
+    private static func grew(_ label: String) -> ProtocolError {
+        ProtocolError(.sourceChanged, "\(label) grew after it was offered; run the command again to send it")
+    }
+
+    /// Sends what a producer made, in order, recording every digest (of held chunks too); returns how many chunks
+    /// and bytes it made.
+    private func consume(_ producer: ChunkProducer, into digests: inout ItemDigest, limit: Int, label: String)
+        throws -> (chunks: Int, bytes: UInt64)
+    {
+        var chunks = 0
+        var bytes: UInt64 = 0
+        while let chunk = try producer.next() {
+            guard chunk.index < limit else { throw Self.grew(label) }
+            digests.record(chunk.index, chunk.digest)
+            if chunk.send {
+                try sendChunk(
+                    UnsafeRawBufferPointer(rebasing: chunk.buffer.bytes[0..<chunk.count]), index: chunk.index,
+                    digest: chunk.digest, packed: chunk.packed)
+            }
+            chunks = chunk.index + 1
+            bytes += UInt64(chunk.count)
+            producer.recycle(chunk.buffer)
+        }
+        return (chunks, bytes)
     }
 
     /// Hashes the first `count` bytes of the buffer as chunk `index` (each byte is hashed once, here), records the
@@ -232,7 +288,7 @@ public final class SenderDriver {
             let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])
             let digest = hasher.digest(bytes)
             digests.record(index, digest)
-            if send { try sendChunk(bytes, index: index, digest: digest, compressor: compressor) }
+            if send { try sendChunk(bytes, index: index, digest: digest, packed: compressor?.compress(bytes)) }
         }
     }
 
@@ -256,14 +312,12 @@ public final class SenderDriver {
         }
     }
 
-    /// Sends one verified chunk: compressed when the compressor finds it worth it, else as it is. Before each chunk
-    /// it reads what the receiver said meanwhile.
-    private func sendChunk(
-        _ bytes: UnsafeRawBufferPointer, index: Int, digest: [UInt8], compressor: AdaptiveCompressor?
-    ) throws {
+    /// Sends one verified chunk, as its compressed form when there is one. Before each chunk it reads what the
+    /// receiver said meanwhile.
+    private func sendChunk(_ bytes: UnsafeRawBufferPointer, index: Int, digest: [UInt8], packed: [UInt8]?) throws {
         try readAnswers()
         let header = ChunkHeader(index: index, digest: digest)
-        if let packed = compressor?.compress(bytes) {
+        if let packed {
             try send { try packed.withUnsafeBytes { try channel.sendBinary(.zchunk, header: header, data: $0) } }
             summary.wireBytes += UInt64(packed.count)
         } else {

@@ -74,7 +74,8 @@ import Testing
         #expect(oldError?.code == .version)
         #expect(
             oldError?.message
-                == "the peer speaks share protocol 1, this device speaks \(Limits.oldestProtocolVersion)–\(Limits.protocolVersion); update share on the other device")
+                == "the peer speaks share protocol 1, this device speaks \(Limits.oldestProtocolVersion)–\(Limits.protocolVersion); update share on the other device"
+        )
     }
 
     /// A newer peer that still speaks our version is accepted, and the session speaks ours.

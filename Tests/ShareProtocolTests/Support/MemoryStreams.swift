@@ -213,6 +213,7 @@ func randomBytes(_ count: Int) -> [UInt8] {
 /// SHA-256 from the transport's OpenSSL, as the protocol takes it.
 final class TestSHA: ChunkHasher {
     private let hasher = SHA256Hasher()
+    func another() -> ChunkHasher { TestSHA() }
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         hasher.update(bytes)
         return hasher.finalize()
