@@ -220,6 +220,8 @@ struct SendCommand: ParsableCommand {
             job.profiles = profile
             job.allProfiles = profiles
             job.via = via
+            // Someone waits for it: the agent sends it at normal priority, like a direct send.
+            job.foreground = wait ? true : nil
             let answer = try ControlClient.request(.send(job), paths: device)
             let id = answer.job?.id ?? job.id
             queued.append((peer, id))

@@ -105,6 +105,31 @@ extension EndToEnd {
             #expect(sent - (size - skipped) <= chunk, "sent \(sent), held \(skipped)")
         }
 
+        /// A send someone waits for (`--wait`) is the foreground: the agent sends it at its normal priority.
+        @Test func aJobSomeoneWaitsForRunsAtNormalPriority() throws {
+            let size = 64 << 20
+            let (laptop, desk) = try devices(deskPort: 1)
+            let inbox = try desk.folder("inbox")
+            let (deskAgent, deskPort) = try desk.startAgent(["--inbox", inbox.path])
+            defer { deskAgent.stop() }
+            let proxy = try TCPProxy(upstreamPort: deskPort)
+            defer { proxy.stop() }
+            proxy.bytesPerSecond = 16 << 20
+            laptop.trust(desk, address: "127.0.0.1:\(proxy.port)", flags: ["--team"])
+            let (agent, _) = try laptop.startAgent()
+            defer { agent.stop() }
+            let file = try laptop.folder("src").appendingPathComponent("slides.bin")
+            try makeFile(file, size: size)
+            let waiting = try laptop.background(["send", file.path, "--to", "desk", "--wait"])
+            defer { waiting.stop() }
+            let queued = try #require(waiting.stderr.waitForLine(containing: "queued job", timeout: 30))
+            let id = try jobID(queued)
+            #expect(waitUntil(timeout: 60) { (progress(of: id, laptop)?["bytes"] as? Int ?? 0) > 0 })
+            let nice = threadNiceValues(agent.pid)
+            #expect(!nice.contains(Int(Agent.transferNice)), "\(nice)")
+            #expect(waiting.wait(timeout: 120) == 0, "\(waiting.stderr.text)")
+        }
+
         @Test func everythingTheAgentKeepsIsPrivate() throws {
             let (laptop, _) = try devices(deskPort: freePort())
             let (agent, _) = try laptop.startAgent()

@@ -46,12 +46,15 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var failuresWithoutProgress: Int?
     /// When the job ended (delivered, failed, cancelled); finished jobs are pruned some time after.
     public var finished: Date?
+    /// Someone waits for it (`share send --wait`): it runs at the agent's normal CPU priority, not the lower one of
+    /// background transfers.
+    public var foreground: Bool?
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
             nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
-        case failuresWithoutProgress, finished
+        case failuresWithoutProgress, finished, foreground
         case forwarded = "relayed"
     }
 
@@ -190,8 +193,10 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
         stopping = false
         workerDone = false
         condition.unlock()
+        // The worker keeps the agent's priority; each attempt runs on a thread of its own, lowered unless someone
+        // waits for the job (a thread can lower its own priority but not raise it again).
         let thread = Thread { [self] in
-            Syscalls.setThreadPriority(lowerBy: nice)
+            Syscalls.setThreadPriority(lowerBy: 0)
             work()
         }
         thread.name = "share-outbox"
@@ -254,6 +259,27 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
         jobs[id]?.progress = progress
     }
 
+    /// Runs `body` on a new thread `nice` steps below the agent's priority and waits for its result.
+    private static func onThread(nice: Int32, _ body: @escaping @Sendable () -> Result<SendReport, ShareFailure>)
+        -> Result<SendReport, ShareFailure>
+    {
+        final class Box: @unchecked Sendable {  // written before `done` is signalled, read after
+            var result: Result<SendReport, ShareFailure>?
+            let done = DispatchSemaphore(value: 0)
+        }
+        let box = Box()
+        let thread = Thread {
+            Syscalls.setThreadPriority(lowerBy: nice)
+            box.result = body()
+            box.done.signal()
+        }
+        thread.name = "share-send"
+        thread.stackSize = 1 << 20
+        thread.start()
+        box.done.wait()
+        return box.result!
+    }
+
     private func save(_ job: OutboxJob) throws {
         try AtomicFile.write(
             try JSONEncoder.iso8601.encode(job), to: directory.appendingPathComponent("\(job.id).json"), mode: 0o600,
@@ -288,7 +314,10 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
             running = (job.id, cancellation)
             condition.unlock()
             let id = job.id
-            let result = runner(job, cancellation) { [weak self] progress in self?.update(id, progress) }
+            let attempt = job
+            let result = Self.onThread(nice: job.foreground == true ? 0 : nice) { [runner] in
+                runner(attempt, cancellation) { [weak self] progress in self?.update(id, progress) }
+            }
             condition.lock()
             running = nil
             job.progress = nil
