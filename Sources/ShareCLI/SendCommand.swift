@@ -195,7 +195,9 @@ struct SendCommand: ParsableCommand {
                 tell(
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s), \(report.route)"
                         + (report.bytesSkipped > 0
-                            ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : ""))
+                            ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : "")
+                        + (report.wireBytes < report.bytesSent && report.bytesSent > 0
+                            ? "; compressed to \(report.wireBytes * 100 / report.bytesSent) %" : ""))
             }
             if !report.refused.isEmpty {
                 throw ShareError(

@@ -245,10 +245,3 @@ public enum SessionErrors {
         }
     }
 }
-
-extension Duration {
-    /// The duration in seconds.
-    public var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -19,6 +19,10 @@ public final class SenderDriver {
 
     /// Each item waits for the previous one's acknowledgement (see `SenderMachine.oneAtATime`).
     public var oneAtATime = false
+    /// How fast the link takes bytes, measured as chunks are written.
+    private let meter = LinkMeter()
+    /// One for the whole session: what it learned of the link and the content carries from item to item.
+    private lazy var compressor: AdaptiveCompressor? = codec.map { AdaptiveCompressor(codec: $0, meter: meter) }
 
     public init(
         channel: FrameChannel, chunkSize: Int = 1 << 20, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -145,7 +149,7 @@ public final class SenderDriver {
         let background = held.isEmpty ? nil : source.hashHeld(held, chunkSize: chunkSize)
         // Whatever ends this item, the hashing of held chunks stops before the source closes.
         defer { background?.cancel() }
-        let compressor = offered.size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
+        let compressor = offered.size != nil ? self.compressor : nil
         let heldSet = Set(held)
         var digests = ItemDigest(chunks: chunks)
         let size64 = size
@@ -203,7 +207,7 @@ public final class SenderDriver {
         let heldBytes = size.map { size in held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) } } ?? 0
         summary.held += heldBytes
         events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
-        let compressor = size != nil ? codec.map { AdaptiveCompressor(codec: $0) } : nil
+        let compressor = size != nil ? self.compressor : nil
         var digests = ItemDigest(chunks: chunks ?? 0)
         let sent: (chunks: Int, bytes: UInt64)
         if let chunks, chunks - held.count > Self.producerThreshold {
@@ -317,6 +321,7 @@ public final class SenderDriver {
     private func sendChunk(_ bytes: UnsafeRawBufferPointer, index: Int, digest: [UInt8], packed: [UInt8]?) throws {
         try readAnswers()
         let header = ChunkHeader(index: index, digest: digest)
+        let start = ContinuousClock.now
         if let packed {
             try send { try packed.withUnsafeBytes { try channel.sendBinary(.zchunk, header: header, data: $0) } }
             summary.wireBytes += UInt64(packed.count)
@@ -324,6 +329,7 @@ public final class SenderDriver {
             try send { try channel.sendBinary(.chunk, header: header, data: bytes) }
             summary.wireBytes += UInt64(bytes.count)
         }
+        meter.record(bytes: packed?.count ?? bytes.count, seconds: (ContinuousClock.now - start).seconds)
         summary.bytes += UInt64(bytes.count)
         events(.progress(bytes: bytes.count))
     }
