@@ -1,126 +1,153 @@
 #!/usr/bin/env bash
-# Loopback file-transfer benchmark, all in one run (release build):
-#   share (send/receive) | scp | rsync -e ssh | openssl s_client -> s_server | the C ceiling (TLS + SHA-256 both ends)
-# plus peak RSS of share's sender and receiver at two file sizes, and a transfer interrupted at 50 % and resumed.
-# Usage: scripts/bench-transfer.sh [MiB] [rounds]     (default 1024 MiB, 3 rounds; medians are reported)
+# Loopback file-transfer benchmark, every tool in the same run, rounds interleaved (each round runs every tool once,
+# in a rotating order), the same cache treatment before every run (destination removed, dirty pages written back,
+# the page cache dropped, the source read back in), and every clock stopped when the receiver holds the verified file:
+#   share (share send -> share receive; the clock stops when share receive exits, after it verified and placed it)
+#   scp and rsync -e ssh (AES-128-GCM, to a throwaway sshd on loopback)
+#   the C ceiling (Benchmarks/ceiling/tls_ceiling.c: TLS 1.3 + SHA-256 on both ends, 1 MiB buffers) in three forms:
+#     plain-1  a simple sequential pipe with OpenSSL's default reading (the shape of the reference pipe)
+#     tuned-1  the same with read-ahead (whole socket buffers per read, as share reads)
+#     tuned-2  two threads per end, the file side beside the TLS side (as share moves large items)
+#   share is compared with the strongest of the three: if share beats it, the ceiling is wrong.
+# Then the same under one busy core: the script starts `taskset -c 0 yes > /dev/null` itself and stops it after.
+# Then peak RSS of share's sender and receiver at two sizes, and a transfer interrupted at 50 % and resumed.
+# Usage: scripts/bench-transfer.sh [MiB] [rounds]     (default 1024 MiB, 5 rounds; medians are reported)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 MIB=${1:-1024}
-ROUNDS=${2:-3}
+ROUNDS=${2:-5}
 release_build share >/dev/null
 BIN=$PWD/.build/release/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
 source scripts/lib-bench.sh
 bench_install
-trap bench_cleanup EXIT
-gcc -O2 -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c -lssl -lcrypto
+trap 'pkill -x yes 2>/dev/null || true; bench_cleanup' EXIT
+gcc -O2 -pthread -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c -lssl -lcrypto
 
 SRC=$WORK/src; mkdir -p "$SRC"
 head -c $((MIB << 20)) /dev/urandom > "$SRC/payload.bin"
 head -c $((100 << 20)) /dev/urandom > "$SRC/small.bin"
 BYTES=$((MIB << 20))
+openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null
 
 bench_devices
 bench_sshd
+SSHGCM="$SSH -c aes128-gcm@openssh.com"
 
-# Before each run: every destination emptied, dirty pages written back, the source in the page cache.
+# Before each run: every destination emptied, dirty pages written back, the page cache dropped, the source read in.
 settle() {
-  rm -f "$WORK"/dst-*/payload.bin
+  rm -rf "$WORK"/dst-*; mkdir -p "$WORK/dst"
   sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; cat "$SRC/payload.bin" > /dev/null
 }
-# Waits (bounded) until FILE holds SIZE bytes.
-wait_size() { for _ in $(seq 24000); do [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -ge "$2" ] && return 0; sleep 0.005; done; return 1; }
-declare -A RESULT RSS_S RSS_R
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# share: returns "seconds sender-rss-kib receiver-rss-kib" for one file.
-share_once() {
-  local file=$1 dst=$WORK/dst-share
-  rm -rf "$dst"; mkdir -p "$dst"
-  /usr/bin/time -f "%M" -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
+# One run of a tool: prints seconds, having checked the delivered file.
+run_share() {
+  $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 400); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.01; done
   local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
-  local start end
-  start=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$WORK/send.rss" $BIN send --config "$S" --to 127.0.0.1:$port "$file" --quiet
-  end=$(date +%s.%N)
+  local start; start=$(date +%s.%N)
+  $BIN send --config "$S" --to 127.0.0.1:$port "$SRC/payload.bin" --quiet
   wait $rpid
-  cmp -s "$file" "$dst/$(basename "$file")" || { echo "share delivered a different file" >&2; exit 1; }
-  echo "$(echo "$end - $start" | bc) $(cat "$WORK/send.rss") $(cat "$WORK/recv.rss")"
+  echo "$(date +%s.%N) - $start" | bc
 }
-
-run_tool() { # name command...   (the tool writes $WORK/dst-<name>/payload.bin, checked after every run)
-  local name=$1; shift
-  local times=()
-  for _ in $(seq "$ROUNDS"); do
-    settle
-    local start end
-    start=$(date +%s.%N); "$@"; end=$(date +%s.%N)
-    cmp -s "$SRC/payload.bin" "$WORK/dst-$name/payload.bin" || { echo "$name delivered a different file" >&2; exit 1; }
-    times+=("$(echo "$end - $start" | bc)")
-  done
-  RESULT[$name]=$(printf '%s\n' "${times[@]}" | median)
+run_scp() {
+  local start; start=$(date +%s.%N)
+  scp -q -c aes128-gcm@openssh.com $SSHOPTS -P "$SSHPORT" "$SRC/payload.bin" root@127.0.0.1:"$WORK/dst/"
+  echo "$(date +%s.%N) - $start" | bc
 }
-
-echo "payload: $MIB MiB of random bytes, $ROUNDS rounds, median wall time"
-
-times=(); srss=(); rrss=()
-for _ in $(seq "$ROUNDS"); do
-  settle
-  read -r t s r < <(share_once "$SRC/payload.bin")
-  times+=("$t"); srss+=("$s"); rrss+=("$r")
-done
-RESULT[share]=$(printf '%s\n' "${times[@]}" | median)
-RSS_S[large]=$(printf '%s\n' "${srss[@]}" | sort -n | tail -1); RSS_R[large]=$(printf '%s\n' "${rrss[@]}" | sort -n | tail -1)
-read -r _ s r < <(share_once "$SRC/small.bin"); RSS_S[small]=$s; RSS_R[small]=$r
-
-mkdir -p "$WORK/dst-scp" "$WORK/dst-rsync" "$WORK/dst-ossl" "$WORK/dst-ceiling"
-# ossl = openssl s_client -> s_server; ceiling = Benchmarks/ceiling/tls_ceiling.c
-run_tool scp scp -q $SSHOPTS -P "$SSHPORT" "$SRC/payload.bin" root@127.0.0.1:"$WORK/dst-scp/"
-run_tool rsync bash -c "rm -f '$WORK/dst-rsync/payload.bin'; rsync -a -e '$SSH' '$SRC/payload.bin' root@127.0.0.1:'$WORK/dst-rsync/'"
-
-openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null
-# The openssl pair never ends on its own (s_client with -no_ign_eof drops unsent bytes at EOF, without it neither side
-# exits): it is timed until the server's output holds every byte, then both are stopped.
-ossl_once() {
-  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  openssl s_server -accept "$port" -naccept 1 -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 -cert "$WORK/c" -key "$WORK/k" -quiet \
-    > "$WORK/dst-ossl/payload.bin" 2>/dev/null < <(sleep 600) &
+run_rsync() {
+  local start; start=$(date +%s.%N)
+  rsync -a -e "$SSHGCM" "$SRC/payload.bin" root@127.0.0.1:"$WORK/dst/"
+  echo "$(date +%s.%N) - $start" | bc
+}
+run_pipe() { # plain|tuned threads
+  local port; port=$(free_port)
+  "$WORK/tls_ceiling" serve "$port" "$WORK/c" "$WORK/k" "$WORK/dst/payload.bin" 1048576 "$1" "$2" > "$WORK/ceiling.out" &
   local spid=$!
-  for _ in $(seq 100); do ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
-  cat "$SRC/payload.bin" | openssl s_client -connect 127.0.0.1:$port -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 \
-    -cert "$WORK/c" -key "$WORK/k" -quiet > /dev/null 2>&1 &
-  local cpid=$!
-  wait_size "$WORK/dst-ossl/payload.bin" "$BYTES" || echo "openssl pair did not deliver the file" >&2
-  kill $cpid $spid 2>/dev/null; wait $cpid $spid 2>/dev/null || true
-}
-run_tool ossl ossl_once
-
-ceiling_once() {
-  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$WORK/tls_ceiling" serve "$port" "$WORK/c" "$WORK/k" "$WORK/dst-ceiling/payload.bin" 1048576 > "$WORK/ceiling.out" &
-  local spid=$!
-  for _ in $(seq 100); do grep -q ready "$WORK/ceiling.out" 2>/dev/null && break; sleep 0.02; done
-  "$WORK/tls_ceiling" send "$port" "$WORK/c" "$WORK/k" "$SRC/payload.bin" 1048576 > /dev/null
+  for _ in $(seq 400); do grep -q ready "$WORK/ceiling.out" 2>/dev/null && break; sleep 0.01; done
+  local start; start=$(date +%s.%N)
+  "$WORK/tls_ceiling" send "$port" "$WORK/c" "$WORK/k" "$SRC/payload.bin" 1048576 "$1" "$2" > /dev/null
   wait $spid
+  echo "$(date +%s.%N) - $start" | bc
 }
-run_tool ceiling ceiling_once
 
-mibs() { python3 -c "print(f'{$BYTES/$1/1048576:.0f}')"; }
-printf '\n%-28s %10s %10s %8s\n' "tool" "seconds" "MiB/s" "share ÷"
-for name in share scp rsync ossl ceiling; do
-  t=${RESULT[$name]}
-  printf '%-28s %10.2f %10s %8.2f\n' "$name" "$t" "$(mibs "$t")" "$(python3 -c "print($t/${RESULT[share]})")"
+TOOLS=(share scp rsync plain-1 tuned-1 tuned-2)
+once() {
+  settle
+  local seconds
+  case $1 in
+    share) seconds=$(run_share) ;;
+    scp) seconds=$(run_scp) ;;
+    rsync) seconds=$(run_rsync) ;;
+    plain-1) seconds=$(run_pipe plain 1) ;;
+    tuned-1) seconds=$(run_pipe tuned 1) ;;
+    tuned-2) seconds=$(run_pipe tuned 2) ;;
+  esac
+  cmp -s "$SRC/payload.bin" "$WORK/dst/payload.bin" || { echo "$1 delivered a different file" >&2; exit 1; }
+  echo "$seconds"
+}
+
+declare -A RATE
+measure() { # condition
+  declare -A times
+  for round in $(seq "$ROUNDS"); do
+    local n=${#TOOLS[@]}
+    for i in $(seq 0 $((n - 1))); do
+      local tool=${TOOLS[$(((i + round) % n))]}
+      times[$tool]="${times[$tool]:-} $(once "$tool")"
+    done
+  done
+  for tool in "${TOOLS[@]}"; do
+    local median; median=$(printf '%s\n' ${times[$tool]} | median)
+    RATE[$1,$tool]=$(python3 -c "print(f'{$BYTES/$median/1048576:.0f}')")
+  done
+}
+
+echo "payload: $MIB MiB of random bytes, $ROUNDS interleaved rounds, medians"
+measure quiet
+taskset -c 0 yes > /dev/null &
+BUSY=$!
+measure loaded
+kill $BUSY; wait $BUSY 2>/dev/null || true
+
+printf '\n%-36s %12s %12s\n' "tool (MiB/s)" "quiet" "one busy core"
+for tool in "${TOOLS[@]}"; do
+  case $tool in
+    share) label="share" ;; scp) label="scp (aes128-gcm)" ;; rsync) label="rsync -e ssh (aes128-gcm)" ;;
+    plain-1) label="C pipe, plain, 1 thread per end" ;; tuned-1) label="C pipe, read-ahead, 1 thread" ;;
+    tuned-2) label="C pipe, read-ahead, 2 threads" ;;
+  esac
+  printf '%-36s %12s %12s\n' "$label" "${RATE[quiet,$tool]}" "${RATE[loaded,$tool]}"
 done
-python3 - "${RESULT[share]}" "${RESULT[ceiling]}" "${RESULT[scp]}" "${RESULT[rsync]}" <<'PY'
+python3 - "${RATE[quiet,share]}" "${RATE[loaded,share]}" "${RATE[quiet,scp]}" "${RATE[loaded,scp]}" \
+  "${RATE[quiet,rsync]}" "${RATE[quiet,plain-1]}" "${RATE[quiet,tuned-1]}" "${RATE[quiet,tuned-2]}" <<'PY'
 import sys
-share, ceiling, scp, rsync = map(float, sys.argv[1:])
-print(f"share reaches {ceiling/share*100:.0f}% of the ceiling; {scp/share:.2f}x scp, {rsync/share:.2f}x rsync")
+share, share_loaded, scp, scp_loaded, rsync, *pipes = map(float, sys.argv[1:])
+ceiling = max(pipes)
+print(f"\nshare: {share/ceiling*100:.0f}% of the strongest C pipe ({ceiling:.0f} MiB/s); {share/scp:.2f}x scp, "
+      f"{share/rsync:.2f}x rsync")
+print(f"one busy core: share keeps {share_loaded/share*100:.0f}% of its quiet rate (scp {scp_loaded/scp*100:.0f}%); "
+      f"{share_loaded/scp_loaded:.2f}x scp")
 PY
+
+share_rss() { # file -> "sender-kib receiver-kib"
+  settle
+  /usr/bin/time -f "%M" -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
+  local rpid=$!
+  for _ in $(seq 400); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.01; done
+  local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  /usr/bin/time -f "%M" -o "$WORK/send.rss" $BIN send --config "$S" --to 127.0.0.1:$port "$1" --quiet
+  wait $rpid
+  echo "$(cat "$WORK/send.rss") $(cat "$WORK/recv.rss")"
+}
+read -r small_s small_r < <(share_rss "$SRC/small.bin")
+read -r large_s large_r < <(share_rss "$SRC/payload.bin")
 printf '\npeak RSS (KiB)        sender   receiver\n'
-printf '100 MiB file       %9s %10s\n' "${RSS_S[small]}" "${RSS_R[small]}"
-printf '%4d MiB file       %9s %10s\n' "$MIB" "${RSS_S[large]}" "${RSS_R[large]}"
+printf '100 MiB file       %9s %10s\n' "$small_s" "$small_r"
+printf '%4d MiB file       %9s %10s\n' "$MIB" "$large_s" "$large_r"
 
 # Interrupted at 50 %: kill the receiver once its ledger records half the chunks, then run both again.
 dst=$WORK/dst-resume; rm -rf "$dst"; mkdir -p "$dst"

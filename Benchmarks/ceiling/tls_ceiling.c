@@ -1,10 +1,15 @@
 /*
- * The ceiling for a file transfer on this machine: one file moved through OpenSSL TLS 1.3 (AES-128-GCM) over
- * loopback TCP, SHA-256 computed over the stream on both ends, the receiver writing the file; one thread per end,
- * a fixed buffer size. share does the same work plus framing, per-chunk digests and a resume ledger.
+ * The ceiling for a verified file transfer on this machine: one file through OpenSSL TLS 1.3 (AES-128-GCM) over
+ * loopback TCP, SHA-256 computed over the stream on both ends, the receiver writing the file, and the sender checking
+ * the receiver's digest at the end. share does the same work plus framing, per-chunk digests and a resume ledger.
  *
- *   tls_ceiling serve PORT CERT KEY OUTPUT BUFSIZE     (prints "ready", receives one file, prints its digest)
- *   tls_ceiling send  PORT CERT KEY INPUT  BUFSIZE     (prints the digest and MiB/s)
+ *   tls_ceiling serve PORT CERT KEY OUTPUT BUFSIZE [plain|tuned] [1|2]   receiver: prints "ready", then the digest
+ *   tls_ceiling send  PORT CERT KEY INPUT  BUFSIZE [plain|tuned] [1|2]   sender: prints the digest and MiB/s
+ *
+ * plain: OpenSSL's default reading (a record header, then its body), as a simple pipe does; tuned: whole socket
+ * buffers at once (read-ahead), as share does. 1: one thread per end (read, hash, send in turn); 2: two threads per
+ * end, the file side (read + hash, or hash + write) beside the TLS side, with three buffers between them, as share's
+ * large items do. The benchmark runs the variants and compares share with the strongest.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,6 +18,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +32,17 @@ static void die(const char *what) {
     exit(1);
 }
 
-static SSL_CTX *context(int server, const char *cert, const char *key) {
+static SSL_CTX *context(const char *cert, const char *key, int tuned) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_method());
     if (!ctx) die("SSL_CTX_new");
     SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
     SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
-    /* Same socket-reading strategy as share: whole socket buffers rather than one record header and body at a time. */
-    SSL_CTX_set_read_ahead(ctx, 1);
-    SSL_CTX_set_default_read_buffer_len(ctx, 64 * 1024);
+    if (tuned) {
+        SSL_CTX_set_read_ahead(ctx, 1);
+        SSL_CTX_set_default_read_buffer_len(ctx, 64 * 1024);
+    }
     if (SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM) != 1) die("certificate");
     if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) die("key");
-    (void)server;
     return ctx;
 }
 
@@ -50,21 +56,121 @@ static void hex(const unsigned char *d, char *out) {
     for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
 }
 
+/* Three buffers handed between the TLS thread and the file thread. */
+#define DEPTH 3
+struct ring {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    unsigned char *buffers[DEPTH];
+    size_t lengths[DEPTH];
+    int head, count; /* filled buffers waiting, oldest at head */
+    int done;
+};
+
+static struct ring ring = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+static size_t bufsize;
+static EVP_MD_CTX *md;
+static int file_fd;
+static SSL *ssl;
+
+/* The producer side takes the next free slot (waiting while all are full). */
+static int ring_free_slot(void) {
+    pthread_mutex_lock(&ring.lock);
+    while (ring.count == DEPTH) pthread_cond_wait(&ring.changed, &ring.lock);
+    int slot = (ring.head + ring.count) % DEPTH;
+    pthread_mutex_unlock(&ring.lock);
+    return slot;
+}
+
+static void ring_put(size_t length) {
+    pthread_mutex_lock(&ring.lock);
+    ring.lengths[(ring.head + ring.count) % DEPTH] = length;
+    ring.count++;
+    pthread_cond_broadcast(&ring.changed);
+    pthread_mutex_unlock(&ring.lock);
+}
+
+static void ring_finish(void) {
+    pthread_mutex_lock(&ring.lock);
+    ring.done = 1;
+    pthread_cond_broadcast(&ring.changed);
+    pthread_mutex_unlock(&ring.lock);
+}
+
+/* The consumer side: the oldest filled slot, or -1 at the end. */
+static int ring_take(size_t *length) {
+    pthread_mutex_lock(&ring.lock);
+    while (ring.count == 0 && !ring.done) pthread_cond_wait(&ring.changed, &ring.lock);
+    int slot = ring.count ? ring.head : -1;
+    if (slot >= 0) *length = ring.lengths[slot];
+    pthread_mutex_unlock(&ring.lock);
+    return slot;
+}
+
+static void ring_release(void) {
+    pthread_mutex_lock(&ring.lock);
+    ring.head = (ring.head + 1) % DEPTH;
+    ring.count--;
+    pthread_cond_broadcast(&ring.changed);
+    pthread_mutex_unlock(&ring.lock);
+}
+
+/* Receiver, two threads: this one hashes and writes what the TLS thread read. */
+static void *hash_and_write(void *unused) {
+    (void)unused;
+    size_t length;
+    int slot;
+    while ((slot = ring_take(&length)) >= 0) {
+        EVP_DigestUpdate(md, ring.buffers[slot], length);
+        if (write(file_fd, ring.buffers[slot], length) != (ssize_t)length) die("write");
+        ring_release();
+    }
+    return NULL;
+}
+
+/* Sender, two threads: this one reads and hashes the file for the TLS thread. */
+static void *read_and_hash(void *unused) {
+    (void)unused;
+    for (;;) {
+        int slot = ring_free_slot();
+        ssize_t n = read(file_fd, ring.buffers[slot], bufsize);
+        if (n <= 0) break;
+        EVP_DigestUpdate(md, ring.buffers[slot], n);
+        ring_put((size_t)n);
+    }
+    ring_finish();
+    return NULL;
+}
+
+/* Fills `buffer` from TLS (TLS hands out one 16 KiB record per read); 0 at the end. */
+static size_t fill(unsigned char *buffer) {
+    size_t filled = 0;
+    while (filled < bufsize) {
+        int n = SSL_read(ssl, buffer + filled, (int)(bufsize - filled));
+        if (n <= 0) break;
+        filled += (size_t)n;
+    }
+    return filled;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: tls_ceiling serve|send PORT CERT KEY FILE BUFSIZE\n");
+    if (argc < 7) {
+        fprintf(stderr, "usage: tls_ceiling serve|send PORT CERT KEY FILE BUFSIZE [plain|tuned] [1|2]\n");
         return 2;
     }
     int server = strcmp(argv[1], "serve") == 0;
     int port = atoi(argv[2]);
-    size_t bufsize = (size_t)atol(argv[6]);
-    unsigned char *buffer = malloc(bufsize);
+    bufsize = (size_t)atol(argv[6]);
+    int tuned = argc > 7 ? strcmp(argv[7], "plain") != 0 : 1;
+    int threads = argc > 8 ? atoi(argv[8]) : 1;
+    for (int i = 0; i < DEPTH; i++) ring.buffers[i] = malloc(bufsize);
+    unsigned char *buffer = ring.buffers[0];
     unsigned char digest[32];
     unsigned int dlen = 0;
     char digestHex[65];
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    md = EVP_MD_CTX_new();
     EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-    SSL_CTX *ctx = context(server, argv[3], argv[4]);
+    SSL_CTX *ctx = context(argv[3], argv[4], tuned);
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -78,24 +184,31 @@ int main(int argc, char **argv) {
         fflush(stdout);
         int fd = accept(ls, NULL, NULL);
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        SSL *ssl = SSL_new(ctx);
+        ssl = SSL_new(ctx);
         SSL_set_fd(ssl, fd);
         if (SSL_accept(ssl) != 1) die("SSL_accept");
-        int out = open(argv[5], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (out < 0) die("open output");
-        /* Fill the whole buffer (TLS hands out one 16 KiB record per read), then hash and write it at once. */
-        for (int eof = 0; !eof;) {
-            size_t filled = 0;
-            while (filled < bufsize) {
-                int n = SSL_read(ssl, buffer + filled, (int)(bufsize - filled));
-                if (n <= 0) { eof = 1; break; }
-                filled += (size_t)n;
+        file_fd = open(argv[5], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (file_fd < 0) die("open output");
+        if (threads == 2) {
+            pthread_t writer;
+            pthread_create(&writer, NULL, hash_and_write, NULL);
+            for (;;) {
+                int slot = ring_free_slot();
+                size_t n = fill(ring.buffers[slot]);
+                if (n == 0) break;
+                ring_put(n);
             }
-            if (filled == 0) break;
-            EVP_DigestUpdate(md, buffer, filled);
-            if (write(out, buffer, filled) != (ssize_t)filled) die("write");
+            ring_finish();
+            pthread_join(writer, NULL);
+        } else {
+            for (;;) {
+                size_t n = fill(buffer);
+                if (n == 0) break;
+                EVP_DigestUpdate(md, buffer, n);
+                if (write(file_fd, buffer, n) != (ssize_t)n) die("write");
+            }
         }
-        close(out);
+        close(file_fd);
         EVP_DigestFinal_ex(md, digest, &dlen);
         SSL_write(ssl, digest, 32);
         SSL_shutdown(ssl);
@@ -107,24 +220,39 @@ int main(int argc, char **argv) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     double start = now();
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr)) die("connect");
-    SSL *ssl = SSL_new(ctx);
+    ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
     if (SSL_connect(ssl) != 1) die("SSL_connect");
-    int in = open(argv[5], O_RDONLY);
-    if (in < 0) die("open input");
+    file_fd = open(argv[5], O_RDONLY);
+    if (file_fd < 0) die("open input");
     long long total = 0;
+    pthread_t reader;
+    if (threads == 2) pthread_create(&reader, NULL, read_and_hash, NULL);
     for (;;) {
-        ssize_t n = read(in, buffer, bufsize);
-        if (n <= 0) break;
-        EVP_DigestUpdate(md, buffer, n);
-        for (ssize_t done = 0; done < n;) {
-            int w = SSL_write(ssl, buffer + done, (int)(n - done));
-            if (w <= 0) die("SSL_write");
-            done += w;
+        size_t n;
+        unsigned char *data;
+        int slot = -1;
+        if (threads == 2) {
+            slot = ring_take(&n);
+            if (slot < 0) break;
+            data = ring.buffers[slot];
+        } else {
+            ssize_t got = read(file_fd, buffer, bufsize);
+            if (got <= 0) break;
+            n = (size_t)got;
+            data = buffer;
+            EVP_DigestUpdate(md, data, n);
         }
-        total += n;
+        for (size_t done = 0; done < n;) {
+            int w = SSL_write(ssl, data + done, (int)(n - done));
+            if (w <= 0) die("SSL_write");
+            done += (size_t)w;
+        }
+        total += (long long)n;
+        if (threads == 2) ring_release();
     }
-    SSL_shutdown(ssl); /* close_notify: TLS 1.3 lets the server still answer with its digest */
+    if (threads == 2) pthread_join(reader, NULL);
+    SSL_shutdown(ssl); /* close_notify: TLS 1.3 lets the receiver still answer with its digest */
     unsigned char peer[32];
     int got = 0;
     while (got < 32) {
