@@ -22,7 +22,9 @@ let package = Package(
         .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
         .systemLibrary(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
-        .target(name: "ShareArchive", dependencies: ["CShareArchive", "ShareDisk", "UniformTypeIdentifiers"]),
+        .systemLibrary(name: "CShareZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .target(
+            name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.

@@ -112,18 +112,14 @@ struct SendCommand: ParsableCommand {
             let explicitType = try type.map(parseType)
             // Check every file and folder before connecting: a missing file is an error before any byte moves.
             var items = SendItems()
-            var paths: [URL] = []
             for file in files {
-                paths.append(
-                    file == "-" ? try spoolStandardInput(local.paths) : URL(fileURLWithPath: file).standardizedFileURL)
+                if file == "-" {
+                    try items.add(standardInput: try spoolStandardInput(local.paths), type: explicitType)
+                } else {
+                    try items.add(paths: [URL(fileURLWithPath: file).standardizedFileURL], type: explicitType)
+                }
             }
-            try items.add(paths: paths, type: explicitType)
             try items.add(previews: preview.map { URL(fileURLWithPath: $0).standardizedFileURL })
-            if files.contains("-"), let index = files.firstIndex(of: "-") {
-                items.files[index].label = "standard input"
-                items.files[index].representations[0].offered.suggestedFileName =
-                    "stdin" + ((explicitType ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
-            }
             for entry in items.skipped {
                 output.progress.note(
                     "left out \(entry.path): \(entry.reason)", event: "skipped",
@@ -138,15 +134,16 @@ struct SendCommand: ParsableCommand {
             for peer in via.map({ [$0] }) ?? peers {
                 try PeerTarget.check(peer, device: local, trust: trust)
             }
+            let client = ShareClient(device: local)
             if !direct, ControlClient.agentIsRunning(local.paths) {
-                try handToAgent(local.paths, paths: paths, peers: peers)
+                try handToAgent(client, items: items, peers: peers)
                 return
             }
             Interrupts.exitAsInterrupted("the send")
             var failures: [(String, ShareError)] = []
             for peer in peers {
                 do {
-                    try sendDirectly(items, to: peer, device: local, trust: trust)
+                    try sendDirectly(client, items: items, to: peer)
                 } catch let error as ShareError where peers.count > 1 {
                     complain(error.message)
                     failures.append((peer, error))
@@ -165,37 +162,32 @@ struct SendCommand: ParsableCommand {
     }
 
     /// One send from this process to one device.
-    private func sendDirectly(_ items: SendItems, to peer: String, device local: LocalDevice, trust: TrustStore) throws
-    {
+    private func sendDirectly(_ client: ShareClient, items: SendItems, to peer: String) throws {
         do {
-            let reach = try ReachSettings.load(local.paths)
-            let target = try PeerTarget.resolve(via ?? peer, device: local, trust: trust, beyondLAN: !reach.isEmpty)
-            var options = SendOptions()
-            options.reach = reach
-            options.forwardTo = via == nil ? nil : peer
+            var options = ShareClient.SendOptions()
+            options.via = via
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
-            options.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: 300)
+            options.timeout = timeout
             options.waitForAnswer = answerTimeout
             let progress = output.progress
-            let report = try SendSession(device: local, progress: progress, options: options).run(
-                to: target, trust: trust
-            ) { try items.items(for: $0) }
+            options.progress = progress
+            let report = try client.sendNow(items.shareItems, to: peer, options: options)
             if output.json {
                 progress.note(
                     "summary", event: "summary",
                     fields: [
                         "delivered": report.delivered.count, "refused": report.refused.count,
                         "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
-                        "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
-                        "route": report.route.description,
+                        "bytesAlreadyThere": report.bytesAlreadyThere, "seconds": report.seconds,
+                        "route": report.route,
                     ])
             } else if !output.quiet {
                 let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
                 tell(
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s), \(report.route)"
-                        + (report.bytesSkipped > 0
-                            ? "; \(ProgressReporter.bytes(report.bytesSkipped)) were already there" : "")
+                        + (report.bytesAlreadyThere > 0
+                            ? "; \(ProgressReporter.bytes(report.bytesAlreadyThere)) were already there" : "")
                         + (report.wireBytes < report.bytesSent && report.bytesSent > 0
                             ? "; compressed to \(report.wireBytes * 100 / report.bytesSent) %" : ""))
             }
@@ -210,22 +202,17 @@ struct SendCommand: ParsableCommand {
 
     /// With an agent running, the send becomes one outbox job per device: this returns at once (or, with `--wait`,
     /// when each job is delivered or fails, with the exit status a direct send would have had).
-    private func handToAgent(_ device: DevicePaths, paths: [URL], peers: [String]) throws {
+    private func handToAgent(_ client: ShareClient, items: SendItems, peers: [String]) throws {
+        let device = client.device.paths
         var queued: [(peer: String, id: String)] = []
         for peer in peers {
-            var job = OutboxJob(to: peer)
-            job.files = paths.map(\.path)
-            job.contentType = try type.map(parseType)?.identifier
-            job.previews = preview.isEmpty ? nil : preview.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-            job.texts = text
-            job.urls = url
-            job.profiles = profile
-            job.allProfiles = profiles
-            job.via = via
+            var options = ShareClient.SendOptions()
+            options.queue = true
+            options.via = via
             // Someone waits for it: the agent sends it at normal priority, like a direct send.
-            job.foreground = wait ? true : nil
-            let answer = try ControlClient.request(.send(job), paths: device)
-            let id = answer.job?.id ?? job.id
+            options.waiting = wait
+            let answer = try client.sendNow(items.shareItems, to: peer, options: options)
+            let id = answer.job ?? "?"
             queued.append((peer, id))
             output.progress.note(
                 "queued job \(id) for \(peer): the agent sends it now, or as soon as \(peer) can be reached "

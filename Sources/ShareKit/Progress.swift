@@ -39,9 +39,16 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     /// The rate a shown snapshot reported (it did not move through this process).
     private var drawnRate: UInt64?
 
-    public init(mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil) {
+    /// Every transfer event as it comes, besides the lines and the bar (a library caller's own handling).
+    private let events: (@Sendable (TransferEvent) -> Void)?
+
+    public init(
+        mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil,
+        events: (@Sendable (TransferEvent) -> Void)? = nil
+    ) {
         self.mode = mode
         self.observer = observer
+        self.events = events
     }
 
     /// A bar when standard error is a terminal, plain lines otherwise.
@@ -298,6 +305,7 @@ extension ProgressReporter {
     /// The sending side's events as lines and progress.
     public func senderEvents(peer: String) -> TransferEvents {
         { [self] event in
+            events?(event)
             switch event {
             case .offered(let items):
                 for item in items {
@@ -341,6 +349,7 @@ extension ProgressReporter {
     /// The receiving side's events as lines and progress.
     public func receiverEvents(peer: String) -> TransferEvents {
         { [self] event in
+            events?(event)
             switch event {
             case .chosen(_, let label, let offered, let type, let reason):
                 note(

@@ -1,12 +1,16 @@
-import ShareProtocol
 import CoreTransferable
 import Foundation
 import ShareProfiles
+import ShareProtocol
 
-/// What one send is made of, checked before any connection: files and folders (each must exist and be readable),
-/// texts, URLs, profiles and the whole catalog. Both `share send` and the agent's outbox build items this way.
+/// What the `share` command, a queued job of an earlier version, or the clipboard describes: files and folders (each
+/// must exist and be readable), texts, URLs, profiles and the whole catalog, made into `ShareItem`s — the same values
+/// a Swift program sends — checked before any connection.
 public struct SendItems: Sendable {
-    public var files: [OutgoingItem] = []
+    /// Files and folders, in order.
+    public var files: [ShareItem] = []
+    /// Their labels, in order (the n-th `--preview` goes with the n-th).
+    public private(set) var fileLabels: [String] = []
     public var texts: [String] = []
     public var urls: [URL] = []
     public var profiles: [Profile] = []
@@ -31,27 +35,40 @@ public struct SendItems: Sendable {
                 throw ShareFailure(
                     .usage, "\(url.path) is over \(ItemPreview.maxImage / 1024) KiB; a preview is a small image")
             }
-            let type = UTType(filenameExtension: url.pathExtension)
-            guard type?.conforms(to: .image) == true else {
+            guard let type = UTType(filenameExtension: url.pathExtension), type.conforms(to: .image) else {
                 throw ShareFailure(.usage, "\(url.path) is not an image (by its extension); a preview is a small image")
             }
-            files[index].preview = ItemPreview(
-                title: OutgoingItem.title(files[index].label), image: Array(bytes), imageType: type?.identifier)
+            files[index].preview = SharePreview(
+                fileLabels[index], image: SharePreview.Image(data: Data(bytes), contentType: type))
         }
     }
 
-    /// Checks and plans the files and folders at `paths`, typed by `type` when given.
-    public mutating func add(paths: [URL], type: UTType? = nil) throws {
-        for url in paths {
+    /// Checks and plans the files and folders at `paths`, typed by `type` when given. `labels` replaces their names.
+    public mutating func add(paths: [URL], type: UTType? = nil, labels: [String?] = []) throws {
+        for (index, url) in paths.enumerated() {
+            let label = index < labels.count ? labels[index] : nil
             var isFolder: ObjCBool = false
             if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue {
-                let (item, left) = try OutgoingItem.folder(url)
-                skipped += left.map { (url.path + "/" + $0.path, $0.reason) }
-                files.append(item)
+                let folder = try SharedFolder(url)
+                skipped += folder.skipped.map { (url.path + "/" + $0.path, $0.reason) }
+                files.append(ShareItem(folder, label: label))
+                fileLabels.append(label ?? folder.label)
             } else {
-                files.append(try OutgoingItem.file(url, type: type))
+                var file = try SharedFile(url, contentType: type)
+                if let label { file.label = label }
+                files.append(ShareItem(file))
+                fileLabels.append(file.label)
             }
         }
+    }
+
+    /// What was read from standard input (spooled to `file`): labelled so, with a file name of its type.
+    public mutating func add(standardInput file: URL, type: UTType?) throws {
+        var value = try SharedFile(file, contentType: type ?? .data)
+        value.label = "standard input"
+        value.fileName = "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
+        files.append(ShareItem(value))
+        fileLabels.append(value.label)
     }
 
     /// An item the agent kept to pass on to its watch: a folder as a folder, anything else as a file of the type it
@@ -62,15 +79,17 @@ public struct SendItems: Sendable {
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
             throw ShareFailure(.noInput, "\(forwarded.label), kept to pass on, is gone from \(forwarded.path)")
         }
-        var item: OutgoingItem
+        var item: ShareItem
         if isFolder.boolValue {
-            item = try OutgoingItem.folder(url).item
+            item = ShareItem(try SharedFolder(url))
         } else {
-            item = try OutgoingItem.file(url, type: UTType(forwarded.contentType))
-            item.label = forwarded.label
+            var file = try SharedFile(url, contentType: UTType(forwarded.contentType))
+            file.label = forwarded.label
+            item = ShareItem(file)
         }
         item.origin = "\(forwarded.from) via \(agent)"
         files.append(item)
+        fileLabels.append(forwarded.label)
     }
 
     /// Looks up profiles by name or id in the catalog at `catalogFile`; `all` adds the whole catalog as a bundle.
@@ -96,24 +115,24 @@ public struct SendItems: Sendable {
         }
     }
 
-    /// The items for a peer with `relation`, in order: the profile bundle, files and folders, texts, URLs, profiles.
-    public func items(for relation: PeerRelation) throws -> [OutgoingItem] {
-        try (bundle.map { [try OutgoingItem.profiles($0, relation: relation)] } ?? []) + files
+    /// Everything, in order: the profile bundle, files and folders, texts, URLs, profiles.
+    public var shareItems: [ShareItem] {
+        (bundle.map { [ShareItem($0)] } ?? []) + files
             // Stable ids: offered again (a held offer, a retry), the same texts are the same items.
             + texts.enumerated().map {
-                OutgoingItem.transferable(
-                    $1, label: "text", relation: relation, id: OutgoingItem.stableID("text-\($0)-" + $1))
+                ShareItem($1, label: "text", id: OutgoingItem.stableID("text-\($0)-" + $1))
             }
             + urls.enumerated().map {
-                OutgoingItem.transferable(
-                    $1, label: $1.absoluteString, relation: relation,
-                    id: OutgoingItem.stableID("url-\($0)-" + $1.absoluteString))
+                ShareItem($1, label: $1.absoluteString, id: OutgoingItem.stableID("url-\($0)-" + $1.absoluteString))
             }
+            // A single profile travels without paths; its media go in a profiles bundle.
             + profiles.map {
-                // A single profile travels without paths; its media go in a profiles bundle.
-                OutgoingItem.transferable(
-                    $0.withoutMedia, label: "profile \($0.name)", relation: relation,
-                    id: "profile-\($0.id.uuidString)")
+                ShareItem($0.withoutMedia, label: "profile \($0.name)", id: "profile-\($0.id.uuidString)")
             }
+    }
+
+    /// The items for a peer with `relation`.
+    public func items(for relation: PeerRelation) throws -> [OutgoingItem] {
+        try shareItems.map { try $0.outgoing(for: relation) }
     }
 }

@@ -148,7 +148,17 @@ extension EndToEnd {
             #expect(try mode(state.appendingPathComponent("outbox").path) == 0o700)
             let jobs = try FileManager.default.contentsOfDirectory(atPath: state.appendingPathComponent("outbox").path)
             #expect(!jobs.isEmpty)
-            for job in jobs { #expect(try mode(state.appendingPathComponent("outbox/\(job)").path) == 0o600, "\(job)") }
+            for job in jobs {
+                // A job (0600), and the folder of the values exported for it (0700, its files 0600).
+                let path = state.appendingPathComponent("outbox/\(job)").path
+                var isFolder: ObjCBool = false
+                _ = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+                #expect(try mode(path) == (isFolder.boolValue ? 0o700 : 0o600), "\(job)")
+                for exported in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                where isFolder.boolValue {
+                    #expect(try mode(path + "/" + exported) == 0o600, "\(job)/\(exported)")
+                }
+            }
             #expect(try mode(state.appendingPathComponent("clipboard.json").path) == 0o600)
             #expect(try mode(state.appendingPathComponent("agent.sock").path) == 0o600)
             #expect(try mode(laptop.config.appendingPathComponent("key.pem").path) == 0o600)

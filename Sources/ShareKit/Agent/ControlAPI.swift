@@ -92,20 +92,30 @@ enum OutboxRunner {
         log[metadataKey: "attempt"] = "\(job.attempts)"
         do {
             let trust = try TrustStore.load(device.paths.trustFile)
-            var items = SendItems()
-            try items.add(paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
-            try items.add(previews: (job.previews ?? []).map { URL(fileURLWithPath: $0) })
-            for forwarded in job.forwarded ?? [] {
-                try items.add(forwarded: forwarded, via: device.name)
+            // The items are made again at each attempt: files and folders may have changed or gone.
+            let makeItems: (PeerRelation) throws -> [OutgoingItem]
+            if let queued = job.items {
+                let catalog = device.paths.profilesFile
+                makeItems = { _ in try queued.map { try $0.outgoing(catalogFile: catalog) } }
+            } else {
+                // A job written by an earlier version describes its items.
+                var items = SendItems()
+                try items.add(
+                    paths: job.files.map { URL(fileURLWithPath: $0) }, type: job.contentType.flatMap(UTType.init))
+                try items.add(previews: (job.previews ?? []).map { URL(fileURLWithPath: $0) })
+                for forwarded in job.forwarded ?? [] {
+                    try items.add(forwarded: forwarded, via: device.name)
+                }
+                items.texts = job.texts
+                items.urls = job.urls.compactMap { URL(string: $0) }
+                try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
+                makeItems = { try items.items(for: $0) }
             }
-            items.texts = job.texts
-            items.urls = job.urls.compactMap { URL(string: $0) }
-            try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
             let report: SendReport
             if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
                 // A watch is reached over the link it opened to this agent, never by connecting to it.
                 report = try watches.deliver(
-                    to: watch.id, name: watch.name, items: items.items(for: AccessPolicy.visibility(for: watch)),
+                    to: watch.id, name: watch.name, items: makeItems(AccessPolicy.visibility(for: watch)),
                     device: device, progress: progress)
             } else {
                 let target = try PeerTarget.resolve(
@@ -116,7 +126,7 @@ enum OutboxRunner {
                 options.cancellation = cancellation
                 let session = SendSession(
                     device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
-                report = try session.run(to: target, trust: trust) { try items.items(for: $0) }
+                report = try session.run(to: target, trust: trust, makeItems: makeItems)
             }
             log.info(
                 "delivered",

@@ -49,12 +49,16 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     /// Someone waits for it (`share send --wait`): it runs at the agent's normal CPU priority, not the lower one of
     /// background transfers.
     public var foreground: Bool?
+    /// The items, as `ShareClient` hands them over (references to files, folders and bundles; other values exported
+    /// into `STATE/outbox/<id>/`). Jobs of earlier versions describe theirs with `files`, `texts`, `urls` and
+    /// `profiles` instead, which are still read.
+    public var items: [QueuedItem]?
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
             nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
-        case failuresWithoutProgress, finished, foreground
+        case failuresWithoutProgress, finished, foreground, items
         case forwarded = "relayed"
     }
 
@@ -66,6 +70,7 @@ public struct OutboxJob: Codable, Sendable, Equatable {
     public var summary: String {
         var parts = files.map { ($0 as NSString).lastPathComponent }
         parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (forwarded ?? []).map(\.label)
+        parts += (items ?? []).map(\.label)
         if allProfiles { parts.append("all profiles") }
         return parts.joined(separator: ", ")
     }
@@ -180,8 +185,15 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     }
 
     private func removeForwarded(_ job: OutboxJob) {
-        // What was kept only to be passed on goes once the job has ended, delivered or not.
+        // What was kept only to be passed on goes once the job has ended, delivered or not, and so do the values
+        // exported for it.
         for item in job.forwarded ?? [] { try? FileManager.default.removeItem(atPath: item.path) }
+        if job.items != nil { try? FileManager.default.removeItem(at: directory.appendingPathComponent(job.id)) }
+    }
+
+    /// Where a job's exported values are kept until it ends: `STATE/outbox/<job>/` (0700).
+    public static func exportFolder(_ paths: DevicePaths, job: String) -> URL {
+        paths.state.appendingPathComponent("outbox/\(job)", isDirectory: true)
     }
 
     let partName = "outbox"

@@ -20,8 +20,10 @@ final class OutgoingItemSource: ItemSource {
         switch produced {
         case .data(let data):
             return .positional(MemorySource(Array(data), hasher: SHA256Hasher()))
-        case .file(let url):
-            return .positional(try FileChunks(url, version: item.version, label: item.label))
+        case .file(let url, let original):
+            // A value's own file is checked again after its last chunk (it must not have changed meanwhile); a file
+            // made for the transfer, or kept for it, is not anyone else's to change.
+            return .positional(try FileChunks(url, version: original ? item.version : nil, label: item.label))
         case .archive(let plan):
             return .sequential(ArchiveChunks(plan, label: item.label))
         }
@@ -157,17 +159,19 @@ final class ArchiveChunks: SequentialSource {
     func close() {}
 }
 
-/// zstd for chunks in transit, from libarchive's zstd filter.
+/// zstd for chunks in transit (libzstd), one context per sending or receiving session.
 final class ZstdChunkCodec: ChunkCodec {
+    private let zstd = ZstdCodec()
+
     func compress(_ bytes: UnsafeRawBufferPointer, level: Int32, minSaving: Double) -> [UInt8]? {
-        ZstdCodec.compress(bytes, level: Int(level), worthIt: minSaving)
+        zstd.compress(bytes, level: Int(level), worthIt: minSaving)
     }
 
     func decompress(_ compressed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, expected: Int)
         throws
     {
         do {
-            try ZstdCodec.decompress(compressed, into: output, expected: expected)
+            try zstd.decompress(compressed, into: output, expected: expected)
         } catch let error as ArchiveError {
             throw ProtocolError(.badMessage, error.message)
         }
