@@ -53,6 +53,11 @@ struct SendCommand: ParsableCommand {
     @Option(help: "Send this text.")
     var text: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            "Send each line of this file as a text of its own (many texts in one send).", valueName: "file"))
+    var textLines: String?
+
     @Option(help: "Send this URL.")
     var url: [String] = []
 
@@ -91,7 +96,7 @@ struct SendCommand: ParsableCommand {
         }
         if via != nil, to.count > 1 { throw ValidationError("--via passes items on to one device; give one --to") }
         if timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
-        if files.isEmpty && text.isEmpty && url.isEmpty && profile.isEmpty && !profiles {
+        if files.isEmpty && text.isEmpty && textLines == nil && url.isEmpty && profile.isEmpty && !profiles {
             throw ValidationError(
                 "nothing to send: give files or folders, - for standard input, --text, --url, --profile or --profiles")
         }
@@ -126,6 +131,12 @@ struct SendCommand: ParsableCommand {
                     fields: ["path": entry.path, "reason": entry.reason])
             }
             items.texts = text
+            if let textLines {
+                guard let data = FileManager.default.contents(atPath: textLines) else {
+                    throw ShareError(.noInput, "\(textLines): cannot read it; check the path")
+                }
+                items.texts += String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+            }
             items.urls = url.compactMap { URL(string: $0) }
             try items.add(profiles: profile, all: profiles, catalogFile: local.paths.profilesFile)
             // Every device named must be one this device can send to, before anything is queued or sent.
