@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "UniformTypeIdentifiers", targets: ["UniformTypeIdentifiers"]),
         .library(name: "CoreTransferable", targets: ["CoreTransferable"]),
+        // Transferable values across machines: ShareClient sends them to trusted devices and receives them as the
+        // types a program declares, over the same identity, trust and engine as the share command.
+        .library(name: "ShareKit", targets: ["ShareKit"]),
         .executable(name: "share", targets: ["share"]),
         .executable(name: "share-watch", targets: ["share-watch"]),
     ],

@@ -10,9 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 started=$SECONDS
-swift format lint --strict -r Sources Tests Benchmarks Fuzz Package.swift
+swift format lint --strict -r Sources Tests Benchmarks Fuzz Examples/ProfileApp Package.swift
 python3 scripts/check_reliability.py
 swift build --build-tests
+# The example package, built only on the library products, into the same build folder (nothing is built twice);
+# LibraryEndToEndTests runs it.
+swift build --package-path Examples/ProfileApp --scratch-path .build
 echo "== built after $((SECONDS - started)) s"
 builds=
 side=${TMPDIR:-/tmp}/share-side-builds.log

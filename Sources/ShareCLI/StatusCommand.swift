@@ -51,6 +51,7 @@ struct StatusCommand: ParsableCommand {
             let heard = answer.discovered ?? []
             for peer in answer.trusted ?? [] { say("trusted: \(peer)") }
             for watch in answer.watches ?? [] { say("watch: \(ProgressReporter.neutralized(watch))") }
+            if let program = answer.program { say("receiving program: \(ProgressReporter.neutralized(program))") }
             for line in answer.reach ?? [] { say(line) }
             let trustedNames = Set((answer.trusted ?? []).map { $0.split(separator: " ").first.map(String.init) ?? $0 })
             for peer in heard {

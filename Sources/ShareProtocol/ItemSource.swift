@@ -25,6 +25,13 @@ public protocol PositionalSource: AnyObject {
     /// After the last chunk: throws `sourceChanged` when the source is no longer what was offered.
     func checkUnchanged() throws
     func close()
+    /// The name of the file the bytes come from, when they come from one (told to the receiver when the offer
+    /// named no file).
+    var fileName: String? { get }
+}
+
+extension PositionalSource {
+    public var fileName: String? { nil }
 }
 
 /// The digests of the chunks a receiver already held, being computed.

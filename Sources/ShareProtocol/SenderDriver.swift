@@ -116,8 +116,14 @@ public final class SenderDriver {
         switch produced {
         case .positional(let bytes):
             defer { bytes.close() }
-            return try streamPositional(
+            var done = try streamPositional(
                 bytes, item: source.offer, index: index, offered: offered, held: held, number: number)
+            if offered.suggestedFileName == nil, let name = bytes.fileName, name.utf8.count <= Done.maxFileName,
+                !name.contains("/")
+            {
+                done.fileName = name
+            }
+            return done
         case .sequential(let stream):
             defer { stream.close() }
             return try streamSequential(

@@ -265,12 +265,18 @@ public struct Done: Sendable, Codable, Equatable {
     public var chunks: Int
     /// Hex SHA-256 over the concatenated per-chunk SHA-256 digests (see docs/PROTOCOL.md).
     public var digest: String
+    /// The produced file's name, when the representation named none in the offer (a `FileRepresentation`'s file is
+    /// known only once it is exported): at most 255 bytes, a name only. Receivers that do not know it ignore it.
+    public var fileName: String?
 
-    public init(item: String, size: UInt64, chunks: Int, digest: String) {
+    public static let maxFileName = 255
+
+    public init(item: String, size: UInt64, chunks: Int, digest: String, fileName: String? = nil) {
         self.item = item
         self.size = size
         self.chunks = chunks
         self.digest = digest
+        self.fileName = fileName
     }
 }
 

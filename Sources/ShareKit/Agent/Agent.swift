@@ -68,16 +68,22 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         try Self.upgradeWatches(watches, paths: device.paths)
         trust = try TrustCache(file: device.paths.trustFile)
         let trust = trust
-        router = PeerRouter(device: device, trust: trust, inbox: inbox, watches: watches, reach: reach)
+        let programs = RegisteredPrograms()
+        router = PeerRouter(
+            device: device, trust: trust, inbox: inbox, watches: watches, reach: reach, programs: programs)
         courier = NoticeCourier(
             device: device, trust: trust, reach: reach,
             interval: ProcessInfo.processInfo.environment["SHARE_NOTICE_INTERVAL"].flatMap(Double.init) ?? 10)
         router.courier = courier
-        let hello = ReceiveSession.hello(name: device.name, accept: inbox.accept)
-        let agentHello = Hello(name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
+        let (name, agentAccept) = (device.name, inbox.accept)
         listener = try Listener(
             device: device, host: host, port: port, verifier: { trust.isTrusted($0) },
-            hello: { agentHello }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
+            hello: {
+                // A program receiving through the agent answers with its accept list.
+                let hello = ReceiveSession.hello(
+                    name: name, accept: programs.active?.registration.accept ?? agentAccept)
+                return Hello(name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
+            }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
         ) { [router] session in
             router.serve(session)
         }
@@ -104,6 +110,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         }
         self.discovery = heard
         self.reach = ReachParts(settings: reach, device: device, trust: trust, listener: listener)
+        control.attachProgram = { registration, stream in programs.register(registration, stream: stream) }
         control.handler = { [weak self] request in
             self.map { ControlAPI(agent: $0).answer(request) } ?? .failure("the agent is stopping")
         }

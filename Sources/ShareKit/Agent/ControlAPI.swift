@@ -37,6 +37,9 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.job = job
             return response
+        case .receive:
+            // Served by the control server itself: the connection stays open for the program.
+            return .failure("a receiving program registers on a connection of its own")
         case .cancel(let id):
             if let ended = agent.outbox.all.first(where: { $0.id == id }), ended.state.isFinal {
                 return .failure("job \(id) has already ended: \(ended.state.rawValue)")
@@ -73,6 +76,10 @@ struct ControlAPI {
         response.reach = agent.reach.status
         response.discovered = DiscoveredPeer.load(device.paths)
         response.watches = agent.watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }
+        response.program = agent.router.programs.active.map { program in
+            "\(program.registration.name), accepting "
+                + program.registration.accept.entries.map(\.contentType).joined(separator: ", ")
+        }
         return response
     }
 }

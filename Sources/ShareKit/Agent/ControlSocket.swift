@@ -1,4 +1,5 @@
 import Foundation
+import CoreTransferable
 import Glibc
 
 /// A request to the local agent over its control socket: one JSON object per line, one request per connection.
@@ -16,10 +17,13 @@ public enum ControlRequest: Codable, Sendable {
     case notices
     /// Cancel a queued or running job.
     case cancel(id: String)
+    /// A program receives through the agent (`ShareClient.receive`): what peers send is negotiated with its accept
+    /// list and handed to it, one `ProgramEvent` per line on this connection, for as long as it stays open.
+    case receive(ProgramRegistration)
 
-    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel }
+    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel, receive }
 
-    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard }
+    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -33,6 +37,7 @@ public enum ControlRequest: Codable, Sendable {
         case .copy: self = .copy(try container.decode(ClipboardItem.self, forKey: .clipboard))
         case .notices: self = .notices
         case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
+        case .receive: self = .receive(try container.decode(ProgramRegistration.self, forKey: .program))
         }
     }
 
@@ -56,7 +61,76 @@ public enum ControlRequest: Codable, Sendable {
         case .cancel(let id):
             try container.encode(Operation.cancel, forKey: .op)
             try container.encode(id, forKey: .id)
+        case .receive(let program):
+            try container.encode(Operation.receive, forKey: .op)
+            try container.encode(program, forKey: .program)
         }
+    }
+}
+
+/// A program that receives through the agent: its name (shown by `share status`), its accept list, and the folder
+/// the agent keeps its items in.
+public struct ProgramRegistration: Codable, Sendable, Equatable {
+    public var name: String
+    public var accept: AcceptList
+    public var directory: String
+
+    public init(name: String, accept: AcceptList, directory: String) {
+        self.name = name
+        self.accept = accept
+        self.directory = directory
+    }
+}
+
+/// What the agent tells a registered program, one JSON object per line: an item kept for it, or one refused.
+public struct ProgramEvent: Codable, Sendable {
+    public var item: ReceivedItem?
+    public var refused: RefusedItem?
+
+    public init(item: ReceivedItem? = nil, refused: RefusedItem? = nil) {
+        self.item = item
+        self.refused = refused
+    }
+}
+
+/// The open connection of a request that stays (a registered program): lines written from any thread, never
+/// after the connection is gone.
+public final class ControlStream: @unchecked Sendable {  // `open` guarded by `lock`
+    private let fd: Int32
+    private let lock = NSLock()
+    private var open = true
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Writes one JSON line; false once the other side has gone.
+    @discardableResult
+    public func send<T: Encodable>(_ value: T) -> Bool {
+        guard let data = try? JSONEncoder.iso8601.encode(value) else { return false }
+        return lock.withLock {
+            guard open else { return false }
+            do {
+                try Syscalls.writeAll(fd, Array(data) + [0x0A])
+                return true
+            } catch {
+                open = false
+                Syscalls.shutdownSocket(fd)
+                return false
+            }
+        }
+    }
+
+    /// Closes the connection (the other side sees its end); the server's thread then finishes.
+    public func close() {
+        lock.withLock {
+            if open { Syscalls.shutdownSocket(fd) }
+            open = false
+        }
+    }
+
+    var isOpen: Bool { lock.withLock { open } }
+
+    fileprivate func ended() {
+        lock.withLock { open = false }
     }
 }
 
@@ -78,6 +152,8 @@ public struct ControlResponse: Codable, Sendable {
     public var watches: [String]?
     /// Beyond the LAN: the relay it is joined to and each discovery server's standing, one line each.
     public var reach: [String]?
+    /// The program receiving through the agent, when one is.
+    public var program: String?
 
     public init(ok: Bool, error: String? = nil) {
         self.ok = ok
@@ -95,6 +171,8 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
     private let lock = NSLock()
     private var stopped = false
     private var answer: (@Sendable (ControlRequest) -> ControlResponse)?
+    private var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
+    private var streams: [ObjectIdentifier: ControlStream] = [:]
     let partName = "control socket"
 
     public init(path: String) throws {
@@ -110,6 +188,13 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
     public var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
         get { lock.withLock { answer } }
         set { lock.withLock { answer = newValue } }
+    }
+
+    /// Answers a program's registration; when the answer is ok the connection stays open for the stream until the
+    /// program closes it (set before the server starts).
+    public var attachProgram: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)? {
+        get { lock.withLock { attach } }
+        set { lock.withLock { attach = newValue } }
     }
 
     func start(failed: @escaping @Sendable (Error) -> Void) {
@@ -133,6 +218,7 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
         lock.withLock {
             guard !stopped else { return }
             stopped = true
+            for stream in streams.values { stream.close() }
             Syscalls.shutdownSocket(fd)
             Syscalls.close(fd)
             unlink(path)
@@ -148,6 +234,10 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
         } else if let line = try? Syscalls.readLine(client),
             let request = try? JSONDecoder.iso8601.decode(ControlRequest.self, from: Data(line))
         {
+            if case .receive(let registration) = request {
+                serve(client, program: registration)
+                return
+            }
             if case .wait = request { Syscalls.setTimeouts(client, seconds: 0) }
             response = handler?(request) ?? .failure("the agent is starting")
         } else {
@@ -156,6 +246,31 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
         if let data = try? JSONEncoder.iso8601.encode(response) {
             try? Syscalls.writeAll(client, Array(data) + [0x0A])
         }
+    }
+}
+
+extension ControlServer {
+    /// A program's connection: the answer, then (when it was ok) the stream until the program closes it or the
+    /// server stops.
+    private func serve(_ client: Int32, program: ProgramRegistration) {
+        let stream = ControlStream(fd: client)
+        let key = ObjectIdentifier(stream)
+        let registered = lock.withLock { () -> Bool in
+            guard !stopped else { return false }
+            streams[key] = stream
+            return true
+        }
+        defer {
+            stream.ended()
+            lock.withLock { streams[key] = nil }
+        }
+        Syscalls.setTimeouts(client, seconds: 0)
+        let response =
+            registered
+            ? (attachProgram?(program, stream) ?? .failure("the agent is starting")) : .failure("the agent is stopping")
+        guard stream.send(response), response.ok else { return }
+        // The program says nothing more; its end (or the server's stop) ends the stream.
+        while stream.isOpen, (try? Syscalls.readLine(client)).flatMap({ $0 }) != nil {}
     }
 }
 

@@ -28,7 +28,14 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     /// Discovery servers and relays, for reaching the device a watch sends to.
     let reach: ReachSettings
 
-    init(device: LocalDevice, trust: TrustCache, inbox: AgentInbox, watches: WatchLinks, reach: ReachSettings) {
+    /// The program receiving through the agent, when one is.
+    let programs: RegisteredPrograms
+
+    init(
+        device: LocalDevice, trust: TrustCache, inbox: AgentInbox, watches: WatchLinks, reach: ReachSettings,
+        programs: RegisteredPrograms
+    ) {
+        self.programs = programs
         self.reach = reach
         self.device = device
         self.trust = trust
@@ -142,10 +149,18 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
             }
         }
         var options = ReceiveOptions(directory: inboxFolder(peer), accept: inbox.accept, maxSize: inbox.maxSize)
-        options.catalogFile = device.paths.profilesFile
-        options.mediaDirectory = device.paths.data
-        options.history = inbox.history
         options.folderMode = 0o700
+        let program = programs.active
+        if let program {
+            // A program receives: its accept list decides, every item is kept in its folder and handed to it.
+            options.directory = URL(fileURLWithPath: program.registration.directory, isDirectory: true)
+            options.accept = program.registration.accept
+            options.handOver = { item in program.deliver(item) }
+        } else {
+            options.catalogFile = device.paths.profilesFile
+            options.mediaDirectory = device.paths.data
+            options.history = inbox.history
+        }
         if let entry, entry.asks {
             // The user answers first (share pending / accept / decline); the sender offers again to learn it.
             let (paths, localName, sender) = (device.paths, device.name, session.peerID)
@@ -157,6 +172,7 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         }
         let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
         let report = try receiver.serve(session, peerName: peer, peer: entry, first: first)
+        program?.refused(report.refused, from: peer)
         if let held = report.held {
             Self.log.info("offer held for an answer", metadata: ["peer": "\(peer)", "pending": "\(held.id)"])
             return

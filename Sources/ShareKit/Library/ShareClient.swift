@@ -74,17 +74,23 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
     }
 
     /// Sends one value to `peer` (a trusted device's name or ID, or `HOST:PORT`) with what its receiving person sees
-    /// first. Only the representation the receiver chooses is produced (unless `options.queue`). Items the receiver
-    /// refuses are listed in the delivery; a device that cannot be reached, a lost connection or a protocol failure
-    /// throws a `ShareFailure` saying what went wrong.
+    /// first. Only the representation the receiver chooses is produced (unless `options.queue`). Throws a
+    /// `ShareFailure` saying what went wrong when the receiver refuses the value (code `refused`, with its reason:
+    /// for instance nothing it accepts among the types offered), when the device cannot be reached, or when the
+    /// connection or the protocol fails.
     @discardableResult
     public func send<T: Transferable>(
         _ value: T, preview: SharePreview? = nil, to peer: String, options: SendOptions = SendOptions()
     ) async throws -> Delivery {
-        try await send([ShareItem(value, preview: preview)], to: peer, options: options)
+        let delivery = try await send([ShareItem(value, preview: preview)], to: peer, options: options)
+        if delivery.job == nil, delivery.delivered.isEmpty, let refusal = delivery.refused.first {
+            throw ShareFailure(.refused, "\(peer) refused \(refusal.label): \(refusal.reason)")
+        }
+        return delivery
     }
 
-    /// Sends several values at once (one offer; each is chosen, refused and delivered on its own).
+    /// Sends several values at once (one offer; each is chosen, refused and delivered on its own, and the items
+    /// refused are listed in the delivery with the receiver's reasons).
     @discardableResult
     public func send(_ items: [ShareItem], to peer: String, options: SendOptions = SendOptions()) async throws
         -> Delivery

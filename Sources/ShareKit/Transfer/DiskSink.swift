@@ -70,11 +70,12 @@ final class DiskSink: ItemSink {
     {
         try partial.finish(size: done.size, durable: options.durable)
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
-        if let keptFor = options.keptFor {
+        if options.keptFor != nil || options.handOver != nil {
             let name = withExtension(
-                FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item"), type)
+                FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? done.fileName ?? item.label, fallback: "item"),
+                type)
             return try saved(
-                partial.place(as: name, mode: 0o600), item: item, type: chosen.contentType, keptFor: keptFor)
+                partial.place(as: name, mode: 0o600), item: item, type: chosen.contentType, size: done.size)
         }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             // A path from another machine names nothing here: the profile arrives without portrait and video
@@ -120,8 +121,8 @@ final class DiskSink: ItemSink {
             // Not UTF-8 after all: kept as a file.
         }
         let name = withExtension(
-            FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "item"), type)
-        return try saved(partial.place(as: name), item: item, type: chosen.contentType, keptFor: nil)
+            FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? done.fileName ?? item.label, fallback: "item"), type)
+        return try saved(partial.place(as: name), item: item, type: chosen.contentType, size: done.size)
     }
 
     fileprivate func complete(_ partial: PartialArchive, item: OfferItem, chosen: OfferedRepresentation, done: Done)
@@ -129,7 +130,7 @@ final class DiskSink: ItemSink {
     {
         let root = try partial.finish(durable: options.durable)
         let type = UTType(chosen.contentType)
-        if options.keptFor == nil, let catalogFile = options.catalogFile, let type,
+        if options.keptFor == nil, options.handOver == nil, let catalogFile = options.catalogFile, let type,
             type.conforms(to: .shareProfilesArchive)
         {
             defer { partial.discard() }
@@ -150,14 +151,24 @@ final class DiskSink: ItemSink {
             return Ack(item: item.id, outcome: "imported")
         }
         let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
-        return try saved(partial.place(as: name), item: item, type: chosen.contentType, keptFor: options.keptFor)
+        return try saved(partial.place(as: name), item: item, type: chosen.contentType, size: done.size)
     }
 
-    private func saved(_ name: String, item: OfferItem, type: String, keptFor: String?) -> Ack {
+    private func saved(_ name: String, item: OfferItem, type: String, size: UInt64) -> Ack {
         let target = options.directory.appendingPathComponent(name)
         report.saved.append(target)
         report.savedItems.append(ReceiveReport.SavedItem(url: target, contentType: type, label: item.label))
-        if let keptFor {
+        if let handOver = options.handOver {
+            progress.note(
+                "received \(item.label) as \(type)", event: "received",
+                fields: ["item": item.label, "path": target.path, "type": type])
+            handOver(
+                ReceivedItem(
+                    path: target.path, contentType: type, label: item.label, preview: item.preview, from: peerName,
+                    fromDevice: sender.description, origin: item.origin, size: size))
+            return Ack(item: item.id, outcome: "received")
+        }
+        if let keptFor = options.keptFor {
             progress.note(
                 "kept \(item.label) to pass on to \(keptFor)", event: "kept-for",
                 fields: ["item": item.label, "to": keptFor])

@@ -38,6 +38,7 @@ final class FileChunks: PositionalSource, @unchecked Sendable {  // reads are po
     let version: String?
     let label: String
     let size: UInt64
+    var fileName: String? { url.lastPathComponent }
 
     init(_ url: URL, version: String?, label: String) throws {
         do {

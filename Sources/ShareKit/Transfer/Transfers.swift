@@ -203,6 +203,10 @@ public struct ReceiveOptions: Sendable {
     /// Set when an agent keeps items for another device (its watch): every item is kept as it arrived (nothing
     /// printed, imported or added to the history) and acknowledged as kept for it.
     public var keptFor: String?
+    /// Set when a program receives through the library (`ShareClient.receive`): every item is kept in `directory`
+    /// as it arrived (nothing printed, imported or added to the history), acknowledged as `received`, and handed
+    /// to this function once it is in place. Called on the session's thread.
+    public var handOver: (@Sendable (ReceivedItem) -> Void)?
     /// Mode of the target folder when it has to be created.
     public var folderMode: mode_t = 0o755
     /// Decides, before anything is chosen, whether an offer goes on, is declined, or waits for the user's answer
@@ -217,6 +221,26 @@ public struct ReceiveOptions: Sendable {
 
     /// Accept anything, the sender's first representation first.
     public static let everything = AcceptList([AcceptedType(.item)])
+}
+
+/// An item kept for a program that receives through the library: where it is, what it arrived as, who sent it.
+public struct ReceivedItem: Sendable, Codable {
+    /// The file (or, for a folder, the folder) in the receive directory.
+    public var path: String
+    /// The representation the receiver chose.
+    public var contentType: String
+    /// What the sender calls it.
+    public var label: String
+    /// What the sender's program showed as the item's preview.
+    public var preview: ItemPreview?
+    /// The name this device gave the sender when it trusted it (or the name it gave itself).
+    public var from: String
+    /// The sender's device ID.
+    public var fromDevice: String
+    /// For an item passed on by an agent: who it really comes from.
+    public var origin: String?
+    /// Its size in bytes as the sender declared it (for a folder, the archive's).
+    public var size: UInt64
 }
 
 /// What happened to each offered item.

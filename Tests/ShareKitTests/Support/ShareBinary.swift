@@ -86,9 +86,12 @@ final class BackgroundShare: @unchecked Sendable {
     /// for `answer`.
     init(
         _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil, wrapper: [String] = [],
-        interactive: Bool = false
+        interactive: Bool = false, executable: URL? = nil
     ) throws {
-        if let tool = wrapper.first {
+        if let executable {
+            process.executableURL = executable
+            process.arguments = arguments
+        } else if let tool = wrapper.first {
             process.executableURL = URL(fileURLWithPath: tool)
             process.arguments = Array(wrapper.dropFirst()) + [ShareBinary.url.path] + arguments
         } else {
