@@ -97,6 +97,16 @@ final class ReceiveFolder: Sendable {
     deinit { if owned { try? FileManager.default.removeItem(at: url) } }
 }
 
+/// A receive folder seen without keeping it.
+final class HeldFolder: @unchecked Sendable {  // `reference` guarded by `lock`
+    private let lock = NSLock()
+    private weak var reference: ReceiveFolder?
+
+    init(_ folder: ReceiveFolder) { reference = folder }
+
+    var folder: ReceiveFolder? { lock.withLock { reference } }
+}
+
 /// The items arriving for a program, as they are verified (an `AsyncSequence`). Leaving the loop, or `stop()`,
 /// ends the receive: the listener closes (or the agent forgets the program). Items already handed over stay
 /// loadable while they are held.

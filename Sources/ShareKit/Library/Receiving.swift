@@ -58,6 +58,9 @@ extension ShareClient {
             Self.removeAbandoned(in: directory.deletingLastPathComponent())
         }
         let folder = ReceiveFolder(url: directory, owned: made)
+        // The reception's threads may outlive the program's hold on the folder (they end after `stop()` returns);
+        // they see it only while the items or the sequence keep it, so it goes as soon as the program lets go.
+        let held = HeldFolder(folder)
         let (stream, continuation) = AsyncThrowingStream<IncomingItem, Error>.makeStream()
         let refused = options.refused
         let viaAgent: Bool
@@ -73,7 +76,9 @@ extension ShareClient {
                 paths: device.paths,
                 registration: ProgramRegistration(name: options.name, accept: accept, directory: directory.path)
             ) { event in
-                if let item = event.item { continuation.yield(IncomingItem(item, folder: folder)) }
+                if let item = event.item, let folder = held.folder {
+                    continuation.yield(IncomingItem(item, folder: folder))
+                }
                 if let item = event.refused { refused?(item) }
             } ended: { error in
                 continuation.finish(throwing: error)
@@ -83,7 +88,9 @@ extension ShareClient {
         } else {
             var receiving = ShareKit.ReceiveOptions(directory: directory, accept: accept, maxSize: options.maxSize)
             receiving.folderMode = 0o700
-            receiving.handOver = { item in continuation.yield(IncomingItem(item, folder: folder)) }
+            receiving.handOver = { item in
+                if let folder = held.folder { continuation.yield(IncomingItem(item, folder: folder)) }
+            }
             let (host, port): (String, Int)
             switch options.mode {
             case .listen(let h, let p): (host, port) = (h, p)
