@@ -12,10 +12,15 @@ source scripts/setup.sh
 started=$SECONDS
 swift format lint --strict -r Sources Tests Benchmarks Fuzz Examples/ProfileApp Package.swift
 python3 scripts/check_reliability.py
+rm -f .build/debug.yaml
 swift build --build-tests
 # The example package, built only on the library products, into the same build folder (nothing is built twice);
-# LibraryEndToEndTests runs it.
+# LibraryEndToEndTests runs it. Two root packages sharing one build folder share its cached build plan
+# (.build/debug.yaml), and each would take the other's for up to date: the plan is dropped before and after, so each
+# build plans its own package (about a second).
+rm -f .build/debug.yaml
 swift build --package-path Examples/ProfileApp --scratch-path .build
+rm -f .build/debug.yaml
 echo "== built after $((SECONDS - started)) s"
 builds=
 side=${TMPDIR:-/tmp}/share-side-builds.log

@@ -3,9 +3,9 @@ import ShareReach
 
 /// The agent's port, kept across restarts: the one `agent.json` names, else one chosen once and written there, so a
 /// device that paired with this one (which learned the port) still reaches its agent after it restarts.
-public enum AgentPort {
+package enum AgentPort {
     /// The port in `agent.json`, or one chosen now (free on this machine) and saved there.
-    public static func resolve(_ paths: DevicePaths) throws -> Int {
+    package static func resolve(_ paths: DevicePaths) throws -> Int {
         let file = paths.agentConfigFile
         var object: [String: Any] = [:]
         if let data = PosixFiles.read(file.path) {
@@ -42,10 +42,10 @@ public enum AgentPort {
 extension ReachSettings {
     /// The servers `CONFIG/agent.json` names (`discoveryServers`, `relays`): none when the file or the keys are
     /// absent, which keeps everything on the LAN. Used by the agent and by every command that connects.
-    public static func load(_ paths: DevicePaths) throws -> ReachSettings { try load(file: paths.agentConfigFile) }
+    package static func load(_ paths: DevicePaths) throws -> ReachSettings { try load(file: paths.agentConfigFile) }
 
     /// The servers a settings file names.
-    public static func load(file: URL) throws -> ReachSettings {
+    package static func load(file: URL) throws -> ReachSettings {
         guard let data = PosixFiles.read(file.path) else { return ReachSettings() }
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
@@ -79,10 +79,10 @@ extension ReachSettings {
 }
 
 /// `share servers add/remove`: edits the server lists in `agent.json`, keeping every other setting.
-public enum ServerList {
+package enum ServerList {
     /// Adds `server` to its list; false when it was there already.
     @discardableResult
-    public static func add(_ server: ServerURL, paths: DevicePaths) throws -> Bool {
+    package static func add(_ server: ServerURL, paths: DevicePaths) throws -> Bool {
         try edit(paths) { object in
             let key = server.kind == .relay ? "relays" : "discoveryServers"
             var list = object[key] as? [String] ?? []
@@ -94,7 +94,7 @@ public enum ServerList {
     }
 
     /// Removes the server `reference` names (its URL, or its host or HOST:PORT); the removed URLs.
-    public static func remove(_ reference: String, paths: DevicePaths) throws -> [String] {
+    package static func remove(_ reference: String, paths: DevicePaths) throws -> [String] {
         try edit(paths) { object in
             var removed: [String] = []
             for key in ["discoveryServers", "relays"] {

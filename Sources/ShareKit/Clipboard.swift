@@ -3,32 +3,32 @@ import Foundation
 
 /// What `share copy` published: only a description (paths, texts, URLs, profile names) and when it expires. Nothing
 /// is produced until a peer pastes; a newer copy replaces it. Kept in `STATE/clipboard.json` (0600).
-public struct ClipboardItem: Codable, Sendable, Equatable {
-    public var files: [String] = []
-    public var texts: [String] = []
-    public var urls: [String] = []
-    public var profiles: [String] = []
-    public var copied = Date()
-    public var expires: Date
+package struct ClipboardItem: Codable, Sendable, Equatable {
+    package var files: [String] = []
+    package var texts: [String] = []
+    package var urls: [String] = []
+    package var profiles: [String] = []
+    package var copied = Date()
+    package var expires: Date
 
-    public init(expiresIn seconds: Double) {
+    package init(expiresIn seconds: Double) {
         expires = Date().addingTimeInterval(seconds)
     }
 
-    public var isExpired: Bool { Date() >= expires }
+    package var isExpired: Bool { Date() >= expires }
 
     /// What was copied, by name; a text is described by its length only, never shown.
-    public var summary: String {
+    package var summary: String {
         let parts =
             files.map { ($0 as NSString).lastPathComponent } + texts.map { "text (\($0.count) characters)" } + urls
             + profiles.map { "profile \($0)" }
         return parts.joined(separator: ", ")
     }
 
-    public static func file(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("clipboard.json") }
+    package static func file(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("clipboard.json") }
 
     /// The current item, or nil (none, unreadable, or expired — an expired item is removed).
-    public static func load(_ paths: DevicePaths) -> ClipboardItem? {
+    package static func load(_ paths: DevicePaths) -> ClipboardItem? {
         let url = file(paths)
         guard let data = FileManager.default.contents(atPath: url.path),
             let item = try? JSONDecoder.iso8601.decode(ClipboardItem.self, from: data)
@@ -40,7 +40,7 @@ public struct ClipboardItem: Codable, Sendable, Equatable {
         return item
     }
 
-    public func save(_ paths: DevicePaths) throws {
+    package func save(_ paths: DevicePaths) throws {
         try DevicePaths.ensurePrivateDirectory(paths.state)
         try AtomicFile.write(try JSONEncoder.iso8601.encode(self), to: Self.file(paths), mode: 0o600, durable: false)
     }

@@ -6,7 +6,7 @@ import ShareProtocol
 import ShareTLS
 
 /// What an exporter produced for the chosen representation.
-public enum ProducedPayload: Sendable {
+package enum ProducedPayload: Sendable {
     case data(Data)
     /// A file; `original`: the value's own file, which may be read where it is (not a copy made for the transfer).
     case file(URL, original: Bool = false)
@@ -15,29 +15,29 @@ public enum ProducedPayload: Sendable {
 }
 
 /// One representation a sender can offer, with the closure that produces it (run only if it is chosen).
-public struct OutgoingRepresentation: Sendable {
-    public var offered: OfferedRepresentation
-    public var produce: @Sendable () async throws -> ProducedPayload
+package struct OutgoingRepresentation: Sendable {
+    package var offered: OfferedRepresentation
+    package var produce: @Sendable () async throws -> ProducedPayload
 
-    public init(offered: OfferedRepresentation, produce: @escaping @Sendable () async throws -> ProducedPayload) {
+    package init(offered: OfferedRepresentation, produce: @escaping @Sendable () async throws -> ProducedPayload) {
         self.offered = offered
         self.produce = produce
     }
 }
 
 /// An item to send: a stable id, a label, ordered representations, declarations of custom types, a version.
-public struct OutgoingItem: Sendable {
-    public var id: String
-    public var label: String
-    public var representations: [OutgoingRepresentation]
-    public var declarations: [UTTypeDeclaration]
-    public var version: String?
+package struct OutgoingItem: Sendable {
+    package var id: String
+    package var label: String
+    package var representations: [OutgoingRepresentation]
+    package var declarations: [UTTypeDeclaration]
+    package var version: String?
     /// Who the item really comes from, when this device passes it on for another (`laptop via desk`).
-    public var origin: String?
+    package var origin: String?
     /// What the receiver's user sees before accepting (a title and, optionally, a small image); nil: the label.
-    public var preview: ItemPreview?
+    package var preview: ItemPreview?
 
-    public init(
+    package init(
         id: String, label: String, representations: [OutgoingRepresentation],
         declarations: [UTTypeDeclaration] = [], version: String? = nil
     ) {
@@ -48,14 +48,14 @@ public struct OutgoingItem: Sendable {
         self.version = version
     }
 
-    public var offerItem: OfferItem {
+    package var offerItem: OfferItem {
         OfferItem(
             id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
             version: version, origin: origin, preview: preview ?? ItemPreview(title: Self.title(label)))
     }
 
     /// A preview title from any text: no control characters, at most `ItemPreview.maxTitle` bytes.
-    public static func title(_ text: String) -> String {
+    package static func title(_ text: String) -> String {
         var scalars = String.UnicodeScalarView()
         var bytes = 0
         for scalar in text.unicodeScalars where scalar.properties.generalCategory != .control {

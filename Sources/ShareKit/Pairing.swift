@@ -7,29 +7,29 @@ import ShareTLS
 /// fresh nonces and reveal them (`PairingMachine`), and both show the same code derived from both certificates, both
 /// nonces and the session's TLS exporter. They trust each other only when both users confirm. A device in the middle
 /// gets one guess per attempt (10^-8 with 8 digits), and a listener allows at most `maxFailures` attempts.
-public enum Pairing {
+package enum Pairing {
     static let log = Log.logger("share.pair")
 
     /// What the user is asked, and how they answer.
-    public typealias Confirm = @Sendable (_ peerName: String, _ peerID: DeviceID, _ code: String) -> Bool
+    package typealias Confirm = @Sendable (_ peerName: String, _ peerID: DeviceID, _ code: String) -> Bool
 
-    public struct Options: Sendable {
-        public var relation: TrustRelation = .trusted
+    package struct Options: Sendable {
+        package var relation: TrustRelation = .trusted
         /// The other device is the owner's watch (with `.team`).
-        public var watch = false
+        package var watch = false
         /// The port this device's agent listens on, told to the peer so it can reach us later.
-        public var agentPort: Int?
+        package var agentPort: Int?
         /// How long to wait for the other side's decision.
-        public var decisionTimeout: Double = 120
+        package var decisionTimeout: Double = 120
         /// How long a listener waits for devices to pair (the pairing window).
-        public var window: Double = 120
+        package var window: Double = 120
         /// Failed or declined attempts after which a listener stops.
-        public var maxFailures = 3
+        package var maxFailures = 3
         /// Digits of the code. Only tests shorten it (`SHARE_TEST_PAIRING_DIGITS`), to measure an attacker's odds.
-        public var digits = 8
+        package var digits = 8
         /// Where a listener announces that it waits (UDP port and interface of LAN discovery); nil: it does not.
-        public var announce: (port: Int, interface: String?)?
-        public init() {
+        package var announce: (port: Int, interface: String?)?
+        package init() {
             if let digits = ProcessInfo.processInfo.environment["SHARE_TEST_PAIRING_DIGITS"].flatMap(Int.init),
                 (1...8).contains(digits)
             {
@@ -38,13 +38,13 @@ public enum Pairing {
         }
     }
 
-    public struct Outcome: Sendable {
-        public let peer: TrustedDevice
-        public let code: String
+    package struct Outcome: Sendable {
+        package let peer: TrustedDevice
+        package let code: String
     }
 
     /// The side that connects.
-    public static func connect(device: LocalDevice, to address: PeerAddress, options: Options, confirm: Confirm) throws
+    package static func connect(device: LocalDevice, to address: PeerAddress, options: Options, confirm: Confirm) throws
         -> Outcome
     {
         let session = try SessionOpener.connect(
@@ -57,7 +57,7 @@ public enum Pairing {
 
     /// The side that waits: serves one pairing at a time on `port` for `options.window` seconds, until one succeeds,
     /// or `options.maxFailures` attempts failed or were declined.
-    public static func listen(
+    package static func listen(
         device: LocalDevice, host: String, port: Int, options: Options, ready: (Int) -> Void, confirm: Confirm
     ) throws -> Outcome {
         Syscalls.ignoreSIGPIPE()
@@ -203,7 +203,8 @@ public enum Pairing {
 
     /// Finds the device called `name` that waits to pair on the local network (it announces itself while it waits);
     /// returns where to connect.
-    public static func find(name: String, discoveryPort: Int, interface: String?, timeout: Double) throws -> PeerAddress
+    package static func find(name: String, discoveryPort: Int, interface: String?, timeout: Double) throws
+        -> PeerAddress
     {
         let fd: Int32
         do {

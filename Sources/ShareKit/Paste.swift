@@ -5,9 +5,9 @@ import ShareTLS
 
 /// `share paste`: asks the owner's devices what they have copied (types only), picks the newest, and receives the
 /// best representation of it for what this side accepts. Only then are bytes produced.
-public enum PasteClient {
+package enum PasteClient {
     /// The newest clipboard item among `candidates` (trusted as the owner's devices), with where it is.
-    public static func newest(
+    package static func newest(
         device: LocalDevice, candidates: [PeerTarget], trust: TrustStore, timeouts: SessionTimeouts,
         reach: ReachSettings = ReachSettings()
     ) -> (PeerTarget, ClipboardInfo)? {
@@ -23,7 +23,7 @@ public enum PasteClient {
     }
 
     /// What `target` has copied, without producing it.
-    public static func peek(
+    package static func peek(
         device: LocalDevice, target: PeerTarget, trust: TrustStore, timeouts: SessionTimeouts,
         reach: ReachSettings = ReachSettings()
     ) throws -> ClipboardInfo {
@@ -41,7 +41,7 @@ public enum PasteClient {
     }
 
     /// Receives the clipboard item of `target` under `options` (its accept list decides the representation).
-    public static func paste(
+    package static func paste(
         device: LocalDevice, target: PeerTarget, trust: TrustStore, options: ReceiveOptions,
         progress: ProgressReporter, timeouts: SessionTimeouts, reach: ReachSettings = ReachSettings()
     ) throws -> ReceiveReport {

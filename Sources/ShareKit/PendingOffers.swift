@@ -9,49 +9,49 @@ import ShareTLS
 /// kept in `STATE/pending/offers.json` (0600, changed under its lock) with each preview image beside it. A pending
 /// offer holds no session open: the sender offers again later and learns the answer then, so neither the idle
 /// timeout nor an agent restart loses it. Entries are forgotten a day after they were made, or once used.
-public struct PendingOffers: Codable, Sendable {
-    public enum Answer: String, Codable, Sendable { case accepted, declined }
+package struct PendingOffers: Codable, Sendable {
+    package enum Answer: String, Codable, Sendable { case accepted, declined }
 
-    public struct Item: Codable, Sendable, Equatable {
-        public var title: String
-        public var label: String
+    package struct Item: Codable, Sendable, Equatable {
+        package var title: String
+        package var label: String
         /// The first representation's type, as a person reads it ("MPEG-4 movie").
-        public var kind: String
-        public var size: UInt64?
+        package var kind: String
+        package var size: UInt64?
         /// The preview image, saved beside the book.
-        public var image: String?
+        package var image: String?
     }
 
-    public struct Entry: Codable, Sendable {
-        public var id: String
+    package struct Entry: Codable, Sendable {
+        package var id: String
         /// The sending device's ID and name.
-        public var from: String
-        public var fromName: String
+        package var from: String
+        package var fromName: String
         /// Which offer this is: the sender's device, its items' ids and versions.
-        public var key: String
-        public var items: [Item]
-        public var created: Date
-        public var answer: Answer?
-        public var reason: String?
+        package var key: String
+        package var items: [Item]
+        package var created: Date
+        package var answer: Answer?
+        package var reason: String?
     }
 
-    public var entries: [Entry] = []
+    package var entries: [Entry] = []
 
     static let maxAge: TimeInterval = 86_400
     static let maxEntries = 256
     static let log = Log.logger("share.pending")
 
-    public static func folder(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("pending") }
+    package static func folder(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("pending") }
 
     static func file(_ paths: DevicePaths) -> URL { folder(paths).appendingPathComponent("offers.json") }
 
-    public static func load(_ paths: DevicePaths) -> PendingOffers {
+    package static func load(_ paths: DevicePaths) -> PendingOffers {
         LockedJSONFile.read(file(paths), or: PendingOffers())
     }
 
     /// Loads, changes and saves the book under its lock (the agent and `share accept` both write it).
     @discardableResult
-    public static func update<T>(_ paths: DevicePaths, _ change: (inout PendingOffers, Directory) throws -> T) throws
+    package static func update<T>(_ paths: DevicePaths, _ change: (inout PendingOffers, Directory) throws -> T) throws
         -> T
     {
         try LockedJSONFile.update(file(paths), empty: PendingOffers()) { book, directory in
@@ -61,7 +61,7 @@ public struct PendingOffers: Codable, Sendable {
     }
 
     /// The key of an offer from `sender`: the same items at the same versions are the same offer.
-    public static func key(of offer: Offer, from sender: DeviceID) -> String {
+    package static func key(of offer: Offer, from sender: DeviceID) -> String {
         let parts = offer.items.map { "\($0.id)@\($0.version ?? "")" }.sorted()
         return Hex.string(SHA256Hasher().digest(Array(([sender.description] + parts).joined(separator: "\n").utf8)))
     }
@@ -78,14 +78,14 @@ public struct PendingOffers: Codable, Sendable {
 
     /// What to do with an offer from a device whose offers wait for the user: go on (accepted), refuse every item
     /// (declined), or hold it (a new offer is recorded and announced; one still waiting is held again).
-    public enum Decision: Sendable {
+    package enum Decision: Sendable {
         case proceed
         case decline(String)
         case hold(OfferHeld)
     }
 
     /// Looks `offer` up and decides; a new offer is added, with its preview images, and `announce` is called once.
-    public static func decide(
+    package static func decide(
         _ offer: Offer, from sender: DeviceID, name: String, paths: DevicePaths, localName: String,
         announce: (Entry, DevicePaths) -> Void
     ) throws -> Decision {
@@ -149,7 +149,7 @@ public struct PendingOffers: Codable, Sendable {
     }
 
     /// Records the user's answer; returns the entry, nil when there is no such pending offer.
-    public static func answer(_ id: String, _ answer: Answer, reason: String? = nil, paths: DevicePaths) throws
+    package static func answer(_ id: String, _ answer: Answer, reason: String? = nil, paths: DevicePaths) throws
         -> Entry?
     {
         try update(paths) { book, _ in
@@ -162,7 +162,7 @@ public struct PendingOffers: Codable, Sendable {
 
     /// A type as a person reads it: its description ("MPEG-4 movie"), or for a type this device does not know, the
     /// file's extension ("GPX file").
-    public static func kind(of contentType: String, label: String) -> String {
+    package static func kind(of contentType: String, label: String) -> String {
         if let type = UTType(contentType), !type.isDynamic, let description = type.localizedDescription {
             return description
         }
@@ -171,7 +171,7 @@ public struct PendingOffers: Codable, Sendable {
     }
 
     /// One line per item: `holiday.mov — MPEG-4 movie, 1.2 GiB`.
-    public static func describe(_ item: Item) -> String {
+    package static func describe(_ item: Item) -> String {
         let size = item.size.map { ", " + ProgressReporter.bytes($0) } ?? ""
         return "\(item.title) — \(item.kind)\(size)"
     }

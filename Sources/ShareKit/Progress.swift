@@ -2,27 +2,27 @@ import Foundation
 import ShareProtocol
 
 /// A transfer's position, as `share status` shows a running job: the item in progress and the whole session.
-public struct TransferProgress: Codable, Sendable, Equatable {
-    public var item: String
+package struct TransferProgress: Codable, Sendable, Equatable {
+    package var item: String
     /// The item's number (from 1) and the number of items in the session.
-    public var number: Int
-    public var count: Int
-    public var itemBytes: UInt64
-    public var itemTotal: UInt64?
-    public var bytes: UInt64
-    public var total: UInt64
+    package var number: Int
+    package var count: Int
+    package var itemBytes: UInt64
+    package var itemTotal: UInt64?
+    package var bytes: UInt64
+    package var total: UInt64
     /// Bytes per second over the item so far.
-    public var rate: UInt64
+    package var rate: UInt64
 }
 
 /// What the user sees while items move: a bar redrawn in place when standard error is a terminal, a plain line every
 /// few seconds otherwise, JSON events for scripts, or nothing. Narrative and progress go to standard error; standard
 /// output carries only what was received (and JSON events), so `share receive > file` and `share paste | wc -c` get
 /// exactly the content. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
-public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
-    public enum Mode: Sendable { case terminal, lines, json, quiet }
+package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
+    package enum Mode: Sendable { case terminal, lines, json, quiet }
 
-    public let mode: Mode
+    package let mode: Mode
     private let observer: (@Sendable (TransferProgress) -> Void)?
     private var lastObserved = ContinuousClock.now
     private let lock = NSLock()
@@ -42,7 +42,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     /// Every transfer event as it comes, besides the lines and the bar (a library caller's own handling).
     private let events: (@Sendable (TransferEvent) -> Void)?
 
-    public init(
+    package init(
         mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil,
         events: (@Sendable (TransferEvent) -> Void)? = nil
     ) {
@@ -52,7 +52,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     }
 
     /// A bar when standard error is a terminal, plain lines otherwise.
-    public static func automatic(quiet: Bool, json: Bool) -> ProgressReporter {
+    package static func automatic(quiet: Bool, json: Bool) -> ProgressReporter {
         ProgressReporter(mode: json ? .json : quiet ? .quiet : Syscalls.stderrIsTerminal ? .terminal : .lines)
     }
 
@@ -61,7 +61,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     private static let lineLock = NSLock()
 
     /// Ends an open progress line, so that whatever is written next (an error) starts on a line of its own.
-    public static func endLine() {
+    package static func endLine() {
         lineLock.withLock {
             if lineOpen {
                 FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
@@ -71,13 +71,13 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     }
 
     /// A status line on standard error, after ending any progress line.
-    public static func status(_ text: String) {
+    package static func status(_ text: String) {
         endLine()
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
     /// A line of narrative (what was offered, chosen, why).
-    public func note(_ text: String, event: String, fields: [String: Any] = [:]) {
+    package func note(_ text: String, event: String, fields: [String: Any] = [:]) {
         lock.lock()
         defer { lock.unlock() }
         switch mode {
@@ -92,7 +92,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     /// newline if it has none; `exactly`: its bytes and nothing else (`share paste | od -c`). On a terminal the
     /// newline is always added, and control characters other than newline and tab are shown as `\u{…}`: a peer's
     /// text must not drive the terminal (escape sequences).
-    public func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) {
+    package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) {
         lock.lock()
         defer { lock.unlock() }
         if mode == .json {
@@ -107,7 +107,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     }
 
     /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`.
-    public static func neutralized(_ text: String) -> String {
+    package static func neutralized(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             let value = scalar.value
@@ -120,14 +120,14 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         return String(out)
     }
 
-    public func setSessionTotal(_ bytes: UInt64, count: Int) {
+    package func setSessionTotal(_ bytes: UInt64, count: Int) {
         lock.lock()
         sessionTotal = bytes
         itemCount = count
         lock.unlock()
     }
 
-    public func startItem(_ label: String, number: Int, total: UInt64?, alreadyHeld: UInt64) {
+    package func startItem(_ label: String, number: Int, total: UInt64?, alreadyHeld: UInt64) {
         lock.lock()
         defer { lock.unlock() }
         self.label = label
@@ -142,7 +142,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         observe(lastDraw, force: true)
     }
 
-    public func advance(_ bytes: Int) {
+    package func advance(_ bytes: Int) {
         lock.lock()
         defer { lock.unlock() }
         itemDone += UInt64(bytes)
@@ -157,7 +157,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
     }
 
     /// Shows a transfer that runs elsewhere (an agent's job, for `share send --wait`), as if it ran here.
-    public func show(_ snapshot: TransferProgress) {
+    package func show(_ snapshot: TransferProgress) {
         lock.lock()
         defer { lock.unlock() }
         let now = ContinuousClock.now
@@ -178,7 +178,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         drawnRate = nil
     }
 
-    public func finishItem() {
+    package func finishItem() {
         lock.lock()
         defer { lock.unlock() }
         if mode == .terminal { draw(ContinuousClock.now) }
@@ -232,7 +232,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
 
     /// One progress line that fits `width` columns: `[2/5] holi…y.mov [#####-----] 45% 1.2/2.0 GiB 98.0 MiB/s 0:08
     /// left`. The name is shortened in the middle, then the bar narrowed and dropped, then the statistics.
-    public static func bar(
+    package static func bar(
         label: String, number: Int, count: Int, done: UInt64, total: UInt64?, rate: UInt64, left: String?, width: Int
     ) -> String {
         let room = max(width - 1, 20)  // the last column would wrap on some terminals
@@ -282,7 +282,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
         FileHandle.standardOutput.write(Data((String(decoding: data, as: UTF8.self) + "\n").utf8))
     }
 
-    public static func bytes(_ count: UInt64) -> String {
+    package static func bytes(_ count: UInt64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(count)
         var unit = 0
@@ -303,7 +303,7 @@ public final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
 
 extension ProgressReporter {
     /// The sending side's events as lines and progress.
-    public func senderEvents(peer: String) -> TransferEvents {
+    package func senderEvents(peer: String) -> TransferEvents {
         { [self] event in
             events?(event)
             switch event {
@@ -347,7 +347,7 @@ extension ProgressReporter {
     }
 
     /// The receiving side's events as lines and progress.
-    public func receiverEvents(peer: String) -> TransferEvents {
+    package func receiverEvents(peer: String) -> TransferEvents {
         { [self] event in
             events?(event)
             switch event {

@@ -6,23 +6,23 @@ import ShareProtocol
 /// What the `share` command, a queued job of an earlier version, or the clipboard describes: files and folders (each
 /// must exist and be readable), texts, URLs, profiles and the whole catalog, made into `ShareItem`s — the same values
 /// a Swift program sends — checked before any connection.
-public struct SendItems: Sendable {
+package struct SendItems: Sendable {
     /// Files and folders, in order.
-    public var files: [ShareItem] = []
+    package var files: [ShareItem] = []
     /// Their labels, in order (the n-th `--preview` goes with the n-th).
-    public private(set) var fileLabels: [String] = []
-    public var texts: [String] = []
-    public var urls: [URL] = []
-    public var profiles: [Profile] = []
-    public var bundle: ProfilesArchive?
+    package private(set) var fileLabels: [String] = []
+    package var texts: [String] = []
+    package var urls: [URL] = []
+    package var profiles: [Profile] = []
+    package var bundle: ProfilesArchive?
     /// Folder entries left out (special files, links leaving the folder), for the user to see.
-    public var skipped: [(path: String, reason: String)] = []
+    package var skipped: [(path: String, reason: String)] = []
 
-    public init() {}
+    package init() {}
 
     /// Gives the n-th file or folder the n-th preview image (at most `ItemPreview.maxImage` bytes): what the
     /// receiver's user sees before accepting, beside the name, type and size.
-    public mutating func add(previews: [URL]) throws {
+    package mutating func add(previews: [URL]) throws {
         for (index, url) in previews.enumerated() {
             guard index < files.count else {
                 throw ShareFailure(
@@ -44,7 +44,7 @@ public struct SendItems: Sendable {
     }
 
     /// Checks and plans the files and folders at `paths`, typed by `type` when given. `labels` replaces their names.
-    public mutating func add(paths: [URL], type: UTType? = nil, labels: [String?] = []) throws {
+    package mutating func add(paths: [URL], type: UTType? = nil, labels: [String?] = []) throws {
         for (index, url) in paths.enumerated() {
             let label = index < labels.count ? labels[index] : nil
             var isFolder: ObjCBool = false
@@ -63,7 +63,7 @@ public struct SendItems: Sendable {
     }
 
     /// What was read from standard input (spooled to `file`): labelled so, with a file name of its type.
-    public mutating func add(standardInput file: URL, type: UTType?) throws {
+    package mutating func add(standardInput file: URL, type: UTType?) throws {
         var value = try SharedFile(file, contentType: type ?? .data)
         value.label = "standard input"
         value.fileName = "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
@@ -73,7 +73,7 @@ public struct SendItems: Sendable {
 
     /// An item the agent kept to pass on to its watch: a folder as a folder, anything else as a file of the type it
     /// arrived as, under the label it had, naming where it came from (`laptop via desk`).
-    public mutating func add(forwarded: ForwardedItem, via agent: String) throws {
+    package mutating func add(forwarded: ForwardedItem, via agent: String) throws {
         let url = URL(fileURLWithPath: forwarded.path)
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
@@ -93,7 +93,7 @@ public struct SendItems: Sendable {
     }
 
     /// Looks up profiles by name or id in the catalog at `catalogFile`; `all` adds the whole catalog as a bundle.
-    public mutating func add(profiles references: [String], all: Bool, catalogFile: URL) throws {
+    package mutating func add(profiles references: [String], all: Bool, catalogFile: URL) throws {
         guard !references.isEmpty || all else { return }
         let catalog: ProfileCatalog
         do {
@@ -116,7 +116,7 @@ public struct SendItems: Sendable {
     }
 
     /// Everything, in order: the profile bundle, files and folders, texts, URLs, profiles.
-    public var shareItems: [ShareItem] {
+    package var shareItems: [ShareItem] {
         (bundle.map { [ShareItem($0)] } ?? []) + files
             // Stable ids: offered again (a held offer, a retry), the same texts are the same items.
             + texts.enumerated().map {
@@ -132,7 +132,7 @@ public struct SendItems: Sendable {
     }
 
     /// The items for a peer with `relation`.
-    public func items(for relation: PeerRelation) throws -> [OutgoingItem] {
+    package func items(for relation: PeerRelation) throws -> [OutgoingItem] {
         try shareItems.map { try $0.outgoing(for: relation) }
     }
 }

@@ -3,14 +3,14 @@ import ShareDisk
 
 /// Text and URLs an agent received, one JSON object per line in `history.jsonl` inside the inbox (mode 0600),
 /// newest last. Appends are serialized within the process and written with one `write` each.
-public final class TextHistory: @unchecked Sendable {  // appends guarded by `lock`
-    public struct Entry: Codable, Sendable, Equatable {
-        public var date: Date
-        public var from: String
-        public var type: String
-        public var text: String
+package final class TextHistory: @unchecked Sendable {  // appends guarded by `lock`
+    package struct Entry: Codable, Sendable, Equatable {
+        package var date: Date
+        package var from: String
+        package var type: String
+        package var text: String
 
-        public init(date: Date, from: String, type: String, text: String) {
+        package init(date: Date, from: String, type: String, text: String) {
             self.date = date
             self.from = from
             self.type = type
@@ -18,14 +18,14 @@ public final class TextHistory: @unchecked Sendable {  // appends guarded by `lo
         }
     }
 
-    public let file: URL
+    package let file: URL
     private let lock = NSLock()
 
-    public init(file: URL) {
+    package init(file: URL) {
         self.file = file
     }
 
-    public func append(_ entry: Entry) throws {
+    package func append(_ entry: Entry) throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -44,7 +44,7 @@ public final class TextHistory: @unchecked Sendable {  // appends guarded by `lo
     }
 
     /// Every entry, oldest first; lines that do not decode (a torn write after a crash) are skipped.
-    public func entries() -> [Entry] {
+    package func entries() -> [Entry] {
         guard let data = FileManager.default.contents(atPath: file.path) else { return [] }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601

@@ -3,20 +3,20 @@ import ShareTLS
 
 /// The trust store as a long-running process sees it: reloaded when the file changes, so `share trust add` takes
 /// effect without a restart. A file that turns corrupt keeps the last good contents in force (and says so once).
-public final class TrustCache: @unchecked Sendable {  // guarded by `lock`
+package final class TrustCache: @unchecked Sendable {  // guarded by `lock`
     private let file: URL
     private let lock = NSLock()
     private var current: TrustStore
     private var stamp: Date?
     private var warned = false
 
-    public init(file: URL) throws {
+    package init(file: URL) throws {
         self.file = file
         current = try TrustStore.load(file)
         stamp = Self.modificationDate(file)
     }
 
-    public var store: TrustStore {
+    package var store: TrustStore {
         lock.lock()
         defer { lock.unlock() }
         let now = Self.modificationDate(file)
@@ -36,7 +36,7 @@ public final class TrustCache: @unchecked Sendable {  // guarded by `lock`
         return current
     }
 
-    public func isTrusted(_ id: DeviceID) -> Bool { store.device(id) != nil }
+    package func isTrusted(_ id: DeviceID) -> Bool { store.device(id) != nil }
 
     private static func modificationDate(_ file: URL) -> Date? {
         (try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date

@@ -6,37 +6,37 @@ import ShareProtocol
 import ShareTLS
 
 /// What an agent receives and where it keeps it.
-public struct AgentInbox: Sendable {
+package struct AgentInbox: Sendable {
     /// Items land in `<directory>/<peer name>/`; text and URLs in `<directory>/history.jsonl`.
-    public var directory: URL
-    public var accept: AcceptList
-    public var maxSize: UInt64?
+    package var directory: URL
+    package var accept: AcceptList
+    package var maxSize: UInt64?
 
-    public init(directory: URL, accept: AcceptList = ReceiveOptions.everything, maxSize: UInt64? = nil) {
+    package init(directory: URL, accept: AcceptList = ReceiveOptions.everything, maxSize: UInt64? = nil) {
         self.directory = directory
         self.accept = accept
         self.maxSize = maxSize
     }
 
-    public var history: TextHistory { TextHistory(file: directory.appendingPathComponent("history.jsonl")) }
+    package var history: TextHistory { TextHistory(file: directory.appendingPathComponent("history.jsonl")) }
 }
 
 /// The long-running service of one device, as a composition of services: the TLS listener (sessions routed by
 /// `PeerRouter` under `AccessPolicy`), the outbox, the control socket and discovery. `run()` runs them as a service
 /// group until SIGTERM or SIGINT, or until one of them fails.
-public final class Agent: @unchecked Sendable {  // immutable after init
+package final class Agent: @unchecked Sendable {  // immutable after init
     static let log = Log.logger("share.agent")
     /// With `lowPriority`, transfers (sessions and the outbox) run this many nice steps below the agent's control
     /// socket and discovery, as Syncthing's low-priority setting does: a bulk transfer yields the CPU to the user's
     /// own work, and `share status` answers at once while 50 devices send.
-    public static let transferNice: Int32 = 9
-    public let device: LocalDevice
-    public let trust: TrustCache
-    public let inbox: AgentInbox
-    public let listener: Listener
-    public let outbox: Outbox
+    package static let transferNice: Int32 = 9
+    package let device: LocalDevice
+    package let trust: TrustCache
+    package let inbox: AgentInbox
+    package let listener: Listener
+    package let outbox: Outbox
     /// The watches attached to this agent, and those it has seen.
-    public let watches: WatchLinks
+    package let watches: WatchLinks
     let router: PeerRouter
     let courier: NoticeCourier
     private let control: ControlServer
@@ -45,7 +45,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     let reach: ReachParts
     let started = Date()
 
-    public init(
+    package init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
         discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
         keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes(), reach: ReachSettings = ReachSettings()
@@ -116,13 +116,13 @@ public final class Agent: @unchecked Sendable {  // immutable after init
         }
     }
 
-    public var port: Int { listener.port }
+    package var port: Int { listener.port }
 
     /// The agent's parts as services, in start order; a graceful shutdown stops them in reverse order: discovery
     /// falls silent, the control socket closes, the outbox finishes its current attempt, and the listener lets its
     /// sessions end (their partials kept) before the process exits. A part whose threads fail ends the group, and
     /// with it the process, with that failure logged.
-    public var services: [any Service] {
+    package var services: [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
             PartService(courier), PartService(control),
@@ -133,7 +133,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     }
 
     /// Runs the services until SIGTERM or SIGINT asks for a graceful shutdown, or one of them fails.
-    public func run() async throws {
+    package func run() async throws {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))
@@ -142,7 +142,7 @@ public final class Agent: @unchecked Sendable {  // immutable after init
     }
 
     /// `run()` for a synchronous caller: blocks the calling thread until the agent has stopped.
-    public func runUntilStopped() throws {
+    package func runUntilStopped() throws {
         let outcome = Outcome()
         Task { [self] in
             do {

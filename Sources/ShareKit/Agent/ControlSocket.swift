@@ -4,7 +4,7 @@ import Glibc
 
 /// A request to the local agent over its control socket: one JSON object per line, one request per connection.
 /// On the socket it is `{"op": "send" | "status" | "wait" | "copy", …}`, as every version has written it.
-public enum ControlRequest: Codable, Sendable {
+package enum ControlRequest: Codable, Sendable {
     /// Queue a job in the outbox.
     case send(OutboxJob)
     /// The agent's state: jobs, peers, watches, clipboard.
@@ -25,7 +25,7 @@ public enum ControlRequest: Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         switch try container.decode(Operation.self, forKey: .op) {
         case .send: self = .send(try container.decode(OutboxJob.self, forKey: .job))
@@ -41,7 +41,7 @@ public enum ControlRequest: Codable, Sendable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
         case .send(let job):
@@ -70,12 +70,12 @@ public enum ControlRequest: Codable, Sendable {
 
 /// A program that receives through the agent: its name (shown by `share status`), its accept list, and the folder
 /// the agent keeps its items in.
-public struct ProgramRegistration: Codable, Sendable, Equatable {
-    public var name: String
-    public var accept: AcceptList
-    public var directory: String
+package struct ProgramRegistration: Codable, Sendable, Equatable {
+    package var name: String
+    package var accept: AcceptList
+    package var directory: String
 
-    public init(name: String, accept: AcceptList, directory: String) {
+    package init(name: String, accept: AcceptList, directory: String) {
         self.name = name
         self.accept = accept
         self.directory = directory
@@ -83,11 +83,11 @@ public struct ProgramRegistration: Codable, Sendable, Equatable {
 }
 
 /// What the agent tells a registered program, one JSON object per line: an item kept for it, or one refused.
-public struct ProgramEvent: Codable, Sendable {
-    public var item: ReceivedItem?
-    public var refused: RefusedItem?
+package struct ProgramEvent: Codable, Sendable {
+    package var item: ReceivedItem?
+    package var refused: RefusedItem?
 
-    public init(item: ReceivedItem? = nil, refused: RefusedItem? = nil) {
+    package init(item: ReceivedItem? = nil, refused: RefusedItem? = nil) {
         self.item = item
         self.refused = refused
     }
@@ -95,7 +95,7 @@ public struct ProgramEvent: Codable, Sendable {
 
 /// The open connection of a request that stays (a registered program): lines written from any thread, never
 /// after the connection is gone.
-public final class ControlStream: @unchecked Sendable {  // `open` guarded by `lock`
+package final class ControlStream: @unchecked Sendable {  // `open` guarded by `lock`
     private let fd: Int32
     private let lock = NSLock()
     private var open = true
@@ -104,7 +104,7 @@ public final class ControlStream: @unchecked Sendable {  // `open` guarded by `l
 
     /// Writes one JSON line; false once the other side has gone.
     @discardableResult
-    public func send<T: Encodable>(_ value: T) -> Bool {
+    package func send<T: Encodable>(_ value: T) -> Bool {
         guard let data = try? JSONEncoder.iso8601.encode(value) else { return false }
         return lock.withLock {
             guard open else { return false }
@@ -120,7 +120,7 @@ public final class ControlStream: @unchecked Sendable {  // `open` guarded by `l
     }
 
     /// Closes the connection (the other side sees its end); the server's thread then finishes.
-    public func close() {
+    package func close() {
         lock.withLock {
             if open { Syscalls.shutdownSocket(fd) }
             open = false
@@ -134,28 +134,28 @@ public final class ControlStream: @unchecked Sendable {  // `open` guarded by `l
     }
 }
 
-public struct ControlResponse: Codable, Sendable {
-    public var ok: Bool
-    public var error: String?
-    public var job: OutboxJob?
-    public var jobs: [OutboxJob]?
-    public var name: String?
-    public var id: String?
-    public var port: Int?
-    public var version: String?
-    public var uptime: Double?
-    public var clipboard: ClipboardItem?
+package struct ControlResponse: Codable, Sendable {
+    package var ok: Bool
+    package var error: String?
+    package var job: OutboxJob?
+    package var jobs: [OutboxJob]?
+    package var name: String?
+    package var id: String?
+    package var port: Int?
+    package var version: String?
+    package var uptime: Double?
+    package var clipboard: ClipboardItem?
     /// Trusted devices (name and address) and what discovery heard.
-    public var trusted: [String]?
-    public var discovered: [DiscoveredPeer]?
+    package var trusted: [String]?
+    package var discovered: [DiscoveredPeer]?
     /// The agent's watches: name, and whether attached now.
-    public var watches: [String]?
+    package var watches: [String]?
     /// Beyond the LAN: the relay it is joined to and each discovery server's standing, one line each.
-    public var reach: [String]?
+    package var reach: [String]?
     /// The program receiving through the agent, when one is.
-    public var program: String?
+    package var program: String?
 
-    public init(ok: Bool, error: String? = nil) {
+    package init(ok: Bool, error: String? = nil) {
         self.ok = ok
         self.error = error
     }
@@ -165,8 +165,8 @@ public struct ControlResponse: Codable, Sendable {
 
 /// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
 /// whose user ID differs from the agent's is turned away even if it could open the socket.
-public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`, `handler` guarded by `lock`
-    public let path: String
+package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`, `handler` guarded by `lock`
+    package let path: String
     private let fd: Int32
     private let lock = NSLock()
     private var stopped = false
@@ -175,7 +175,7 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
     private var streams: [ObjectIdentifier: ControlStream] = [:]
     let partName = "control socket"
 
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         do {
             fd = try Syscalls.unixListen(path)
@@ -185,14 +185,14 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
     }
 
     /// Answers each request (set before the server starts).
-    public var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
+    package var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
         get { lock.withLock { answer } }
         set { lock.withLock { answer = newValue } }
     }
 
     /// Answers a program's registration; when the answer is ok the connection stays open for the stream until the
     /// program closes it (set before the server starts).
-    public var attachProgram: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)? {
+    package var attachProgram: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)? {
         get { lock.withLock { attach } }
         set { lock.withLock { attach = newValue } }
     }
@@ -214,7 +214,7 @@ public final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`
         thread.start()
     }
 
-    public func stop() {
+    package func stop() {
         lock.withLock {
             guard !stopped else { return }
             stopped = true
@@ -275,21 +275,21 @@ extension ControlServer {
 }
 
 /// The CLI's side of the control socket.
-public enum ControlClient {
+package enum ControlClient {
     /// The control socket of the device at `paths`.
-    public static func socketPath(_ paths: DevicePaths) -> String {
+    package static func socketPath(_ paths: DevicePaths) -> String {
         paths.state.appendingPathComponent("agent.sock").path
     }
 
     /// Whether an agent is listening on the control socket.
-    public static func agentIsRunning(_ paths: DevicePaths) -> Bool {
+    package static func agentIsRunning(_ paths: DevicePaths) -> Bool {
         guard let fd = try? Syscalls.unixConnect(socketPath(paths)) else { return false }
         Syscalls.close(fd)
         return true
     }
 
     /// Sends one request and returns the answer. A missing or foreign socket is `unavailable`.
-    public static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
+    package static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
         let path = socketPath(paths)
         let fd: Int32
         do {

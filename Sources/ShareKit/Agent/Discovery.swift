@@ -5,12 +5,12 @@ import ShareTLS
 
 /// What an agent announces on the local network: who it is and where it listens. No secrets: anyone on the network
 /// may hear it, and only a device already trusted is ever sent to.
-public struct Announcement: Codable, Sendable, Equatable {
-    public var magic = "share-discovery"
-    public var version = Limits.protocolVersion
-    public var id: String
-    public var name: String
-    public var port: Int
+package struct Announcement: Codable, Sendable, Equatable {
+    package var magic = "share-discovery"
+    package var version = Limits.protocolVersion
+    package var id: String
+    package var name: String
+    package var port: Int
 }
 
 /// LAN discovery: announces this agent every `interval` seconds to a multicast group (and by broadcast, unless
@@ -22,15 +22,15 @@ public struct Announcement: Codable, Sendable, Equatable {
 /// file is written at most once per `writeInterval`. An announcement is a hint only: a send tries the address a
 /// trusted device announced with the same pinned handshake as any other, and falls back to the last address that
 /// worked.
-public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dirty`, `stopped` guarded by `lock`
-    public static let defaultPort = 21_847
-    public static let group = "239.255.77.77"
-    public static let maxRemembered = 1_024
-    public static let maxStrangers = 256
-    public static let writeInterval = 5.0
+package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dirty`, `stopped` guarded by `lock`
+    package static let defaultPort = 21_847
+    package static let group = "239.255.77.77"
+    package static let maxRemembered = 1_024
+    package static let maxStrangers = 256
+    package static let writeInterval = 5.0
     static let log = Log.logger("share.discovery")
 
-    public let file: URL
+    package let file: URL
     private let announcement: [UInt8]
     private let ownID: String
     private let port: Int
@@ -50,7 +50,7 @@ public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dir
 
     /// `interface`: announce and listen on that IPv4 interface only (127.0.0.1: this machine only); the socket is
     /// then bound to the group address, not to every address.
-    public init(
+    package init(
         device: LocalDevice, listenPort: Int, port: Int = Discovery.defaultPort, interval: Double = 30,
         interface: String? = nil, trust: TrustCache
     ) throws {
@@ -78,7 +78,7 @@ public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dir
 
     func start(failed: @escaping @Sendable (Error) -> Void) { start() }
 
-    public func start() {
+    package func start() {
         lock.withLock { running = 2 }
         let announcer = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
@@ -123,7 +123,7 @@ public final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dir
     }
 
     /// Stops both threads and closes the socket.
-    public func stop() {
+    package func stop() {
         lock.lock()
         stopped = true
         lock.broadcast()

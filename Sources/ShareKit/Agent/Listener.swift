@@ -4,15 +4,15 @@ import ShareProtocol
 import ShareTLS
 
 /// Limits a listener applies before and after authentication.
-public struct ListenerLimits: Sendable {
+package struct ListenerLimits: Sendable {
     /// Connections still in their handshake, in all.
-    public var handshaking = 64
+    package var handshaking = 64
     /// Connections still in their handshake from one IPv4 address or one IPv6 /64.
-    public var handshakingPerAddress = 8
+    package var handshakingPerAddress = 8
     /// Authenticated sessions at once.
-    public var sessions = 256
+    package var sessions = 256
 
-    public init() {}
+    package init() {}
 }
 
 /// Accepts TLS connections on one port and hands each authenticated session to a handler on its own thread.
@@ -22,11 +22,11 @@ public struct ListenerLimits: Sendable {
 /// still in their handshake; when either is full, the oldest such connection is evicted (its handshake cut), not
 /// the new one refused: a flood from one host (or from many) cannot keep a trusted device out, and every handshake
 /// has the handshake timeout to finish. Authenticated sessions have a pool of their own.
-public final class Listener: AgentPart, @unchecked Sendable {  // mutable state guarded by `lock`
+package final class Listener: AgentPart, @unchecked Sendable {  // mutable state guarded by `lock`
     static let log = Log.logger("share.listener")
-    public typealias Handler = @Sendable (Session) -> Void
+    package typealias Handler = @Sendable (Session) -> Void
 
-    public let port: Int
+    package let port: Int
     private let fd: Int32
     private let context: TLSContext
     private let makeHello: @Sendable () -> Hello
@@ -65,7 +65,7 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
     }
 
     /// Binds `host:port` (port 0 picks one). Peers are checked with `verifier`.
-    public init(
+    package init(
         device: LocalDevice, host: String, port: Int, verifier: @escaping PeerVerifier,
         hello: @escaping @Sendable () -> Hello, timeouts: SessionTimeouts = SessionTimeouts(),
         limits: ListenerLimits = ListenerLimits(), sessionNice: Int32 = 0, handler: @escaping Handler
@@ -86,7 +86,7 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
     }
 
     /// Starts accepting on a dedicated thread.
-    public func start() {
+    package func start() {
         start(failed: { _ in })
     }
 
@@ -132,7 +132,7 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
     /// Serves a connection on a thread of its own, exactly as every accepted one: counted against `key` until its
     /// handshake ends, then authenticated and routed. A relay's session arrives this way too, keyed by the device
     /// ID in its invitation (every relayed session comes from the relay's address).
-    public func adopt(_ client: Int32, peer: String, key: String, route: SessionRoute) {
+    package func adopt(_ client: Int32, peer: String, key: String, route: SessionRoute) {
         let pending = Pending(key: key, fd: client)
         guard admit(pending) else {
             pending.close()
@@ -226,17 +226,17 @@ public final class Listener: AgentPart, @unchecked Sendable {  // mutable state 
     }
 
     /// Number of authenticated sessions being served.
-    public var activeConnections: Int { lock.withLock { sessions.count } }
+    package var activeConnections: Int { lock.withLock { sessions.count } }
 
     /// Connections still in their handshake.
-    public var handshakingConnections: Int { lock.withLock { handshaking.count } }
+    package var handshakingConnections: Int { lock.withLock { handshaking.count } }
 
-    public func stop() { stop(grace: 5) }
+    package func stop() { stop(grace: 5) }
 
     /// Stops accepting, waits up to `grace` seconds for sessions in flight to end, then interrupts those still
     /// running so they end through their own error path (partials flushed) and waits for them too: the process
     /// never exits under a thread that is still using a connection.
-    public func stop(grace: Double) {
+    package func stop(grace: Double) {
         lock.lock()
         stopping = true
         // Wakes the accept thread from its wait now rather than at its next poll.

@@ -3,56 +3,56 @@ import Foundation
 /// A send the agent owns: what to send, to whom, and how far it got. Persisted as JSON in the outbox, so it
 /// survives the agent being stopped or killed; a job that was running is resumed (the receiver's ledger says what
 /// it already holds).
-public struct OutboxJob: Codable, Sendable, Equatable {
-    public enum State: String, Codable, Sendable {
+package struct OutboxJob: Codable, Sendable, Equatable {
+    package enum State: String, Codable, Sendable {
         case queued, running, delivered, failed, cancelled
-        public var isFinal: Bool { self == .delivered || self == .failed || self == .cancelled }
+        package var isFinal: Bool { self == .delivered || self == .failed || self == .cancelled }
     }
 
-    public var id: String
-    public var to: String
+    package var id: String
+    package var to: String
     /// Absolute paths of files and folders.
-    public var files: [String] = []
+    package var files: [String] = []
     /// The content type given with `--type`, for the files.
-    public var contentType: String?
+    package var contentType: String?
     /// Preview images of the files (`--preview`), in order.
-    public var previews: [String]?
-    public var texts: [String] = []
-    public var urls: [String] = []
+    package var previews: [String]?
+    package var texts: [String] = []
+    package var urls: [String] = []
     /// Profile names or ids from the catalog; `allProfiles` sends the whole catalog as one bundle.
-    public var profiles: [String] = []
-    public var allProfiles = false
+    package var profiles: [String] = []
+    package var allProfiles = false
     /// Send through this device's agent, which passes the items on to `to` (its watch).
-    public var via: String?
+    package var via: String?
     /// Items this agent received to pass on to its watch: kept in the agent's forwarding folder, sent as they
     /// arrived, and removed once the job has ended. (Stored under the key `relayed`, as earlier versions wrote it.)
-    public var forwarded: [ForwardedItem]?
-    public var created = Date()
-    public var state = State.queued
-    public var attempts = 0
-    public var nextAttempt = Date()
-    public var lastError: String?
+    package var forwarded: [ForwardedItem]?
+    package var created = Date()
+    package var state = State.queued
+    package var attempts = 0
+    package var nextAttempt = Date()
+    package var lastError: String?
     /// Why the job failed (or had items refused), once final; nil when everything was delivered.
-    public var failure: ShareFailure.Code?
+    package var failure: ShareFailure.Code?
     /// What earlier versions recorded instead of `failure`: the exit status `share send` would have returned.
-    public var exitStatus: Int32?
-    public var delivered = 0
-    public var refused = 0
-    public var bytesSent: UInt64 = 0
-    public var bytesSkipped: UInt64 = 0
+    package var exitStatus: Int32?
+    package var delivered = 0
+    package var refused = 0
+    package var bytesSent: UInt64 = 0
+    package var bytesSkipped: UInt64 = 0
     /// How far the attempt in progress got, while the job is running.
-    public var progress: TransferProgress?
+    package var progress: TransferProgress?
     /// Failed attempts in a row that moved no bytes; the backoff grows with these only.
-    public var failuresWithoutProgress: Int?
+    package var failuresWithoutProgress: Int?
     /// When the job ended (delivered, failed, cancelled); finished jobs are pruned some time after.
-    public var finished: Date?
+    package var finished: Date?
     /// Someone waits for it (`share send --wait`): it runs at the agent's normal CPU priority, not the lower one of
     /// background transfers.
-    public var foreground: Bool?
+    package var foreground: Bool?
     /// The items, as `ShareClient` hands them over (references to files, folders and bundles; other values exported
     /// into `STATE/outbox/<id>/`). Jobs of earlier versions describe theirs with `files`, `texts`, `urls` and
     /// `profiles` instead, which are still read.
-    public var items: [QueuedItem]?
+    package var items: [QueuedItem]?
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
@@ -62,12 +62,12 @@ public struct OutboxJob: Codable, Sendable, Equatable {
         case forwarded = "relayed"
     }
 
-    public init(to: String) {
+    package init(to: String) {
         id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
         self.to = to
     }
 
-    public var summary: String {
+    package var summary: String {
         var parts = files.map { ($0 as NSString).lastPathComponent }
         parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (forwarded ?? []).map(\.label)
         parts += (items ?? []).map(\.label)
@@ -77,14 +77,14 @@ public struct OutboxJob: Codable, Sendable, Equatable {
 }
 
 /// An item received by the agent to pass on to its watch: where it is kept, and what it is.
-public struct ForwardedItem: Codable, Sendable, Equatable {
-    public var path: String
-    public var contentType: String
-    public var label: String
+package struct ForwardedItem: Codable, Sendable, Equatable {
+    package var path: String
+    package var contentType: String
+    package var label: String
     /// The device it came from.
-    public var from: String
+    package var from: String
 
-    public init(path: String, contentType: String, label: String, from: String) {
+    package init(path: String, contentType: String, label: String, from: String) {
         self.path = path
         self.contentType = contentType
         self.label = label
@@ -97,22 +97,22 @@ public struct ForwardedItem: Codable, Sendable, Equatable {
 /// attempt that moved bytes before it broke is retried after 1 s (a dropped link, a restarted peer); errors that a
 /// retry cannot fix end the job. `share cancel` ends a queued job at once and a running one by interrupting its
 /// connection. Jobs that ended are kept for `keepFinished`, then pruned.
-public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarded by `condition`
+package final class Outbox: AgentPart, @unchecked Sendable {  // all state guarded by `condition`
     /// One attempt at a job; it reports its progress as it goes.
-    public typealias Runner =
+    package typealias Runner =
         @Sendable (
             OutboxJob, SendCancellation, _ progress: @escaping @Sendable (TransferProgress) -> Void
         ) -> Result<SendReport, ShareFailure>
 
-    public struct Lifetimes: Sendable {
+    package struct Lifetimes: Sendable {
         /// How long a job keeps trying a device that cannot be reached (7 days).
-        public var giveUpAfter: TimeInterval = 7 * 86_400
+        package var giveUpAfter: TimeInterval = 7 * 86_400
         /// How long an ended job stays listed (7 days).
-        public var keepFinished: TimeInterval = 7 * 86_400
-        public init() {}
+        package var keepFinished: TimeInterval = 7 * 86_400
+        package init() {}
     }
 
-    public let directory: URL
+    package let directory: URL
     private let condition = NSCondition()
     private var jobs: [String: OutboxJob] = [:]
     /// The session bytes of a running job at its first progress report, to tell whether an attempt moved any.
@@ -127,7 +127,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
 
     /// Loads the persisted jobs; a job that was running when the agent died is queued again.
     /// `nice`: how much lower than the agent's the worker's CPU priority is.
-    public init(directory: URL, nice: Int32 = 0, lifetimes: Lifetimes = Lifetimes(), runner: @escaping Runner) throws {
+    package init(directory: URL, nice: Int32 = 0, lifetimes: Lifetimes = Lifetimes(), runner: @escaping Runner) throws {
         self.directory = directory
         self.nice = nice
         self.lifetimes = lifetimes
@@ -160,7 +160,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
 
     /// Cancels a job: a queued one ends now; a running one when its connection has been interrupted (the receiver
     /// keeps what it verified). Returns the job as it is now, nil when there is no such job.
-    public func cancel(_ id: String) -> OutboxJob? {
+    package func cancel(_ id: String) -> OutboxJob? {
         condition.lock()
         defer { condition.unlock() }
         guard var job = jobs[id] else { return nil }
@@ -192,13 +192,13 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     }
 
     /// Where a job's exported values are kept until it ends: `STATE/outbox/<job>/` (0700).
-    public static func exportFolder(_ paths: DevicePaths, job: String) -> URL {
+    package static func exportFolder(_ paths: DevicePaths, job: String) -> URL {
         paths.state.appendingPathComponent("outbox/\(job)", isDirectory: true)
     }
 
     let partName = "outbox"
 
-    public func start() { start(failed: { _ in }) }
+    package func start() { start(failed: { _ in }) }
 
     func start(failed: @escaping @Sendable (Error) -> Void) {
         condition.lock()
@@ -217,7 +217,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
 
     /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first),
     /// and waits for it.
-    public func stop() {
+    package func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()
@@ -226,7 +226,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     }
 
     /// Queues a job and wakes the worker.
-    public func add(_ job: OutboxJob) throws {
+    package func add(_ job: OutboxJob) throws {
         condition.lock()
         defer { condition.unlock() }
         try save(job)
@@ -234,7 +234,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
         condition.broadcast()
     }
 
-    public var all: [OutboxJob] {
+    package var all: [OutboxJob] {
         condition.lock()
         defer { condition.unlock() }
         return jobs.values.sorted { $0.created < $1.created }
@@ -242,7 +242,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
 
     /// The device named `names` (a watch) has just become reachable: its queued jobs are tried now, not after
     /// their backoff.
-    public func retryNow(to names: Set<String>) {
+    package func retryNow(to names: Set<String>) {
         condition.lock()
         defer { condition.unlock() }
         let now = Date()
@@ -254,7 +254,7 @@ public final class Outbox: AgentPart, @unchecked Sendable {  // all state guarde
     }
 
     /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
-    public func wait(for id: String, timeout: Double) -> OutboxJob? {
+    package func wait(for id: String, timeout: Double) -> OutboxJob? {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }

@@ -8,15 +8,15 @@ import ShareTLS
 /// accept, and stay connected. The agent delivers their outbox jobs over that link, keeps it alive with a ping every
 /// `keepalive` seconds, and remembers each watch's accept list (`STATE/watches.json`, 0600) to negotiate on its
 /// behalf while it is away.
-public final class WatchLinks: @unchecked Sendable {  // all state guarded by `condition`
+package final class WatchLinks: @unchecked Sendable {  // all state guarded by `condition`
     static let log = Log.logger("share.watch")
 
     /// A watch the agent has seen: who it is and what it accepts.
-    public struct Known: Codable, Sendable, Equatable {
-        public var id: String
-        public var name: String
-        public var accept: AcceptList
-        public var lastSeen: Date
+    package struct Known: Codable, Sendable, Equatable {
+        package var id: String
+        package var name: String
+        package var accept: AcceptList
+        package var lastSeen: Date
     }
 
     /// One attached watch: its session, used by one thread at a time (the keepalive or a delivery).
@@ -40,7 +40,7 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
     private var links: [DeviceID: Link] = [:]
     private var stopping = false
 
-    public init(stateDirectory: URL, keepalive: Double = 15) {
+    package init(stateDirectory: URL, keepalive: Double = 15) {
         file = stateDirectory.appendingPathComponent("watches.json")
         self.keepalive = keepalive
         let saved = FileManager.default.contents(atPath: file.path).flatMap {
@@ -56,14 +56,14 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
     }
 
     /// The watch with this device ID, if it ever attached.
-    public func watch(_ id: DeviceID) -> Known? {
+    package func watch(_ id: DeviceID) -> Known? {
         condition.lock()
         defer { condition.unlock() }
         return known[id.description]
     }
 
     /// Every watch ever attached, with whether it is attached now.
-    public var all: [(watch: Known, attached: Bool)] {
+    package var all: [(watch: Known, attached: Bool)] {
         condition.lock()
         defer { condition.unlock() }
         return known.values.sorted { $0.name < $1.name }.map { watch in
@@ -178,7 +178,7 @@ public final class WatchLinks: @unchecked Sendable {  // all state guarded by `c
     }
 
     /// Ends every link (the agent is stopping): each watch reconnects to the agent when it is back.
-    public func stop() {
+    package func stop() {
         condition.lock()
         stopping = true
         for link in links.values { link.drop() }

@@ -76,6 +76,7 @@ public struct RefusedItem: Sendable, Codable, Equatable {
     /// Why: for instance the types offered beside the ones accepted.
     public var reason: String
 
+    /// A refusal as reported.
     public init(label: String, from: String, reason: String) {
         self.label = label
         self.from = from
@@ -111,6 +112,7 @@ final class HeldFolder: @unchecked Sendable {  // `reference` guarded by `lock`
 /// ends the receive: the listener closes (or the agent forgets the program). Items already handed over stay
 /// loadable while they are held.
 public final class IncomingItems: AsyncSequence, Sendable {
+    /// Each element is one verified item.
     public typealias Element = IncomingItem
 
     /// How the items come: the running agent hands them over, or this program listens itself.
@@ -121,6 +123,7 @@ public final class IncomingItems: AsyncSequence, Sendable {
         case listening(port: Int)
     }
 
+    /// How the items come.
     public let source: Source
     /// Where items are kept.
     public var directory: URL { folder.url }
@@ -143,6 +146,7 @@ public final class IncomingItems: AsyncSequence, Sendable {
         var base: AsyncThrowingStream<IncomingItem, Error>.AsyncIterator
         let ending: Ending
 
+        /// The next verified item; nil once the receive has ended (`stop()`, or the agent stopped: then it throws).
         public mutating func next() async throws -> IncomingItem? { try await base.next() }
     }
 
@@ -153,6 +157,7 @@ public final class IncomingItems: AsyncSequence, Sendable {
         deinit { stop() }
     }
 
+    /// Starts a loop over the items (one loop at a time; the receive ends when it is left).
     public func makeAsyncIterator() -> Iterator {
         Iterator(base: stream.makeAsyncIterator(), ending: Ending(stopper))
     }

@@ -10,10 +10,14 @@ import ShareProtocol
 /// each attempt (it may have changed or gone, and a resume needs its version then); any other value has every
 /// representation the peer may get exported now, into the job's folder.
 public struct QueuedItem: Codable, Sendable, Equatable {
+    /// How the item is kept: exported representations, or a reference to a file, a folder or profiles.
     public enum Kind: String, Codable, Sendable { case exported, file, folder, profiles }
 
+    /// How the item is kept.
     public var kind: Kind
+    /// The item's identity in the offer (a resume finds its partial by it).
     public var id: String
+    /// What the receiving person sees as its name.
     public var label: String
     /// A file's or folder's path.
     public var path: String?
@@ -21,14 +25,20 @@ public struct QueuedItem: Codable, Sendable, Equatable {
     public var contentType: String?
     /// The ids of the profiles of a bundle.
     public var profiles: [String]?
+    /// The version the item had when it was exported (a changed original starts over rather than resuming).
     public var version: String?
+    /// The preview as the offer carries it.
     public var preview: ItemPreview?
+    /// Declarations of custom types among the representations, so a receiver can match them by conformance.
     public var declarations: [UTTypeDeclaration]?
     /// An exported item's representations, most faithful first: what is offered, and the file holding the bytes.
     public var representations: [Exported]?
 
+    /// One exported representation.
     public struct Exported: Codable, Sendable, Equatable {
+        /// Its type, size and suggested name as offered.
         public var offered: OfferedRepresentation
+        /// The file in the job's folder that holds its bytes.
         public var path: String
     }
 

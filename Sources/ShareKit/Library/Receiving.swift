@@ -18,6 +18,7 @@ extension ShareClient {
             case listen(host: String = "::", port: Int = 0)
         }
 
+        /// Who receives for the program (default: the agent when it runs, else the program itself on any port).
         public var mode: Mode = .automatic()
         /// Where items are kept. Nil: a private folder in the device's state folder, removed with what is left in
         /// it once neither the `IncomingItems` nor any of its items is held (load or move what you keep).
@@ -32,6 +33,7 @@ extension ShareClient {
         /// What happens, as it happens, when this program listens itself (offers, choices, progress).
         public var events: (@Sendable (TransferEvent) -> Void)?
 
+        /// The defaults: through the agent when one runs, a private folder, no size limit beyond the device's.
         public init() {}
     }
 

@@ -49,9 +49,10 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
         /// What happens, as it happens (offers, choices, progress, deliveries); called on the sending thread.
         public var events: (@Sendable (TransferEvent) -> Void)?
         /// Lines and a progress bar on standard error, as the `share` command shows them (none by default).
-        public var progress: ProgressReporter?
+        package var progress: ProgressReporter?
         /// With `queue`: someone waits for the job, so the agent sends it at its normal CPU priority.
         public var waiting = false
+        /// The defaults: direct from this process, 10 s to connect, compression when it pays, 1 MiB chunks.
         public init() {}
     }
 
@@ -63,11 +64,13 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
         public var refused: [(label: String, reason: String)] = []
         /// `direct` or `via relay HOST`.
         public var route: String = "direct"
+        /// Bytes of the chosen representations sent in this session.
         public var bytesSent: UInt64 = 0
         /// Bytes on the wire for those (fewer when compressed).
         public var wireBytes: UInt64 = 0
         /// Bytes the receiver already held (a resume).
         public var bytesAlreadyThere: UInt64 = 0
+        /// From the first connection attempt to the last answer.
         public var seconds: Double = 0
         /// With `queue`: the agent's job.
         public var job: String?

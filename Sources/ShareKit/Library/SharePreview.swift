@@ -9,9 +9,12 @@ import ShareProtocol
 public struct SharePreview: Sendable, Equatable {
     /// A small image for a preview: its bytes and their type (`public.png`, `public.jpeg`, …).
     public struct Image: Sendable, Equatable {
+        /// The image's bytes (at most 32 KiB travel).
         public var data: Data
+        /// Their type (an image type).
         public var contentType: UTType
 
+        /// An image from its bytes and type.
         public init(data: Data, contentType: UTType) {
             self.data = data
             self.contentType = contentType
@@ -26,10 +29,14 @@ public struct SharePreview: Sendable, Equatable {
         }
     }
 
+    /// The title the receiving person sees (at most 256 bytes of UTF-8 travel).
     public var title: String
+    /// A small picture of the item itself (a thumbnail).
     public var image: Image?
+    /// An icon for the kind of item; sent when there is no image.
     public var icon: Image?
 
+    /// A preview with `title`, and optionally an image and an icon.
     public init(_ title: String, image: Image? = nil, icon: Image? = nil) {
         self.title = title
         self.image = image

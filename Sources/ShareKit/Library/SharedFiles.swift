@@ -7,7 +7,9 @@ import ShareProfiles
 /// unknown, or as given), never as its `file:` URL; it streams from the disk in chunks and resumes where a receiver
 /// left it. Its identity is its path, and its version its size, modification time and inode.
 public struct SharedFile: Transferable, Described, Sendable {
+    /// The file, its symbolic links resolved.
     public let url: URL
+    /// The type it is offered as.
     public let contentType: UTType
     let version: String
     let size: UInt64
@@ -37,6 +39,7 @@ public struct SharedFile: Transferable, Described, Sendable {
     /// The name it suggests for the file it saves (the file's name).
     public var fileName: String
 
+    /// The file's bytes, streamed from the file itself.
     public static var transferRepresentation: some TransferRepresentation {
         // Declared as data: the offer names the file's own type.
         FileRepresentation(exportedContentType: .data) { file in
@@ -58,11 +61,13 @@ public struct SharedFile: Transferable, Described, Sendable {
 /// arrives on the other side, resumable), then as a text listing of its entries for a receiver that takes only text.
 /// Entries that cannot travel (special files, links leaving the folder) are left out and listed in `skipped`.
 public struct SharedFolder: Transferable, Described, Sendable {
+    /// The folder, its symbolic links resolved.
     public let url: URL
     let plan: ArchivePlan
     /// The name the receiver sees (the folder's name and a slash).
     public var label: String
 
+    /// Plans the folder now (what travels and what is left out); throws when it cannot be read.
     public init(_ url: URL) throws {
         let path = url.standardizedFileURL.resolvingSymlinksInPath().path
         do {
@@ -80,6 +85,7 @@ public struct SharedFolder: Transferable, Described, Sendable {
     /// `path<TAB>size` per file, `folder/`, `link -> target`.
     public var listing: String { plan.listing }
 
+    /// A tar stream of the folder, then its listing as text.
     public static var transferRepresentation: some TransferRepresentation {
         FileRepresentation(exportedContentType: .folder) { folder in
             SentTransferredFile(folder.url, allowAccessingOriginalFile: true)

@@ -9,14 +9,14 @@ import ShareTLS
 /// completion is a rename), a partial file — or, for an archive, a partial folder being extracted — beside a small
 /// ledger of verified chunks. Everything goes through directory handles. A partial belongs to one session at a time:
 /// its lock file is held while the session runs, so two sessions can never write the same partial.
-public final class PartialStore: @unchecked Sendable {  // used by one receiving thread
+package final class PartialStore: @unchecked Sendable {  // used by one receiving thread
     /// The target folder.
-    public let folder: Directory
+    package let folder: Directory
     /// `.share-partial` inside it.
-    public let partials: Directory
-    public static let folderName = ".share-partial"
+    package let partials: Directory
+    package static let folderName = ".share-partial"
 
-    public init(folder: Directory) throws {
+    package init(folder: Directory) throws {
         self.folder = folder
         do {
             partials = try folder.directory(Self.folderName, create: true, mode: 0o700)
@@ -87,7 +87,7 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
     /// Removes the partials (and ledgers) nobody is receiving that were not touched for `maxAge` seconds, and
     /// leftovers of items that could never resume (no ledger) after an hour. Returns how many items were removed.
     @discardableResult
-    public func removeStale(maxAge: TimeInterval) -> Int {
+    package func removeStale(maxAge: TimeInterval) -> Int {
         let now = Int64(Date().timeIntervalSince1970)
         var keys: Set<String> = []
         for name in partials.entries() {
@@ -112,7 +112,7 @@ public final class PartialStore: @unchecked Sendable {  // used by one receiving
     }
 
     /// Removes the partial folder when nothing is left in it (a receive that kept nothing for later).
-    public func removeIfEmpty() {
+    package func removeIfEmpty() {
         let left = partials.entries().filter { !$0.hasSuffix(".lock") }
         guard left.isEmpty else { return }
         for name in partials.entries() {

@@ -6,18 +6,18 @@ import ShareProtocol
 import ShareTLS
 
 /// What happened to each item of a send.
-public struct SendReport: Sendable {
-    public var delivered: [(label: String, ack: Ack)] = []
-    public var refused: [(label: String, reason: String)] = []
+package struct SendReport: Sendable {
+    package var delivered: [(label: String, ack: Ack)] = []
+    package var refused: [(label: String, reason: String)] = []
     /// Chunk bytes sent in this session (resent bytes included).
-    public var bytesSent: UInt64 = 0
+    package var bytesSent: UInt64 = 0
     /// Bytes that went over the connection for those chunks (less than `bytesSent` when chunks were compressed).
-    public var wireBytes: UInt64 = 0
+    package var wireBytes: UInt64 = 0
     /// Bytes the receiver already held when each item started.
-    public var bytesSkipped: UInt64 = 0
-    public var seconds: Double = 0
+    package var bytesSkipped: UInt64 = 0
+    package var seconds: Double = 0
     /// How the session went: `direct`, or `via relay HOST`.
-    public var route: SessionRoute = .direct
+    package var route: SessionRoute = .direct
 
     init(_ summary: TransferSummary, seconds: Double) {
         delivered = summary.delivered
@@ -29,36 +29,36 @@ public struct SendReport: Sendable {
     }
 }
 
-public struct SendOptions: Sendable {
+package struct SendOptions: Sendable {
     /// Bytes per chunk (1 MiB: see docs/PROTOCOL.md for the measurements behind it).
-    public var chunkSize = 1 << 20
-    public var timeouts = SessionTimeouts()
+    package var chunkSize = 1 << 20
+    package var timeouts = SessionTimeouts()
     /// Compress chunks with zstd when the receiver decodes it and the content shrinks (see `AdaptiveCompressor`).
-    public var compression = true
+    package var compression = true
     /// The items are for this device, to which the receiving agent forwards them (its watch).
-    public var forwardTo: String?
+    package var forwardTo: String?
     /// Lets another thread stop the send (`share cancel`).
-    public var cancellation: SendCancellation?
+    package var cancellation: SendCancellation?
     /// How long to keep offering again while the receiver's user has not answered (held offers); 0: report the
     /// hold at once (the agent's outbox retries on its own schedule).
-    public var waitForAnswer: Double = 0
+    package var waitForAnswer: Double = 0
     /// Discovery servers and relays for reaching the device beyond the LAN (none: the LAN only).
-    public var reach = ReachSettings()
-    public init() {}
+    package var reach = ReachSettings()
+    package init() {}
 }
 
 /// Stops a send from another thread: the connection is shut down, the blocked read or write returns, and the send
 /// ends with "cancelled". The receiver keeps what it verified, as after any cut.
-public final class SendCancellation: @unchecked Sendable {  // guarded by `lock`
+package final class SendCancellation: @unchecked Sendable {  // guarded by `lock`
     private let lock = NSLock()
     private var cancelled = false
     private var connection: PeerConnection?
 
-    public init() {}
+    package init() {}
 
-    public var isCancelled: Bool { lock.withLock { cancelled } }
+    package var isCancelled: Bool { lock.withLock { cancelled } }
 
-    public func cancel() {
+    package func cancel() {
         let open = lock.withLock {
             cancelled = true
             return connection
@@ -80,12 +80,12 @@ public final class SendCancellation: @unchecked Sendable {  // guarded by `lock`
 
 /// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
 /// relation once the peer is known (visibility decides what may be offered to it).
-public final class SendSession: @unchecked Sendable {  // used by one thread
+package final class SendSession: @unchecked Sendable {  // used by one thread
     let device: LocalDevice
     let progress: ProgressReporter
     let options: SendOptions
 
-    public init(device: LocalDevice, progress: ProgressReporter, options: SendOptions = SendOptions()) {
+    package init(device: LocalDevice, progress: ProgressReporter, options: SendOptions = SendOptions()) {
         self.device = device
         self.progress = progress
         self.options = options
@@ -93,7 +93,8 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
 
     /// Connects to `target` and sends the items `makeItems` builds for the peer's relation. An offer the receiver
     /// holds for its user's answer is offered again every few seconds, for at most `options.waitForAnswer`.
-    public func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem]) throws
+    package func run(to target: PeerTarget, trust: TrustStore, makeItems: (PeerRelation) throws -> [OutgoingItem])
+        throws
         -> SendReport
     {
         let deadline = Date().addingTimeInterval(options.waitForAnswer)
@@ -157,7 +158,7 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     }
 
     /// Sends over a session the peer opened (an agent answering a paste, a watch's link): the same exchange.
-    public func serve(_ session: Session, peerName: String, items: [OutgoingItem]) throws -> SendReport {
+    package func serve(_ session: Session, peerName: String, items: [OutgoingItem]) throws -> SendReport {
         try exchange(session, items: items, peerName: peerName)
     }
 
@@ -177,99 +178,99 @@ public final class SendSession: @unchecked Sendable {  // used by one thread
     }
 }
 
-public struct ReceiveOptions: Sendable {
+package struct ReceiveOptions: Sendable {
     /// Where items are saved.
-    public var directory: URL
+    package var directory: URL
     /// What this receiver accepts, in order.
-    public var accept: AcceptList
+    package var accept: AcceptList
     /// Largest item accepted.
-    public var maxSize: UInt64?
+    package var maxSize: UInt64?
     /// Text and URLs up to this size are printed rather than saved.
-    public var printLimit = 1 << 20
+    package var printLimit = 1 << 20
     /// Print received text exactly as it came (`share paste`), without the newline that separates the texts of a
     /// receive.
-    public var printExactly = false
+    package var printExactly = false
     /// Partials not touched for this long are removed when a session starts.
-    public var partialMaxAge: TimeInterval = 24 * 3600
+    package var partialMaxAge: TimeInterval = 24 * 3600
     /// Flush each completed item to disk before it is moved into place (survives a power loss right after).
-    public var durable = false
+    package var durable = false
     /// Profiles received in their rich form are imported here (the same id updates, never duplicates).
-    public var catalogFile: URL?
+    package var catalogFile: URL?
     /// Where imported profiles' portraits and videos go (beside the catalog when nil).
-    public var mediaDirectory: URL?
+    package var mediaDirectory: URL?
     /// When set, received text and URLs are appended here (one JSON object per line) rather than printed: the
     /// agent's history, listed by `share inbox`.
-    public var history: TextHistory?
+    package var history: TextHistory?
     /// Set when an agent keeps items for another device (its watch): every item is kept as it arrived (nothing
     /// printed, imported or added to the history) and acknowledged as kept for it.
-    public var keptFor: String?
+    package var keptFor: String?
     /// Set when a program receives through the library (`ShareClient.receive`): every item is kept in `directory`
     /// as it arrived (nothing printed, imported or added to the history), acknowledged as `received`, and handed
     /// to this function once it is in place. Called on the session's thread.
-    public var handOver: (@Sendable (ReceivedItem) -> Void)?
+    package var handOver: (@Sendable (ReceivedItem) -> Void)?
     /// Mode of the target folder when it has to be created.
-    public var folderMode: mode_t = 0o755
+    package var folderMode: mode_t = 0o755
     /// Decides, before anything is chosen, whether an offer goes on, is declined, or waits for the user's answer
     /// (held: the sender is told so and offers again later). Nil: every offer goes on.
-    public var gate: (@Sendable (_ offer: Offer, _ peerName: String) throws -> PendingOffers.Decision)?
+    package var gate: (@Sendable (_ offer: Offer, _ peerName: String) throws -> PendingOffers.Decision)?
 
-    public init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
+    package init(directory: URL, accept: AcceptList, maxSize: UInt64? = nil) {
         self.directory = directory
         self.accept = accept
         self.maxSize = maxSize
     }
 
     /// Accept anything, the sender's first representation first.
-    public static let everything = AcceptList([AcceptedType(.item)])
+    package static let everything = AcceptList([AcceptedType(.item)])
 }
 
 /// An item kept for a program that receives through the library: where it is, what it arrived as, who sent it.
-public struct ReceivedItem: Sendable, Codable {
+package struct ReceivedItem: Sendable, Codable {
     /// The file (or, for a folder, the folder) in the receive directory.
-    public var path: String
+    package var path: String
     /// The representation the receiver chose.
-    public var contentType: String
+    package var contentType: String
     /// What the sender calls it.
-    public var label: String
+    package var label: String
     /// What the sender's program showed as the item's preview.
-    public var preview: ItemPreview?
+    package var preview: ItemPreview?
     /// The name this device gave the sender when it trusted it (or the name it gave itself).
-    public var from: String
+    package var from: String
     /// The sender's device ID.
-    public var fromDevice: String
+    package var fromDevice: String
     /// For an item passed on by an agent: who it really comes from.
-    public var origin: String?
+    package var origin: String?
     /// Its size in bytes as the sender declared it (for a folder, the archive's).
-    public var size: UInt64
+    package var size: UInt64
 }
 
 /// What happened to each offered item.
-public struct ReceiveReport: Sendable {
+package struct ReceiveReport: Sendable {
     /// An item kept on disk, with the type it arrived as.
-    public struct SavedItem: Sendable {
-        public var url: URL
-        public var contentType: String
-        public var label: String
+    package struct SavedItem: Sendable {
+        package var url: URL
+        package var contentType: String
+        package var label: String
     }
 
-    public var saved: [URL] = []
-    public var savedItems: [SavedItem] = []
-    public var printed: [String] = []
-    public var importedProfiles: [String] = []
-    public var refused: [(label: String, reason: String)] = []
-    public var bytesReceived: UInt64 = 0
-    public var bytesAlreadyHeld: UInt64 = 0
+    package var saved: [URL] = []
+    package var savedItems: [SavedItem] = []
+    package var printed: [String] = []
+    package var importedProfiles: [String] = []
+    package var refused: [(label: String, reason: String)] = []
+    package var bytesReceived: UInt64 = 0
+    package var bytesAlreadyHeld: UInt64 = 0
     /// Set when the offer was held for the user's answer (nothing was received).
-    public var held: OfferHeld?
+    package var held: OfferHeld?
 }
 
 /// A receive into a folder: the receiver driver over a disk sink, for one sending session at a time.
-public final class ReceiveSession: @unchecked Sendable {  // used by one thread
+package final class ReceiveSession: @unchecked Sendable {  // used by one thread
     let options: ReceiveOptions
     let progress: ProgressReporter
-    public let store: PartialStore
+    package let store: PartialStore
 
-    public init(options: ReceiveOptions, progress: ProgressReporter) throws {
+    package init(options: ReceiveOptions, progress: ProgressReporter) throws {
         self.options = options
         self.progress = progress
         let folder: Directory
@@ -284,14 +285,14 @@ public final class ReceiveSession: @unchecked Sendable {  // used by one thread
     }
 
     /// The hello this receiver answers with: its name and accept list.
-    public static func hello(name: String, accept: AcceptList) -> Hello {
+    package static func hello(name: String, accept: AcceptList) -> Hello {
         Hello(name: name, role: .cli, accept: accept, compression: ["zstd"])
     }
 
     /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
     /// offer); `peer` is the sender's trust entry. A failure found here has been reported to the peer when this
     /// throws.
-    public func serve(_ session: Session, peerName: String, peer: TrustedDevice?, first: Frame? = nil) throws
+    package func serve(_ session: Session, peerName: String, peer: TrustedDevice?, first: Frame? = nil) throws
         -> ReceiveReport
     {
         store.removeStale(maxAge: options.partialMaxAge)
