@@ -132,6 +132,36 @@ private final class OfferLog: @unchecked Sendable {  // guarded by `lock`
         await #expect(throws: TransferableSupportError.self) { try await text.load(Recipe.self) }
     }
 
+    /// `for try await item in try client.receive(…)`: nothing but the loop holds the receive.
+    @Test func aLoopAloneKeepsTheReceiveAndItsFolder() async throws {
+        let (desk, laptop) = try TestDevice.pair("desk", "laptop")
+        let sender = try ShareClient(configDirectory: desk.config.path)
+        let receiver = try ShareClient(configDirectory: laptop.config.path)
+        let paella = Recipe(title: "Paella", steps: ["rice"])
+        let options = listening()
+        let received = try await withThrowingTaskGroup(of: (IncomingItem, URL)?.self) { group in
+            group.addTask {
+                var incoming: IncomingItems? = try receiver.receive(accepting: [Recipe.self], options: options)
+                guard case .listening(let port) = incoming?.source, let folder = incoming?.directory else {
+                    return nil
+                }
+                var loop = try #require(incoming).makeAsyncIterator()
+                incoming = nil
+                try await sender.send(paella, to: "127.0.0.1:\(port)")
+                return try await loop.next().map { ($0, folder) }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(30))
+                throw TestFailure("the item did not reach the loop within 30 s")
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        let (item, folder) = try #require(received)
+        #expect(try await item.load(Recipe.self) == paella)
+        #expect(item.fileURL.path.hasPrefix(folder.path))
+    }
+
     @Test func teamOnlyRepresentationsNeverReachAGroupAndConditionsAreEvaluatedPerValue() async throws {
         let desk = try TestDevice("desk")
         let laptop = try TestDevice("laptop")

@@ -130,6 +130,8 @@ public final class IncomingItems: AsyncSequence, Sendable {
     private let folder: ReceiveFolder
     private let stream: AsyncThrowingStream<IncomingItem, Error>
     private let stopper: @Sendable () -> Void
+    /// Whether a loop has started; a sequence dropped before any loop ends the receive itself.
+    private let iterated = Once()
 
     init(
         source: Source, folder: ReceiveFolder, stream: AsyncThrowingStream<IncomingItem, Error>,
@@ -141,10 +143,14 @@ public final class IncomingItems: AsyncSequence, Sendable {
         self.stopper = stop
     }
 
-    /// Iterates the items; when the iteration is dropped (the loop is left), the receive ends.
+    deinit { if iterated.first() { stopper() } }
+
+    /// Iterates the items; when the iteration is dropped (the loop is left), the receive ends. A loop keeps the
+    /// receive and its folder by itself (`for try await item in try client.receive(…)` holds nothing else).
     public struct Iterator: AsyncIteratorProtocol {
         var base: AsyncThrowingStream<IncomingItem, Error>.AsyncIterator
         let ending: Ending
+        let folder: ReceiveFolder
 
         /// The next verified item; nil once the receive has ended (`stop()`, or the agent stopped: then it throws).
         public mutating func next() async throws -> IncomingItem? { try await base.next() }
@@ -159,7 +165,8 @@ public final class IncomingItems: AsyncSequence, Sendable {
 
     /// Starts a loop over the items (one loop at a time; the receive ends when it is left).
     public func makeAsyncIterator() -> Iterator {
-        Iterator(base: stream.makeAsyncIterator(), ending: Ending(stopper))
+        _ = iterated.first()
+        return Iterator(base: stream.makeAsyncIterator(), ending: Ending(stopper), folder: folder)
     }
 
     /// Ends the receive now; a loop over the items ends after the ones already delivered.
