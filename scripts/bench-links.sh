@@ -39,7 +39,9 @@ WORK=$(mktemp -d /var/tmp/share-links.XXXXXX)
 TAG=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
 A=bla-$TAG B=blb-$TAG
 SHAPER=
+source scripts/lib-bench.sh
 cleanup() {
+  page_reporting_restore
   kill $(jobs -p) 2> /dev/null || true
   [ -n "$SHAPER" ] && kill "$SHAPER" 2> /dev/null || true
   [ -f "$WORK/sshd.pid" ] && kill "$(cat "$WORK/sshd.pid")" 2> /dev/null || true
@@ -246,6 +248,7 @@ SETTINGS[wifi]="300mbit 6000 1 ${FILE_MIB_WIFI:-512}"
 SETTINGS[wan]="50mbit 40000 0 ${FILE_MIB_WAN:-128}"
 if [ "$NETEM" = yes ]; then HOW="netem delay"; else HOW="linkshaper (TAP forwarder holding each frame for RTT/2; no netem in this kernel)"; fi
 echo "bench-links: rate with tbf on each end; loss with nftables numgen random; delay with $HOW; $ROUNDS round(s)"
+page_reporting_hold
 
 for profile in "${PROFILES[@]}"; do
   read -r rate rtt loss file_mib <<< "${SETTINGS[$profile]}"

@@ -45,7 +45,27 @@ CFG
 }
 
 # Stops background jobs and sshd, removes WORK.
+# Holds the balloon's free page reporting off (see bench-transfer.sh): memory freed by dropping the page cache would
+# otherwise go back to the host after a second or two, and the next writer into the page cache pays the host's page
+# faults at random. Restored by page_reporting_restore (bench_cleanup calls it). KEEP_PAGE_REPORTING=1 leaves it on.
+PAGE_REPORTING_ORDER=/sys/module/page_reporting/parameters/page_reporting_order
+PAGE_REPORTING_WAS=
+page_reporting_hold() {
+  if [ -n "${KEEP_PAGE_REPORTING:-}" ] || [ ! -w "$PAGE_REPORTING_ORDER" ]; then
+    echo "memory: free page reporting to the host as the machine has it"
+    return
+  fi
+  PAGE_REPORTING_WAS=$(cat "$PAGE_REPORTING_ORDER")
+  echo 11 > "$PAGE_REPORTING_ORDER" 2>/dev/null || { PAGE_REPORTING_WAS=; return; }
+  echo "memory: the balloon's free page reporting held off for the run (order $PAGE_REPORTING_WAS -> 11, restored after)"
+}
+page_reporting_restore() {
+  [ -n "$PAGE_REPORTING_WAS" ] && echo "$PAGE_REPORTING_WAS" > "$PAGE_REPORTING_ORDER" 2>/dev/null || true
+  PAGE_REPORTING_WAS=
+}
+
 bench_cleanup() {
+  page_reporting_restore
   kill $(jobs -p) 2>/dev/null || true
   [ -f "$WORK/sshd.pid" ] && kill "$(cat "$WORK/sshd.pid")" 2>/dev/null || true
   rm -rf "$WORK"

@@ -3,13 +3,16 @@
  * loopback TCP, SHA-256 computed over the stream on both ends, the receiver writing the file, and the sender checking
  * the receiver's digest at the end. share does the same work plus framing, per-chunk digests and a resume ledger.
  *
- *   tls_ceiling serve PORT CERT KEY OUTPUT BUFSIZE [plain|tuned] [1|2]   receiver: prints "ready", then the digest
- *   tls_ceiling send  PORT CERT KEY INPUT  BUFSIZE [plain|tuned] [1|2]   sender: prints the digest and MiB/s
+ *   tls_ceiling serve PORT CERT KEY OUTPUT BUFSIZE [plain|tuned] [1|2] [SIZE]   receiver: prints "ready", then the
+ *                                                                               digest
+ *   tls_ceiling send  PORT CERT KEY INPUT  BUFSIZE [plain|tuned] [1|2] [SIZE]   sender: prints the digest and MiB/s
  *
  * plain: OpenSSL's default reading (a record header, then its body), as a simple pipe does; tuned: whole socket
  * buffers at once (read-ahead), as share does. 1: one thread per end (read, hash, send in turn); 2: two threads per
  * end, the file side (read + hash, or hash + write) beside the TLS side, with three buffers between them, as share's
- * large items do. The benchmark runs the variants and compares share with the strongest.
+ * large items do. SIZE (the file's size, which share's receiver knows from the offer): the receiver sets the output
+ * file's size before writing into it and the sender advises sequential reading, as share does. The benchmark runs the
+ * variants and compares share with the strongest.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -163,6 +166,7 @@ int main(int argc, char **argv) {
     bufsize = (size_t)atol(argv[6]);
     int tuned = argc > 7 ? strcmp(argv[7], "plain") != 0 : 1;
     int threads = argc > 8 ? atoi(argv[8]) : 1;
+    long long sized = argc > 9 ? atoll(argv[9]) : 0;
     for (int i = 0; i < DEPTH; i++) ring.buffers[i] = malloc(bufsize);
     unsigned char *buffer = ring.buffers[0];
     unsigned char digest[32];
@@ -189,6 +193,7 @@ int main(int argc, char **argv) {
         if (SSL_accept(ssl) != 1) die("SSL_accept");
         file_fd = open(argv[5], O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (file_fd < 0) die("open output");
+        if (sized > 0 && ftruncate(file_fd, sized) != 0) die("ftruncate");
         if (threads == 2) {
             pthread_t writer;
             pthread_create(&writer, NULL, hash_and_write, NULL);
@@ -225,6 +230,7 @@ int main(int argc, char **argv) {
     if (SSL_connect(ssl) != 1) die("SSL_connect");
     file_fd = open(argv[5], O_RDONLY);
     if (file_fd < 0) die("open input");
+    if (sized > 0) posix_fadvise(file_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     long long total = 0;
     pthread_t reader;
     if (threads == 2) pthread_create(&reader, NULL, read_and_hash, NULL);
