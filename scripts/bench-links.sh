@@ -16,7 +16,8 @@
 # the far side confirmed). Release build; needs root.
 # Usage: scripts/bench-links.sh [profile…]      (default: lan wifi wan)
 # Settings (environment): ROUNDS (1), FILE_MIB_LAN (1024), FILE_MIB_WIFI (512), FILE_MIB_WAN (128), PHOTOS (1000),
-# FOLDER_MIB (512), TEXTS (10000), LIMIT (300: seconds after which an scp or rsync run is given up and shown as such).
+# FOLDER_MIB (512), TEXTS (10000), LIMIT (300: seconds after which an scp or rsync run is given up and shown as such),
+# WORKLOADS ("file photos folder texts").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -26,6 +27,8 @@ ROUNDS=${ROUNDS:-1}
 PHOTOS=${PHOTOS:-1000}
 FOLDER_MIB=${FOLDER_MIB:-512}
 TEXTS=${TEXTS:-10000}
+WORKLOADS=" ${WORKLOADS:-file photos folder texts} "
+wants() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 [ "$(id -u)" -eq 0 ] || { echo "bench-links: network namespaces need root" >&2; exit 77; }
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -262,23 +265,31 @@ for profile in "${PROFILES[@]}"; do
   echo
   echo "== $profile: $rate, $((rtt / 1000)).$((rtt % 1000 / 100)) ms round trip, loss $loss/1000 each way; reference flow (iperf3) $(printf '%.1f' "${REF[$profile]}") MiB/s"
   for round in $(seq "$ROUNDS"); do
+    if wants file; then
     record "$profile,file,share" "$(run_share "$SRC/file.bin")"; same "$SRC/file.bin" "$DST/file.bin"
     record "$profile,file,scp" "$(run_ssh scp -q $SSHOPTS -P 2222 "$SRC/file.bin" root@10.77.0.2:"$DST/")"; same "$SRC/file.bin" "$DST/file.bin"
     record "$profile,file,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/file.bin" root@10.77.0.2:"$DST/")"; same "$SRC/file.bin" "$DST/file.bin"
+    fi
+    if wants photos; then
     record "$profile,photos,share" "$(run_share "$SRC"/photos/*.jpg)"
     for f in $(ls "$SRC/photos" | sed -n '1p;$p'); do same "$SRC/photos/$f" "$DST/$f"; done
     [ "$(ls "$DST" | wc -l)" -eq "$PHOTOS" ] || { echo "share delivered $(ls "$DST" | wc -l) photos" >&2; exit 1; }
     record "$profile,photos as one file,share" "$(run_share "$SRC/photos-as-one.bin")"
     record "$profile,photos,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/photos" root@10.77.0.2:"$DST/")"; same "$SRC/photos" "$DST/photos"
     record "$profile,photos,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/photos" root@10.77.0.2:"$DST/")"; same "$SRC/photos" "$DST/photos"
+    fi
+    if wants folder; then
     record "$profile,folder,share" "$(run_share "$SRC/folder")"; same "$SRC/folder" "$DST/folder"
     record "$profile,folder,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/folder" root@10.77.0.2:"$DST/")"; same "$SRC/folder" "$DST/folder"
     record "$profile,folder,rsync -z" "$(run_ssh rsync -a -z -e "ssh $SSHOPTS -p 2222" "$SRC/folder" root@10.77.0.2:"$DST/")"; same "$SRC/folder" "$DST/folder"
+    fi
+    if wants texts; then
     record "$profile,texts,share" "$(run_share --text-lines "$WORK/texts.lines")"
     n=$(grep -o 'note [0-9]*: back' "$WORK/recv.out" | sort -u | wc -l)  # a received text is printed
     [ "$n" -eq "$TEXTS" ] || { echo "share delivered $n texts of $TEXTS" >&2; exit 1; }
     record "$profile,texts,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/texts" root@10.77.0.2:"$DST/")"; same "$SRC/texts" "$DST/texts"
     record "$profile,texts,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/texts" root@10.77.0.2:"$DST/")"; same "$SRC/texts" "$DST/texts"
+    fi
   done
   printf '  %-18s %-10s %9s %9s %10s %9s %9s\n' workload tool seconds "MiB/s" "of ref." "RSS MiB snd" "rcv"
   for tool in share scp rsync; do report_row "$profile" file "$tool" $((file_mib << 20)); done
@@ -286,8 +297,10 @@ for profile in "${PROFILES[@]}"; do
   report_row "$profile" "photos as one file" share "$PHOTO_BYTES"
   for tool in share scp "rsync -z"; do report_row "$profile" folder "$tool" "$FOLDER_BYTES"; done
   for tool in share scp rsync; do report_row "$profile" texts "$tool" "$TEXT_BYTES"; done
-  photos=$(printf '%s\n' ${T[$profile,photos,share]} | median)
-  one=$(printf '%s\n' ${T[$profile,photos as one file,share]} | median)
-  echo "  $PHOTOS photos take $(echo "scale=2; $photos / $one" | bc)x the time of the same bytes as one file"
+  if wants photos; then
+    photos=$(printf '%s\n' ${T[$profile,photos,share]} | median)
+    one=$(printf '%s\n' ${T[$profile,photos as one file,share]} | median)
+    echo "  $PHOTOS photos take $(echo "scale=2; $photos / $one" | bc)x the time of the same bytes as one file"
+  fi
   link_down
 done

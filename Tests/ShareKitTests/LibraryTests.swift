@@ -162,6 +162,31 @@ private final class OfferLog: @unchecked Sendable {  // guarded by `lock`
         #expect(item.fileURL.path.hasPrefix(folder.path))
     }
 
+    /// Values of unknown size start in memory on the receiver and move to a partial file past 64 KiB; both kinds
+    /// arrive whole, kept as files for the program.
+    @Test func smallValuesStayInMemoryAndLargeOnesMoveToDiskWhole() async throws {
+        let (desk, laptop) = try TestDevice.pair("desk", "laptop")
+        let sender = try ShareClient(configDirectory: desk.config.path)
+        let receiver = try ShareClient(configDirectory: laptop.config.path)
+        let incoming = try receiver.receive(accepting: [Sketch.self], options: listening())
+        let sizes = [10, 64 << 10, (64 << 10) + 1, 3 << 20]
+        let sketches = sizes.map { size in Sketch(data: Data((0..<size).map { UInt8(truncatingIfNeeded: $0 * 7 + 3) }))
+        }
+        // Small chunks: the item just past 64 KiB has four chunks in memory before it moves to a file.
+        var options = ShareClient.SendOptions()
+        options.chunkSize = 16 << 10
+        let delivery = try await sender.send(
+            sketches.map { ShareItem($0) }, to: "127.0.0.1:\(try port(incoming))", options: options)
+        #expect(delivery.delivered.count == sizes.count, "\(delivery.refused)")
+        let items = try await collect(incoming, count: sizes.count)
+        let loaded = try await items.asyncMap { try await $0.load(Sketch.self).data.count }
+        #expect(loaded.sorted() == sizes)
+        for item in items {
+            let data = try await item.load(Sketch.self).data
+            #expect(data == sketches.first { $0.data.count == data.count }?.data)
+        }
+    }
+
     @Test func teamOnlyRepresentationsNeverReachAGroupAndConditionsAreEvaluatedPerValue() async throws {
         let desk = try TestDevice("desk")
         let laptop = try TestDevice("laptop")

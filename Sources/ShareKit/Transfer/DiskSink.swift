@@ -52,6 +52,11 @@ final class DiskSink: ItemSink {
                 policy: policy)
             return SinkItem(.archive(partial), item: item, representation: representation, sink: self)
         }
+        if SmallPartial.fits(item: item, representation: representation) {
+            let partial = SmallPartial(
+                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
+            return SinkItem(.file(partial), item: item, representation: representation, sink: self)
+        }
         let partial = try PartialFile(
             store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
         return SinkItem(.file(partial), item: item, representation: representation, sink: self)
@@ -65,7 +70,7 @@ final class DiskSink: ItemSink {
 
     // MARK: Completion
 
-    fileprivate func complete(_ partial: PartialFile, item: OfferItem, chosen: OfferedRepresentation, done: Done)
+    fileprivate func complete(_ partial: ReceivedBytes, item: OfferItem, chosen: OfferedRepresentation, done: Done)
         throws -> Ack
     {
         try partial.finish(size: done.size, durable: options.durable)
@@ -122,7 +127,7 @@ final class DiskSink: ItemSink {
         }
         let name = withExtension(
             FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? done.fileName ?? item.label, fallback: "item"), type)
-        return try saved(partial.place(as: name), item: item, type: chosen.contentType, size: done.size)
+        return try saved(partial.place(as: name, mode: 0o644), item: item, type: chosen.contentType, size: done.size)
     }
 
     fileprivate func complete(_ partial: PartialArchive, item: OfferItem, chosen: OfferedRepresentation, done: Done)
@@ -188,7 +193,7 @@ final class DiskSink: ItemSink {
 /// One item of a disk sink: its partial, completed by the sink once the driver has verified it.
 final class SinkItem: IncomingPayload {
     enum Partial {
-        case file(PartialFile)
+        case file(ReceivedBytes)
         case archive(PartialArchive)
     }
 

@@ -141,8 +141,128 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
     }
 }
 
+/// What a sink keeps an item's bytes in until it is verified: a partial file, or memory for a small item.
+protocol ReceivedBytes: AnyObject {
+    var held: [Int: [UInt8]] { get }
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
+    func contents(limit: Int) throws -> [UInt8]
+    func finish(size: UInt64, durable: Bool) throws
+    func place(as name: String, mode: mode_t) throws -> String
+    func discard()
+    func suspend()
+}
+
+/// An item that can never resume (it has no version: a text, a URL, a program's value) is received in memory while
+/// it is small: text that is printed never touches the disk, and one kept as a file is written once, when it is
+/// placed. Thousands of texts in one send cost their bytes, not a partial file, a ledger and a lock each. Past
+/// `limit` bytes (such items arrive in order from chunk 0) it moves to a partial file like any other item.
+final class SmallPartial: ReceivedBytes {
+    /// The most kept in memory.
+    static let limit = 64 << 10
+    let store: PartialStore
+    let sender: DeviceID
+    let item: OfferItem
+    let representation: OfferedRepresentation
+    let key: String
+    let chunkSize: Int
+    let held: [Int: [UInt8]] = [:]
+    private var bytes: [UInt8] = []
+    private var durable = false
+    /// The partial file it moved to once it grew past `limit`.
+    private var spilled: PartialFile?
+
+    /// Whether an item of this representation starts in memory.
+    static func fits(item: OfferItem, representation: OfferedRepresentation) -> Bool {
+        item.version == nil && (representation.size.map { $0 <= UInt64(limit) } ?? true)
+    }
+
+    init(store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int)
+    {
+        self.store = store
+        self.sender = sender
+        self.item = item
+        self.representation = representation
+        key = PartialStore.key(sender: sender, item: item.id, contentType: representation.contentType, archive: false)
+        self.chunkSize = chunkSize
+    }
+
+    func write(index: Int, bytes chunk: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+        if let spilled { return try spilled.write(index: index, bytes: chunk, digest: digest) }
+        let offset = index * chunkSize
+        guard offset + chunk.count <= Self.limit else {
+            let file = try PartialFile(
+                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
+            spilled = file
+            // What came before, in the chunks it came in.
+            var start = 0
+            while start < bytes.count {
+                let end = min(start + chunkSize, bytes.count)
+                try bytes[start..<end].withUnsafeBytes {
+                    try file.write(index: start / chunkSize, bytes: $0, digest: [])
+                }
+                start = end
+            }
+            bytes = []
+            return try file.write(index: index, bytes: chunk, digest: digest)
+        }
+        if bytes.count < offset + chunk.count {
+            bytes.append(contentsOf: repeatElement(0, count: offset + chunk.count - bytes.count))
+        }
+        bytes.withUnsafeMutableBytes {
+            UnsafeMutableRawBufferPointer(rebasing: $0[offset..<offset + chunk.count]).copyMemory(from: chunk)
+        }
+    }
+
+    func contents(limit: Int) throws -> [UInt8] {
+        if let spilled { return try spilled.contents(limit: limit) }
+        return Array(bytes.prefix(limit))
+    }
+
+    func finish(size: UInt64, durable: Bool) throws {
+        if let spilled { return try spilled.finish(size: size, durable: durable) }
+        guard size <= UInt64(Self.limit) else { throw ProtocolError(.badMessage, "an item is longer than sent") }
+        if bytes.count > Int(size) { bytes.removeSubrange(Int(size)...) }
+        if bytes.count < Int(size) { bytes.append(contentsOf: repeatElement(0, count: Int(size) - bytes.count)) }
+        self.durable = durable
+    }
+
+    /// Writes the verified bytes into a partial file of its own and moves it into the target folder.
+    func place(as name: String, mode: mode_t) throws -> String {
+        if let spilled { return try spilled.place(as: name, mode: mode) }
+        let part = "\(key)-\(UInt32.random(in: 0...UInt32.max)).part"
+        do {
+            let file = try store.partials.openFile(part, .create, mode: mode)
+            defer { file.close() }
+            try file.write(bytes[...], at: 0)
+            if durable { try file.sync() }
+        } catch let error as DiskError {
+            _ = try? store.partials.remove(part)
+            if error.kind == .noSpace {
+                throw ProtocolError(.storage, "the receiver's disk is full; free space and send again")
+            }
+            throw ProtocolError(.storage, "the receiver cannot write: \(error.message)")
+        }
+        do {
+            return try store.place(part, as: name)
+        } catch {
+            _ = try? store.partials.remove(part)
+            throw error
+        }
+    }
+
+    func discard() {
+        spilled?.discard()
+        bytes = []
+    }
+
+    func suspend() {
+        spilled?.suspend()
+        bytes = []
+    }
+}
+
 /// One item being received into a partial file.
-final class PartialFile: IncomingPayload {
+final class PartialFile: IncomingPayload, ReceivedBytes {
     let store: PartialStore
     let key: String
     let file: OpenFile
