@@ -126,6 +126,22 @@ import Testing
         #expect(try machine.receivedBye() == [.complete])
     }
 
+    /// A sender names the produced file in `done`: a path, a parent, or an oversized name is refused, never used.
+    @Test func aDoneNamingAPathOrParentIsRefused() throws {
+        var machine = receiver()
+        _ = try machine.received(offer(sizes: [100]))
+        _ = try machine.prepared(verified: [])
+        _ = try machine.receivedChunk(index: 0, length: 100)
+        for hostile in ["../../.bashrc", "a/b", "..", ".", "x\0y", String(repeating: "n", count: 256)] {
+            #expect(throws: ProtocolError.self, "\(hostile.prefix(20))") {
+                var copy = machine
+                _ = try copy.received(Done(item: "item-0", size: 100, chunks: 1, digest: "x", fileName: hostile))
+            }
+        }
+        let done = Done(item: "item-0", size: 100, chunks: 1, digest: "x", fileName: "clip.mov")
+        #expect(try machine.received(done) == [.verify(item: 0, done)])
+    }
+
     @Test func unknownSizeStreamsMustBeSequentialAndWithinLimits() throws {
         var machine = receiver(maxSize: 6000)
         _ = try machine.received(offer(sizes: [nil]))
