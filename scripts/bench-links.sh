@@ -114,24 +114,9 @@ link_down() {
 
 # sshd in B; every remote command runs under /usr/bin/time so the receiving side's peak RSS is known.
 sshd_up() {
-  mkdir -p /run/sshd "$WORK/ssh"
-  [ -f "$WORK/ssh/host" ] || { ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/host"; ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/id"; }
-  cp "$WORK/ssh/id.pub" "$WORK/ssh/authorized_keys"
-  cat > "$WORK/ssh/config" <<CFG
-Port 2222
-ListenAddress 10.77.0.2
-HostKey $WORK/ssh/host
-PidFile $WORK/sshd.pid
-AuthorizedKeysFile $WORK/ssh/authorized_keys
-PermitRootLogin yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-StrictModes no
-UsePAM no
-Ciphers aes128-gcm@openssh.com
+  bench_ssh_config 10.77.0.2 2222 "Ciphers aes128-gcm@openssh.com
 Subsystem sftp /usr/lib/openssh/sftp-server
-ForceCommand $WORK/ssh/measured
-CFG
+ForceCommand $WORK/ssh/measured"
   # scp speaks SFTP (OpenSSH 9): the subsystem arrives as its name.
   cat > "$WORK/ssh/measured" <<'SH'
 #!/bin/sh

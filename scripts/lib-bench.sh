@@ -19,15 +19,14 @@ bench_devices() {
   $BIN trust add --config "$R" "$($BIN id --config "$S" | tail -1)" --name sender --team >/dev/null
 }
 
-# sshd on a free loopback port with temporary keys; sets SSHPORT, SSH (the ssh command) and SSHOPTS (for scp).
-bench_sshd() {
+# Temporary keys (once per WORK) and an sshd config for ADDRESS:PORT, root by key only, with EXTRA config lines.
+bench_ssh_config() { # address port extra
   mkdir -p /run/sshd "$WORK/ssh"
-  ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/id"
+  [ -f "$WORK/ssh/host" ] || { ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/host" && ssh-keygen -q -t ed25519 -N '' -f "$WORK/ssh/id"; }
   cp "$WORK/ssh/id.pub" "$WORK/ssh/authorized_keys"
-  SSHPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   cat > "$WORK/ssh/config" <<CFG
-Port $SSHPORT
-ListenAddress 127.0.0.1
+Port $2
+ListenAddress $1
 HostKey $WORK/ssh/host
 PidFile $WORK/sshd.pid
 AuthorizedKeysFile $WORK/ssh/authorized_keys
@@ -36,15 +35,20 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 StrictModes no
 UsePAM no
-Subsystem sftp internal-sftp
+$3
 CFG
+}
+
+# sshd on a free loopback port with temporary keys; sets SSHPORT, SSH (the ssh command) and SSHOPTS (for scp).
+bench_sshd() {
+  SSHPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  bench_ssh_config 127.0.0.1 "$SSHPORT" "Subsystem sftp internal-sftp"
   /usr/sbin/sshd -f "$WORK/ssh/config"
   SSHOPTS="-i $WORK/ssh/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
   SSH="ssh $SSHOPTS -p $SSHPORT"
   for _ in $(seq 100); do $SSH root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
 }
 
-# Stops background jobs and sshd, removes WORK.
 # Holds the balloon's free page reporting off (see bench-transfer.sh): memory freed by dropping the page cache would
 # otherwise go back to the host after a second or two, and the next writer into the page cache pays the host's page
 # faults at random. Restored by page_reporting_restore (bench_cleanup calls it). KEEP_PAGE_REPORTING=1 leaves it on.
@@ -64,6 +68,7 @@ page_reporting_restore() {
   PAGE_REPORTING_WAS=
 }
 
+# Stops background jobs and sshd, removes WORK.
 bench_cleanup() {
   page_reporting_restore
   kill $(jobs -p) 2>/dev/null || true
