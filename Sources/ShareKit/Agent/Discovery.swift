@@ -103,11 +103,9 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             while !lock.withLock({ stopped }) {
-                guard let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: 0.5) else {
-                    flush(force: false)
-                    continue
-                }
-                heard(bytes, from: from)
+                // What was heard is written within `writeInterval` whether announcements keep coming or not.
+                if let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: 0.5) { heard(bytes, from: from) }
+                flush(force: false)
             }
             flush(force: true)
         }
