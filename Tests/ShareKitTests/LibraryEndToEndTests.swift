@@ -113,7 +113,8 @@ extension EndToEnd {
             // Nothing of the program's went to the inbox, and its folder went with it.
             #expect(!laptop.run(["inbox", "--inbox", inbox.path]).stdout.contains("lunch at one"))
             let incoming = laptop.config.appendingPathComponent("state/incoming")
-            #expect((try? FileManager.default.contentsOfDirectory(atPath: incoming.path)) ?? [] == [])
+            let left = FileManager.default.subpaths(atPath: incoming.path) ?? []
+            #expect(left == [], "left in \(incoming.path): \(left)")
 
             // Without a program the agent's own accept list and inbox apply again.
             let later = desk.run(["send", "--text", "see you", "--to", "127.0.0.1:\(agentPort)"])

@@ -159,10 +159,13 @@ final class Once: @unchecked Sendable {  // `done` guarded by `lock`
 
 /// A program's registration with the running agent: the agent's answer, then one event per line until either side
 /// ends it.
-final class AgentReception: @unchecked Sendable {  // `stopping` guarded by `lock`
+final class AgentReception: @unchecked Sendable {  // `stopping`, `open`, `running`, `thread` guarded by `lock`
     private let fd: Int32
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var stopping = false
+    private var open = true
+    private var running = true
+    private var thread: Thread?
 
     init(
         paths: DevicePaths, registration: ProgramRegistration,
@@ -212,20 +215,33 @@ final class AgentReception: @unchecked Sendable {  // `stopping` guarded by `loc
                     failure = ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
                 }
             }
-            lock.withLock { Syscalls.close(fd) }
+            lock.withLock {
+                Syscalls.close(fd)
+                open = false
+            }
             ended(failure)
+            lock.withLock {
+                running = false
+                lock.broadcast()
+            }
         }
         thread.name = "share-client-receive"
+        lock.withLock { self.thread = thread }
         thread.start()
     }
 
-    /// Ends the registration: the agent forgets the program, and the event thread finishes.
+    /// Ends the registration: the agent forgets the program, and returns once the event thread has finished (so no
+    /// item is handed over after it, and nothing of the reception still holds the program's folder), unless called
+    /// from that thread.
     func stop() {
-        lock.withLock {
-            guard !stopping else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        if !stopping {
             stopping = true
-            Syscalls.shutdownSocket(fd)
+            if open { Syscalls.shutdownSocket(fd) }
         }
+        guard Thread.current !== thread else { return }
+        while running { lock.wait() }
     }
 }
 
