@@ -8,8 +8,8 @@ extension EndToEnd {
         static let chunk = 256 << 10
         static var chunks: Int { size / chunk }
 
-        /// Sends `file` through a proxy paced at 16 MB/s until the receiver's ledger holds `atLeast` chunks, then kills
-        /// the sender or the receiver with SIGKILL.
+        /// Sends `file` through a proxy paced at 16 MB/s (that never passes the last two chunks) until the receiver's
+        /// ledger holds `atLeast` chunks, then kills the sender or the receiver with SIGKILL.
         func interrupt(_ laptop: TestDevice, _ desk: TestDevice, file: URL, inbox: URL, atLeast: Int, killSender: Bool)
             throws
         {
@@ -17,6 +17,8 @@ extension EndToEnd {
             let proxy = try TCPProxy(upstreamPort: port)
             defer { proxy.stop() }
             proxy.bytesPerSecond = 16 << 20
+            // The last chunks never pass: however late the kill comes, the transfer cannot have finished.
+            proxy.stallAfter = Self.size - 2 * Self.chunk
             let sender = try laptop.background([
                 "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K", "--quiet",
             ])

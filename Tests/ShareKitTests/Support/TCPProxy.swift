@@ -124,11 +124,17 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
         }
 
         /// Waits until the other direction's pump has ended (its peer closed), or `timeout`.
-        func waitForTheOtherDirection(timeout: Double) {
+        /// Until the other direction ends or `source` hangs up (killed, or gave up on the stalled link).
+        func waitForTheOtherDirection(timeout: Double, orHangUpOf source: Int32) {
             let deadline = Date().addingTimeInterval(timeout)
             lock.lock()
-            while finished == 0, lock.wait(until: deadline) {}
-            lock.unlock()
+            defer { lock.unlock() }
+            while finished == 0, Date() < deadline {
+                let peerClosed: Int16 = 0x2000  // POLLRDHUP (Linux; not exported without _GNU_SOURCE)
+                var entry = pollfd(fd: source, events: peerClosed, revents: 0)
+                if poll(&entry, 1, 0) > 0, entry.revents & (peerClosed | Int16(POLLHUP | POLLERR)) != 0 { return }
+                _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
+            }
         }
 
         func finish(reset: Bool) {
@@ -158,8 +164,8 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
         var total = 0
         let start = Date()
         defer {
-            // A stall holds the connection open, forwarding nothing more, until the other end gives up.
-            if stall, total >= limit! { pair.waitForTheOtherDirection(timeout: 120) }
+            // A stall holds the connection open, forwarding nothing more, until either end gives up.
+            if stall, total >= limit! { pair.waitForTheOtherDirection(timeout: 120, orHangUpOf: source) }
             pair.finish(reset: !stall && limit != nil && total >= limit!)
         }
         while true {
