@@ -10,10 +10,12 @@
 # so both TCP stacks see it).
 # Workloads: a random file; 1,000 photos of 200 KiB in one send (and, for comparison, one file of the same bytes);
 # a compressible folder (text and logs); 10,000 texts. Tools: share (share send -> share receive), scp and rsync -e
-# ssh (aes128-gcm; rsync -z for the folder), and a reference flow on the same link (iperf3). For each: seconds, MiB/s
-# of payload, the fraction of the reference flow's goodput, and peak RSS of each side. Every clock stops when the
+# ssh (aes128-gcm; rsync -z for the folder), Syncthing (scripts/bench_syncthing.py: two devices that know only each
+# other, a send-only and a receive-only folder; the file goes as a folder of one), and a reference flow on the same
+# link (iperf3). For each: seconds, MiB/s of payload, the fraction of the reference flow's goodput, peak RSS of each
+# side, and for share what went on the wire (zstd in transit when it pays). Every clock stops when the
 # receiver holds the result (share receive exits after verifying and placing everything; scp and rsync exit after
-# the far side confirmed). Release build; needs root.
+# the far side confirmed; Syncthing when the receiver reports the whole folder held). Release build; needs root.
 # Usage: scripts/bench-links.sh [profile…]      (default: lan wifi wan)
 # Settings (environment): ROUNDS (1), FILE_MIB_LAN (1024), FILE_MIB_WIFI (512), FILE_MIB_WAN (128), PHOTOS (1000),
 # FOLDER_MIB (512), TEXTS (10000), LIMIT (300: seconds after which an scp or rsync run is given up and shown as such),
@@ -32,7 +34,7 @@ wants() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 [ "$(id -u)" -eq 0 ] || { echo "bench-links: network namespaces need root" >&2; exit 77; }
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in iperf3 nftables openssh-server openssh-client rsync time; do
+for p in iperf3 nftables openssh-server openssh-client rsync time syncthing curl; do
   dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || need+=($p)
 done
 if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" > /dev/null; fi
@@ -187,10 +189,14 @@ run_share() { # what… (the arguments of share send)
   for _ in $(seq 500); do grep -q "waiting on port" "$WORK/recv.out" 2> /dev/null && break; sleep 0.01; done
   local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
   local start; start=$(date +%s.%N)
-  inA /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$S" --to 10.77.0.2:$port --quiet "$@" > "$WORK/send.out" 2>&1 ||
+  inA /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$S" --to 10.77.0.2:$port --json "$@" > "$WORK/send.out" 2>&1 ||
     { cat "$WORK/send.out" >&2; return 1; }
   wait $rpid
-  echo "$(echo "$(date +%s.%N) - $start" | bc) $(cat "$WORK/send.rss") $(cat "$WORK/recv.rss")"
+  # What went on the wire, as a percentage of the payload (zstd in transit when it pays).
+  local sent wire
+  sent=$(grep -o '"bytesSent":[0-9]*' "$WORK/send.out" | tail -1 | cut -d: -f2)
+  wire=$(grep -o '"wireBytes":[0-9]*' "$WORK/send.out" | tail -1 | cut -d: -f2)
+  echo "$(echo "$(date +%s.%N) - $start" | bc) $(cat "$WORK/send.rss") $(cat "$WORK/recv.rss") $((wire * 100 / (sent > 0 ? sent : 1)))"
 }
 run_ssh() { # command…   (given up after LIMIT seconds: scp over a long round trip takes several per small file)
   fresh
@@ -201,32 +207,37 @@ run_ssh() { # command…   (given up after LIMIT seconds: scp over a long round 
   fi
   echo "$(echo "$(date +%s.%N) - $start" | bc) $(cat "$WORK/send.rss") $(cat "$WORK/remote.rss")"
 }
+run_syncthing() { # folder, where it lands (given up after LIMIT seconds like scp and rsync)
+  fresh
+  python3 scripts/bench_syncthing.py "$WORK" "$A" 10.77.0.1 "$B" 10.77.0.2 "$1" "$2" "$LIMIT"
+}
 same() { # what was sent, where it landed (nothing to check after a run given up)
   [ "$LAST" = inf ] && return 0
   if [ -d "$1" ]; then diff -rq "$1" "$2" > /dev/null; else cmp -s "$1" "$2"; fi || { echo "a tool delivered something else than $1" >&2; exit 1; }
 }
 
-declare -A T RS RR
+declare -A T RS RR WIRE
 LIMIT=${LIMIT:-300}
 record() { # key "seconds srss rrss"
-  read -r t s r <<< "$2"
+  read -r t s r w <<< "$2"
   LAST=$t
-  T[$1]="${T[$1]:-} $t"; RS[$1]=$s; RR[$1]=$r
+  T[$1]="${T[$1]:-} $t"; RS[$1]=$s; RR[$1]=$r; WIRE[$1]=${w:-}
 }
 
 report_row() { # profile workload tool bytes
   local key=$1,$2,$3 bytes=$4
   [ -n "${T[$key]:-}" ] || return 0
   local t; t=$(printf '%s\n' ${T[$key]} | median)
-  python3 - "$2" "$3" "$t" "$bytes" "${REF[$1]}" "${RS[$key]}" "${RR[$key]}" "$LIMIT" <<'PY'
+  python3 - "$2" "$3" "$t" "$bytes" "${REF[$1]}" "${RS[$key]}" "${RR[$key]}" "$LIMIT" "${WIRE[$key]:-}" <<'PY'
 import sys
-workload, tool, t, size, ref, srss, rrss, limit = sys.argv[1:]
+workload, tool, t, size, ref, srss, rrss, limit, wire = sys.argv[1:]
 if t == "inf":
     print(f"  {workload:<18} {tool:<10} {'> ' + limit:>9} {'-':>9} {'-':>10}")
     sys.exit()
 t, size, ref = float(t), int(size), float(ref)
 rate = size / t / 1048576
-print(f"  {workload:<18} {tool:<10} {t:>9.2f} {rate:>9.1f} {rate / ref * 100:>8.0f} % {int(srss) >> 10:>9} {int(rrss) >> 10:>9}")
+wire = f"   wire {wire} %" if wire else ""
+print(f"  {workload:<18} {tool:<10} {t:>9.2f} {rate:>9.1f} {rate / ref * 100:>8.0f} % {int(srss) >> 10:>9} {int(rrss) >> 10:>9}{wire}")
 PY
 }
 
@@ -243,6 +254,8 @@ for profile in "${PROFILES[@]}"; do
   link_up "$rate" "$rtt" "$loss"
   sshd_up
   head -c $((file_mib << 20)) /dev/urandom > "$SRC/file.bin"
+  # Syncthing syncs folders: the same file as a folder of one.
+  rm -rf "$SRC/one"; mkdir -p "$SRC/one"; ln "$SRC/file.bin" "$SRC/one/file.bin"
   # The reference flow: one TCP stream on the same link, its goodput after slow start.
   inB iperf3 -s -1 -D -B 10.77.0.2 > /dev/null
   sleep 0.3
@@ -254,6 +267,7 @@ for profile in "${PROFILES[@]}"; do
     record "$profile,file,share" "$(run_share "$SRC/file.bin")"; same "$SRC/file.bin" "$DST/file.bin"
     record "$profile,file,scp" "$(run_ssh scp -q $SSHOPTS -P 2222 "$SRC/file.bin" root@10.77.0.2:"$DST/")"; same "$SRC/file.bin" "$DST/file.bin"
     record "$profile,file,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/file.bin" root@10.77.0.2:"$DST/")"; same "$SRC/file.bin" "$DST/file.bin"
+    record "$profile,file,syncthing" "$(run_syncthing "$SRC/one" "$DST/one")"; same "$SRC/one" "$DST/one"
     fi
     if wants photos; then
     record "$profile,photos,share" "$(run_share "$SRC"/photos/*.jpg)"
@@ -262,11 +276,13 @@ for profile in "${PROFILES[@]}"; do
     record "$profile,photos as one file,share" "$(run_share "$SRC/photos-as-one.bin")"
     record "$profile,photos,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/photos" root@10.77.0.2:"$DST/")"; same "$SRC/photos" "$DST/photos"
     record "$profile,photos,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/photos" root@10.77.0.2:"$DST/")"; same "$SRC/photos" "$DST/photos"
+    record "$profile,photos,syncthing" "$(run_syncthing "$SRC/photos" "$DST/photos")"; same "$SRC/photos" "$DST/photos"
     fi
     if wants folder; then
     record "$profile,folder,share" "$(run_share "$SRC/folder")"; same "$SRC/folder" "$DST/folder"
     record "$profile,folder,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/folder" root@10.77.0.2:"$DST/")"; same "$SRC/folder" "$DST/folder"
     record "$profile,folder,rsync -z" "$(run_ssh rsync -a -z -e "ssh $SSHOPTS -p 2222" "$SRC/folder" root@10.77.0.2:"$DST/")"; same "$SRC/folder" "$DST/folder"
+    record "$profile,folder,syncthing" "$(run_syncthing "$SRC/folder" "$DST/folder")"; same "$SRC/folder" "$DST/folder"
     fi
     if wants texts; then
     record "$profile,texts,share" "$(run_share --text-lines "$WORK/texts.lines")"
@@ -274,14 +290,15 @@ for profile in "${PROFILES[@]}"; do
     [ "$n" -eq "$TEXTS" ] || { echo "share delivered $n texts of $TEXTS" >&2; exit 1; }
     record "$profile,texts,scp" "$(run_ssh scp -q -r $SSHOPTS -P 2222 "$SRC/texts" root@10.77.0.2:"$DST/")"; same "$SRC/texts" "$DST/texts"
     record "$profile,texts,rsync" "$(run_ssh rsync -a -e "ssh $SSHOPTS -p 2222" "$SRC/texts" root@10.77.0.2:"$DST/")"; same "$SRC/texts" "$DST/texts"
+    record "$profile,texts,syncthing" "$(run_syncthing "$SRC/texts" "$DST/texts")"; same "$SRC/texts" "$DST/texts"
     fi
   done
   printf '  %-18s %-10s %9s %9s %10s %9s %9s\n' workload tool seconds "MiB/s" "of ref." "RSS MiB snd" "rcv"
-  for tool in share scp rsync; do report_row "$profile" file "$tool" $((file_mib << 20)); done
-  for tool in share scp rsync; do report_row "$profile" photos "$tool" "$PHOTO_BYTES"; done
+  for tool in share scp rsync syncthing; do report_row "$profile" file "$tool" $((file_mib << 20)); done
+  for tool in share scp rsync syncthing; do report_row "$profile" photos "$tool" "$PHOTO_BYTES"; done
   report_row "$profile" "photos as one file" share "$PHOTO_BYTES"
-  for tool in share scp "rsync -z"; do report_row "$profile" folder "$tool" "$FOLDER_BYTES"; done
-  for tool in share scp rsync; do report_row "$profile" texts "$tool" "$TEXT_BYTES"; done
+  for tool in share scp "rsync -z" syncthing; do report_row "$profile" folder "$tool" "$FOLDER_BYTES"; done
+  for tool in share scp rsync syncthing; do report_row "$profile" texts "$tool" "$TEXT_BYTES"; done
   if wants photos; then
     photos=$(printf '%s\n' ${T[$profile,photos,share]} | median)
     one=$(printf '%s\n' ${T[$profile,photos as one file,share]} | median)
