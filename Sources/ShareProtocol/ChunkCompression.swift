@@ -46,7 +46,7 @@ public final class LinkMeter: @unchecked Sendable {  // guarded by `lock`
 /// the link takes them, and the level to use is the one that gets the most data across per second given how fast the
 /// link is (`LinkMeter`) and how fast and how well each level compresses this content, measured on every 16th chunk
 /// (every 4th until each level has been measured once; every third measure is of another level, in turn). On a fast link the measure is a 64 KiB sample, which
-/// costs little; on a link slower than `wholeChunkBelow` it is the whole chunk, since harder levels gain most from a
+/// costs little; on a link slower than `wholeChunkBelow` (a WAN) it is the whole chunk, since harder levels gain most from a
 /// long window (text and logs: 3.2x at level 13 on a 1 MiB chunk, where 64 KiB samples show every level alike), and
 /// the measured output is sent when it is that chunk's level. A level slower than the best rate already reached is
 /// not measured again for a while: it cannot win. On loopback and fast wired links with content that does not shrink
@@ -59,7 +59,7 @@ public final class AdaptiveCompressor {
     public static let levels: [Int32] = [1, 3, 6, 9, 13, 17]
     public static let sampleSize = 64 << 10
     /// Below this link rate (bytes per second) whole chunks are measured.
-    public static let wholeChunkBelow = 32e6
+    public static let wholeChunkBelow = 16e6
     /// Per level: bytes per second it compresses, and the size it leaves (0–1), as averaged over the samples.
     private var speed: [Int32: Double] = [:]
     private var shrink: [Int32: Double] = [:]
