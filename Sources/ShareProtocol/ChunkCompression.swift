@@ -45,7 +45,7 @@ public final class LinkMeter: @unchecked Sendable {  // guarded by `lock`
 /// Decides, chunk by chunk, whether and how hard to compress: compression pays when it can produce bytes faster than
 /// the link takes them, and the level to use is the one that gets the most data across per second given how fast the
 /// link is (`LinkMeter`) and how fast and how well each level compresses this content, measured on every 16th chunk
-/// (every 4th until each level has been measured once; every third measure is of another level, in turn). On a fast link the measure is a 64 KiB sample, which
+/// (every other measure is of a level not measured yet until each is known, then every third of another level). On a fast link the measure is a 64 KiB sample, which
 /// costs little; on a link slower than `wholeChunkBelow` (a WAN) it is the whole chunk, since harder levels gain most from a
 /// long window (text and logs: 3.2x at level 13 on a 1 MiB chunk, where 64 KiB samples show every level alike), and
 /// the measured output is sent when it is that chunk's level. A level slower than the best rate already reached is
@@ -89,8 +89,7 @@ public final class AdaptiveCompressor {
             return nil
         }
         var measured: (level: Int32, packed: [UInt8]?)?
-        // Every 16th chunk, or every 4th until each level has been measured once.
-        if count % 16 == 0 || (count % 4 == 0 && speed.count < Self.levels.count) { measured = sample(bytes) }
+        if count % 16 == 0 { measured = sample(bytes) }
         guard let level else {
             output += UInt64(bytes.count)
             return nil
