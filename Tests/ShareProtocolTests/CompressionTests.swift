@@ -80,21 +80,21 @@ import Testing
         #expect(compressor.ratio < 0.6, "ratio \(compressor.ratio)")
     }
 
-    /// On a WAN-slow link whole chunks are measured, so the level chosen is the one that does best on a whole
-    /// chunk: better than the fastest levels, and the measured output is sent rather than compressed twice.
-    @Test func aSlowLinkMeasuresWholeChunksAndSendsWhatItMeasured() {
+    /// On a WAN-slow link whole chunks are measured (harder levels gain most from a long window), on a fast one 64 KiB
+    /// samples; a measure at the level in use is what is sent, not compressed twice. (Which level wins depends on
+    /// this machine's speed at the moment, so it is not asserted here; bench-links reports what the link gets.)
+    @Test(arguments: [(6e6, 1 << 20), (100e6, 64 << 10)])
+    func theMeasureIsTheWholeChunkOnASlowLink(rate: Double, measured: Int) {
         let codec = CountingCodec()
+        let chunks = 160
         let compressor = run(
-            AdaptiveCompressor(codec: codec, meter: meter(bytesPerSecond: 6e6)), Self.notes, chunks: 320)
-        let level3 = Self.notes.withUnsafeBytes { TestZstd().compress($0, level: 3, minSaving: 0) }!
-        let fastest = Double(level3.count) / Double(Self.notes.count)
-        #expect((compressor.level ?? 0) > 3, "level \(String(describing: compressor.level)): \(compressor.measured)")
-        #expect(
-            compressor.ratio < fastest,
-            "ratio \(compressor.ratio) against \(fastest) at level 3: \(String(describing: compressor.level)) \(compressor.measured)"
-        )
-        // 320 chunks, 20 of them measured: a measure at the level in use is what is sent.
-        #expect(codec.calls < 320 + 20, "\(codec.calls) compressions for 320 chunks")
+            AdaptiveCompressor(codec: codec, meter: meter(bytesPerSecond: rate)), Self.notes, chunks: chunks)
+        #expect(Set(codec.measures) == [measured], "\(Set(codec.measures))")
+        #expect(codec.measures.count == chunks / 16)
+        if rate < AdaptiveCompressor.wholeChunkBelow {
+            #expect(compressor.ratio < 0.5, "ratio \(compressor.ratio)")
+            #expect(codec.calls < chunks + chunks / 16, "\(codec.calls) compressions for \(chunks) chunks")
+        }
     }
 
     @Test func randomBytesAreNeverCompressed() {
@@ -115,9 +115,12 @@ import Testing
 final class CountingCodec: ChunkCodec {
     private let zstd = TestZstd()
     private(set) var calls = 0
+    /// The sizes of the measures (compressions asked for whatever they save).
+    private(set) var measures: [Int] = []
 
     func compress(_ bytes: UnsafeRawBufferPointer, level: Int32, minSaving: Double) -> [UInt8]? {
         calls += 1
+        if minSaving == 0 { measures.append(bytes.count) }
         return zstd.compress(bytes, level: level, minSaving: minSaving)
     }
 
