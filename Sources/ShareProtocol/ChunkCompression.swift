@@ -44,22 +44,16 @@ public final class LinkMeter: @unchecked Sendable {  // guarded by `lock`
 
 /// Decides, chunk by chunk, whether and how hard to compress: compression pays when it can produce bytes faster than
 /// the link takes them, and the level to use is the one that gets the most data across per second given how fast the
-/// link is (`LinkMeter`) and how fast and how well each level compresses this content, measured on every 16th chunk
-/// (every other measure is of a level not measured yet until each is known, then every third of another level). On a fast link the measure is a 64 KiB sample, which
-/// costs little; on a link slower than `wholeChunkBelow` (a WAN) it is the whole chunk, since harder levels gain most from a
-/// long window (text and logs: 3.2x at level 13 on a 1 MiB chunk, where 64 KiB samples show every level alike), and
-/// the measured output is sent when it is that chunk's level. A level slower than the best rate already reached is
-/// not measured again for a while: it cannot win. On loopback and fast wired links with content that does not shrink
-/// much, nothing is compressed; on a slow WAN, text is compressed hard. Random or already-compressed content (video,
-/// archives) costs well under 1 % extra CPU: its samples never shrink. `ratio` says what it achieved.
+/// link is (`LinkMeter`) and how fast and how well each level compresses this content (measured on 64 KiB samples of
+/// every 16th chunk, the other levels measured in turn on every third sample). On loopback and fast wired links with content that
+/// does not shrink much, nothing is compressed; on a slow WAN, text is compressed hard. Random or already-compressed
+/// content (video, archives) costs well under 1 % extra CPU: its samples never shrink. `ratio` says what it achieved.
 public final class AdaptiveCompressor {
     public let codec: ChunkCodec
     private let meter: LinkMeter?
     /// The levels it chooses among (zstd): from fast to thorough.
     public static let levels: [Int32] = [1, 3, 6, 9, 13, 17]
     public static let sampleSize = 64 << 10
-    /// Below this link rate (bytes per second) whole chunks are measured.
-    public static let wholeChunkBelow = 16e6
     /// Per level: bytes per second it compresses, and the size it leaves (0–1), as averaged over the samples.
     private var speed: [Int32: Double] = [:]
     private var shrink: [Int32: Double] = [:]
@@ -88,19 +82,8 @@ public final class AdaptiveCompressor {
             output += UInt64(bytes.count)
             return nil
         }
-        var measured: (level: Int32, packed: [UInt8]?)?
-        if count % 16 == 0 { measured = sample(bytes) }
-        guard let level else {
-            output += UInt64(bytes.count)
-            return nil
-        }
-        let packed: [UInt8]?
-        if let measured, measured.level == level {
-            packed = measured.packed.flatMap { $0.count <= Int(Double(bytes.count) * 0.95) ? $0 : nil }
-        } else {
-            packed = codec.compress(bytes, level: level, minSaving: 0.05)
-        }
-        guard let packed else {
+        if count % 16 == 0 { sample(bytes) }
+        guard let level, let packed = codec.compress(bytes, level: level, minSaving: 0.05) else {
             output += UInt64(bytes.count)
             return nil
         }
@@ -108,22 +91,14 @@ public final class AdaptiveCompressor {
         return packed
     }
 
-    /// Measures a level on the chunk (or a sample of it) and chooses the level for the chunks that follow. Returns
-    /// the level measured and, when the whole chunk was measured, its compressed form.
-    private func sample(_ bytes: UnsafeRawBufferPointer) -> (level: Int32, packed: [UInt8]?) {
+    /// Measures a level on a sample of the chunk and chooses the level for the chunks that follow.
+    private func sample(_ bytes: UnsafeRawBufferPointer) {
         samples += 1
-        let whole = (meter?.rate).map { $0 < Self.wholeChunkBelow } ?? false
-        let sample = whole ? bytes : UnsafeRawBufferPointer(rebasing: bytes[0..<min(bytes.count, Self.sampleSize)])
+        let sample = UnsafeRawBufferPointer(rebasing: bytes[0..<min(bytes.count, Self.sampleSize)])
         var probe = level ?? Self.levels[0]
-        // Every other sample measures a level not measured yet; once all are, every third sample measures another
-        // level, in turn, so the choice follows the content and the link; a level measured slower than the best rate
-        // so far is measured again only every 30th sample.
-        if let unmeasured = Self.levels.first(where: { speed[$0] == nil }), speed[probe] != nil {
-            if samples % 2 == 0 { probe = unmeasured }
-        } else if samples % 3 == 0 {
-            let best = bestRate()
-            let next = Self.levels[(samples / 3) % Self.levels.count]
-            if samples % 30 == 0 || speed[next].map({ $0 > best }) ?? true { probe = next }
+        // Every third sample measures another level, in turn, so the choice follows the content and the link.
+        if samples % 3 == 0 {
+            probe = Self.levels[(samples / 3) % Self.levels.count]
         }
         let start = ContinuousClock.now
         let packed = codec.compress(sample, level: probe, minSaving: 0)
@@ -133,7 +108,6 @@ public final class AdaptiveCompressor {
         speed[probe] = speed[probe].map { $0 * 0.7 + measuredSpeed * 0.3 } ?? measuredSpeed
         shrink[probe] = shrink[probe].map { $0 * 0.7 + measuredShrink * 0.3 } ?? measuredShrink
         level = choose()
-        return (probe, whole ? packed : nil)
     }
 
     /// What was measured of each level: (level, bytes per second, size left).
@@ -143,17 +117,10 @@ public final class AdaptiveCompressor {
 
     /// The level that moves the most data per second, or nil when sending as it is moves more.
     private func choose() -> Int32? {
-        guard meter?.rate != nil else {
+        guard let link = meter?.rate else {
             // Nothing measured of the link yet: compress lightly when it shrinks by a fifth.
             return (shrink[1] ?? 1) < 0.8 ? 1 : nil
         }
-        return best().level
-    }
-
-    /// The best measured choice and the rate it moves original bytes at (the link's own rate when nothing beats
-    /// sending as it is; infinite while the link is not measured).
-    private func best() -> (level: Int32?, rate: Double) {
-        guard let link = meter?.rate else { return (nil, .infinity) }
         var best: (level: Int32?, rate: Double) = (nil, link)
         for level in Self.levels {
             guard let speed = speed[level], let shrink = shrink[level], shrink < 0.95 else { continue }
@@ -161,10 +128,8 @@ public final class AdaptiveCompressor {
             let rate = min(speed, link / shrink)
             if rate > best.rate * 1.02 { best = (level, rate) }
         }
-        return best
+        return best.level
     }
-
-    private func bestRate() -> Double { best().rate }
 }
 
 extension Duration {

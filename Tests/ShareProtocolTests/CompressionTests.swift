@@ -18,26 +18,7 @@ import Testing
     }()
 
     /// Prose-like text from a vocabulary of 3,000 made-up words: harder levels find more to save in it.
-    static let prose = makeProse(64 << 10)
-    /// Notes from a vocabulary of 4,000 made-up words, each line drawn from a different part of it, 1 MiB: a long
-    /// window finds far more in it than a short one.
-    static let notes: [UInt8] = {
-        var state: UInt64 = 11
-        func next(_ bound: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int((state >> 33) % UInt64(bound))
-        }
-        let letters = Array("etaoinshrdlucmfwypvbgkjqxz")
-        let words = (0..<4000).map { _ in String((0..<(2 + next(8))).map { _ in letters[next(26)] }) }
-        var text = ""
-        while text.utf8.count < 1 << 20 {
-            let reach = 100 + next(3900)
-            text += (0..<(6 + next(11))).map { _ in words[next(reach)] }.joined(separator: " ") + ".\n"
-        }
-        return Array(text.utf8.prefix(1 << 20))
-    }()
-
-    static func makeProse(_ size: Int) -> [UInt8] {
+    static let prose: [UInt8] = {
         var state: UInt64 = 7
         func next() -> UInt64 {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -46,13 +27,13 @@ import Testing
         let letters = Array("etaoinshrdlucmfwypvbgkjqxz")
         let words = (0..<3000).map { _ in String((0..<(2 + Int(next() % 9))).map { _ in letters[Int(next() % 26)] }) }
         var text = ""
-        while text.utf8.count < size {
+        while text.utf8.count < 64 << 10 {
             // Common words far more often than rare ones.
             let rank = Int(next() % 3000)
             text += words[rank * rank / 3000] + (next() % 12 == 0 ? ".\n" : " ")
         }
-        return Array(text.utf8.prefix(size))
-    }
+        return Array(text.utf8.prefix(64 << 10))
+    }()
 
     func meter(bytesPerSecond rate: Double) -> LinkMeter {
         let meter = LinkMeter()
@@ -80,23 +61,6 @@ import Testing
         #expect(compressor.ratio < 0.6, "ratio \(compressor.ratio)")
     }
 
-    /// On a WAN-slow link whole chunks are measured (harder levels gain most from a long window), on a fast one 64 KiB
-    /// samples; a measure at the level in use is what is sent, not compressed twice. (Which level wins depends on
-    /// this machine's speed at the moment, so it is not asserted here; bench-links reports what the link gets.)
-    @Test(arguments: [(6e6, 1 << 20), (100e6, 64 << 10)])
-    func theMeasureIsTheWholeChunkOnASlowLink(rate: Double, measured: Int) {
-        let codec = CountingCodec()
-        let chunks = 160
-        let compressor = run(
-            AdaptiveCompressor(codec: codec, meter: meter(bytesPerSecond: rate)), Self.notes, chunks: chunks)
-        #expect(Set(codec.measures) == [measured], "\(Set(codec.measures))")
-        #expect(codec.measures.count == chunks / 16)
-        if rate < AdaptiveCompressor.wholeChunkBelow {
-            #expect(compressor.ratio < 0.5, "ratio \(compressor.ratio)")
-            #expect(codec.calls < chunks + chunks / 16, "\(codec.calls) compressions for \(chunks) chunks")
-        }
-    }
-
     @Test func randomBytesAreNeverCompressed() {
         let random = randomBytes(1 << 20)
         let compressor = run(AdaptiveCompressor(codec: TestZstd(), meter: meter(bytesPerSecond: 2e6)), random)
@@ -108,25 +72,5 @@ import Testing
         let compressor = run(AdaptiveCompressor(codec: TestZstd()), Self.text, chunks: 4)
         #expect(compressor.level == 1)
         #expect(compressor.ratio < 0.5)
-    }
-}
-
-/// Counts the compressions asked of it.
-final class CountingCodec: ChunkCodec {
-    private let zstd = TestZstd()
-    private(set) var calls = 0
-    /// The sizes of the measures (compressions asked for whatever they save).
-    private(set) var measures: [Int] = []
-
-    func compress(_ bytes: UnsafeRawBufferPointer, level: Int32, minSaving: Double) -> [UInt8]? {
-        calls += 1
-        if minSaving == 0 { measures.append(bytes.count) }
-        return zstd.compress(bytes, level: level, minSaving: minSaving)
-    }
-
-    func decompress(_ compressed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, expected: Int)
-        throws
-    {
-        try zstd.decompress(compressed, into: output, expected: expected)
     }
 }
