@@ -37,7 +37,7 @@ extension EndToEnd {
             defer { receiver.stop() }
             let sent = laptop.run(["send", "--url", "https://example.com/x", "--to", "127.0.0.1:\(port)"])
             #expect(sent.status == 0, "\(sent.stderr)")
-            #expect(receiver.wait(timeout: 30) == 0)
+            #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text.suffix(3000))")
             #expect(
                 receiver.stderr.text.contains(
                     "offered public.url, public.utf8-plain-text; chose public.utf8-plain-text"))
@@ -77,7 +77,7 @@ extension EndToEnd {
                 let (receiver, port) = try desk.startReceive(into: inbox)
                 defer { receiver.stop() }
                 #expect(laptop.run(["send", notes.path, "--to", "127.0.0.1:\(port)"]).status == 0)
-                #expect(receiver.wait(timeout: 30) == 0)
+                #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text.suffix(3000))")
                 #expect(try Data(contentsOf: inbox.appendingPathComponent(expected)) == Data(contentsOf: notes))
             }
             #expect(try String(contentsOf: inbox.appendingPathComponent("notes.md"), encoding: .utf8) == "keep me")
@@ -100,7 +100,7 @@ extension EndToEnd {
             desk.trust(friend)
             friend.trust(desk)
             #expect(friend.run(["send", "--text", "after", "--to", "127.0.0.1:\(port)"]).status == 0)
-            #expect(receiver.wait(timeout: 30) == 0)
+            #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text.suffix(3000))")
             #expect(receiver.stdout.text == "after\n", "\(receiver.stdout.text)")
         }
 
@@ -129,7 +129,7 @@ extension EndToEnd {
             defer { receiver.stop() }
             #expect(phone.run(["send", "--text", "not you", "--to", "127.0.0.1:\(port)"]).status == 77)
             #expect(laptop.run(["send", "--text", "me", "--to", "127.0.0.1:\(port)"]).status == 0)
-            #expect(receiver.wait(timeout: 30) == 0)
+            #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text.suffix(3000))")
             #expect(!receiver.stdout.text.contains("not you"))
         }
 
@@ -178,7 +178,7 @@ extension EndToEnd {
             defer { receiver.stop() }
             let sent = laptop.run(["send", "--text", "hi", "--to", "127.0.0.1:\(port)", "--json"])
             #expect(sent.status == 0)
-            #expect(receiver.wait(timeout: 30) == 0)
+            #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text.suffix(3000))")
             for output in [sent.stdout, receiver.stdout.text] {
                 for line in output.split(separator: "\n") {
                     let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
