@@ -141,6 +141,7 @@ processes = [
     for ns, home in ((sender_ns, sender_home), (receiver_ns, receiver_home))
 ]
 done = None
+state = None
 try:
     while time.monotonic() - start < limit:
         state = status(receiver_ns, receiver_addr, key)
@@ -153,8 +154,6 @@ try:
         # Polling the receiver's REST API: Syncthing signals nothing this process could wait on.
         time.sleep(0.1)
     rss = [peak_kib(p.pid) for p in processes]
-    with open(os.path.join(work, "syncthing-status.json"), "w") as f:
-        json.dump({"expected": [files, size], "last": state}, f)
 finally:
     for p in processes:
         p.terminate()
