@@ -164,6 +164,7 @@ final class Race: @unchecked Sendable {  // guarded by `condition`
         }
         let thread = Thread { [self] in
             body()
+            TLSLibrary.threadFinished()
             condition.withLock {
                 running -= 1
                 finished.insert(number)

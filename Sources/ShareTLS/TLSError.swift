@@ -71,3 +71,12 @@ public enum TLSLibrary {
             nil)
     }
 }
+
+extension TLSLibrary {
+    /// Frees what OpenSSL keeps for the calling thread (its random generators, its error queue). A thread that ran
+    /// TLS calls this as its last step, before it tells anyone it is done: OpenSSL would otherwise free them only in
+    /// the thread's exit handlers, which can still be running when the process exits.
+    public static func threadFinished() {
+        OPENSSL_thread_stop()
+    }
+}

@@ -142,6 +142,7 @@ package final class Listener: AgentPart, @unchecked Sendable {  // mutable state
         let thread = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: sessionNice)
             serve(client, peer, pending, route: route)
+            TLSLibrary.threadFinished()
             lock.withLock {
                 threads -= 1
                 lock.broadcast()

@@ -150,6 +150,10 @@ final class BackgroundShare: @unchecked Sendable {
         }
         stdout.waitForClose(timeout: 2)
         stderr.waitForClose(timeout: 2)
+        // A sanitizer's report from any share process goes to the test log whatever the test then checks.
+        if stderr.text.contains("Sanitizer") {
+            print("share \(process.arguments ?? []) exited \(process.terminationStatus):\n\(stderr.text)")
+        }
         return process.terminationStatus
     }
 
