@@ -103,7 +103,7 @@ final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
 
     /// Starts `body` on a new thread; it makes the item's chunks through its emitter, in order.
     init(
-        chunkSize: Int, depth: Int = 3, hasher: ChunkHasher, compressor: AdaptiveCompressor?,
+        chunkSize: Int, depth: Int, hasher: ChunkHasher, compressor: AdaptiveCompressor?,
         held: @escaping (Int) -> Bool, body: @escaping (Emitter) throws -> Void
     ) {
         free = (0..<depth).map { _ in ChunkBuffer(size: chunkSize) }

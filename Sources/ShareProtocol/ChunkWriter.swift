@@ -2,8 +2,9 @@ import Foundation
 
 /// Checks and stores the chunks of large items on a thread of its own while the receiving thread reads and
 /// decrypts the next ones: each chunk's digest is compared, then the chunk goes to its item's payload (the disk) and
-/// its digest is recorded. At most `depth` chunks wait; a chunk that does not match its digest stops everything after
-/// it (nothing more is written), and the mismatch is what the receiving thread throws next.
+/// its digest is recorded. At most `depth` chunks wait (`ReceiverDriver.writeAhead`); a chunk that does not match its
+/// digest stops everything after it (nothing more is written), and the mismatch is what the receiving thread throws
+/// next.
 final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
     private struct Job {
         var index: Int
@@ -23,7 +24,7 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
     private var stopping = false
     private var running = true
 
-    init(hasher: ChunkHasher, depth: Int = 3) {
+    init(hasher: ChunkHasher, depth: Int) {
         self.hasher = hasher
         free = (0..<depth).map { _ in ChunkBuffer(size: Limits.maxChunkPayload) }
         let thread = Thread { [self] in work() }

@@ -42,6 +42,9 @@ public final class ReceiverDriver {
     private var announced: [Int: [Int: [UInt8]]] = [:]
     /// Checks and writes the chunks of large items (made on the first one).
     private var writer: ChunkWriter?
+    /// How many chunks of a large item may wait, read but not yet written: enough that a busy neighbour holding up
+    /// one thread for a few milliseconds does not stall the other. A client short of memory asks for fewer.
+    public var writeAhead = 8
 
     public init(
         channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -83,7 +86,7 @@ public final class ReceiverDriver {
                         for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
                     }
                     if large {
-                        if writer == nil { writer = ChunkWriter(hasher: hasher.another()) }
+                        if writer == nil { writer = ChunkWriter(hasher: hasher.another(), depth: writeAhead) }
                         target = try writer!.takeBuffer()
                     }
                     arrived = try channel.receive(into: target.bytes)

@@ -19,6 +19,9 @@ public final class SenderDriver {
 
     /// Each item waits for the previous one's acknowledgement (see `SenderMachine.oneAtATime`).
     public var oneAtATime = false
+    /// How many chunks of a large item may be read and hashed ahead of the sending: enough that a busy neighbour
+    /// holding up one thread for a few milliseconds does not stall the other. A client short of memory asks for fewer.
+    public var readAhead = 8
     /// How fast the link takes bytes, measured as chunks are written.
     private let meter = LinkMeter()
     /// One for the whole session: what it learned of the link and the content carries from item to item.
@@ -173,7 +176,8 @@ public final class SenderDriver {
         }
         if chunks - held.count > Self.producerThreshold {
             let producer = ChunkProducer(
-                chunkSize: chunkSize, hasher: hasher.another(), compressor: compressor, held: { heldSet.contains($0) }
+                chunkSize: chunkSize, depth: readAhead, hasher: hasher.another(), compressor: compressor,
+                held: { heldSet.contains($0) }
             ) { emitter in
                 for chunk in 0..<chunks where !heldSet.contains(chunk) {
                     try emitter.chunk(chunk) { try read(chunk, $0) }
@@ -218,7 +222,8 @@ public final class SenderDriver {
         let sent: (chunks: Int, bytes: UInt64)
         if let chunks, chunks - held.count > Self.producerThreshold {
             let producer = ChunkProducer(
-                chunkSize: chunkSize, hasher: hasher.another(), compressor: compressor, held: { held.contains($0) }
+                chunkSize: chunkSize, depth: readAhead, hasher: hasher.another(), compressor: compressor,
+                held: { held.contains($0) }
             ) { emitter in
                 try source.produce { try emitter.append($0) }
                 try emitter.flush()

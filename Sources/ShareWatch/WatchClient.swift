@@ -110,6 +110,8 @@ public final class WatchClient {
                 Console.Event(event: "refused", from: agent, reason: reason, item: label),
                 plain: "refused \(label): \(reason)")
         }
+        // A watch keeps its memory small: three chunks in hand, not the default eight.
+        driver.writeAhead = 3
         defer { received += sink.received }
         do {
             _ = try driver.run(machine: machine, sink: sink, first: frame)
