@@ -138,14 +138,16 @@ for tool in "${TOOLS[@]}"; do
 done
 python3 - "${RATE[quiet,share]}" "${RATE[loaded,share]}" "${RATE[quiet,scp]}" "${RATE[loaded,scp]}" \
   "${RATE[quiet,rsync]}" "${RATE[quiet,plain-1]}" "${RATE[quiet,tuned-1]}" "${RATE[quiet,tuned-2]}" \
-  "${RATE[quiet,sized-1]}" "${RATE[quiet,sized-2]}" <<'PY'
+  "${RATE[quiet,sized-1]}" "${RATE[quiet,sized-2]}" "${RATE[loaded,plain-1]}" "${RATE[loaded,tuned-1]}" \
+  "${RATE[loaded,tuned-2]}" "${RATE[loaded,sized-1]}" "${RATE[loaded,sized-2]}" <<'PY'
 import sys
 share, share_loaded, scp, scp_loaded, rsync, *pipes = map(float, sys.argv[1:])
-ceiling = max(pipes)
+ceiling, loaded_ceiling = max(pipes[:5]), max(pipes[5:])
 print(f"\nshare: {share/ceiling*100:.0f}% of the strongest C pipe ({ceiling:.0f} MiB/s); {share/scp:.2f}x scp, "
       f"{share/rsync:.2f}x rsync")
 print(f"one busy core: share keeps {share_loaded/share*100:.0f}% of its quiet rate (scp {scp_loaded/scp*100:.0f}%); "
-      f"{share_loaded/scp_loaded:.2f}x scp")
+      f"{share_loaded/scp_loaded:.2f}x scp; {share_loaded/loaded_ceiling*100:.0f}% of the strongest C pipe under the "
+      f"same load ({loaded_ceiling:.0f} MiB/s, which keeps {loaded_ceiling/ceiling*100:.0f}% of the quiet ceiling)")
 PY
 
 share_rss() { # file -> "sender-kib receiver-kib"
