@@ -42,8 +42,9 @@ public final class ReceiverDriver {
     private var announced: [Int: [Int: [UInt8]]] = [:]
     /// Checks and writes the chunks of large items (made on the first one).
     private var writer: ChunkWriter?
-    /// How many chunks of a large item may wait, read but not yet written: enough that a busy neighbour holding up
-    /// one thread for a few milliseconds does not stall the other. A client short of memory asks for fewer.
+    /// How many chunks of a large item may wait, read but not yet written (at most `writeAheadBytes` of them, at
+    /// least three): enough that a busy neighbour holding up one thread for a few milliseconds does not stall the
+    /// other. A client short of memory asks for fewer.
     public var writeAhead = 8
 
     public init(
@@ -85,11 +86,20 @@ public final class ReceiverDriver {
                     if let writer, !channel.hasIncomingData {
                         for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
                     }
-                    if large {
-                        if writer == nil { writer = ChunkWriter(hasher: hasher.another(), depth: writeAhead) }
+                    if large, let chunkSize = machine.offer?.chunkSize {
+                        if writer == nil {
+                            // `writeAhead` chunks, but at most `writeAheadBytes` of them (and never fewer than three).
+                            let depth = max(3, min(writeAhead, Self.writeAheadBytes / chunkSize))
+                            writer = ChunkWriter(hasher: hasher.another(), depth: depth)
+                        }
                         target = try writer!.takeBuffer()
+                        // A chunk's data is at most the offer's chunk size (a compressed one is smaller): a longer
+                        // frame is refused before any of it is read, so no buffer holds more than a chunk.
+                        arrived = try channel.receive(
+                            into: UnsafeMutableRawBufferPointer(rebasing: target.bytes[0..<chunkSize]))
+                    } else {
+                        arrived = try channel.receive(into: target.bytes)
                     }
-                    arrived = try channel.receive(into: target.bytes)
                 }
                 var actions: [ReceiverMachine.Action]
                 switch arrived {
@@ -184,6 +194,8 @@ public final class ReceiverDriver {
 
     /// Items with more chunks than this are checked and written by the writer thread.
     static let writerThreshold = 2
+    /// The most chunk bytes the writer thread holds in hand, whatever the chunk size.
+    static let writeAheadBytes = 8 << 20
 
     /// Opens where the current item goes, when its first chunk (or its `done`, when every chunk was held) arrives.
     /// What it holds now must still include what its `resume` announced: another session may have changed it.

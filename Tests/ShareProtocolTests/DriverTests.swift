@@ -205,6 +205,32 @@ import Testing
         #expect(sink.suspended == ["x"], "what was verified is kept for a resume")
     }
 
+    /// A hostile sender announces 16 KiB chunks and sends 64 KiB ones: the first chunk of the large item is refused
+    /// by its frame's length, before its data is read into the writer's buffer.
+    @Test func aChunkLongerThanTheOfferedChunkSizeIsRefusedBeforeItIsRead() throws {
+        let bytes = randomBytes(4 * Self.chunk)
+        let item = FixedItem(
+            fileOffer("x", size: UInt64(bytes.count)),
+            [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+        let sink = MemorySink()
+        let (honest, lie) = (Array("\"chunkSize\":\(Self.chunk)".utf8), Array("\"chunkSize\":16384".utf8))
+        #expect(honest.count == lie.count)
+        var lied = false
+        let result = transfer(
+            [item], sink: sink,
+            tamper: { _, data in
+                guard !lied, let at = data.firstRange(of: honest) else { return data }
+                lied = true
+                var data = data
+                data.replaceSubrange(at, with: lie)
+                return data
+            })
+        #expect(lied, "the offer was not found on the wire")
+        let received = #expect(throws: ProtocolError.self) { try result.received.get() }
+        #expect(received?.code == .frameTooLarge, "\(String(describing: received))")
+        #expect(sink.items.isEmpty)
+    }
+
     @Test func anItemWithoutASizeIsCutAtItsAcceptLimitAndAtTheFreeSpace() throws {
         let bytes = randomBytes(5 * Self.chunk)
         func unsized() -> FixedItem {

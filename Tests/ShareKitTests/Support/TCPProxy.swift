@@ -123,8 +123,8 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
             self.server = server
         }
 
-        /// Waits until the other direction's pump has ended (its peer closed), or `timeout`.
-        /// Until the other direction ends or `source` hangs up (killed, or gave up on the stalled link).
+        /// Waits until the other direction's pump has ended (its peer closed), `source` hangs up (killed, or gave
+        /// up on the stalled link), or `timeout`.
         func waitForTheOtherDirection(timeout: Double, orHangUpOf source: Int32) {
             let deadline = Date().addingTimeInterval(timeout)
             lock.lock()
