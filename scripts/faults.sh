@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fault-injection tests at full size: a 1 GiB transfer cut, stalled and corrupted at random offsets 40 times,
-# and 20 SIGKILLs of the sending and receiving agents at random moments. CI runs the same tests at 48 MiB.
+# 20 SIGKILLs of the sending and receiving agents at random moments, and the wire total of one send whose receiver is
+# killed and whose link is cut at random moments (as many kills and cuts). CI runs the same tests at 48 MiB.
 # Usage: scripts/faults.sh [MiB] [faults] [kills] [seed]      (default 1024 40 20, a random seed)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -91,6 +91,69 @@ extension EndToEnd {
             )
         }
 
+        /// The receiver killed with SIGKILL and the link cut at random moments during one send, each attempt the same
+        /// `share send` again (1 MiB chunks): what crosses the wire in all is the file plus at most 8 MiB per kill and
+        /// one chunk per cut, since the receiver journals every verified chunk as it writes it.
+        @Test func killsAndCutsResendAtMostEightMiBAndOneChunkEach() throws {
+            var dice = Dice()
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let size = Self.mebibytes << 20
+            let chunk = 1 << 20
+            let file = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(file, size: size)
+            let delivered = inbox.appendingPathComponent("big.bin")
+            var plan = Array(repeating: "kill", count: Self.kills) + Array(repeating: "cut", count: Self.faults)
+            plan.shuffle(using: &dice)
+            // Paced so each attempt lasts a moment whatever the size: the faults land all along the file.
+            let pace = max(16 << 20, size / max(1, plan.count))
+            var wire = 0
+            var counts = ["kill": 0, "cut": 0]
+            var attempts = 0
+            for fault in plan + ["none"] {
+                attempts += 1
+                let held = ledgerChunkCount(inbox) * chunk
+                let remaining = size - held
+                // Past the handshake and offer, within the first half of what is still to send.
+                let offset = Int.random(in: (256 << 10)...max((256 << 10) + 1, remaining / 2), using: &dice)
+                let (receiver, port) = try desk.startReceive(into: inbox)
+                let proxy = try TCPProxy(upstreamPort: port)
+                proxy.bytesPerSecond = pace
+                if fault == "cut" { proxy.cutAfter = offset }
+                let sender = try laptop.background([
+                    "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--quiet", "--timeout", "60",
+                ])
+                if fault == "kill" {
+                    _ = waitUntil(timeout: 120) { proxy.forwarded >= offset || !sender.process.isRunning }
+                    kill(receiver.pid, SIGKILL)
+                }
+                let status = sender.wait(timeout: 300)
+                let received = receiver.wait(timeout: 30)
+                if received == nil { receiver.stop() }
+                proxy.stop()
+                wire += proxy.forwarded
+                if status == 0 {
+                    #expect(fault == "none" || FileManager.default.fileExists(atPath: delivered.path))
+                    break
+                }
+                #expect(fault != "none", "a send without a fault failed: \(sender.stderr.text)")
+                #expect([75, 76].contains(status), "\(fault) at \(offset): \(sender.stderr.text)")
+                #expect(!FileManager.default.fileExists(atPath: delivered.path), "\(fault) exposed a partial")
+                counts[fault, default: 0] += 1
+            }
+            #expect(sha256(delivered) == sha256(file))
+            // Beside the payload: TLS records and frame headers (well under 0.2 %), and each attempt's handshake,
+            // hello and offer.
+            let overhead = size / 500 + attempts * (64 << 10)
+            let allowed = size + counts["kill"]! * (8 << 20) + counts["cut"]! * chunk + overhead
+            #expect(wire <= allowed, "\(wire) bytes crossed the wire, more than \(allowed)")
+            let ratio = Double(wire) / Double(size)
+            let resent = Double(wire - size) / Double(1 << 20)
+            print(
+                "resume on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the file on the wire (\(String(format: "%.1f", resent)) MiB resent)"
+            )
+        }
+
         /// Receiving sessions the agent has logged as ended (failed or given up after being idle).
         static func sessionsEnded(_ log: String) -> Int {
             log.split(separator: "\n").filter {

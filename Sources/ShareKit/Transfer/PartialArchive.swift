@@ -18,10 +18,14 @@ final class PartialArchive: IncomingPayload {
     private var nextIndex: Int
     private var unflushed = 0
     private var lastCheckpoint = ContinuousClock.now
+    /// Each verified chunk and where the extraction stands, between checkpoints.
+    private let journal: LedgerJournal
     private var stopped = false
     private var released = false
     let held: [Int: [UInt8]]
     let label: String
+    /// Whether the item can resume (it has a version): only then is progress journaled.
+    private let resumable: Bool
 
     /// A ledger from another version, size or chunk size, or written before a reboot (extracted files may have
     /// lost unflushed writes and cannot be re-hashed against stream chunks), starts the item over.
@@ -31,6 +35,7 @@ final class PartialArchive: IncomingPayload {
     ) throws {
         self.store = store
         label = item.label
+        resumable = item.version != nil
         key = PartialStore.key(sender: sender, item: item.id, contentType: representation.contentType, archive: true)
         lock = try store.lock(key, label: item.label)
         var ledger = PartialStore.Ledger(
@@ -46,8 +51,10 @@ final class PartialArchive: IncomingPayload {
             ledger.archive = checkpoint
         } else {
             _ = try? store.partials.remove("\(key).json")
+            _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
             _ = try? store.partials.removeTree("\(key).dir")
         }
+        journal = LedgerJournal(store: store, key: key)
         var start: Int64 = 0
         if let checkpoint = ledger.archive {
             start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunkSize)
@@ -102,13 +109,19 @@ final class PartialArchive: IncomingPayload {
         } catch {
             throw fail(error)
         }
-        digests[index] = Hex.string(digest)
+        let hex = Hex.string(digest)
+        digests[index] = hex
         nextIndex += 1
         unflushed += 1
+        if resumable {
+            // The extraction runs a few chunks behind; what it has put on disk is what a resume may skip.
+            try journal.record(chunk: index, digest: hex, checkpoint: extraction.extractor.checkpoint)
+        }
         try checkpoint(force: false)
     }
 
-    /// Records the chunks up to the extraction's checkpoint: at most every second or 64 chunks unless forced.
+    /// Records the chunks up to the extraction's checkpoint in the ledger (emptying the journal): at most every
+    /// second or 64 chunks unless forced.
     func checkpoint(force: Bool) throws {
         guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
         ledger.archive = extraction.extractor.checkpoint ?? ledger.archive
@@ -119,6 +132,7 @@ final class PartialArchive: IncomingPayload {
         }
         ledger.boot = PartialStore.bootID
         try store.writeLedger(ledger, key: key)
+        try journal.reset(directoriesInLedger: ledger.archive?.directories.count ?? 0)
         unflushed = 0
         lastCheckpoint = ContinuousClock.now
     }
@@ -141,6 +155,7 @@ final class PartialArchive: IncomingPayload {
     func place(as name: String) throws -> String {
         let placed = try store.place("\(key).dir", as: name)
         _ = try? store.partials.remove("\(key).json")
+        journal.remove()
         release()
         return placed
     }
@@ -179,6 +194,7 @@ final class PartialArchive: IncomingPayload {
             stopped = true
         }
         _ = try? store.partials.remove("\(key).json")
+        journal.remove()
         _ = try? store.partials.removeTree("\(key).dir")
         release()
     }
@@ -189,6 +205,7 @@ final class PartialArchive: IncomingPayload {
             stopped = true
             try? checkpoint(force: true)
         }
+        journal.close()
         release()
     }
 

@@ -71,9 +71,15 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
         return held
     }
 
+    /// The ledger as the last session left it: its last checkpoint plus the chunks its journal recorded since.
     func readLedger(_ key: String) -> Ledger? {
-        guard let bytes = try? partials.readFile("\(key).json", limit: 64 << 20) else { return nil }
-        return try? JSONDecoder().decode(Ledger.self, from: Data(bytes))
+        guard let bytes = try? partials.readFile("\(key).json", limit: 64 << 20),
+            var ledger = try? JSONDecoder().decode(Ledger.self, from: Data(bytes))
+        else { return nil }
+        if let journal = try? partials.readFile("\(key).\(LedgerJournal.suffix)", limit: LedgerJournal.readLimit) {
+            LedgerJournal.replay(journal, onto: &ledger)
+        }
+        return ledger
     }
 
     func writeLedger(_ ledger: Ledger, key: String) throws {
@@ -97,14 +103,14 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
         var removed = 0
         for key in keys where !key.isEmpty {
             let ledger = partials.info("\(key).json")
-            let newest = [ledger, partials.info("\(key).part"), partials.info("\(key).dir")].compactMap { $0?.modified }
-                .max()
+            let newest = [ledger, partials.info("\(key).part"), partials.info("\(key).dir"), partials.info("\(key).log")]
+                .compactMap { $0?.modified }.max()
             let age = now - (newest ?? 0)
             guard age > (ledger == nil ? min(Int64(maxAge), 3600) : Int64(maxAge)) else { continue }
             // A partial another session holds is never removed under it.
             guard let lock = try? partials.tryLock("\(key).lock") else { continue }
             defer { lock.release() }
-            for suffix in ["json", "part", "dir"] { _ = try? partials.removeTree("\(key).\(suffix)") }
+            for suffix in ["json", "log", "part", "dir"] { _ = try? partials.removeTree("\(key).\(suffix)") }
             _ = try? partials.remove("\(key).lock")
             removed += 1
         }
@@ -273,6 +279,8 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     private var pendingChunks: [Int: String] = [:]
     private var unflushed = 0
     private var lastCheckpoint = ContinuousClock.now
+    /// Each verified chunk as it is written, between checkpoints.
+    private let journal: LedgerJournal
     private var closed = false
     /// Placed, discarded or suspended: nothing more is done to it.
     private var ended = false
@@ -289,19 +297,19 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
             sender: sender.description, item: item.id, version: item.version,
             contentType: representation.contentType, size: representation.size, chunkSize: chunkSize,
             suggestedName: representation.suggestedFileName, chunks: [:], boot: PartialStore.bootID)
-        var resumed = false
         var rehash = false
         if item.version != nil, let old = store.readLedger(key), old.version == item.version,
             old.chunkSize == chunkSize, old.size == representation.size, old.contentType == representation.contentType,
             store.partials.info("\(key).part")?.kind == .file
         {
             ledger.chunks = old.chunks
-            resumed = !old.chunks.isEmpty
             rehash = old.boot != PartialStore.bootID
         } else {
             _ = try? store.partials.remove("\(key).json")
+            _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
             _ = try? store.partials.removeTree("\(key).part")
         }
+        journal = LedgerJournal(store: store, key: key)
         do {
             file = try store.partials.openFile("\(key).part", .createOrUpdate, mode: 0o600)
         } catch let error as DiskError {
@@ -313,7 +321,8 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         held = self.ledger.chunks.reduce(into: [:]) { held, entry in
             if let index = Int(entry.key), let digest = Hex.bytes(entry.value) { held[index] = digest }
         }
-        if !resumed || rehash { try checkpoint(force: true) }
+        // The ledger starts out holding everything known (the journal of an earlier session folded in).
+        try checkpoint(force: true)
     }
 
     deinit { close() }
@@ -328,14 +337,17 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
             }
             throw ProtocolError(.storage, "the receiver cannot write: \(error.message)")
         }
-        pendingChunks[index] = Hex.string(digest)
+        let hex = Hex.string(digest)
+        pendingChunks[index] = hex
         unflushed += 1
+        if keepsLedger, !digest.isEmpty { try journal.record(chunk: index, digest: hex) }
         try checkpoint(force: false)
     }
 
-    /// Records the chunks written since the last checkpoint: at most every second or 64 chunks unless forced.
-    /// Data is not forced to disk here (that would cap throughput at the disk's speed): a killed process loses
-    /// nothing the kernel holds, and after a reboot `reverify` checks every recorded chunk before it counts.
+    /// Folds the chunks journaled since the last checkpoint into the ledger: at most every second or 64 chunks
+    /// unless forced. Data is not forced to disk here (that would cap throughput at the disk's speed): a killed
+    /// process loses nothing the kernel holds, and after a reboot `reverify` checks every recorded chunk before it
+    /// counts.
     func checkpoint(force: Bool) throws {
         guard keepsLedger else { return }
         guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
@@ -343,6 +355,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         pendingChunks.removeAll(keepingCapacity: true)
         ledger.boot = PartialStore.bootID
         try store.writeLedger(ledger, key: key)
+        try journal.reset()
         unflushed = 0
         lastCheckpoint = ContinuousClock.now
     }
@@ -373,6 +386,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         let placed = try store.place("\(key).part", as: name)
         ended = true
         _ = try? store.partials.remove("\(key).json")
+        journal.remove()
         release()
         return placed
     }
@@ -388,6 +402,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         close()
         _ = try? store.partials.remove("\(key).part")
         _ = try? store.partials.remove("\(key).json")
+        journal.remove()
         release()
     }
 
@@ -397,6 +412,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         guard keepsLedger else { return discard() }
         ended = true
         try? checkpoint(force: true)
+        journal.close()
         close()
         release()
     }

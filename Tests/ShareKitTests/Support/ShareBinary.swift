@@ -321,7 +321,7 @@ func makeFile(_ url: URL, size: Int) throws {
     }
 }
 
-/// Chunks recorded in the ledger of the (single) partial in `inbox`.
+/// Chunks recorded for the (single) partial in `inbox`: its ledger's, plus those its journal recorded since.
 func ledgerChunkCount(_ inbox: URL) -> Int {
     let partials = inbox.appendingPathComponent(".share-partial")
     guard let names = try? FileManager.default.contentsOfDirectory(atPath: partials.path),
@@ -330,7 +330,17 @@ func ledgerChunkCount(_ inbox: URL) -> Int {
         let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
         let chunks = object["chunks"] as? [String: Any]
     else { return 0 }
-    return chunks.count
+    var held = Set(chunks.keys)
+    let journal = partials.appendingPathComponent(String(ledger.dropLast(4)) + "log")
+    if let lines = FileManager.default.contents(atPath: journal.path) {
+        for line in lines.split(separator: UInt8(ascii: "\n")) {
+            guard let record = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+                let index = record["c"] as? Int
+            else { break }
+            held.insert(String(index))
+        }
+    }
+    return held.count
 }
 
 /// Waits (bounded) until `condition` holds, checking each time a process prints something or every 20 ms.

@@ -38,6 +38,9 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
         set { lock.withLock { settings.stallAfter = newValue } }
     }
     private var accepted = 0
+    private var delivered = 0
+    /// Bytes passed on from the connecting side to the upstream side, over every connection so far.
+    var forwarded: Int { lock.withLock { delivered } }
     /// Connections accepted so far.
     var connections: Int { lock.withLock { accepted } }
 
@@ -104,7 +107,7 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
             Thread { [self] in
                 pump(
                     from: client, to: server, limit: cut ?? stall, flip: flip, pace: pace, pair: pair,
-                    stall: stall != nil)
+                    stall: stall != nil, upstream: true)
             }.start()
             Thread { [self] in pump(from: server, to: client, limit: nil, flip: nil, pace: 0, pair: pair) }.start()
         }
@@ -158,7 +161,8 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
     }
 
     private func pump(
-        from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int, pair: SocketPair, stall: Bool = false
+        from source: Int32, to target: Int32, limit: Int?, flip: Int?, pace: Int, pair: SocketPair, stall: Bool = false,
+        upstream: Bool = false
     ) {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var total = 0
@@ -182,6 +186,7 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
                 sent += m
             }
             total += n
+            if upstream { lock.withLock { delivered += n } }
             if pace > 0 {
                 // Pacing, not synchronisation: keep the average rate at `pace` bytes per second.
                 let ahead = Double(total) / Double(pace) - Date().timeIntervalSince(start)
