@@ -103,8 +103,10 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
         var removed = 0
         for key in keys where !key.isEmpty {
             let ledger = partials.info("\(key).json")
-            let newest = [ledger, partials.info("\(key).part"), partials.info("\(key).dir"), partials.info("\(key).log")]
-                .compactMap { $0?.modified }.max()
+            let newest = [
+                ledger, partials.info("\(key).part"), partials.info("\(key).dir"), partials.info("\(key).log"),
+            ]
+            .compactMap { $0?.modified }.max()
             let age = now - (newest ?? 0)
             guard age > (ledger == nil ? min(Int64(maxAge), 3600) : Int64(maxAge)) else { continue }
             // A partial another session holds is never removed under it.
