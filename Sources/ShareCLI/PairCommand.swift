@@ -46,7 +46,7 @@ struct PairCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The port this device's agent listens on, told to the other device (default: agent.json's, else one chosen now and saved there).",
+            "The port this device's agent listens on, told to the other device (default: the running agent's, else agent.json's, else one chosen now and saved there).",
             valueName: "port"))
     var agentPort: Int?
 
@@ -82,7 +82,7 @@ struct PairCommand: ParsableCommand {
             var options = Pairing.Options()
             options.relation = team ? .team : group.map { .group($0) } ?? .trusted
             options.watch = watch
-            options.agentPort = try agentPort ?? AgentPort.resolve(local.paths)
+            options.agentPort = try agentPort ?? AgentPort.current(local.paths)
             options.decisionTimeout = timeout
             options.window = timeout
             options.announce = (discoveryPort, discoveryInterface)

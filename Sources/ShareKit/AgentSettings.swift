@@ -4,6 +4,17 @@ import ShareReach
 /// The agent's port, kept across restarts: the one `agent.json` names, else one chosen once and written there, so a
 /// device that paired with this one (which learned the port) still reaches its agent after it restarts.
 package enum AgentPort {
+    /// Where this device's agent can be reached: the port the running agent listens on (asked over its control
+    /// socket, so an agent started with `--port 0` is found), else the saved one (`resolve`).
+    package static func current(_ paths: DevicePaths) throws -> Int {
+        if ControlClient.agentIsRunning(paths), let port = try? ControlClient.request(.status, paths: paths).port,
+            (1...65535).contains(port)
+        {
+            return port
+        }
+        return try resolve(paths)
+    }
+
     /// The port in `agent.json`, or one chosen now (free on this machine) and saved there.
     package static func resolve(_ paths: DevicePaths) throws -> Int {
         let file = paths.agentConfigFile

@@ -190,6 +190,28 @@ extension EndToEndAgents {
             #expect(history.contains("hi") && history.contains("hi again"), "\(history)")
         }
 
+        /// The desk's agent listens on a port chosen when it started (`--port 0`, nothing saved): pairing tells the
+        /// laptop that port, asked of the running agent, so a send by name reaches it at once.
+        @Test func anAgentOnPortZeroIsReachedByNameRightAfterPairing() throws {
+            let desk = try TestDevice("desk")
+            let laptop = try TestDevice("laptop")
+            let inbox = try desk.folder("inbox")
+            let (deskAgent, deskPort) = try desk.startAgent(["--inbox", inbox.path, "--no-discovery"])
+            defer { deskAgent.stop() }
+            let waiting = try desk.background(
+                ["pair", "--listen", "127.0.0.1", "--team", "--yes", "--expect", laptop.id], interactive: true)
+            defer { waiting.stop() }
+            let line = try #require(waiting.stderr.waitForLine(containing: "waiting to pair on port", timeout: 30))
+            let port = try #require(TestDevice.port(in: line))
+            let joined = laptop.run(["pair", "127.0.0.1:\(port)", "--team", "--yes", "--expect", desk.id])
+            #expect(joined.status == 0, "\(joined.stderr)")
+            #expect(waiting.wait(timeout: 30) == 0)
+            #expect(laptop.run(["trust", "list"]).stdout.contains("127.0.0.1:\(deskPort)"))
+            let sent = laptop.run(["send", "--direct", "--text", "hello desk", "--to", "desk"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("hello desk"))
+        }
+
         /// `share pair desk` finds the desk waiting on the local network (loopback multicast here): no port typed.
         @Test func pairByNameOnTheLocalNetwork() throws {
             let desk = try TestDevice("desk")
