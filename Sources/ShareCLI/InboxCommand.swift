@@ -28,7 +28,7 @@ struct InboxCommand: ParsableCommand {
             var texts = box.history.entries()
             if let last { texts = Array(texts.suffix(max(0, last))) }
             let encoder = JSONEncoder()
-            encoder.dateEncodingStrategy = .iso8601
+            encoder.dateEncodingStrategy = .internetDate
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             let dates = ISO8601DateFormatter()
             for entry in texts {

@@ -27,7 +27,7 @@ package final class TextHistory: @unchecked Sendable {  // appends guarded by `l
 
     package func append(_ entry: Entry) throws {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .internetDate
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var line = try encoder.encode(entry)
         line.append(0x0A)
@@ -47,7 +47,7 @@ package final class TextHistory: @unchecked Sendable {  // appends guarded by `l
     package func entries() -> [Entry] {
         guard let data = FileManager.default.contents(atPath: file.path) else { return [] }
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .internetDate
         return data.split(separator: 0x0A).compactMap { try? decoder.decode(Entry.self, from: Data($0)) }
     }
 }

@@ -4,7 +4,7 @@ import ShareDisk
 extension JSONEncoder {
     public static var iso8601: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .internetDate
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }
@@ -13,7 +13,7 @@ extension JSONEncoder {
 extension JSONDecoder {
     public static var iso8601: JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .internetDate
         return decoder
     }
 }

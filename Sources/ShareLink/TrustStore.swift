@@ -79,7 +79,7 @@ public struct TrustStore: Sendable {
             return TrustStore(devices: [], file: file)
         }
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .internetDate
         let format: FileFormat
         do {
             format = try decoder.decode(FileFormat.self, from: data)
@@ -145,7 +145,7 @@ public struct TrustStore: Sendable {
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .internetDate
         try AtomicFile.write(try encoder.encode(FileFormat(version: 1, devices: entries)), to: file, mode: 0o600)
     }
 
