@@ -11,7 +11,7 @@ MIB=${2:-16}
 TEXTS=${3:-10000}
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
 release_build share >/dev/null
-BIN=$PWD/.build/release/share
+BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
@@ -22,13 +22,14 @@ head -c $((MIB << 20)) /dev/urandom > "$WORK/payload.bin"
 for i in $(seq "$CLIENTS"); do
   C=$WORK/client$i
   $BIN id --config "$C" --name "client$i" >/dev/null
-  $BIN trust add --config "$HUB" "$($BIN id --config "$C" | tail -1)" --name "client$i" >/dev/null
+  $BIN trust add --config "$HUB" "$($BIN id --config "$C" | tail -1)" --name "client$i" --team >/dev/null
   $BIN trust add --config "$C" "$HUBID" --name hub >/dev/null
 done
-$BIN agent --config "$HUB" --port 0 --listen 127.0.0.1 --no-discovery --inbox "$WORK/inbox" > "$WORK/agent.out" 2> "$WORK/agent.err" &
+$BIN agent --config "$HUB" --port 0 --listen 127.0.0.1 --no-discovery --inbox "$WORK/inbox" > "$WORK/agent.out" 2>&1 &
 AGENT=$!
 for _ in $(seq 200); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
-PORT=$(grep -o 'port [0-9]*' "$WORK/agent.out" | awk '{print $2}')
+PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.out" | awk '{print $4}')
+[ -n "$PORT" ] || { echo "bench-agent: the agent did not start: $(cat "$WORK/agent.out")" >&2; exit 1; }
 rss() { awk '/VmRSS/ {print $2}' /proc/$AGENT/status; }
 # Waits (bounded) until the agent holds no connection, so a sample shows it idle.
 idle() { for _ in $(seq 100); do [ -z "$(ss -tnH state established "( sport = :$PORT )")" ] && return 0; sleep 0.05; done; }

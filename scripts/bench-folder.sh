@@ -5,25 +5,27 @@
 #   transfer over loopback: share send DIR | scp -r | rsync -a -e ssh
 # Every output goes through a pipe (GNU tar skips reading files when it writes straight to /dev/null).
 # Usage: scripts/bench-folder.sh [rounds]     (default 5; medians are reported)
+# Settings (environment): DIRS (20), FILES (100 per folder), VIDEO_MIB (50; three such files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ROUNDS=${1:-5}
 release_build share >/dev/null
 release_build share-bench-archive >/dev/null
-BIN=$PWD/.build/release/share
-BUNDLE=$PWD/.build/release/share-bench-archive
+BIN=$(bin_dir)/share
+BUNDLE=$(bin_dir)/share-bench-archive
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
 source scripts/lib-bench.sh
 bench_install
 trap bench_cleanup EXIT
 
+DIRS=${DIRS:-20} FILES=${FILES:-100} VIDEO_MIB=${VIDEO_MIB:-50}
 SRC=$WORK/tree
-for d in $(seq -w 1 20); do
+for d in $(seq -w 1 "$DIRS"); do
   mkdir -p "$SRC/dir$d"
-  for f in $(seq -w 1 100); do head -c 4096 /dev/urandom > "$SRC/dir$d/file$f.bin"; done
+  for f in $(seq -w 1 "$FILES"); do head -c 4096 /dev/urandom > "$SRC/dir$d/file$f.bin"; done
 done
-for n in 1 2 3; do head -c $((50 << 20)) /dev/urandom > "$SRC/video$n.mp4"; done
+for n in 1 2 3; do head -c $((VIDEO_MIB << 20)) /dev/urandom > "$SRC/video$n.mp4"; done
 BYTES=$(du -sb "$SRC" | awk '{print $1}')
 bench_devices
 bench_sshd
@@ -43,7 +45,7 @@ time_rounds() { # name command...   (BUNDLE_ROUNDS when set: bundling runs take 
 }
 same_tree() { diff -r "$SRC" "$1" > /dev/null || { echo "$2 delivered a different tree" >&2; exit 1; }; }
 
-echo "tree: 2,000 files of 4 KiB + 3 files of 50 MiB ($((BYTES >> 20)) MiB), median wall time of $((ROUNDS * 3)) bundling and $ROUNDS transfer rounds"
+echo "tree: $((DIRS * FILES)) files of 4 KiB + 3 files of $VIDEO_MIB MiB ($((BYTES >> 20)) MiB), median wall time of $((ROUNDS * 3)) bundling and $ROUNDS transfer rounds"
 BUNDLE_ROUNDS=$((ROUNDS * 3))
 time_rounds bundle-share bash -c "'$BUNDLE' '$SRC' | cat > /dev/null"
 time_rounds bundle-tar bash -c "tar -cf - -C '$SRC' . | cat > /dev/null"

@@ -39,7 +39,7 @@ for p in iperf3 nftables openssh-server openssh-client rsync time syncthing curl
 done
 if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" > /dev/null; fi
 release_build share > /dev/null
-BIN=$PWD/.build/release/share
+BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-links.XXXXXX)
 TAG=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
 A=bla-$TAG B=blb-$TAG

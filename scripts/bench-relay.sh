@@ -13,7 +13,7 @@ MIB=${1:-512}
 ROUNDS=${2:-3}
 [ "$(id -u)" -eq 0 ] || { echo "bench-relay: network namespaces need root" >&2; exit 77; }
 release_build share >/dev/null
-BIN=$PWD/.build/release/share
+BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-bench-relay.XXXXXX)
 source scripts/lib-netns.sh
 source scripts/lib-bench.sh

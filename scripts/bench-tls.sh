@@ -2,14 +2,16 @@
 # Benchmarks the secure transport on loopback (release build):
 #  - handshake + hello + ping latency over 200 fresh connections (median, p99);
 #  - 1 GiB authenticated stream between two processes, beside `openssl s_server`/`s_client` carrying the same bytes.
-# Usage: scripts/bench-tls.sh [bytes]   (default 1 GiB)
+# Usage: scripts/bench-tls.sh [bytes] [connections] [rounds]   (default 1 GiB, 200, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 BYTES=${1:-1073741824}
+CONNECTIONS=${2:-200}
+ROUNDS=${3:-3}
 release_build share >/dev/null
 release_build share-bench-tls >/dev/null
-BIN=.build/release
+BIN=$(bin_dir)
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
@@ -17,18 +19,19 @@ A=$WORK/a; B=$WORK/b
 $BIN/share id --config "$A" --name bench-a >/dev/null
 $BIN/share id --config "$B" --name bench-b >/dev/null
 IDA=$($BIN/share id --config "$A" | tail -1); IDB=$($BIN/share id --config "$B" | tail -1)
-$BIN/share trust add --config "$A" "$IDB" --name bench-b >/dev/null
-$BIN/share trust add --config "$B" "$IDA" --name bench-a >/dev/null
+$BIN/share trust add --config "$A" "$IDB" --name bench-b --team >/dev/null
+$BIN/share trust add --config "$B" "$IDA" --name bench-a --team >/dev/null
 
 echo "== handshake latency =="
-$BIN/share agent --config "$A" --port 0 --listen 127.0.0.1 > "$WORK/agent.out" 2>"$WORK/agent.err" &
+$BIN/share agent --config "$A" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/agent.out" 2>&1 &
 for _ in $(seq 100); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
-PORT=$(grep -o 'port [0-9]*' "$WORK/agent.out" | awk '{print $2}')
-$BIN/share-bench-tls latency --config "$B" --peer 127.0.0.1:$PORT --count 200
+PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.out" | awk '{print $4}')
+[ -n "$PORT" ] || { echo "bench-tls: the agent did not start: $(cat "$WORK/agent.out")" >&2; exit 1; }
+$BIN/share-bench-tls latency --config "$B" --peer 127.0.0.1:$PORT --count "$CONNECTIONS"
 kill %1; wait %1 2>/dev/null || true
 
 echo "== throughput: $((BYTES >> 20)) MiB =="
-for round in 1 2 3; do
+for round in $(seq "$ROUNDS"); do
   $BIN/share-bench-tls serve --config "$A" > "$WORK/serve.out" &
   for _ in $(seq 100); do grep -q "^port" "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
   SPORT=$(awk '/^port/{print $2}' "$WORK/serve.out")
@@ -39,7 +42,7 @@ done
 # The same bytes through the openssl command-line pair (same cipher, TLS 1.3, Ed25519 certificates). The pair never
 # ends on its own, so it is timed until the server has written every byte.
 openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null
-for round in 1 2 3; do
+for round in $(seq "$ROUNDS"); do
   OPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   openssl s_server -accept "$OPORT" -naccept 1 -tls1_3 -ciphersuites TLS_AES_128_GCM_SHA256 -cert "$WORK/c" -key "$WORK/k" -quiet \
     > "$WORK/received" 2>/dev/null < <(sleep 300) &

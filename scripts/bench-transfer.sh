@@ -27,16 +27,19 @@ source scripts/setup.sh
 MIB=${1:-1024}
 ROUNDS=${2:-5}
 release_build share >/dev/null
-BIN=$PWD/.build/release/share
+BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
 source scripts/lib-bench.sh
 bench_install
-trap 'pkill -x yes 2>/dev/null || true; bench_cleanup' EXIT
+BUSY=
+# Only what this script started is stopped: the busy loop by its process id, then the jobs and sshd.
+trap '[ -n "$BUSY" ] && kill "$BUSY" 2>/dev/null; bench_cleanup' EXIT
 gcc -O2 -pthread -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c -lssl -lcrypto
 
 SRC=$WORK/src; mkdir -p "$SRC"
 head -c $((MIB << 20)) /dev/urandom > "$SRC/payload.bin"
-head -c $((100 << 20)) /dev/urandom > "$SRC/small.bin"
+SMALL_MIB=$(( MIB < 100 ? MIB / 2 : 100 ))
+head -c $((SMALL_MIB << 20)) /dev/urandom > "$SRC/small.bin"
 BYTES=$((MIB << 20))
 openssl req -x509 -newkey ed25519 -nodes -keyout "$WORK/k" -out "$WORK/c" -subj /CN=bench -days 1 2>/dev/null
 
@@ -124,6 +127,7 @@ taskset -c 0 yes > /dev/null &
 BUSY=$!
 measure loaded
 kill $BUSY; wait $BUSY 2>/dev/null || true
+BUSY=
 
 printf '\n%-36s %12s %12s\n' "tool (MiB/s)" "quiet" "one busy core"
 for tool in "${TOOLS[@]}"; do
@@ -163,7 +167,7 @@ share_rss() { # file -> "sender-kib receiver-kib"
 read -r small_s small_r < <(share_rss "$SRC/small.bin")
 read -r large_s large_r < <(share_rss "$SRC/payload.bin")
 printf '\npeak RSS (KiB)        sender   receiver\n'
-printf '100 MiB file       %9s %10s\n' "$small_s" "$small_r"
+printf '%4d MiB file       %9s %10s\n' "$SMALL_MIB" "$small_s" "$small_r"
 printf '%4d MiB file       %9s %10s\n' "$MIB" "$large_s" "$large_r"
 
 # Interrupted at 50 %: kill the receiver once its ledger records half the chunks, then run both again.
@@ -176,7 +180,8 @@ $BIN send --config "$S" --to 127.0.0.1:$port "$SRC/payload.bin" --quiet 2>/dev/n
 spid=$!
 half=$((MIB / 2))
 for _ in $(seq 2000); do
-  held=$(python3 -c "import json,glob; f=glob.glob('$dst/.share-partial/*.json'); print(len(json.load(open(f[0]))['chunks']) if f else 0)" 2>/dev/null || echo 0)
+  kill -0 $spid 2>/dev/null || break
+  held=$(ledger_chunks "$dst" 2>/dev/null || echo 0)
   [ "$held" -ge "$half" ] && break; sleep 0.01
 done
 kill -9 $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true; wait $spid 2>/dev/null || true
@@ -184,7 +189,7 @@ if ! ls "$dst"/.share-partial/*.part > /dev/null 2>&1; then
   echo "resume: the transfer finished before it could be interrupted; run with a larger size"; exit 0
 fi
 received=$(stat -c %s "$dst"/.share-partial/*.part)
-verified=$(python3 -c "import json,glob; print(len(json.load(open(glob.glob('$dst/.share-partial/*.json')[0]))['chunks']))")
+verified=$(ledger_chunks "$dst")
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
 rpid=$!
 for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done

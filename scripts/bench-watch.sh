@@ -11,18 +11,19 @@ ITEMS=${1:-1000}
 SENDS=${2:-100}
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
 release_build share share-watch >/dev/null
-BIN=$PWD/.build/release/share
-WATCHBIN=$PWD/.build/release/share-watch
+BIN=$(bin_dir)/share
+WATCHBIN=$(bin_dir)/share-watch
 WORK=$(mktemp -d /var/tmp/share-bench-watch.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 for d in phone watch laptop; do $BIN id --config "$WORK/$d" --name "$d" >/dev/null; done
 id() { $BIN id --config "$WORK/$1" | tail -1; }
 start_agent() {  # name → sets PORT and PID_<name>
-  $BIN agent --config "$WORK/$1" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/$1-agent.out" 2> "$WORK/$1-agent.err" &
+  $BIN agent --config "$WORK/$1" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/$1-agent.out" 2>&1 &
   eval "PID_$1=$!"
   for _ in $(seq 200); do grep -q "listening on port" "$WORK/$1-agent.out" 2>/dev/null && break; sleep 0.05; done
-  PORT=$(grep -o 'port [0-9]*' "$WORK/$1-agent.out" | awk '{print $2}')
+  PORT=$(grep -o 'listening on port [0-9]*' "$WORK/$1-agent.out" | awk '{print $4}')
+  [ -n "$PORT" ] || { echo "bench-watch: the $1 agent did not start: $(cat "$WORK/$1-agent.out")" >&2; exit 1; }
 }
 start_agent phone; PHONEPORT=$PORT
 start_agent laptop; LAPTOPPORT=$PORT

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 echo "== building share and share-watch (release)"
 release_build share share-watch 2>&1 | tail -1
-SHARE=$PWD/.build/release/share
+SHARE=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)
 source scripts/lib-netns.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; netns_remove; rm -rf "$WORK"' EXIT

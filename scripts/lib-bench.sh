@@ -85,3 +85,22 @@ bench_receive() {
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# Chunks the single partial in DIR/.share-partial has recorded: its ledger's plus those its journal added since.
+ledger_chunks() {
+  python3 - "$1" <<'PY'
+import glob, json, os, sys
+held = set()
+for ledger in glob.glob(os.path.join(sys.argv[1], ".share-partial", "*.json"))[:1]:
+    try:
+        held |= set(json.load(open(ledger))["chunks"])
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        for line in open(ledger[:-4] + "log"):
+            held.add(str(json.loads(line)["c"]))
+    except (OSError, ValueError, KeyError):
+        pass
+print(len(held))
+PY
+}

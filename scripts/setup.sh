@@ -27,7 +27,14 @@ command -v swift >/dev/null || { echo "share setup: swift is not on PATH (expect
 # Release builds link the Swift runtime and Foundation statically: the binary needs only glibc, OpenSSL and
 # libarchive at run time, and starts in ~11 ms of CPU instead of ~19 ms (no dynamic loading of Foundation), which
 # matters for a command run as often as `share status`. Usage: release_build PRODUCT...
+# SHARE_SMOKE=1 (the test command's smoke pass, scripts/smoke.sh): a script builds nothing and runs the debug build
+# the test command has just made, at tiny sizes, so that every script is exercised on every run and none can rot.
 release_build() {
+    [ -n "${SHARE_SMOKE:-}" ] && return 0
     local product
     for product in "$@"; do swift build -c release --static-swift-stdlib --product "$product"; done
+}
+# The folder of the binaries release_build made (or, in a smoke pass, of the test command's debug build).
+bin_dir() {
+    if [ -n "${SHARE_SMOKE:-}" ]; then echo "$PWD/.build/debug"; else echo "$PWD/.build/release"; fi
 }

@@ -9,7 +9,9 @@ import Testing
     static let samples: [Double] = {
         var generator = SystemRandomNumberGenerator()
         var values: [Double] = [0, -1, 86_399, 86_400, 951_782_400, 951_868_799, 4_107_542_400, -11_644_473_600]
-        for _ in 0..<2000 { values.append(Double(Int64.random(in: -11_644_473_600...13_569_465_600, using: &generator))) }
+        for _ in 0..<2000 {
+            values.append(Double(Int64.random(in: -11_644_473_600...13_569_465_600, using: &generator)))
+        }
         return values
     }()
 
