@@ -28,7 +28,10 @@ let package = Package(
         .systemLibrary(name: "CShareZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
-        .target(name: "ShareProtocol", dependencies: ["CoreTransferable"]),
+        .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
+        // Locks, conditions and threads on pthreads: Foundation's NSObject-based ones would link CoreFoundation, the
+        // rest of Foundation and ICU into the watch.
+        .target(name: "ShareThreads", dependencies: ["CShareSystem"]),
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
         .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
@@ -37,7 +40,7 @@ let package = Package(
         .target(
             name: "ShareLink",
             dependencies: [
-                "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk",
+                "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk", "ShareThreads",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Beyond the LAN: Syncthing's Global Discovery v3 and Relay Protocol v1 clients, and the choice of a path to
@@ -72,12 +75,19 @@ let package = Package(
         .target(
             name: "ShareWatch",
             dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
-        // Not position-independent in release builds: the loader then has no relocations to apply to the binary's
-        // data, which saves about 1 MiB of resident memory at start.
+        // Release builds, for the watch's memory budget (16 MiB): not position-independent (the loader has no
+        // relocations to apply to the binary's data: about 1 MiB resident); no dynamic export of every symbol (the
+        // loader looks up every library's symbols in the executable first: 330 KiB of tables touched); and the few
+        // C++ library functions Swift's runtime calls linked in from libstdc++.a (Deploy/watch-link holds only the
+        // archive and is searched first), instead of mapping all of libstdc++.so (about 1 MiB).
         .executableTarget(
             name: "share-watch", dependencies: ["ShareWatch", "ShareTLS", "ShareCommandLine"],
             linkerSettings: [
-                .unsafeFlags(["-Xclang-linker", "-no-pie"], .when(configuration: .release))
+                .unsafeFlags(
+                    [
+                        "-Xclang-linker", "-no-pie", "-Xlinker", "--no-export-dynamic",
+                        "-L\(Context.packageDirectory)/Deploy/watch-link",
+                    ], .when(configuration: .release))
             ]),
         .executableTarget(
             name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),

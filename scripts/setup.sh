@@ -4,7 +4,7 @@ set -euo pipefail
 # syncthing-discosrv and syncthing-relaysrv: Syncthing's global discovery server and relay, which the tests run as
 # real peers (device IDs, announcements and lookups, relayed sessions); nftables: the NAT of the simulated internet
 # those tests build in network namespaces.
-packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev openssl pkg-config zstd tar python3 iproute2 bc
+packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
     syncthing-discosrv syncthing-relaysrv nftables)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 // Functions that need _GNU_SOURCE or headers a module's header should not pull into every importer.
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <errno.h>
 #include <linux/openat2.h>
 #include <stdint.h>
@@ -47,4 +48,11 @@ int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char
 
 int cshare_lock_exclusive(int fd, int wait) {
     return flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+}
+
+int cshare_set_thread_name(const char *name) {
+    char truncated[16];
+    strncpy(truncated, name, sizeof truncated - 1);
+    truncated[sizeof truncated - 1] = 0;
+    return pthread_setname_np(pthread_self(), truncated);
 }

@@ -1,9 +1,9 @@
-import Foundation
+import ShareThreads
 
 /// A thread that runs `body` at once, then again every `interval` seconds or as soon as it is woken, until stopped;
 /// `stop()` returns once the thread has finished its round and left.
 public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `woken` guarded by `condition`
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var stopped = false
     private var running = false
     private var woken = false
@@ -19,12 +19,15 @@ public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `runnin
 
     public func start() {
         condition.withLock { running = true }
-        let thread = Thread { [self] in
+        Threads.start(name: name) { [self] in
             while true {
                 body()
                 condition.lock()
-                let deadline = Date().addingTimeInterval(interval)
-                while !stopped && !woken && condition.wait(until: deadline) {}
+                let deadline = ContinuousClock.now + .seconds(interval)
+                while !stopped && !woken, case let left = deadline - ContinuousClock.now, left > .zero,
+                    condition.wait(
+                        seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
+                {}
                 woken = false
                 let stop = stopped
                 if stop {
@@ -35,8 +38,6 @@ public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `runnin
                 if stop { return }
             }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Runs the next round now.

@@ -189,7 +189,7 @@ public enum SessionErrors {
             return error
         case let error as TLSError:
             switch error.kind {
-            case .peerNotTrusted where error.message.contains(localID.description):
+            case .peerNotTrusted where error.message.utf8.firstRange(of: localID.description.utf8) != nil:
                 return ShareFailure(
                     .usage, "\(peer) is this device itself; send to another device (see: share trust list)")
             case .peerNotTrusted:

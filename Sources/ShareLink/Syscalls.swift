@@ -4,12 +4,12 @@ import Glibc
 
 /// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
 public enum Syscalls {
-    /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
     /// Renames `from` to `to` only if `to` does not exist; false with errno set (EEXIST) otherwise.
     public static func renameNoReplace(_ from: String, to: String) -> Bool {
         cshare_rename_noreplace(from, to) == 0
     }
 
+    /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
     public static func limitMallocArenas(_ arenas: Int32 = 2) {
         _ = cshare_limit_malloc_arenas(arenas)
     }
@@ -445,7 +445,7 @@ public enum Syscalls {
             host = String(host[..<colon])
         }
         var v6 = in6_addr()
-        guard host.contains(":"), inet_pton(AF_INET6, host, &v6) == 1 else { return host }
+        guard host.contains(":" as Character), inet_pton(AF_INET6, host, &v6) == 1 else { return host }
         let bytes = withUnsafeBytes(of: &v6) { Array($0.prefix(8)) }
         return bytes.map { String($0, radix: 16) }.joined(separator: ".") + "/64"
     }

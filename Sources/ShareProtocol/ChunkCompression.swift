@@ -1,4 +1,5 @@
 import Foundation
+import ShareThreads
 
 /// A chunk codec, as the transport provides it (zstd through libzstd): the protocol decides when to use it.
 public protocol ChunkCodec: AnyObject {
@@ -14,7 +15,7 @@ public protocol ChunkCodec: AnyObject {
 /// something before it is slower (compression), writes return at once and the rate reads high, which makes the
 /// compressor back off — the two settle where the send is fastest.
 public final class LinkMeter: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
+    private let lock = ThreadCondition()
     private var window: [(bytes: Int, seconds: Double)] = []
     private var bytes = 0
     private var seconds = 0.0

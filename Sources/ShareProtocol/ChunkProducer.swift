@@ -1,4 +1,5 @@
 import Foundation
+import ShareThreads
 
 /// A buffer for one chunk, allocated once and reused (no copy-on-write: it is handed between threads, never copied).
 final class ChunkBuffer: @unchecked Sendable {  // used by one thread at a time, handed over under a lock
@@ -25,7 +26,7 @@ struct PreparedChunk {
 /// At most `depth` buffers exist; each is reused. Whatever ends the item, `stop()` returns only once the producer
 /// thread has left its source alone.
 final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var ready: [PreparedChunk] = []
     private var free: [ChunkBuffer] = []
     private var finished = false
@@ -111,7 +112,7 @@ final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
         nonisolated(unsafe) let emitter = Emitter(
             producer: self, chunkSize: chunkSize, hasher: hasher, compressor: compressor, held: held)
         nonisolated(unsafe) let run = body
-        let thread = Thread { [self] in
+        Threads.start(name: "share-chunks") { [self] in
             var outcome: Error?
             do {
                 try run(emitter)
@@ -125,9 +126,6 @@ final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
                 condition.broadcast()
             }
         }
-        thread.name = "share-chunks"
-        thread.stackSize = 1 << 20
-        thread.start()
     }
 
     /// The next chunk, in order; nil once the body has made them all. The body's error is thrown here.

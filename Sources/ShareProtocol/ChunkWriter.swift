@@ -1,4 +1,5 @@
 import Foundation
+import ShareThreads
 
 /// Checks and stores the chunks of large items on a thread of its own while the receiving thread reads and
 /// decrypts the next ones: each chunk's digest is compared, then the chunk goes to its item's payload (the disk) and
@@ -14,7 +15,7 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
         var payload: IncomingPayload
     }
 
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private let hasher: ChunkHasher
     private var jobs: [Job] = []
     private var free: [ChunkBuffer]
@@ -27,10 +28,7 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
     init(hasher: ChunkHasher, depth: Int) {
         self.hasher = hasher
         free = (0..<depth).map { _ in ChunkBuffer(size: Limits.maxChunkPayload) }
-        let thread = Thread { [self] in work() }
-        thread.name = "share-write"
-        thread.stackSize = 1 << 20
-        thread.start()
+        Threads.start(name: "share-write") { [self] in work() }
     }
 
     /// A free buffer to read the next chunk into (waits while every buffer holds a chunk not written yet).

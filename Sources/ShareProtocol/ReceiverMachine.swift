@@ -262,7 +262,8 @@ public struct ReceiverMachine: Sendable {
         guard let item = currentItem, let offer else { throw fail(.badMessage, "done outside an item") }
         guard done.item == offer.items[item].id else { throw fail(.badMessage, "done for item \(done.item)") }
         if let name = done.fileName,
-            name.utf8.count > Done.maxFileName || name.contains("/") || name.contains("\0") || name == "."
+            name.utf8.count > Done.maxFileName || name.contains("/" as Character) || name.utf8.contains(0)
+                || name == "."
                 || name == ".."
         {
             throw fail(.badMessage, "done for \(offer.items[item].label) names a file that is not a plain name")

@@ -122,7 +122,7 @@ public final class SenderDriver {
             var done = try streamPositional(
                 bytes, item: source.offer, index: index, offered: offered, held: held, number: number)
             if offered.suggestedFileName == nil, let name = bytes.fileName, name.utf8.count <= Done.maxFileName,
-                !name.contains("/")
+                !name.contains("/" as Character)
             {
                 done.fileName = name
             }

@@ -5,6 +5,8 @@ import ShareTLS
 import ShareWatch
 
 // `share watch` (the `share` command runs this executable): the small watch-style client.
+// One malloc arena for the watch's few threads: each thread's own arena would keep pages of its own.
+Syscalls.limitMallocArenas(1)
 TLSLibrary.initializeLean()
 let arguments = Array(CommandLine.arguments.dropFirst())
 let command: WatchCommand

@@ -37,4 +37,7 @@ long long cshare_peer_uid(int fd);
 /// (system.c).
 int cshare_set_thread_nice(int increment);
 
+/// Names the calling thread (the first 15 bytes; shown by top -H and in core dumps).
+int cshare_set_thread_name(const char *name);
+
 #endif
