@@ -19,7 +19,8 @@
 # Usage: scripts/bench-links.sh [profile…]      (default: lan wifi wan)
 # Settings (environment): ROUNDS (1), FILE_MIB_LAN (1024), FILE_MIB_WIFI (512), FILE_MIB_WAN (128), PHOTOS (1000),
 # FOLDER_MIB (512), TEXTS (10000), LIMIT (300: seconds after which an scp or rsync run is given up and shown as such),
-# WORKLOADS ("file photos folder texts").
+# WORKLOADS ("file photos folder texts"), REF_SECONDS (10: how long the reference flow is measured, after 2 s of
+# slow start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -144,7 +145,7 @@ $BIN trust add --config "$R" "$($BIN id --config "$S" | tail -1)" --name sender 
 SRC=$WORK/src; mkdir -p "$SRC/photos" "$SRC/texts"
 for i in $(seq -w 1 "$PHOTOS"); do head -c $((200 << 10)) /dev/urandom > "$SRC/photos/IMG_$i.jpg"; done
 cat "$SRC"/photos/*.jpg > "$SRC/photos-as-one.bin"
-python3 - "$SRC/folder" "$FOLDER_MIB" <<'PY'
+wants folder && python3 - "$SRC/folder" "$FOLDER_MIB" <<'PY'
 import os, random, sys
 root, mib = sys.argv[1], int(sys.argv[2])
 random.seed(7)
@@ -175,7 +176,7 @@ for i in $(seq 1 "$TEXTS"); do
   echo "note $i: back at $((i % 24)):$((i % 60))" | tee -a "$WORK/texts.lines" > "$SRC/texts/note-$i.txt"
 done
 PHOTO_BYTES=$(du -sb "$SRC/photos" | awk '{print $1}')
-FOLDER_BYTES=$(du -sb "$SRC/folder" | awk '{print $1}')
+FOLDER_BYTES=$(du -sb "$SRC/folder" 2> /dev/null | awk '{print $1}' || echo 0)
 TEXT_BYTES=$(du -sb --apparent-size "$SRC/texts" | awk '{print $1}')
 
 # One run: prints "seconds sender-rss-kib receiver-rss-kib" having checked the delivered result.
@@ -218,6 +219,7 @@ same() { # what was sent, where it landed (nothing to check after a run given up
 
 declare -A T RS RR WIRE
 LIMIT=${LIMIT:-300}
+REF_SECONDS=${REF_SECONDS:-10}
 record() { # key "seconds srss rrss"
   read -r t s r w <<< "$2"
   LAST=$t
@@ -259,7 +261,7 @@ for profile in "${PROFILES[@]}"; do
   # The reference flow: one TCP stream on the same link, its goodput after slow start.
   inB iperf3 -s -1 -D -B 10.77.0.2 > /dev/null
   sleep 0.3
-  REF[$profile]=$(inA iperf3 -c 10.77.0.2 -t 10 -O 2 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8 / 1048576)')
+  REF[$profile]=$(inA iperf3 -c 10.77.0.2 -t "$REF_SECONDS" -O 2 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8 / 1048576)')
   echo
   echo "== $profile: $rate, $((rtt / 1000)).$((rtt % 1000 / 100)) ms round trip, loss $loss/1000 each way; reference flow (iperf3) $(printf '%.1f' "${REF[$profile]}") MiB/s"
   for round in $(seq "$ROUNDS"); do

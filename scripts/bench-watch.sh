@@ -4,6 +4,8 @@
 # watch's peak RSS and CPU time after each 250 items (it must stay flat), the peak RSS and CPU of each
 # `share watch send`, and the agent's, for comparison.
 # Usage: scripts/bench-watch.sh [items] [sends]     (default 1000 100)
+# WATCH_BIN names another share-watch to measure (scripts/budgets.sh: the release build beside the test command's
+# debug share for the agents).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -12,7 +14,7 @@ SENDS=${2:-100}
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
 release_build share share-watch >/dev/null
 BIN=$(bin_dir)/share
-WATCHBIN=$(bin_dir)/share-watch
+WATCHBIN=${WATCH_BIN:-$(bin_dir)/share-watch}
 WORK=$(mktemp -d /var/tmp/share-bench-watch.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 

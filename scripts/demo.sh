@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-echo "== building share and share-watch (release)"
+echo "== building share and share-watch (release; a smoke run takes the test command's build)"
 release_build share share-watch 2>&1 | tail -1
 SHARE=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-demo.XXXXXX)

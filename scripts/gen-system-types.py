@@ -2,9 +2,10 @@
 """Generates Sources/UniformTypeIdentifiers/SystemTypes.generated.swift from data/system-uttypes.json.
 
 Conformance is the union of the SDK parents and the CoreTypes parents, so `conforms(to:)` answers as macOS does.
-Run from the repository root: python3 scripts/gen-system-types.py
+Run from the repository root: python3 scripts/gen-system-types.py [--check]
+(--check writes nothing and exits 1 if the committed file differs from what the table generates.)
 """
-import json, pathlib
+import json, pathlib, sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
 table = json.loads((root / "data/system-uttypes.json").read_text())["types"]
@@ -70,5 +71,10 @@ extension UTType {{
 {chr(10).join(statics)}
 }}
 """
-(root / "Sources/UniformTypeIdentifiers/SystemTypes.generated.swift").write_text(out)
+target = root / "Sources/UniformTypeIdentifiers/SystemTypes.generated.swift"
+if "--check" in sys.argv:
+    if target.read_text() != out:
+        sys.exit(f"{target.relative_to(root)} differs from what data/system-uttypes.json generates; run {sys.argv[0]}")
+else:
+    target.write_text(out)
 print(f"{len(rows)} types, {len(statics)} static members")
