@@ -91,18 +91,28 @@ extension EndToEnd {
             )
         }
 
-        /// The receiver killed with SIGKILL and the link cut at random moments during one send, each attempt the same
-        /// `share send` again (1 MiB chunks): what crosses the wire in all is the file plus at most 8 MiB per kill and
-        /// one chunk per cut, since the receiver journals every verified chunk as it writes it.
-        @Test func killsAndCutsResendAtMostEightMiBAndOneChunkEach() throws {
+        /// The receiver killed with SIGKILL and the link cut at random moments during one send of a file or a folder,
+        /// each attempt the same `share send` again (1 MiB chunks): what crosses the wire in all is the payload plus at
+        /// most 8 MiB per kill and one chunk per cut, since the receiver journals every verified chunk as it writes it
+        /// (for a folder, as it is extracted).
+        @Test(arguments: ["file", "folder"])
+        func killsAndCutsResendAtMostEightMiBAndOneChunkEach(_ kind: String) throws {
             var dice = Dice()
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
             let size = Self.mebibytes << 20
             let chunk = 1 << 20
-            let file = try laptop.folder("src").appendingPathComponent("big.bin")
-            try makeFile(file, size: size)
-            let delivered = inbox.appendingPathComponent("big.bin")
+            let source: URL
+            var parts: [URL] = []
+            if kind == "file" {
+                source = try laptop.folder("src").appendingPathComponent("big.bin")
+                parts = [source]
+            } else {
+                source = try laptop.folder("big")
+                parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
+            }
+            for part in parts { try makeFile(part, size: size / parts.count) }
+            let delivered = inbox.appendingPathComponent(source.lastPathComponent)
             var plan = Array(repeating: "kill", count: Self.kills) + Array(repeating: "cut", count: Self.faults)
             plan.shuffle(using: &dice)
             // Paced so each attempt lasts a moment whatever the size: the faults land all along the file.
@@ -121,7 +131,7 @@ extension EndToEnd {
                 proxy.bytesPerSecond = pace
                 if fault == "cut" { proxy.cutAfter = offset }
                 let sender = try laptop.background([
-                    "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--quiet", "--timeout", "60",
+                    "send", source.path, "--to", "127.0.0.1:\(proxy.port)", "--quiet", "--timeout", "60",
                 ])
                 if fault == "kill" {
                     _ = waitUntil(timeout: 120) { proxy.forwarded >= offset || !sender.process.isRunning }
@@ -141,8 +151,11 @@ extension EndToEnd {
                 #expect(!FileManager.default.fileExists(atPath: delivered.path), "\(fault) exposed a partial")
                 counts[fault, default: 0] += 1
             }
-            #expect(sha256(delivered) == sha256(file))
-            // Beside the payload: TLS records and frame headers (well under 0.2 %), and each attempt's handshake,
+            for part in parts {
+                let arrived = kind == "file" ? delivered : delivered.appendingPathComponent(part.lastPathComponent)
+                #expect(sha256(arrived) == sha256(part))
+            }
+            // Beside the payload (a folder's tar headers too): TLS records and frame headers (well under 0.2 %), and each attempt's handshake,
             // hello and offer.
             let overhead = size / 500 + attempts * (64 << 10)
             let allowed = size + counts["kill"]! * (8 << 20) + counts["cut"]! * chunk + overhead
@@ -150,7 +163,7 @@ extension EndToEnd {
             let ratio = Double(wire) / Double(size)
             let resent = Double(wire - size) / Double(1 << 20)
             print(
-                "resume on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the file on the wire (\(String(format: "%.1f", resent)) MiB resent)"
+                "resume of a \(kind) on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the file on the wire (\(String(format: "%.1f", resent)) MiB resent)"
             )
         }
 

@@ -18,8 +18,10 @@ final class PartialArchive: IncomingPayload {
     private var nextIndex: Int
     private var unflushed = 0
     private var lastCheckpoint = ContinuousClock.now
-    /// Each verified chunk and where the extraction stands, between checkpoints.
+    /// Each extracted chunk and where the extraction stands, between checkpoints.
     private let journal: LedgerJournal
+    /// Chunks below this index are in the ledger or the journal.
+    private var journaled = 0
     private var stopped = false
     private var released = false
     let held: [Int: [UInt8]]
@@ -79,6 +81,7 @@ final class PartialArchive: IncomingPayload {
         self.ledger = ledger
         self.digests = digests
         nextIndex = next
+        journaled = next
         held = digests.reduce(into: [:]) { held, entry in
             if let digest = Hex.bytes(entry.value) { held[entry.key] = digest }
         }
@@ -113,11 +116,21 @@ final class PartialArchive: IncomingPayload {
         digests[index] = hex
         nextIndex += 1
         unflushed += 1
-        if resumable {
-            // The extraction runs a few chunks behind; what it has put on disk is what a resume may skip.
-            try journal.record(chunk: index, digest: hex, checkpoint: extraction.extractor.checkpoint)
-        }
+        if resumable { try journalExtractedChunks() }
         try checkpoint(force: false)
+    }
+
+    /// Journals the chunks the extraction has put on disk since the last line (it runs a few chunks behind the
+    /// ones handed to it): a resume may skip exactly those, so the journal, like the ledger, holds nothing else.
+    private func journalExtractedChunks() throws {
+        guard let mark = extraction.extractor.checkpoint else { return }
+        let safe = Int(StreamExtraction.resumeOffset(for: mark, chunkSize: ledger.chunkSize)) / ledger.chunkSize
+        guard safe > journaled else { return }
+        for chunk in journaled..<safe {
+            guard let digest = digests[chunk] else { return }
+            try journal.record(chunk: chunk, digest: digest, checkpoint: chunk == safe - 1 ? mark : nil)
+            journaled = chunk + 1
+        }
     }
 
     /// Records the chunks up to the extraction's checkpoint in the ledger (emptying the journal): at most every
@@ -129,6 +142,7 @@ final class PartialArchive: IncomingPayload {
             let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: ledger.chunkSize)) / ledger.chunkSize
             ledger.chunks = Dictionary(
                 uniqueKeysWithValues: (0..<held).compactMap { index in digests[index].map { (String(index), $0) } })
+            journaled = held
         }
         ledger.boot = PartialStore.bootID
         try store.writeLedger(ledger, key: key)
