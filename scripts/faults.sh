@@ -10,4 +10,4 @@ export SHARE_FAULT_MIB=${1:-1024} SHARE_FAULT_COUNT=${2:-40} SHARE_KILL_COUNT=${
 [ -n "${4:-}" ] && export SHARE_FAULT_SEED=$4
 swift build --build-tests >/dev/null
 swift test --skip-build --filter FaultInjectionTests 2>&1 | tee "${TMPDIR:-/tmp}/share-faults.log" |
-  grep -E "fault seed|survived|resume on|✘|passed after|failed after"
+  grep -E "fault seed|survived|resume of|✘|passed after|failed after"
