@@ -26,6 +26,10 @@ let package = Package(
         .systemLibrary(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CShareZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CShareSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
+        // secret boxes (libsodium), and its codes.
+        .target(name: "ShareWormhole", dependencies: ["CShareSodium"]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
@@ -113,6 +117,7 @@ let package = Package(
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
         .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareLink", "ShareTLS"]),
+        .testTarget(name: "ShareWormholeTests", dependencies: ["ShareWormhole"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(

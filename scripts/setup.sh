@@ -4,10 +4,12 @@ set -euo pipefail
 # syncthing-discosrv and syncthing-relaysrv: Syncthing's global discovery server and relay, which the tests run as
 # real peers (device IDs, announcements and lookups, relayed sessions); nftables: the NAT of the simulated internet
 # those tests build in network namespaces. The rest are the baselines and tools of the benchmarks, which the test
-# command runs in their smoke mode (scripts/smoke.sh).
+# command runs in their smoke mode (scripts/smoke.sh). libsodium-dev: the primitives of magic-wormhole's protocol;
+# magic-wormhole: its reference implementation (the `wormhole` command, python-spake2), which the tests check against.
 packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
     syncthing-discosrv syncthing-relaysrv nftables
-    openssh-server openssh-client rsync time gcc iperf3 syncthing curl)
+    openssh-server openssh-client rsync time gcc iperf3 syncthing curl
+    libsodium-dev magic-wormhole)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
