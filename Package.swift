@@ -29,7 +29,8 @@ let package = Package(
         .systemLibrary(name: "CShareSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
-        .target(name: "ShareWormhole", dependencies: ["CShareSodium"]),
+        .target(
+            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
@@ -117,7 +118,7 @@ let package = Package(
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
         .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareLink", "ShareTLS"]),
-        .testTarget(name: "ShareWormholeTests", dependencies: ["ShareWormhole"]),
+        .testTarget(name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareDisk", "ShareTLS"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(

@@ -5,11 +5,12 @@ set -euo pipefail
 # real peers (device IDs, announcements and lookups, relayed sessions); nftables: the NAT of the simulated internet
 # those tests build in network namespaces. The rest are the baselines and tools of the benchmarks, which the test
 # command runs in their smoke mode (scripts/smoke.sh). libsodium-dev: the primitives of magic-wormhole's protocol;
-# magic-wormhole: its reference implementation (the `wormhole` command, python-spake2), which the tests check against.
+# magic-wormhole: its reference implementation (the `wormhole` command, python-spake2), which the tests check against;
+# magic-wormhole-transit-relay: its transit relay, and python3-venv for its mailbox server (PyPI, below).
 packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
     syncthing-discosrv syncthing-relaysrv nftables
     openssh-server openssh-client rsync time gcc iperf3 syncthing curl
-    libsodium-dev magic-wormhole)
+    libsodium-dev magic-wormhole magic-wormhole-transit-relay python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +23,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# magic-wormhole's mailbox (rendezvous) server is on PyPI only: the tests run it on loopback from this virtual
+# environment (never the public server).
+wormhole_tools=${SHARE_TOOLS:-/opt/share-tools}/wormhole-mailbox
+if [ ! -x "$wormhole_tools/bin/twistd" ] && [ "$(id -u)" -eq 0 ]; then
+    python3 -m venv "$wormhole_tools"
+    "$wormhole_tools/bin/pip" install -q --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0' >/dev/null
 fi
 if ! command -v swift >/dev/null; then
     for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do [ -x "$d/swift" ] && export PATH="$d:$PATH"; done

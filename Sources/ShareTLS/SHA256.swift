@@ -68,3 +68,14 @@ public enum SecureRandom {
         return out
     }
 }
+
+/// SHA-1, for protocols that still name it where no secret depends on it (the WebSocket handshake's accept value).
+public enum SHA1 {
+    public static func hash(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 20)
+        var length: UInt32 = 0
+        precondition(
+            EVP_Digest(bytes, bytes.count, &digest, &length, EVP_sha1(), nil) == 1 && length == 20, "SHA-1 failed")
+        return digest
+    }
+}

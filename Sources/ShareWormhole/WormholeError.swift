@@ -9,6 +9,19 @@ public struct WormholeError: Error, Sendable, CustomStringConvertible {
         case wrongCode = "wrong-code"
         /// A decrypted message is not what the protocol allows.
         case badMessage = "bad-message"
+        /// The mailbox server cannot be reached, is not one, or refused us (an unknown or used nameplate).
+        case server = "server"
+        /// Nobody came within the code's lifetime.
+        case expired = "expired"
+        /// The other side ended the exchange (a refusal, a transfer it cannot take).
+        case refused = "refused"
+        /// No transfer connection could be made, or it broke.
+        case transit = "transit"
+        /// What the other side sent is not what it offered (a size that lies, a digest that differs, an unsafe
+        /// name or archive).
+        case hostile = "hostile"
+        /// Writing the received item failed (no space, no permission).
+        case disk = "disk"
     }
 
     public let code: Code

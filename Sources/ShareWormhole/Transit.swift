@@ -1,0 +1,450 @@
+internal import CShareSodium
+import Foundation
+import ShareLink
+
+/// A TCP address in a transit hint.
+public struct TransitHint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// `tcp:HOST:PORT`, as the `wormhole` command's `--transit-helper` takes it (`HOST:PORT` also accepted).
+    public init(parsing text: String) throws(WormholeError) {
+        var rest = Substring(text)
+        if rest.hasPrefix("tcp:") { rest = rest.dropFirst(4) }
+        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]),
+            (1...65535).contains(port), colon > rest.startIndex
+        else {
+            throw WormholeError(.server, "'\(text)' is not a transit relay (give tcp:HOST:PORT)")
+        }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        self.init(host: host, port: port)
+    }
+}
+
+/// magic-wormhole's transit protocol (as `wormhole send`/`receive` speak it): both sides offer direct TCP hints
+/// (their listening addresses) and relay hints; every hint is tried at once (relays a little later, so a direct
+/// path wins when there is one); each connection proves knowledge of the transit key with a handshake line, the
+/// sender picks the first to finish and says "go" on it ("nevermind" on the others). The winner then carries
+/// records: a 4-byte length and a secret box whose nonce is a counter, one key per direction.
+public final class Transit: @unchecked Sendable {  // configured by one thread, then raced under `condition`
+    public enum Role: Sendable { case sender, receiver }
+
+    public static var abilities: [[String: Any]] { [["type": "direct-tcp-v1"], ["type": "relay-v1"]] }
+    /// How much later than the direct hints a relay is tried (the reference's RELAY_DELAY).
+    public static let relayDelay = 2.0
+
+    public let role: Role
+    /// This side's id at the relay (8 random bytes in hex).
+    let side = Hex.string(Sodium.randomBytes(8))
+    private let relays: [TransitHint]
+    private var listener: (fd: Int32, port: Int)?
+    private var advertised: [String] = []
+    private var theirDirect: [TransitHint] = []
+    private var theirRelays: [TransitHint] = []
+
+    private let condition = NSCondition()
+    private var winner: TransitConnection?
+    private var running = 0
+    private var finished = false
+    private var failures: [String] = []
+
+    /// `listen`: accept direct connections, advertised under `addresses` (nil: every non-loopback address of this
+    /// machine, or 127.0.0.1 when it has none).
+    public init(role: Role, relays: [TransitHint], listen: Bool, addresses: [String]? = nil) {
+        self.role = role
+        self.relays = relays
+        if listen, let socket = try? Syscalls.listen(host: "::", port: 0) {
+            listener = socket
+            advertised = addresses ?? Self.localAddresses()
+        }
+    }
+
+    deinit {
+        if let listener { Syscalls.close(listener.fd) }
+    }
+
+    /// Our `hints-v1`: each listening address, then each relay.
+    public var hints: [[String: Any]] {
+        var hints: [[String: Any]] = []
+        if let listener {
+            for host in advertised {
+                hints.append(["type": "direct-tcp-v1", "priority": 0.0, "hostname": host, "port": listener.port])
+            }
+        }
+        for relay in relays {
+            hints.append([
+                "type": "relay-v1",
+                "hints": [["type": "direct-tcp-v1", "priority": 0.0, "hostname": relay.host, "port": relay.port]],
+            ])
+        }
+        return hints
+    }
+
+    /// The other side's `hints-v1` (unknown kinds, such as Tor's, are skipped; at most 32 of each kind are used).
+    public func add(theirHints hints: [Any]) {
+        func parse(_ any: Any) -> TransitHint? {
+            guard let hint = any as? [String: Any], hint["type"] as? String == "direct-tcp-v1",
+                let host = hint["hostname"] as? String, !host.isEmpty, host.utf8.count < 256,
+                let port = hint["port"] as? Int, (1...65535).contains(port)
+            else { return nil }
+            return TransitHint(host: host, port: port)
+        }
+        for case let hint as [String: Any] in hints {
+            switch hint["type"] as? String {
+            case "direct-tcp-v1":
+                if let parsed = parse(hint), theirDirect.count < 32, !theirDirect.contains(parsed) {
+                    theirDirect.append(parsed)
+                }
+            case "relay-v1":
+                for inner in hint["hints"] as? [Any] ?? [] {
+                    if let parsed = parse(inner), theirRelays.count < 32, !theirRelays.contains(parsed) {
+                        theirRelays.append(parsed)
+                    }
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Races every way to the other side and returns the connection both agreed on. `key` is the transit key
+    /// (derived from the wormhole's key).
+    public func connect(key: [UInt8], timeout: Double = 60) throws(WormholeError) -> TransitConnection {
+        Syscalls.ignoreSIGPIPE()
+        let expectations = Handshakes(key: key, role: role)
+        var relaysToTry = relays
+        for relay in theirRelays where !relaysToTry.contains(relay) { relaysToTry.append(relay) }
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        running = 0
+        condition.unlock()
+        if let listener {
+            start { self.acceptLoop(listener.fd, expectations, deadline: deadline) }
+        }
+        for hint in theirDirect {
+            start { self.attempt(hint, relay: false, expectations, delay: 0, deadline: deadline) }
+        }
+        let delay = theirDirect.isEmpty && listener == nil ? 0 : Self.relayDelay
+        for hint in relaysToTry {
+            start { self.attempt(hint, relay: true, expectations, delay: delay, deadline: deadline) }
+        }
+        condition.lock()
+        defer { condition.unlock() }
+        while winner == nil, running > 0, Date() < deadline {
+            _ = condition.wait(until: deadline)
+        }
+        finished = true
+        if let listener {
+            Syscalls.close(listener.fd)
+            self.listener = nil
+        }
+        if let winner { return winner }
+        if running > 0 {
+            throw WormholeError(.transit, "no connection to the other side within \(Int(timeout)) s")
+        }
+        let detail = failures.isEmpty ? "no address to try" : failures.prefix(3).joined(separator: "; ")
+        throw WormholeError(.transit, "cannot connect to the other side (\(detail))")
+    }
+
+    private func start(_ body: @escaping @Sendable () -> Void) {
+        condition.lock()
+        running += 1
+        condition.unlock()
+        let thread = Thread {
+            body()
+            self.condition.lock()
+            self.running -= 1
+            self.condition.broadcast()
+            self.condition.unlock()
+        }
+        thread.stackSize = 256 << 10
+        thread.start()
+    }
+
+    private var isFinished: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return finished || winner != nil
+    }
+
+    private func acceptLoop(_ listener: Int32, _ expectations: Handshakes, deadline: Date) {
+        while !isFinished, Date() < deadline {
+            guard let accepted = try? Syscalls.accept(listener, timeout: 0.2) else { continue }
+            let (fd, peer) = accepted
+            start { self.negotiate(fd, description: "direct from \(peer)", expectations, deadline: deadline) }
+        }
+    }
+
+    private func attempt(_ hint: TransitHint, relay: Bool, _ expectations: Handshakes, delay: Double, deadline: Date) {
+        if delay > 0 {
+            let until = Date().addingTimeInterval(delay)
+            condition.lock()
+            while winner == nil, !finished, Date() < until { _ = condition.wait(until: until) }
+            condition.unlock()
+        }
+        guard !isFinished else { return }
+        let fd: Int32
+        do {
+            fd = try Syscalls.connect(
+                host: hint.host, port: hint.port, timeout: min(10, max(1, deadline.timeIntervalSinceNow)))
+        } catch {
+            fail("\(hint): \(error)")
+            return
+        }
+        if relay {
+            Syscalls.setTimeouts(fd, seconds: 30)
+            do {
+                try Syscalls.writeAll(fd, Array("please relay \(expectations.relayToken) for side \(side)\n".utf8))
+                guard try Syscalls.readExactly(fd, 3) == Array("ok\n".utf8) else {
+                    throw WormholeError(.transit, "not a transit relay")
+                }
+            } catch {
+                Syscalls.close(fd)
+                fail("relay \(hint): \(error)")
+                return
+            }
+        }
+        negotiate(fd, description: relay ? "via relay \(hint)" : "direct to \(hint)", expectations, deadline: deadline)
+    }
+
+    /// The key handshake on one connection, then the sender's decision.
+    private func negotiate(_ fd: Int32, description: String, _ expectations: Handshakes, deadline: Date) {
+        Syscalls.setTimeouts(fd, seconds: max(1, min(30, deadline.timeIntervalSinceNow)))
+        do {
+            try Syscalls.writeAll(fd, expectations.ours)
+            guard try Syscalls.readExactly(fd, expectations.theirs.count) == expectations.theirs else {
+                throw WormholeError(.transit, "the handshake does not match the transit key")
+            }
+            switch role {
+            case .sender:
+                // The decision is made under the lock, and "go" is on the wire before the winner is handed to
+                // the caller (whose first record must follow it).
+                condition.lock()
+                let wins = winner == nil && !finished
+                if wins {
+                    do {
+                        try Syscalls.writeAll(fd, Array("go\n".utf8))
+                    } catch {
+                        condition.unlock()
+                        throw error
+                    }
+                    winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description)
+                    condition.broadcast()
+                }
+                condition.unlock()
+                if !wins {
+                    try? Syscalls.writeAll(fd, Array("nevermind\n".utf8))
+                    Syscalls.close(fd)
+                }
+            case .receiver:
+                guard try Syscalls.readExactly(fd, 3) == Array("go\n".utf8) else {
+                    throw WormholeError(.transit, "the sender chose another connection")
+                }
+                condition.lock()
+                let wins = winner == nil && !finished
+                if wins { winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description) }
+                condition.broadcast()
+                condition.unlock()
+                if !wins { Syscalls.close(fd) }
+            }
+        } catch {
+            Syscalls.close(fd)
+            fail("\(description): \(error)")
+        }
+    }
+
+    private func fail(_ message: String) {
+        condition.lock()
+        if failures.count < 16 { failures.append(message) }
+        condition.unlock()
+    }
+
+    /// This machine's IPv4 and global IPv6 addresses (not loopback, not link-local), or 127.0.0.1.
+    static func localAddresses() -> [String] {
+        var first: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&first) == 0 else { return ["127.0.0.1"] }
+        defer { freeifaddrs(first) }
+        var found: [String] = []
+        var cursor = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard let address = entry.pointee.ifa_addr, entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0,
+                entry.pointee.ifa_flags & UInt32(IFF_UP) != 0
+            else { continue }
+            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
+                continue
+            }
+            let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if family == AF_INET6, text.lowercased().hasPrefix("fe80") || text.contains("%") { continue }
+            if !found.contains(text) { found.append(text) }
+        }
+        return found.isEmpty ? ["127.0.0.1"] : found
+    }
+}
+
+/// What each side says and expects on a transit connection, from the transit key.
+struct Handshakes: Sendable {
+    let key: [UInt8]
+    let ours: [UInt8]
+    let theirs: [UInt8]
+    let relayToken: String
+
+    init(key: [UInt8], role: Transit.Role) {
+        self.key = key
+        let sender = Array(
+            "transit sender \(Hex.string(WormholeKeys.derive(key, purpose: Array("transit_sender".utf8)))) ready\n\n"
+                .utf8)
+        let receiver = Array(
+            "transit receiver \(Hex.string(WormholeKeys.derive(key, purpose: Array("transit_receiver".utf8)))) ready\n\n"
+                .utf8)
+        ours = role == .sender ? sender : receiver
+        theirs = role == .sender ? receiver : sender
+        relayToken = Hex.string(WormholeKeys.derive(key, purpose: Array("transit_relay_token".utf8)))
+    }
+}
+
+/// The connection a transit race chose: encrypted records both ways (or, between two share ends, the raw byte
+/// pipe for share's own TLS session: `takeDescriptor`).
+public final class TransitConnection: @unchecked Sendable {  // one reader and one writer thread at most
+    public let route: String
+    private var fd: Int32
+    private let sendKey: [UInt8]
+    private let receiveKey: [UInt8]
+    private var sendNonce: UInt64 = 0
+    private var receiveNonce: UInt64 = 0
+    private var inbox = [UInt8](repeating: 0, count: 1 << 20)
+    private var inboxStart = 0
+    private var inboxEnd = 0
+    /// Bytes received and sent on the connection (records with their framing).
+    public private(set) var bytesIn: UInt64 = 0
+    public private(set) var bytesOut: UInt64 = 0
+
+    init(fd: Int32, role: Transit.Role, key: [UInt8], route: String) {
+        self.fd = fd
+        self.route = route
+        let senderKey = WormholeKeys.derive(key, purpose: Array("transit_record_sender_key".utf8))
+        let receiverKey = WormholeKeys.derive(key, purpose: Array("transit_record_receiver_key".utf8))
+        sendKey = role == .sender ? senderKey : receiverKey
+        receiveKey = role == .sender ? receiverKey : senderKey
+    }
+
+    deinit { close() }
+
+    /// Sets how long a read or write may block.
+    public func setTimeout(_ seconds: Double) { if fd >= 0 { Syscalls.setTimeouts(fd, seconds: seconds) } }
+
+    public func close() {
+        if fd >= 0 {
+            Syscalls.close(fd)
+            fd = -1
+        }
+    }
+
+    /// Hands the socket over (no records are read or written on it afterwards).
+    public func takeDescriptor() -> Int32 {
+        let taken = fd
+        fd = -1
+        return taken
+    }
+
+    /// Sends one record.
+    public func send(_ record: UnsafeRawBufferPointer) throws(WormholeError) {
+        let boxed = record.count + Sodium.macBytes + Sodium.nonceBytes
+        var frame = [UInt8](repeating: 0, count: 4 + boxed)
+        frame[0] = UInt8(truncatingIfNeeded: boxed >> 24)
+        frame[1] = UInt8(truncatingIfNeeded: boxed >> 16)
+        frame[2] = UInt8(truncatingIfNeeded: boxed >> 8)
+        frame[3] = UInt8(truncatingIfNeeded: boxed)
+        var counter = sendNonce.bigEndian
+        sendNonce += 1
+        frame.withUnsafeMutableBytes { out in
+            withUnsafeBytes(of: &counter) {
+                (out.baseAddress! + 4 + Sodium.nonceBytes - 8).copyMemory(from: $0.baseAddress!, byteCount: 8)
+            }
+            let nonce = out.baseAddress!.advanced(by: 4).assumingMemoryBound(to: UInt8.self)
+            _ = crypto_secretbox_easy(
+                out.baseAddress!.advanced(by: 4 + Sodium.nonceBytes).assumingMemoryBound(to: UInt8.self),
+                record.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(nonce), UInt64(record.count),
+                nonce,
+                sendKey)
+        }
+        do {
+            try Syscalls.writeAll(fd, frame)
+        } catch {
+            throw WormholeError(.transit, "the transfer connection broke: \(error)")
+        }
+        bytesOut += UInt64(frame.count)
+    }
+
+    public func send(_ record: [UInt8]) throws(WormholeError) {
+        let copy = record
+        let pointer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, copy.count), alignment: 8)
+        defer { pointer.deallocate() }
+        pointer.copyBytes(from: copy)
+        try send(UnsafeRawBufferPointer(rebasing: pointer[0..<copy.count]))
+    }
+
+    /// The next record (at most `limit` bytes of plaintext); a record out of order or that does not authenticate
+    /// ends the transfer.
+    public func receive(limit: Int = 4 << 20) throws(WormholeError) -> [UInt8] {
+        let header = try take(4)
+        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        guard length >= Sodium.nonceBytes + Sodium.macBytes, length - Sodium.nonceBytes - Sodium.macBytes <= limit
+        else {
+            throw WormholeError(.badMessage, "the other side sent a record of \(length) bytes")
+        }
+        let sealed = try take(length)
+        var expected = [UInt8](repeating: 0, count: Sodium.nonceBytes)
+        withUnsafeBytes(of: receiveNonce.bigEndian) { expected.replaceSubrange((Sodium.nonceBytes - 8)..., with: $0) }
+        guard sealed.prefix(Sodium.nonceBytes).elementsEqual(expected) else {
+            throw WormholeError(.badMessage, "the other side's records arrived out of order")
+        }
+        receiveNonce += 1
+        let plaintextCount = length - Sodium.nonceBytes - Sodium.macBytes
+        var plaintext = [UInt8](repeating: 0, count: plaintextCount)
+        let opened = sealed.withUnsafeBufferPointer { box in
+            plaintext.withUnsafeMutableBufferPointer { out in
+                crypto_secretbox_open_easy(
+                    out.baseAddress ?? UnsafeMutablePointer(mutating: box.baseAddress!),
+                    box.baseAddress! + Sodium.nonceBytes,
+                    UInt64(length - Sodium.nonceBytes), box.baseAddress!, receiveKey)
+            }
+        }
+        guard opened == 0 else { throw WormholeError(.badMessage, "a record from the other side did not authenticate") }
+        return plaintext
+    }
+
+    /// Exactly `count` bytes from the socket, read in large blocks.
+    private func take(_ count: Int) throws(WormholeError) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(count)
+        while out.count < count {
+            if inboxStart == inboxEnd {
+                let n = inbox.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                if n < 0 {
+                    let reason = errno == EAGAIN ? "the other side stalled" : String(cString: strerror(errno))
+                    throw WormholeError(.transit, "the transfer connection broke: \(reason)")
+                }
+                if n == 0 { throw WormholeError(.transit, "the other side closed the transfer connection") }
+                inboxStart = 0
+                inboxEnd = n
+                bytesIn += UInt64(n)
+            }
+            let step = min(count - out.count, inboxEnd - inboxStart)
+            out.append(contentsOf: inbox[inboxStart..<(inboxStart + step)])
+            inboxStart += step
+        }
+        return out
+    }
+}
