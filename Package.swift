@@ -60,7 +60,7 @@ let package = Package(
             name: "ShareKit",
             dependencies: [
                 "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
-                "CoreTransferable", "CShareSystem", "ShareDisk",
+                "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
@@ -118,7 +118,8 @@ let package = Package(
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
         .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareLink", "ShareTLS"]),
-        .testTarget(name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareDisk", "ShareTLS"]),
+        .testTarget(
+            name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(

@@ -21,6 +21,16 @@ struct ReceiveCommand: ParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var declarations: DeclarationOptions
+    @OptionGroup(title: "Receiving by code") var codeServers: CodeServerOptions
+
+    @Argument(
+        help: ArgumentHelp(
+            "A code from share send --code or any magic-wormhole sender (e.g. 7-guitarist-revenge): receive from "
+                + "that one sender, with no pairing and no trust change.", valueName: "code"))
+    var code: String?
+
+    @Flag(help: "With a code, accept what is offered without asking.")
+    var yes = false
 
     @Option(help: "Port to listen on (0 picks one and prints it).")
     var port = 0
@@ -57,11 +67,28 @@ struct ReceiveCommand: ParsableCommand {
             throw ValidationError("--max-size '\(maxSize)' is not a size like 10M")
         }
         guard partialMaxAge > 0 else { throw ValidationError("--partial-max-age must be positive") }
+        if code != nil, from != nil || port != 0 || ask {
+            throw ValidationError("a code names its sender: --from, --port and --ask do not apply (a code always asks)")
+        }
+        if code == nil, yes { throw ValidationError("--yes goes with a code (share receive CODE --yes)") }
     }
 
     func run() throws {
         try ShareCLI.run {
             try declarations.load()
+            if let code {
+                let limit = maxSize.flatMap(parseSize)
+                var entries = try accept.map { AcceptedType(try parseType($0), maxSize: limit) }
+                if entries.isEmpty { entries = [AcceptedType(.item, maxSize: limit)] }
+                var options = ReceiveOptions(
+                    directory: URL(fileURLWithPath: into, isDirectory: true).standardizedFileURL,
+                    accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations),
+                    maxSize: limit)
+                options.partialMaxAge = partialMaxAge * 3600
+                options.durable = fsync
+                Interrupts.exitAsInterrupted("the receive")
+                return try receiveByCode(code, options: options)
+            }
             let local = try device.loadDevice()
             let trust = try device.loadTrust()
             let limit = maxSize.flatMap(parseSize)
@@ -202,6 +229,11 @@ enum AskPerson {
             lines.append("  \(ProgressReporter.neutralized(title)) — \(kind)\(size)\(image)")
         }
         for line in lines { ProgressReporter.status(line) }
+        return answer()
+    }
+
+    /// Asks "accept? [y/N]" on standard error and reads the answer from the terminal (or standard input).
+    static func answer() -> Bool {
         FileHandle.standardError.write(Data("accept? [y/N] ".utf8))
         let answer: String?
         if let terminal = FileHandle(forReadingAtPath: "/dev/tty") {

@@ -22,6 +22,22 @@ struct SendCommand: ParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
     @OptionGroup var declarations: DeclarationOptions
+    @OptionGroup(title: "Sending by code") var codeServers: CodeServerOptions
+
+    @Flag(
+        help: ArgumentHelp(
+            "Send to whoever types the code this prints (share receive CODE, or any magic-wormhole client): no "
+                + "pairing, no trust change, single use."))
+    var code = false
+
+    @Option(help: ArgumentHelp("With --code: use this code instead of a new one.", valueName: "code"))
+    var useCode: String?
+
+    @Option(help: ArgumentHelp("With --code: words after the number (2 to 8).", valueName: "n"))
+    var codeWords = 2
+
+    @Option(help: ArgumentHelp("With --code: how long the code waits (e.g. 10m, 1h).", valueName: "duration"))
+    var codeLifetime = "10m"
 
     @Argument(help: ArgumentHelp("Files or folders to send; - reads standard input.", valueName: "file"))
     var files: [String] = []
@@ -91,8 +107,17 @@ struct SendCommand: ParsableCommand {
     var timeout: Double = 10
 
     func validate() throws {
-        if to.isEmpty {
-            throw ValidationError("give the receiving device with --to (a trusted name, an ID or HOST:PORT)")
+        let byCode = code || useCode != nil
+        if byCode, !to.isEmpty || via != nil {
+            throw ValidationError("--code sends to whoever types the code: leave out --to and --via")
+        }
+        if byCode, !(2...8).contains(codeWords) { throw ValidationError("--code-words must be between 2 and 8") }
+        if byCode, parseDuration(codeLifetime) == nil {
+            throw ValidationError("--code-lifetime '\(codeLifetime)' is not a duration like 10m")
+        }
+        if to.isEmpty, !byCode {
+            throw ValidationError(
+                "give the receiving device with --to (a trusted name, an ID or HOST:PORT), or send by --code")
         }
         if via != nil, to.count > 1 { throw ValidationError("--via passes items on to one device; give one --to") }
         if timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
@@ -117,9 +142,12 @@ struct SendCommand: ParsableCommand {
             let explicitType = try type.map(parseType)
             // Check every file and folder before connecting: a missing file is an error before any byte moves.
             var items = SendItems()
+            var spooled: URL?
             for file in files {
                 if file == "-" {
-                    try items.add(standardInput: try spoolStandardInput(local.paths), type: explicitType)
+                    let spool = try spoolStandardInput(local.paths)
+                    spooled = spool
+                    try items.add(standardInput: spool, type: explicitType)
                 } else {
                     try items.add(paths: [URL(fileURLWithPath: file).standardizedFileURL], type: explicitType)
                 }
@@ -139,6 +167,10 @@ struct SendCommand: ParsableCommand {
             }
             items.urls = url.compactMap { URL(string: $0) }
             try items.add(profiles: profile, all: profiles, catalogFile: local.paths.profilesFile)
+            if code || useCode != nil {
+                Interrupts.exitAsInterrupted("the send")
+                return try sendByCode(items: items, paths: local.paths, spooled: spooled)
+            }
             // Every device named must be one this device can send to, before anything is queued or sent.
             var seen: Set<String> = []
             let peers = to.filter { seen.insert(trust.find($0)?.id.description ?? $0.lowercased()).inserted }

@@ -293,7 +293,7 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
         return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
     }
 
-    static func duration(_ seconds: Double) -> String {
+    package static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "?" }
         let s = Int(seconds.rounded())
         return s >= 3600

@@ -27,6 +27,13 @@ public enum Capability: String, CaseIterable, Sendable {
     case sendNotices = "deliver trust notices"
 }
 
+/// Who is asking, when it is not a trusted device.
+public enum Stranger: Sendable {
+    /// A device met through a code (`share send --code` / `share receive CODE`): it proved it knows the code, and
+    /// nothing more. It may deliver the items the user accepts in that one exchange, and nothing else.
+    case byCode
+}
+
 /// The one authority on "may this device do this?". Every capability is decided here from the device's trust
 /// entry (its relation, and whether it was added as a watch), never anywhere else. A refusal never says whether a
 /// named device exists.
@@ -36,6 +43,19 @@ public enum AccessPolicy {
         case refused(String)
 
         public var isAllowed: Bool { self == .allowed }
+    }
+
+    /// What a stranger may do: one met by code may deliver the items its user accepts (the receiver asks, or was
+    /// told `--yes`), and nothing else: no clipboard, no watch, no forwarding, no names, no trust change.
+    public static func decide(_ capability: Capability, stranger: Stranger, localName: String = "this device")
+        -> Decision
+    {
+        switch (stranger, capability) {
+        case (.byCode, .sendToInbox), (.byCode, .ping):
+            return .allowed
+        case (.byCode, _):
+            return .refused("a device met by code may only deliver the items \(localName)'s user accepts")
+        }
     }
 
     /// Whether `peer` (nil: not trusted) may use `capability`; `target` is the device named by a forwarding, as

@@ -9,6 +9,12 @@ public struct LocalDevice: Sendable {
 
     public var id: DeviceID { identity.deviceID }
 
+    /// A device that exists for one exchange only (a send or receive by code): a new identity in memory, nothing
+    /// read from or written to `paths`.
+    public static func oneOff(name: String, paths: DevicePaths) throws -> LocalDevice {
+        LocalDevice(name: name, identity: try TLSIdentity.generate(commonName: "share one-off"), paths: paths)
+    }
+
     /// The same device speaking with another identity (the old key of a rotation, vouching for the new one).
     public func speaking(as identity: TLSIdentity) -> LocalDevice {
         LocalDevice(name: name, identity: identity, paths: paths)

@@ -14,18 +14,29 @@ public struct Session: @unchecked Sendable {  // the connection is confined to t
     public var route: SessionRoute = .direct
 }
 
+extension Session {
+    /// The same session with the sender known by another id for what is kept of its transfers (a send by code:
+    /// the one-off certificate changes each run, the code does not, so an interrupted transfer resumes).
+    public func keyed(as id: DeviceID) -> Session {
+        Session(connection: connection, peerID: id, peerHello: peerHello, setupSeconds: setupSeconds, route: route)
+    }
+}
+
 /// The way a session's bytes travel.
 public enum SessionRoute: Sendable, Equatable, CustomStringConvertible {
     /// A TCP connection between the two devices.
     case direct
     /// A relay's byte pipe (Syncthing's Relay Protocol v1), with this relay host; TLS runs end to end inside it.
     case relay(host: String)
+    /// A connection made for a send by code (magic-wormhole's transit: direct, or through its relay).
+    case code(String)
 
     /// `direct` or `via relay HOST`.
     public var description: String {
         switch self {
         case .direct: return "direct"
         case .relay(let host): return "via relay \(host)"
+        case .code(let route): return route
         }
     }
 }

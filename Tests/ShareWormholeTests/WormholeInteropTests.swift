@@ -1,6 +1,7 @@
 import Foundation
 import ShareDisk
 import ShareTLS
+import ShareTestSupport
 import Testing
 
 @testable import ShareWormhole

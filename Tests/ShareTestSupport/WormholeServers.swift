@@ -2,14 +2,16 @@ import Foundation
 
 /// A process the test started and stops: its standard error and output are read by a thread, and a test waits for
 /// a line (bounded) instead of sleeping.
-final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
-    let process = Process()
+public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
+    public let process = Process()
     private let condition = NSCondition()
     private var lines: [String] = []
     private var ended = false
     private var exited = false
 
-    init(_ executable: String, _ arguments: [String], directory: URL? = nil, environment: [String: String]? = nil)
+    public init(
+        _ executable: String, _ arguments: [String], directory: URL? = nil, environment: [String: String]? = nil
+    )
         throws
     {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -59,7 +61,7 @@ final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
     }
 
     /// The first line containing `text` (nil if the process ends or `timeout` passes first).
-    func waitForLine(containing text: String, timeout: Double = 30) -> String? {
+    public func waitForLine(containing text: String, timeout: Double = 30) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -72,7 +74,7 @@ final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
     }
 
     /// Waits for the process to end (bounded); nil if it did not.
-    func wait(timeout: Double = 120) -> Int32? {
+    public func wait(timeout: Double = 120) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         // The end of its output (or the exit, when something else holds the output open).
         condition.lock()
@@ -84,14 +86,14 @@ final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
         return process.terminationStatus
     }
 
-    var output: String {
+    public var output: String {
         condition.lock()
         defer { condition.unlock() }
         return lines.joined(separator: "\n")
     }
 
     /// Ends it at once (SIGKILL: a child of the test process may inherit SIGTERM blocked) and reaps it.
-    func stop() {
+    public func stop() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -102,19 +104,19 @@ final class Spawned: @unchecked Sendable {  // `lines` guarded by `condition`
 
 /// magic-wormhole's servers, started for real on loopback: the mailbox (rendezvous) server from PyPI's
 /// `magic-wormhole-mailbox-server` (installed by scripts/setup.sh) and Debian's transit relay.
-final class LocalWormholeServers: @unchecked Sendable {
+public final class LocalWormholeServers: @unchecked Sendable {
     /// Where scripts/setup.sh installs the mailbox server (a Python virtual environment).
-    static let mailboxTwistd =
+    public static let mailboxTwistd =
         ProcessInfo.processInfo.environment["SHARE_WORMHOLE_MAILBOX_TWISTD"]
         ?? "/opt/share-tools/wormhole-mailbox/bin/twistd"
 
-    let mailbox: Spawned
-    let relay: Spawned
-    let mailboxURL: String
-    let relayPort: Int
-    let scratch: URL
+    public let mailbox: Spawned
+    public let relay: Spawned
+    public let mailboxURL: String
+    public let relayPort: Int
+    public let scratch: URL
 
-    init() throws {
+    public init() throws {
         scratch = FileManager.default.temporaryDirectory.appendingPathComponent("wormhole-servers-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         mailbox = try Spawned(
@@ -140,17 +142,17 @@ final class LocalWormholeServers: @unchecked Sendable {
         self.relayPort = relayPort
     }
 
-    struct ServerFailure: Error, CustomStringConvertible {
-        let message: String
-        var description: String { message }
+    public struct ServerFailure: Error, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
     }
 
     /// The `wormhole` command's arguments for these servers.
-    var wormholeArguments: [String] {
+    public var wormholeArguments: [String] {
         ["--relay-url", mailboxURL, "--transit-helper", "tcp:127.0.0.1:\(relayPort)"]
     }
 
-    func stop() {
+    public func stop() {
         mailbox.stop()
         relay.stop()
         try? FileManager.default.removeItem(at: scratch)
