@@ -80,12 +80,21 @@ extension SendCommand {
             paths: paths, code: code, options: options, sending: sending, progress: progress
         ) { code in
             progress.note(
-                "code \(code) (single use, valid \(ProgressReporter.duration(Double(lifetime)))); on the other "
+                "code \(code) (single use, valid \(lifetime >= 120 ? "\(lifetime / 60) min" : "\(lifetime) s")); on the other "
                     + "machine: share receive \(code)  (or: wormhole receive \(code))",
                 event: "code", fields: ["code": code.description, "lifetime": lifetime])
         }
         if let report = outcome.report {
-            if !output.quiet {
+            if output.json {
+                progress.note(
+                    "summary", event: "summary",
+                    fields: [
+                        "delivered": report.delivered.count, "refused": report.refused.count,
+                        "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
+                        "bytesAlreadyThere": report.bytesSkipped, "seconds": report.seconds,
+                        "route": report.route.description,
+                    ])
+            } else if !output.quiet {
                 tell(
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items to "
                         + "\(outcome.peerName) by code, \(ProgressReporter.bytes(report.bytesSent)) in "

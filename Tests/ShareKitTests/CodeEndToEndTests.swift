@@ -85,6 +85,37 @@ extension EndToEnd {
             #expect(sender.stderr.text.contains("via relay 127.0.0.1:\(servers.relayPort)"), "\(sender.stderr.text)")
         }
 
+        /// A transfer by code that breaks resumes where the receiver stopped when both ends run again with the same
+        /// code: the receiver keeps its partial under an id derived from the code (the certificates are one-off).
+        @Test func aBrokenTransferResumesWhenBothRunAgainWithTheSameCode() throws {
+            let laptop = try TestDevice("laptop")
+            let desk = try TestDevice("desk")
+            let file = try laptop.folder("src").appendingPathComponent("backup.tar")
+            try makeFile(file, size: 96 << 20)
+            let code = "\(Int.random(in: 200...900))-resume-test"
+            let inbox = try desk.folder("inbox")
+            let args = ["--yes", "--into", inbox.path] + serverFlags
+            let first = try laptop.background(["send", "--use-code", code, "--chunk-size", "256K", file.path] + serverFlags)
+            defer { first.stop() }
+            #expect(first.stderr.waitForLine(containing: "share receive", timeout: 30) != nil)
+            let cut = try desk.background(["receive", code] + args)
+            #expect(waitUntil(timeout: 60) { ledgerChunkCount(inbox) >= 40 }, "\(cut.stderr.text)")
+            kill(cut.pid, SIGKILL)
+            _ = cut.wait(timeout: 10)
+            first.stop()
+            let held = ledgerChunkCount(inbox)
+            let second = try laptop.background(
+                ["send", "--use-code", code, "--chunk-size", "256K", "--json", file.path] + serverFlags)
+            defer { second.stop() }
+            #expect(second.stdout.waitForLine(containing: "\"code\"", timeout: 30) != nil, "\(second.stderr.text)")
+            let received = desk.run(["receive", code] + args)
+            #expect(received.status == 0, "\(received.stderr)")
+            #expect(second.wait(timeout: 60) == 0, "\(second.stderr.text)")
+            #expect(digest(inbox.appendingPathComponent("backup.tar")) == digest(file))
+            let sent = try #require(summary(second.stdout.text)?["bytesSent"] as? Int)
+            #expect(sent <= (96 << 20) - (held - 8) * (256 << 10), "held \(held) chunks, sent \(sent)")
+        }
+
         @Test func theReceiverSeesTheOfferAndDeclines() throws {
             let laptop = try TestDevice("laptop")
             let desk = try TestDevice("desk")
