@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
 # profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
-# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, a watch; then (as root)
+# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, a watch; a send by code to
+# a device that never paired and to the `wormhole` command; then (as root)
 # the two devices on different networks behind NAT, meeting through a discovery server and a relay. Every step
 # prints what was offered, what was chosen and why.
 set -euo pipefail
@@ -162,6 +163,36 @@ $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
 for _ in $(seq 200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 sed 's/^/  watch | /' "$WORK/watch.out"
 $SHARE status $DESK | grep watch | sed 's/^/   desk | /'
+
+step "8b. a send by code to a visitor who never paired, and to the wormhole command (local servers, not the public ones)"
+MAILBOX_TWISTD=${SHARE_WORMHOLE_MAILBOX_TWISTD:-/opt/share-tools/wormhole-mailbox/bin/twistd}
+PYTHONUNBUFFERED=1 "$MAILBOX_TWISTD" -n --pidfile= wormhole-mailbox --port=tcp:0:interface=127.0.0.1 \
+  --channel-db="$WORK/mailbox.sqlite" > "$WORK/mailbox.log" 2>&1 &
+PYTHONUNBUFFERED=1 twistd3 -n --pidfile= transitrelay --port=tcp:0:interface=127.0.0.1 > "$WORK/transit.log" 2>&1 &
+for _ in $(seq 200); do grep -q "starting on" "$WORK/mailbox.log" && grep -q "starting on" "$WORK/transit.log" && break; sleep 0.05; done
+MAILBOXURL=ws://127.0.0.1:$(grep -o 'starting on [0-9]*' "$WORK/mailbox.log" | awk '{print $3}')/v1
+TRANSIT=tcp:127.0.0.1:$(grep -o 'starting on [0-9]*' "$WORK/transit.log" | awk '{print $3}')
+CODESERVERS="--server $MAILBOXURL --relay $TRANSIT --advertise 127.0.0.1"
+VISITOR="--config $WORK/visitor"
+$SHARE id $VISITOR --name visitor | sed 's/^/   /'
+head -c 5000000 /dev/urandom > "$WORK/slides.pdf"
+$SHARE send $LAPTOP --code $CODESERVERS "$WORK/slides.pdf" --text "slides from the talk" 2> "$WORK/code-send.err" &
+CODESEND=$!
+for _ in $(seq 200); do grep -q "share receive " "$WORK/code-send.err" && break; sleep 0.05; done
+CODE=$(grep -o 'share receive [0-9]*-[a-z-]*' "$WORK/code-send.err" | head -1 | awk '{print $3}')
+echo "   the laptop prints a code; the visitor types it (and answers y to what is offered):"
+echo y | $SHARE receive $VISITOR "$CODE" $CODESERVERS --into "$WORK/visitor-inbox" 2>&1 | sed 's/^/visitor | /'
+wait $CODESEND; sed 's/^/ laptop | /' "$WORK/code-send.err"
+echo "   nothing was trusted on either side: $($SHARE trust list $VISITOR 2>&1 | grep -c laptop || true) entries for the laptop"
+WORMHOLE=(wormhole --relay-url "$MAILBOXURL" --transit-helper "$TRANSIT")
+$SHARE send $DESK --code $CODESERVERS "$WORK/slides.pdf" 2> "$WORK/code-send2.err" &
+CODESEND=$!
+for _ in $(seq 200); do grep -q "wormhole receive " "$WORK/code-send2.err" && break; sleep 0.05; done
+CODE=$(grep -o 'wormhole receive [0-9]*-[a-z-]*' "$WORK/code-send2.err" | head -1 | awk '{print $3}')
+mkdir -p "$WORK/wormhole-out"
+(cd "$WORK/wormhole-out" && "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$CODE" 2>&1 | sed 's/^/wormhole | /')
+wait $CODESEND; sed 's/^/   desk | /' "$WORK/code-send2.err" | tr '\r' '\n' | grep -v '^\s*$' | tail -2
+cmp -s "$WORK/slides.pdf" "$WORK/wormhole-out/slides.pdf" && echo "   the wormhole command holds the same slides.pdf"
 
 step "9. beyond the LAN: the desk at home behind NAT, the laptop on another network, your own servers between them"
 if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null || ! ip netns add share-demo-probe 2> /dev/null; then

@@ -70,6 +70,16 @@ check_bench_compare() { expect "$1" "^round 1: A $NUM s" "^median: A [0-9]+ MiB/
 check_bench_watch() {
   expect "$1" "received 30 of 30 in" "3 sends in $NUM s, 3 arrived; peak RSS per send" "^watch peak RSS: [0-9]+ KiB"
 }
+check_bench_wormhole() {
+  local rows=()
+  for tool in "share trusted \(send --to\) +direct" "share -> share by code +direct" "share -> share by code +relay" \
+    "wormhole -> wormhole +direct" "wormhole -> wormhole +relay" "wormhole -> share +direct" "wormhole -> share +relay" \
+    "share -> wormhole +direct" "share -> wormhole +relay"; do
+    rows+=("^$tool +$NUM +$NUM +")
+  done
+  expect "$1" "${rows[@]}" "^share by code / share trusted, direct: $NUM" \
+    "^share by code / wormhole -> wormhole, direct: $NUM; through the relay: $NUM"
+}
 check_bench_relay() {
   expect "$1" "^direct +$NUM +$NUM +$NUM +[0-9]+$" "^relay +$NUM +$NUM +$NUM +[0-9]+$" "^relay/direct throughput: $NUM"
 }
@@ -81,7 +91,8 @@ check_bench_links() {
   expect "$1" "^== lan: " "${rows[@]}" "^  photos as one file share" "10 photos take $NUM"x
 }
 check_demo() {
-  local steps=("^== 1\. a text" "^== 4\. a large file" "^== 5\. a folder" "^== 7\. the agents" "^== 8\. a watch")
+  local steps=("^== 1\. a text" "^== 4\. a large file" "^== 5\. a folder" "^== 7\. the agents" "^== 8\. a watch"
+    "^== 8b\. a send by code" "sent 2 of 2 items to visitor by code" "the wormhole command holds the same slides.pdf")
   [ "$(id -u)" -eq 0 ] && steps+=("^== 9\. beyond the LAN" "via relay 203\.0\.113\.10")
   expect "$1" "${steps[@]}"
 }
@@ -98,6 +109,7 @@ smoke bench-tls 60 bash scripts/bench-tls.sh 8388608 20 1
 smoke bench-folder 60 env DIRS=2 FILES=10 VIDEO_MIB=1 bash scripts/bench-folder.sh 1
 smoke bench-compare 60 bash scripts/bench-compare.sh "$(bin_dir)/share" "$(bin_dir)/share" 4 1
 smoke bench-watch 60 bash scripts/bench-watch.sh 30 3
+smoke bench-wormhole 90 bash scripts/bench-wormhole.sh 4 1
 smoke faults 180 bash scripts/faults.sh 4 1 1
 smoke gen-builder 30 python3 scripts/gen-builder.py --check
 smoke gen-system-types 30 python3 scripts/gen-system-types.py --check
@@ -111,7 +123,7 @@ fi
 smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
-covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh faults.sh
+covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh faults.sh
   gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "
