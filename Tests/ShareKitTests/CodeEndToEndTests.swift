@@ -95,7 +95,8 @@ extension EndToEnd {
             let code = "\(Int.random(in: 200...900))-resume-test"
             let inbox = try desk.folder("inbox")
             let args = ["--yes", "--into", inbox.path] + serverFlags
-            let first = try laptop.background(["send", "--use-code", code, "--chunk-size", "256K", file.path] + serverFlags)
+            let first = try laptop.background(
+                ["send", "--use-code", code, "--chunk-size", "256K", file.path] + serverFlags)
             defer { first.stop() }
             #expect(first.stderr.waitForLine(containing: "share receive", timeout: 30) != nil)
             let cut = try desk.background(["receive", code] + args)
