@@ -88,7 +88,7 @@ check() { # file
 }
 
 run_case() { # name route
-  local name=$1 route=$2 dir=$WORK/in code
+  local name=$1 route=$2 dir=$WORK/in code sender=""
   rm -rf "$dir"; mkdir -p "$dir"
   local listen=() wlisten=()
   if [ "$route" = relay ]; then listen=(--no-listen); wlisten=(--no-listen); fi
@@ -97,24 +97,28 @@ run_case() { # name route
     share-share)
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
       PIDS+=($!)
+      sender=$!
       code=$(code_of "$WORK/sender.log" "share receive ")
       timed_receive "$dir" $BIN receive --config "$R" --yes --into "$dir" "${SHARE_CODE[@]}" "${listen[@]}" "$code"
       ;;
     wormhole-wormhole)
       "${WORMHOLE[@]}" send --hide-progress "${wlisten[@]}" "$FILE" > "$WORK/sender.log" 2>&1 &
       PIDS+=($!)
+      sender=$!
       code=$(code_of "$WORK/sender.log" "Wormhole code is: ")
       timed_receive "$dir" "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$code"
       ;;
     wormhole-share)
       "${WORMHOLE[@]}" send --hide-progress --no-listen "$FILE" > "$WORK/sender.log" 2>&1 &
       PIDS+=($!)
+      sender=$!
       code=$(code_of "$WORK/sender.log" "Wormhole code is: ")
       timed_receive "$dir" $BIN receive --config "$R" --yes --into "$dir" "${SHARE_CODE[@]}" "${listen[@]}" "$code"
       ;;
     share-wormhole)
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
       PIDS+=($!)
+      sender=$!
       code=$(code_of "$WORK/sender.log" "share receive ")
       timed_receive "$dir" "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$code"
       ;;
@@ -131,7 +135,8 @@ run_case() { # name route
       FIRST=0
       ;;
   esac
-  wait 2>/dev/null || true
+  # The sender ends once the receiver has acknowledged (the servers keep running: wait for this one only).
+  [ -z "$sender" ] || wait "$sender" || { echo "bench-wormhole: the sender failed: $(tail -3 "$WORK/sender.log")" >&2; exit 1; }
   PIDS=("${PIDS[@]:0:2}")
   check "$dir/payload.bin"
   rm -rf "$dir"
