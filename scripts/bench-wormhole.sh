@@ -16,7 +16,10 @@ BIN=$(bin_dir)/share
 WORK=$(mktemp -d)
 MAILBOX_TWISTD=${SHARE_WORMHOLE_MAILBOX_TWISTD:-/opt/share-tools/wormhole-mailbox/bin/twistd}
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+source scripts/lib-bench.sh
+trap 'kill "${PIDS[@]}" 2>/dev/null || true; page_reporting_restore; rm -rf "$WORK"' EXIT
+# Freed page cache would otherwise go back to the host between cases, and whichever case writes next pays for it.
+page_reporting_hold
 
 # Starts a twistd server on a free loopback port (its pid kept for the exit trap); sets PORT.
 start_server() { # log command…

@@ -140,10 +140,9 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
             _ = condition.wait(until: deadline)
         }
         finished = true
-        if let listener {
-            Syscalls.close(listener.fd)
-            self.listener = nil
-        }
+        // The accept loop closes the listening socket as it ends (closing it here could let its number be reused
+        // by another socket while the loop still polls it).
+        listener = nil
         if let winner { return winner }
         if running > 0 {
             throw WormholeError(.transit, "no connection to the other side within \(Int(timeout)) s")
@@ -174,6 +173,7 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
     }
 
     private func acceptLoop(_ listener: Int32, _ expectations: Handshakes, deadline: Date) {
+        defer { Syscalls.close(listener) }
         while !isFinished, Date() < deadline {
             guard let accepted = try? Syscalls.accept(listener, timeout: 0.2) else { continue }
             let (fd, peer) = accepted
