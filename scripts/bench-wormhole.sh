@@ -4,7 +4,8 @@
 # wormhole -> share and share -> wormhole, beside share's trusted direct send in the same run. For each, the clock
 # starts when the receiver is started with the code (the sender already waits) and stops when the receiver has exited
 # holding the whole file; every file's SHA-256 is checked afterwards. Also: the time from the code typed to the first
-# byte on the receiver's disk. Every tool is treated alike: same file, same page cache, rounds interleaved.
+# byte on the receiver's disk. Every tool is treated alike: same file, same page cache, rounds interleaved (each
+# round starting one case further on).
 # Usage: scripts/bench-wormhole.sh [MiB] [rounds]      (default 1024 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -149,7 +150,9 @@ CASES=("trusted direct" "share-share direct" "share-share relay" "wormhole-wormh
   "wormhole-share direct" "wormhole-share relay" "share-wormhole direct" "share-wormhole relay")
 declare -A TIMES FIRSTS
 for round in $(seq "$ROUNDS"); do
-  for entry in "${CASES[@]}"; do
+  # Each round starts one case further on, so that no case always follows the same one.
+  for i in $(seq 0 $((${#CASES[@]} - 1))); do
+    entry=${CASES[$(((i + round - 1) % ${#CASES[@]}))]}
     read -r name route <<< "$entry"
     run_case "$name" "$route"
     TIMES[$entry]+="$SECS "
