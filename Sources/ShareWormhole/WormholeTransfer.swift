@@ -100,8 +100,9 @@ public struct WormholeTransferOptions: Sendable {
     public var connectTimeout: Double = 60
     /// How long the transfer may stall.
     public var stallTimeout: Double = 60
-    /// Bytes per record sent (the reference sends 16 KiB; any size is read).
-    public var recordSize = 256 << 10
+    /// Bytes per record sent: 16 KiB, as the reference sends them (any size is read; its receiver gathers a record
+    /// in one buffer, so records no larger than a socket read suit it best).
+    public var recordSize = 16 << 10
     public var progress: (@Sendable (_ done: UInt64, _ total: UInt64) -> Void)?
 
     public init() {}
