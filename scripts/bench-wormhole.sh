@@ -4,8 +4,8 @@
 # wormhole -> share and share -> wormhole, beside share's trusted direct send in the same run. For each, the clock
 # starts when the receiver is started with the code (the sender already waits) and stops when the receiver has exited
 # holding the whole file; every file's SHA-256 is checked afterwards. Also: the time from the code typed to the first
-# byte on the receiver's disk. Every tool is treated alike: same file, same page cache, rounds interleaved (each
-# round starting one case further on).
+# byte on the receiver's disk. Every tool is treated alike: same file, read into an emptied page cache before each
+# case, rounds interleaved (each round starting one case further on).
 # Usage: scripts/bench-wormhole.sh [MiB] [rounds]      (default 1024 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,7 +96,8 @@ run_case() { # name route
   rm -rf "$dir"; mkdir -p "$dir"
   local listen=() wlisten=()
   if [ "$route" = relay ]; then listen=(--no-listen); wlisten=(--no-listen); fi
-  sync
+  # As bench-transfer does: the page cache emptied of earlier cases' files, the payload read into it.
+  sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; cat "$FILE" > /dev/null
   case $name in
     share-share)
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
