@@ -10,12 +10,13 @@ import ShareTLS
 struct ReceiveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "receive",
-        abstract: "Wait for one sending session from a trusted device and receive its items.",
+        abstract: "Wait for one sending session from a trusted device (or join one by code) and receive its items.",
         discussion: helpPage(
             "The accept list (most wanted first) decides what each item becomes; by default anything is accepted as the sender's first representation. Text and URLs are printed on standard output, and nothing else is (status lines go to standard error), so share receive > file captures only the content. Everything else is saved in --into, under a partial name until its digest matches, never overwriting (name (2).ext). An interrupted item resumes when the same send runs again.",
             examples: [
                 "share receive --into ~/Downloads", "share receive --accept public.plain-text > message.txt",
                 "share receive --port 7001 --accept public.image --max-size 20M",
+                "share receive 7-guitarist-revenge --into ~/Downloads",
             ]))
 
     @OptionGroup var device: DeviceOptions

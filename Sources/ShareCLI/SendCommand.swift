@@ -11,12 +11,14 @@ struct SendCommand: ParsableCommand {
         abstract: "Send files, text, a URL or standard input to a device.",
         discussion: helpPage(
             "Each item is offered as its representations, most faithful first; the receiver picks the first one it understands and only that one is produced. A file is offered as a file (its type and name), so the receiver saves it; only text given with --text or piped in as text is printed there. Files travel in verified chunks: if the transfer is cut, run the same command again and only what the receiver lacks is sent.",
+            "With --code, the send needs no trusted device: it prints a code such as 7-guitarist-revenge for share receive CODE (or any magic-wormhole client) on the other machine, and ends after that one exchange.",
             "With this device's agent running, the send becomes a job of the agent, which delivers it when the device can be reached (share jobs lists the jobs, share cancel stops one); --wait follows it with progress, and --direct sends from this process instead. Standard output stays empty: what happens is told on standard error (--json: events on standard output).",
             examples: [
                 "share send --to desk holiday.mov", "share send --to desk --text \"Dinner at eight?\"",
                 "share send --to desk --to phone --url https://example.com/menu",
                 "tar c Photos | share send --to desk --type public.tar-archive -",
                 "share send --to 192.168.1.20:7001 --direct report.pdf --wait",
+                "share send --code slides.pdf",
             ]))
 
     @OptionGroup var device: DeviceOptions
