@@ -100,12 +100,7 @@ extension SendCommand {
                         + "\(outcome.peerName) by code, \(ProgressReporter.bytes(report.bytesSent)) in "
                         + "\(String(format: "%.2f", report.seconds)) s, \(report.route)")
             }
-            if !report.refused.isEmpty {
-                throw ShareError(
-                    .refused,
-                    "\(report.refused.count) item(s) refused: "
-                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
-            }
+            try failIfRefused(report.refused, receiving: false)
         } else if let report = outcome.wormhole, !output.quiet {
             tell(
                 "sent \(report.offer.summary) to a wormhole client"
@@ -160,12 +155,7 @@ extension ReceiveCommand {
             yes || AskPerson.ask(offer)
         }
         if let report = outcome.report {
-            if !report.refused.isEmpty {
-                throw ShareError(
-                    .refused,
-                    "refused \(report.refused.count) item(s): "
-                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
-            }
+            try failIfRefused(report.refused, receiving: true)
         } else if let report = outcome.wormhole {
             switch report.offer {
             case .text(let text):

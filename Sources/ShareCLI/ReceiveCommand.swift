@@ -152,12 +152,7 @@ struct ReceiveCommand: ParsableCommand {
             listener.stop(grace: 1)
             guard let result else { throw ShareError(.unavailable, "no sender came within \(Int(timeout)) s") }
             let report = try result.get()
-            if !report.refused.isEmpty {
-                throw ShareError(
-                    .refused,
-                    "refused \(report.refused.count) item(s): "
-                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
-            }
+            try failIfRefused(report.refused, receiving: true)
         }
     }
 }

@@ -236,12 +236,7 @@ struct SendCommand: ParsableCommand {
                         + (report.wireBytes < report.bytesSent && report.bytesSent > 0
                             ? "; compressed to \(report.wireBytes * 100 / report.bytesSent) %" : ""))
             }
-            if !report.refused.isEmpty {
-                throw ShareError(
-                    .refused,
-                    "\(report.refused.count) item(s) refused: "
-                        + report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
-            }
+            try failIfRefused(report.refused, receiving: false)
         }
     }
 

@@ -104,3 +104,13 @@ extension OutboxJob {
         return state == .delivered ? .success : .failure
     }
 }
+
+/// A send or receive in which some items were refused ends with one line naming each and why (exit 3): "refused N
+/// item(s): …" on the receiving side, "N item(s) refused: …" on the sending side.
+func failIfRefused(_ refused: [(label: String, reason: String)], receiving: Bool) throws {
+    guard !refused.isEmpty else { return }
+    let reasons = refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
+    throw ShareError(
+        .refused,
+        receiving ? "refused \(refused.count) item(s): \(reasons)" : "\(refused.count) item(s) refused: \(reasons)")
+}

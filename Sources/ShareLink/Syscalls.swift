@@ -377,13 +377,43 @@ public enum Syscalls {
     }
 
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try writeAll(fd, $0) }
+    }
+
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { throw failure("write") }
             offset += n
         }
+    }
+
+    /// This machine's IPv4 and global IPv6 addresses (not loopback, not link-local), or 127.0.0.1.
+    public static func interfaceAddresses() -> [String] {
+        var first: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&first) == 0 else { return ["127.0.0.1"] }
+        defer { freeifaddrs(first) }
+        var found: [String] = []
+        var cursor = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard let address = entry.pointee.ifa_addr, entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0,
+                entry.pointee.ifa_flags & UInt32(IFF_UP) != 0
+            else { continue }
+            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
+                continue
+            }
+            let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if family == AF_INET6, text.lowercased().hasPrefix("fe80") || text.contains("%") { continue }
+            if !found.contains(text) { found.append(text) }
+        }
+        return found.isEmpty ? ["127.0.0.1"] : found
     }
 
     public static func localPort(_ fd: Int32) -> Int {

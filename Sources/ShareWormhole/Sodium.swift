@@ -14,17 +14,19 @@ enum Sodium {
     }
 
     static func sha256(_ data: [UInt8]) -> [UInt8] {
+        precondition(ready, "libsodium did not initialize")
         var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        crypto_hash_sha256(&digest, data, UInt64(data.count))
+        precondition(crypto_hash_sha256(&digest, data, UInt64(data.count)) == 0, "SHA-256 failed")
         return digest
     }
 
     static func hmacSHA256(key: [UInt8], _ data: [UInt8]) -> [UInt8] {
         var state = crypto_auth_hmacsha256_state()
-        crypto_auth_hmacsha256_init(&state, key, key.count)
-        crypto_auth_hmacsha256_update(&state, data, UInt64(data.count))
         var mac = [UInt8](repeating: 0, count: Int(crypto_auth_hmacsha256_BYTES))
-        crypto_auth_hmacsha256_final(&state, &mac)
+        precondition(
+            crypto_auth_hmacsha256_init(&state, key, key.count) == 0
+                && crypto_auth_hmacsha256_update(&state, data, UInt64(data.count)) == 0
+                && crypto_auth_hmacsha256_final(&state, &mac) == 0, "HMAC-SHA-256 failed")
         return mac
     }
 
@@ -79,8 +81,44 @@ enum Sodium {
     static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8]) -> [UInt8] {
         precondition(key.count == keyBytes && nonce.count == nonceBytes)
         var box = [UInt8](repeating: 0, count: plaintext.count + macBytes)
-        crypto_secretbox_easy(&box, plaintext, UInt64(plaintext.count), nonce, key)
+        precondition(crypto_secretbox_easy(&box, plaintext, UInt64(plaintext.count), nonce, key) == 0, "sealing failed")
         return nonce + box
+    }
+
+    /// Seals `plaintext` under `nonce` into `out` (the MAC then the ciphertext: `plaintext.count + macBytes` bytes),
+    /// without allocating: transit's records.
+    static func seal(
+        _ plaintext: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, key: [UInt8],
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        guard key.count == keyBytes, nonce.count == nonceBytes, out.count == plaintext.count + macBytes else {
+            return false
+        }
+        let empty: UInt8 = 0
+        return withUnsafePointer(to: empty) { nothing in
+            crypto_secretbox_easy(
+                out.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? nothing, UInt64(plaintext.count),
+                nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key) == 0
+        }
+    }
+
+    /// Opens `box` (the MAC then the ciphertext) sealed under `nonce` into `out` (`box.count - macBytes` bytes);
+    /// false if it does not authenticate under `key`.
+    static func open(
+        _ box: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, key: [UInt8],
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        guard key.count == keyBytes, nonce.count == nonceBytes, box.count >= macBytes,
+            out.count == box.count - macBytes, let boxStart = box.baseAddress
+        else { return false }
+        var scratch: UInt8 = 0
+        return withUnsafeMutablePointer(to: &scratch) { nothing in
+            crypto_secretbox_open_easy(
+                out.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? nothing,
+                boxStart.assumingMemoryBound(to: UInt8.self), UInt64(box.count),
+                nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key) == 0
+        }
     }
 
     /// The plaintext of `nonce + ciphertext`, or nil if it does not authenticate under `key`.

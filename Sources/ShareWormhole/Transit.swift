@@ -1,4 +1,3 @@
-internal import CShareSodium
 import Foundation
 import ShareLink
 
@@ -61,7 +60,7 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         self.relays = relays
         if listen, let socket = try? Syscalls.listen(host: "::", port: 0) {
             listener = socket
-            advertised = addresses ?? Self.localAddresses()
+            advertised = addresses ?? Syscalls.interfaceAddresses()
         }
     }
 
@@ -264,32 +263,6 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         if failures.count < 16 { failures.append(message) }
         condition.unlock()
     }
-
-    /// This machine's IPv4 and global IPv6 addresses (not loopback, not link-local), or 127.0.0.1.
-    static func localAddresses() -> [String] {
-        var first: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&first) == 0 else { return ["127.0.0.1"] }
-        defer { freeifaddrs(first) }
-        var found: [String] = []
-        var cursor = first
-        while let entry = cursor {
-            defer { cursor = entry.pointee.ifa_next }
-            guard let address = entry.pointee.ifa_addr, entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0,
-                entry.pointee.ifa_flags & UInt32(IFF_UP) != 0
-            else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            let family = Int32(address.pointee.sa_family)
-            guard family == AF_INET || family == AF_INET6 else { continue }
-            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
-            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else {
-                continue
-            }
-            let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if family == AF_INET6, text.lowercased().hasPrefix("fe80") || text.contains("%") { continue }
-            if !found.contains(text) { found.append(text) }
-        }
-        return found.isEmpty ? ["127.0.0.1"] : found
-    }
 }
 
 /// What each side says and expects on a transit connection, from the transit key.
@@ -322,7 +295,12 @@ public final class TransitConnection: @unchecked Sendable {  // one reader and o
     private let receiveKey: [UInt8]
     private var sendNonce: UInt64 = 0
     private var receiveNonce: UInt64 = 0
+    /// Reused for every record: what the socket gave, a record's header, its box, its plaintext, and the frame sent.
     private var inbox = [UInt8](repeating: 0, count: 1 << 20)
+    private var header = [UInt8](repeating: 0, count: 4)
+    private var sealed: [UInt8] = []
+    private var plain: [UInt8] = []
+    private var outbox: [UInt8] = []
     private var inboxStart = 0
     private var inboxEnd = 0
     /// Bytes received and sent on the connection (records with their framing).
@@ -357,78 +335,96 @@ public final class TransitConnection: @unchecked Sendable {  // one reader and o
         return taken
     }
 
-    /// Sends one record.
+    /// Sends one record (framed in a buffer kept for the connection: no allocation per record).
     public func send(_ record: UnsafeRawBufferPointer) throws(WormholeError) {
         let boxed = record.count + Sodium.macBytes + Sodium.nonceBytes
-        var frame = [UInt8](repeating: 0, count: 4 + boxed)
-        frame[0] = UInt8(truncatingIfNeeded: boxed >> 24)
-        frame[1] = UInt8(truncatingIfNeeded: boxed >> 16)
-        frame[2] = UInt8(truncatingIfNeeded: boxed >> 8)
-        frame[3] = UInt8(truncatingIfNeeded: boxed)
+        if outbox.count < 4 + boxed { outbox = [UInt8](repeating: 0, count: 4 + boxed) }
         var counter = sendNonce.bigEndian
         sendNonce += 1
-        frame.withUnsafeMutableBytes { out in
+        let sealed = outbox.withUnsafeMutableBytes { out -> Bool in
+            out.storeBytes(of: UInt32(boxed).bigEndian, toByteOffset: 0, as: UInt32.self)
+            let nonce = UnsafeMutableRawBufferPointer(rebasing: out[4..<(4 + Sodium.nonceBytes)])
+            nonce.initializeMemory(as: UInt8.self, repeating: 0)
             withUnsafeBytes(of: &counter) {
-                (out.baseAddress! + 4 + Sodium.nonceBytes - 8).copyMemory(from: $0.baseAddress!, byteCount: 8)
+                UnsafeMutableRawBufferPointer(rebasing: nonce[(Sodium.nonceBytes - 8)...]).copyMemory(from: $0)
             }
-            let nonce = out.baseAddress!.advanced(by: 4).assumingMemoryBound(to: UInt8.self)
-            _ = crypto_secretbox_easy(
-                out.baseAddress!.advanced(by: 4 + Sodium.nonceBytes).assumingMemoryBound(to: UInt8.self),
-                record.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? UnsafePointer(nonce), UInt64(record.count),
-                nonce,
-                sendKey)
+            return Sodium.seal(
+                record, nonce: UnsafeRawBufferPointer(nonce), key: sendKey,
+                into: UnsafeMutableRawBufferPointer(rebasing: out[(4 + Sodium.nonceBytes)..<(4 + boxed)]))
         }
+        guard sealed else { throw WormholeError(.transit, "a record could not be sealed") }
         do {
-            try Syscalls.writeAll(fd, frame)
+            try outbox.withUnsafeBytes {
+                try Syscalls.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<(4 + boxed)]))
+            }
         } catch {
             throw WormholeError(.transit, "the transfer connection broke: \(error)")
         }
-        bytesOut += UInt64(frame.count)
+        bytesOut += UInt64(4 + boxed)
     }
 
     public func send(_ record: [UInt8]) throws(WormholeError) {
-        let copy = record
-        let pointer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, copy.count), alignment: 8)
-        defer { pointer.deallocate() }
-        pointer.copyBytes(from: copy)
-        try send(UnsafeRawBufferPointer(rebasing: pointer[0..<copy.count]))
+        let failure = record.withUnsafeBytes { raw -> WormholeError? in
+            do throws(WormholeError) {
+                try send(raw)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
     }
 
-    /// The next record (at most `limit` bytes of plaintext); a record out of order or that does not authenticate
-    /// ends the transfer.
+    /// The next record (at most `limit` bytes of plaintext), as a copy.
     public func receive(limit: Int = 4 << 20) throws(WormholeError) -> [UInt8] {
-        let header = try take(4)
-        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        try receive(limit: limit) { Array($0) }
+    }
+
+    /// Hands the next record's plaintext (at most `limit` bytes) to `body`, decrypted into a buffer kept for the
+    /// connection (valid only during the call). A record out of order or that does not authenticate ends the
+    /// transfer.
+    public func receive<T>(limit: Int, _ body: (UnsafeRawBufferPointer) throws(WormholeError) -> T)
+        throws(WormholeError) -> T
+    {
+        try fill(4, into: &header)
+        let length = header.withUnsafeBytes { Int(UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self))) }
         guard length >= Sodium.nonceBytes + Sodium.macBytes, length - Sodium.nonceBytes - Sodium.macBytes <= limit
         else {
             throw WormholeError(.badMessage, "the other side sent a record of \(length) bytes")
         }
-        let sealed = try take(length)
+        try fill(length, into: &sealed)
         var expected = [UInt8](repeating: 0, count: Sodium.nonceBytes)
         withUnsafeBytes(of: receiveNonce.bigEndian) { expected.replaceSubrange((Sodium.nonceBytes - 8)..., with: $0) }
         guard sealed.prefix(Sodium.nonceBytes).elementsEqual(expected) else {
             throw WormholeError(.badMessage, "the other side's records arrived out of order")
         }
         receiveNonce += 1
-        let plaintextCount = length - Sodium.nonceBytes - Sodium.macBytes
-        var plaintext = [UInt8](repeating: 0, count: plaintextCount)
-        let opened = sealed.withUnsafeBufferPointer { box in
-            plaintext.withUnsafeMutableBufferPointer { out in
-                crypto_secretbox_open_easy(
-                    out.baseAddress ?? UnsafeMutablePointer(mutating: box.baseAddress!),
-                    box.baseAddress! + Sodium.nonceBytes,
-                    UInt64(length - Sodium.nonceBytes), box.baseAddress!, receiveKey)
+        let count = length - Sodium.nonceBytes - Sodium.macBytes
+        if plain.count < count { plain = [UInt8](repeating: 0, count: count) }
+        let opened = sealed.withUnsafeBytes { box in
+            plain.withUnsafeMutableBytes { out in
+                Sodium.open(
+                    UnsafeRawBufferPointer(rebasing: box[Sodium.nonceBytes..<length]),
+                    nonce: UnsafeRawBufferPointer(rebasing: box[0..<Sodium.nonceBytes]), key: receiveKey,
+                    into: UnsafeMutableRawBufferPointer(rebasing: out[0..<count]))
             }
         }
-        guard opened == 0 else { throw WormholeError(.badMessage, "a record from the other side did not authenticate") }
-        return plaintext
+        guard opened else { throw WormholeError(.badMessage, "a record from the other side did not authenticate") }
+        let result = plain.withUnsafeBytes { raw -> Result<T, WormholeError> in
+            do throws(WormholeError) {
+                return .success(try body(UnsafeRawBufferPointer(rebasing: raw[0..<count])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
     }
 
-    /// Exactly `count` bytes from the socket, read in large blocks.
-    private func take(_ count: Int) throws(WormholeError) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(count)
-        while out.count < count {
+    /// Exactly `count` bytes from the socket into the front of `buffer` (grown when needed), read in large blocks.
+    private func fill(_ count: Int, into buffer: inout [UInt8]) throws(WormholeError) {
+        if buffer.count < count { buffer = [UInt8](repeating: 0, count: count) }
+        var filled = 0
+        while filled < count {
             if inboxStart == inboxEnd {
                 let n = inbox.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
                 if n < 0, errno == EINTR { continue }
@@ -441,10 +437,15 @@ public final class TransitConnection: @unchecked Sendable {  // one reader and o
                 inboxEnd = n
                 bytesIn += UInt64(n)
             }
-            let step = min(count - out.count, inboxEnd - inboxStart)
-            out.append(contentsOf: inbox[inboxStart..<(inboxStart + step)])
+            let step = min(count - filled, inboxEnd - inboxStart)
+            buffer.withUnsafeMutableBytes { out in
+                inbox.withUnsafeBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: out[filled..<(filled + step)]).copyMemory(
+                        from: UnsafeRawBufferPointer(rebasing: source[inboxStart..<(inboxStart + step)]))
+                }
+            }
             inboxStart += step
+            filled += step
         }
-        return out
     }
 }

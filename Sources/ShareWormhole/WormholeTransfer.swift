@@ -362,20 +362,25 @@ public enum WormholeReceiver {
         let hasher = SHA256Hasher()
         var received: UInt64 = 0
         while received < size {
-            let record = try connection.receive(limit: 16 << 20)
-            guard UInt64(record.count) <= size - received else {
-                throw WormholeError(
-                    .hostile, "the other side sent more than the \(size) bytes it offered; the transfer was stopped")
-            }
-            do {
-                try record.withUnsafeBytes { raw in
-                    hasher.update(raw)
-                    try file.write(raw, at: received)
+            let offset = received
+            received += try connection.receive(limit: 16 << 20) { (record) throws(WormholeError) -> UInt64 in
+                // An empty record moves nothing: a sender that keeps sending them would hold the receiver forever.
+                guard !record.isEmpty else {
+                    throw WormholeError(.hostile, "the other side sent an empty record; the transfer was stopped")
                 }
-            } catch {
-                throw WormholeError(.disk, "cannot write the received bytes: \(error)")
+                guard UInt64(record.count) <= size - offset else {
+                    throw WormholeError(
+                        .hostile, "the other side sent more than the \(size) bytes it offered; the transfer was stopped"
+                    )
+                }
+                hasher.update(record)
+                do {
+                    try file.write(record, at: offset)
+                } catch {
+                    throw WormholeError(.disk, "cannot write the received bytes: \(error)")
+                }
+                return UInt64(record.count)
             }
-            received += UInt64(record.count)
             options.progress?(received, size)
         }
         return hasher.finalize()

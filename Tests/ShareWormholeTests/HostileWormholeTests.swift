@@ -192,6 +192,17 @@ import Testing
         #expect(contents(inbox).isEmpty, "\(contents(inbox))")
     }
 
+    /// Records that carry nothing never end the transfer and never stall it: they are refused at the first one.
+    @Test func emptyRecordsAreRefused() throws {
+        let (result, inbox) = try receive(offer: ["file": ["filename": "empty.bin", "filesize": 1 << 20]]) {
+            connection in
+            for _ in 0..<10_000 { try connection.send([UInt8]()) }
+        }
+        #expect(throws: WormholeError.self) { try result.get() }
+        if case .failure(let error) = result { #expect(error.code == .hostile, "\(error)") }
+        #expect(contents(inbox).isEmpty, "\(contents(inbox))")
+    }
+
     @Test func aStalledTransferEndsAndLeavesNothing() throws {
         let (result, inbox) = try receive(offer: ["file": ["filename": "slow.bin", "filesize": 1 << 20]]) {
             connection in

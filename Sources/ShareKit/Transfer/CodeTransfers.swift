@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import ShareDisk
 import ShareLink
 import ShareProtocol
@@ -121,12 +122,8 @@ package enum CodeSend {
             var mood = "errory"
             defer { session.close(mood: mood) }
             let device = try LocalDevice.oneOff(name: name, paths: paths)
-            do {
-                try session.establish(versions: ShareCodeVersion.ours(device.id))
-            } catch {
-                if error.code == .wrongCode { mood = "scary" }
-                throw error
-            }
+            // A wrong code closes the mailbox as "scary" there.
+            try session.establish(versions: ShareCodeVersion.ours(device.id))
             guard let theirs = ShareCodeVersion.theirs(session.theirVersions) else {
                 guard let plain else {
                     throw ShareFailure(
@@ -182,12 +179,8 @@ package enum CodeReceive {
             var mood = "errory"
             defer { session.close(mood: mood) }
             let device = try LocalDevice.oneOff(name: name, paths: paths)
-            do {
-                try session.establish(versions: ShareCodeVersion.ours(device.id))
-            } catch {
-                if error.code == .wrongCode { mood = "scary" }
-                throw error
-            }
+            // A wrong code closes the mailbox as "scary" there.
+            try session.establish(versions: ShareCodeVersion.ours(device.id))
             guard let theirs = ShareCodeVersion.theirs(session.theirVersions) else {
                 let folder: Directory
                 do {
@@ -235,32 +228,19 @@ extension WormholeSender.Item {
 extension ProgressReporter {
     /// Progress of a magic-wormhole transfer (one item, bytes as they go), drawn like any other item's.
     func wormholeProgress(label: String) -> @Sendable (UInt64, UInt64) -> Void {
-        let started = Locked(false)
-        let last = Locked<UInt64>(0)
+        let reported = Mutex<UInt64?>(nil)
         return { [self] done, total in
-            if !started.exchange(true) {
+            let previous = reported.withLock { last in
+                defer { last = done }
+                return last
+            }
+            if previous == nil {
                 setSessionTotal(total, count: 1)
                 startItem(label, number: 1, total: total, alreadyHeld: 0)
             }
-            let previous = last.exchange(done)
-            advance(Int(done &- previous))
+            advance(Int(done &- (previous ?? 0)))
         }
     }
 
     func finishWormhole() { finishItem() }
-}
-
-/// A value shared between threads.
-final class Locked<Value>: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    /// Sets the new value and returns the old one.
-    func exchange(_ new: Value) -> Value {
-        lock.lock()
-        defer { lock.unlock() }
-        let old = value
-        value = new
-        return old
-    }
 }
