@@ -20,6 +20,9 @@ case "${1:-}" in
 esac
 WATCH_BIN=$PWD/.build/release/share-watch
 [ -x "$WATCH_BIN" ] || { echo "budgets: no release share-watch; run scripts/budgets.sh without --skip-build" >&2; exit 1; }
+# Foundation proper, CoreFoundation and ICU add about 49 MB to the file and 2 MiB resident (docs/MEMORY.md).
+watch_mb=$(( $(stat -c %s "$WATCH_BIN") / 1000000 ))
+[ "$watch_mb" -lt 40 ] || echo "budgets: share-watch is $watch_mb MB: a module it links calls into Foundation proper (often String.contains(String) where Foundation is imported; see docs/MEMORY.md)" >&2
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time > /dev/null; }
 export SHARE_SMOKE=1   # the agents, senders and receivers are the test command's build
 BIN=$(bin_dir)/share
