@@ -410,7 +410,9 @@ public enum Syscalls {
                 continue
             }
             let text = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if family == AF_INET6, text.lowercased().hasPrefix("fe80") || text.utf8.contains(UInt8(ascii: "%")) { continue }
+            if family == AF_INET6, text.lowercased().hasPrefix("fe80") || text.utf8.contains(UInt8(ascii: "%")) {
+                continue
+            }
             if !found.contains(text) { found.append(text) }
         }
         return found.isEmpty ? ["127.0.0.1"] : found
