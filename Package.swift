@@ -31,6 +31,10 @@ let package = Package(
         // secret boxes (libsodium), and its codes.
         .target(
             name: "ShareWormhole", dependencies: ["CShareSodium", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
+        // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
+        .target(
+            name: "ShareLocalSend",
+            dependencies: ["ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
@@ -60,7 +64,7 @@ let package = Package(
             name: "ShareKit",
             dependencies: [
                 "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
-                "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole",
+                "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),

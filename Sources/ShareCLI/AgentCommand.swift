@@ -89,7 +89,35 @@ struct AgentCommand: ParsableCommand {
             valueName: "url"))
     var relay: [String] = []
 
+    @Flag(
+        help:
+            "Speak LocalSend too: phones and computers running LocalSend see this device and send to it (agent.json: localsend)."
+    )
+    var localsend = false
+
+    @Option(help: ArgumentHelp("HTTPS port for LocalSend devices (default 53317).", valueName: "port"))
+    var localsendPort: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "A LocalSend device to register with by address, where multicast does not reach (repeatable).",
+            valueName: "host:port"))
+    var localsendPeer: [String] = []
+
+    @Option(
+        help: ArgumentHelp("UDP port of LocalSend's multicast discovery (default 53317; 0: none).", valueName: "port"))
+    var localsendMulticastPort: Int?
+
     func validate() throws {
+        if let localsendPort, !(0...65535).contains(localsendPort) {
+            throw ValidationError("--localsend-port must be between 0 and 65535")
+        }
+        if let localsendMulticastPort, !(0...65535).contains(localsendMulticastPort) {
+            throw ValidationError("--localsend-multicast-port must be between 0 and 65535")
+        }
+        for peer in localsendPeer where LocalSendSettings.address(peer) == nil {
+            throw ValidationError("--localsend-peer '\(peer)' is not HOST:PORT")
+        }
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         guard Log.levelNames.contains(logLevel) else {
@@ -165,11 +193,54 @@ struct AgentCommand: ParsableCommand {
                         lifetimes.giveUpAfter = limit
                     }
                     return lifetimes
-                }(), reach: reach)
+                }(), reach: reach, localSend: localSendSettings(config))
             tell("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
+            if let part = agent.localSend {
+                tell("share agent: LocalSend on port \(part.port), fingerprint \(part.fingerprint)")
+            }
             try agent.runUntilStopped()
             tell("share agent: stopped")
         }
+    }
+}
+
+extension AgentCommand {
+    /// LocalSend's settings: agent.json's `localsend` object (on when it is there and not `"enabled": false`), then
+    /// the command line's; nil when LocalSend stays off. The PIN comes from agent.json or SHARE_LOCALSEND_PIN (never
+    /// the command line, where every user of the machine could read it).
+    func localSendSettings(_ config: AgentConfig) -> LocalSendSettings? {
+        let file = config.localsend
+        guard localsend || (file != nil && file?.enabled != false) else { return nil }
+        var settings = file?.settings ?? LocalSendSettings()
+        if let localsendPort { settings.port = localsendPort }
+        if let localsendMulticastPort { settings.multicastPort = localsendMulticastPort }
+        if !localsendPeer.isEmpty { settings.peers = localsendPeer }
+        if let pin = ProcessInfo.processInfo.environment["SHARE_LOCALSEND_PIN"], !pin.isEmpty { settings.pin = pin }
+        return settings
+    }
+}
+
+/// agent.json's `localsend` object: LocalSend's settings, and `enabled`.
+struct LocalSendConfig: Codable {
+    var enabled: Bool?
+    var port: Int?
+    var listen: String?
+    var multicastPort: Int?
+    var interface: String?
+    var peers: [String]?
+    var pin: String?
+    var answerTimeout: Double?
+
+    var settings: LocalSendSettings {
+        var settings = LocalSendSettings()
+        settings.port = port
+        settings.listen = listen
+        settings.multicastPort = multicastPort
+        settings.interface = interface
+        settings.peers = peers
+        settings.pin = pin
+        settings.answerTimeout = answerTimeout
+        return settings
     }
 }
 
@@ -192,6 +263,9 @@ struct AgentConfig: Codable {
     var giveUpAfter: String?
     var discoveryServers: [String]?
     var relays: [String]?
+    var localsend: LocalSendConfig?
+    /// Read by sends by code (CodeOptions); listed so the agent accepts a file that names them.
+    var wormhole: [String: String]?
 
     /// Each key and the JSON type it takes, as a person would name it.
     static let keys: [String: String] = [
@@ -201,6 +275,9 @@ struct AgentConfig: Codable {
         "lowPriority": "true or false", "giveUpAfter": "a string (a duration, e.g. 7d)",
         "discoveryServers": "a list of strings (https://HOST:PORT/?id=ID)",
         "relays": "a list of strings (relay://HOST:PORT/?id=ID)",
+        "localsend":
+            "an object (enabled, port, listen, multicastPort, interface, peers, pin, answerTimeout)",
+        "wormhole": "an object (server, relay)",
     ]
 
     static func load(_ file: URL) throws -> AgentConfig {

@@ -89,7 +89,36 @@ package struct PendingOffers: Codable, Sendable {
         _ offer: Offer, from sender: DeviceID, name: String, paths: DevicePaths, localName: String,
         announce: (Entry, DevicePaths) -> Void
     ) throws -> Decision {
-        let key = Self.key(of: offer, from: sender)
+        try decide(
+            key: Self.key(of: offer, from: sender), from: sender.description, name: name, paths: paths,
+            localName: localName, announce: announce
+        ) { id, directory in
+            var items: [Item] = []
+            for (number, item) in offer.items.enumerated() {
+                let first = item.representations[0]
+                var image: String?
+                if let bytes = item.preview?.imageBytes, !bytes.isEmpty {
+                    let ext =
+                        item.preview?.imageType.flatMap { UTType($0)?.preferredFilenameExtension } ?? "img"
+                    let name = "\(id)-\(number).\(ext.filter { $0.isLetter || $0.isNumber })"
+                    try directory.writeAtomically(name, bytes, mode: 0o600, durable: false)
+                    image = name
+                }
+                items.append(
+                    Item(
+                        title: item.preview?.title ?? item.label, label: item.label,
+                        kind: Self.kind(of: first.contentType, label: item.label), size: first.size, image: image))
+            }
+            return items
+        }
+    }
+
+    /// The same for an offer of another protocol's (LocalSend's): `key` names the offer, `sender` the device (as
+    /// `Entry.from`), and `items` describes it when it is new (given the entry's id and the book's folder).
+    package static func decide(
+        key: String, from sender: String, name: String, paths: DevicePaths, localName: String,
+        announce: (Entry, DevicePaths) -> Void, items describe: (String, Directory) throws -> [Item]
+    ) throws -> Decision {
         var created: Entry?
         let decision: Decision = try update(paths) { book, directory in
             if let index = book.entries.firstIndex(where: { $0.key == key }) {
@@ -108,30 +137,14 @@ package struct PendingOffers: Codable, Sendable {
                     return .hold(Self.held(entry, localName: localName))
                 }
             }
-            guard book.entries.filter({ $0.from == sender.description }).count < 16,
+            guard book.entries.filter({ $0.from == sender }).count < 16,
                 book.entries.count < Self.maxEntries
             else {
                 return .decline("\(localName) already holds too many offers waiting for an answer; try later")
             }
             let id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
-            var items: [Item] = []
-            for (number, item) in offer.items.enumerated() {
-                let first = item.representations[0]
-                var image: String?
-                if let bytes = item.preview?.imageBytes, !bytes.isEmpty {
-                    let ext =
-                        item.preview?.imageType.flatMap { UTType($0)?.preferredFilenameExtension } ?? "img"
-                    let name = "\(id)-\(number).\(ext.filter { $0.isLetter || $0.isNumber })"
-                    try directory.writeAtomically(name, bytes, mode: 0o600, durable: false)
-                    image = name
-                }
-                items.append(
-                    Item(
-                        title: item.preview?.title ?? item.label, label: item.label,
-                        kind: Self.kind(of: first.contentType, label: item.label), size: first.size, image: image))
-            }
-            let entry = Entry(
-                id: id, from: sender.description, fromName: name, key: key, items: items, created: Date())
+            let items = try describe(id, directory)
+            let entry = Entry(id: id, from: sender, fromName: name, key: key, items: items, created: Date())
             book.entries.append(entry)
             created = entry
             return .hold(Self.held(entry, localName: localName))

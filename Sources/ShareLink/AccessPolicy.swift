@@ -32,6 +32,10 @@ public enum Stranger: Sendable {
     /// A device met through a code (`share send --code` / `share receive CODE`): it proved it knows the code, and
     /// nothing more. It may deliver the items the user accepts in that one exchange, and nothing else.
     case byCode
+    /// A LocalSend device (a phone, another computer running LocalSend): it speaks only LocalSend's upload, so it
+    /// may deliver the files and texts its user sends, each offer accepted on this device unless its certificate's
+    /// fingerprint is trusted without asking (`share trust add --localsend FINGERPRINT --no-ask`), and nothing else.
+    case localSend
 }
 
 /// The one authority on "may this device do this?". Every capability is decided here from the device's trust
@@ -55,6 +59,10 @@ public enum AccessPolicy {
             return .allowed
         case (.byCode, _):
             return .refused("a device met by code may only deliver the items \(localName)'s user accepts")
+        case (.localSend, .sendToInbox), (.localSend, .ping):
+            return .allowed
+        case (.localSend, _):
+            return .refused("a LocalSend device may only deliver files and texts to \(localName)'s inbox")
         }
     }
 

@@ -19,6 +19,22 @@ public final class PrivateKey: @unchecked Sendable {  // immutable after creatio
         return PrivateKey(taking: key)
     }
 
+    /// A new ECDSA key on P-256: for peers of other protocols (LocalSend's phones), which all speak it.
+    public static func generateP256() throws -> PrivateKey {
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
+            throw TLSError.drain("EVP_PKEY_CTX_new_from_name(EC)")
+        }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_group_name(context, "P-256") == 1 else {
+            throw TLSError.drain("EVP_PKEY_keygen_init(P-256)")
+        }
+        var key: OpaquePointer?
+        guard EVP_PKEY_generate(context, &key) == 1, let key else { throw TLSError.drain("EVP_PKEY_generate") }
+        return PrivateKey(taking: key)
+    }
+
+    var isEd25519: Bool { EVP_PKEY_get_base_id(pointer) == EVP_PKEY_ED25519 }
+
     /// The key in PKCS#8 PEM.
     public func pemRepresentation() throws -> String {
         try MemoryBIO.string { bio in PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 }
@@ -78,8 +94,10 @@ public final class Certificate: @unchecked Sendable {  // immutable after creati
             throw TLSError.drain("X509_NAME_add_entry_by_txt")
         }
         guard X509_set_issuer_name(cert, name) == 1 else { throw TLSError.drain("X509_set_issuer_name") }
-        // Ed25519 signs without a separate digest.
-        guard X509_sign(cert, key.pointer, nil) > 0 else { throw TLSError.drain("X509_sign") }
+        // Ed25519 signs without a separate digest; ECDSA with SHA-256.
+        guard X509_sign(cert, key.pointer, key.isEd25519 ? nil : EVP_sha256()) > 0 else {
+            throw TLSError.drain("X509_sign")
+        }
         return certificate
     }
 

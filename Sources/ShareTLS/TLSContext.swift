@@ -24,13 +24,22 @@ public final class TLSContext: @unchecked Sendable {  // immutable after init; S
 
     /// `alpn`: application protocols a client offers (a relay's protocol mode asks for `bep-relay`); none for share's
     /// own sessions.
-    public init(identity: TLSIdentity, role: Role, verifier: @escaping PeerVerifier, alpn: [String] = []) throws {
+    /// Whether the other end must present a certificate: share's own sessions require one (`required`); a server
+    /// for another protocol's clients (LocalSend) asks for one and goes on without (`optional`), and `verifier`
+    /// then sees only those that present one.
+    public enum PeerCertificate: Sendable { case required, optional }
+
+    /// `minimumTLS12`: TLS 1.2 too, for other protocols' peers (share's own sessions are TLS 1.3 only).
+    public init(
+        identity: TLSIdentity, role: Role, verifier: @escaping PeerVerifier, alpn: [String] = [],
+        peerCertificate: PeerCertificate = .required, minimumTLS12: Bool = false
+    ) throws {
         guard let context = SSL_CTX_new(TLS_method()) else { throw TLSError.drain("SSL_CTX_new") }
         pointer = context
         self.role = role
         self.identity = identity
         verification = Verification(verifier)
-        guard cshare_SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION) == 1,
+        guard cshare_SSL_CTX_set_min_proto_version(context, minimumTLS12 ? TLS1_2_VERSION : TLS1_3_VERSION) == 1,
             cshare_SSL_CTX_set_max_proto_version(context, TLS1_3_VERSION) == 1
         else { throw TLSError.drain("setting TLS 1.3 only") }
         cshare_SSL_CTX_set_secure_options(context)
@@ -63,7 +72,8 @@ public final class TLSContext: @unchecked Sendable {  // immutable after init; S
                 throw TLSError.drain("SSL_CTX_set_alpn_protos")
             }
         }
-        SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verifyCallback)
+        let mode = peerCertificate == .required ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER
+        SSL_CTX_set_verify(context, mode, verifyCallback)
         SSL_CTX_set_verify_depth(context, 4)
     }
 

@@ -43,12 +43,15 @@ package final class Agent: @unchecked Sendable {  // immutable after init
     private let discovery: Discovery?
     /// Discovery servers and relays (none: the LAN only).
     let reach: ReachParts
+    /// LocalSend's server and discovery, when turned on.
+    package let localSend: LocalSendPart?
     let started = Date()
 
     package init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
         discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
-        keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes(), reach: ReachSettings = ReachSettings()
+        keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes(), reach: ReachSettings = ReachSettings(),
+        localSend: LocalSendSettings? = nil
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -109,6 +112,9 @@ package final class Agent: @unchecked Sendable {  // immutable after init
             }
         }
         self.discovery = heard
+        self.localSend = try localSend.map {
+            try LocalSendPart(device: device, host: host, inbox: inbox, settings: $0)
+        }
         self.reach = ReachParts(settings: reach, device: device, trust: trust, listener: listener)
         control.attachProgram = { registration, stream in programs.register(registration, stream: stream) }
         control.handler = { [weak self] request in
@@ -128,6 +134,7 @@ package final class Agent: @unchecked Sendable {  // immutable after init
             PartService(courier), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
+        if let localSend { services.append(PartService(localSend)) }
         services += reach.parts.map { PartService($0) }
         return services
     }

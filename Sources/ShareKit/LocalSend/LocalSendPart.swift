@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import ShareLocalSend
+import ShareTLS
+
+/// The agent's LocalSend part: the HTTPS server LocalSend devices upload to (`LocalSendInbox`), LocalSend's
+/// discovery (multicast, and registration with addresses given by hand), and the list of devices seen, kept in
+/// `STATE/localsend/peers.json` for `share peers` and `share send --to`.
+package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutable after init; parts are thread-safe
+    static let log = Log.logger("share.localsend")
+    let partName = "LocalSend"
+    package let server: LocalSendServer
+    package let inbox: LocalSendInbox
+    let discovery: LocalSendDiscovery
+    package let peers: LocalSendPeers
+    package let fingerprint: String
+    let paths: DevicePaths
+    private let saver = NSCondition()
+    private var lastSaved: [LocalSendPeer] = []
+    private var stopping = false
+
+    package init(device: LocalDevice, host: String, inbox agentInbox: AgentInbox, settings: LocalSendSettings) throws {
+        let identity = try LocalSendIdentity.load(device.paths)
+        fingerprint = try LocalSendIdentity.fingerprint(identity)
+        paths = device.paths
+        let peers = LocalSendPeers(ownFingerprint: fingerprint)
+        self.peers = peers
+        var addresses: [LocalSendAddress] = []
+        for text in settings.peers ?? [] {
+            guard let address = LocalSendSettings.address(text) else {
+                throw ShareFailure(.configuration, "LocalSend peer '\(text)' is not HOST:PORT")
+            }
+            addresses.append(address)
+        }
+        let bind = settings.listen ?? host
+        var started: LocalSendServer?
+        let info0 = LocalSendInfo(
+            alias: device.name, deviceModel: "share", deviceType: "desktop", fingerprint: fingerprint,
+            port: settings.port ?? LocalSend.defaultPort)
+        let inboxHolder = InboxHolder()
+        do {
+            started = try LocalSendServer(identity: identity, host: bind, port: settings.port ?? LocalSend.defaultPort)
+            {
+                head, http, caller in
+                guard let inbox = inboxHolder.inbox else { throw HTTPFailure(503, "starting") }
+                return try inbox.route(head, http, caller)
+            }
+        } catch let error as Syscalls.SocketError {
+            throw ShareFailure(
+                .unavailable,
+                "LocalSend: \(error.message); choose another port with --localsend-port (LocalSend's is 53317)")
+        }
+        server = started!
+        var info = info0
+        info.port = server.port
+        let own = info
+        inbox = LocalSendInbox(device: device, inbox: agentInbox, settings: settings, info: own, peers: peers)
+        inboxHolder.inbox = inbox
+        let multicast = settings.multicastPort ?? LocalSend.defaultPort
+        discovery = LocalSendDiscovery(
+            info: { own }, peers: peers, client: try LocalSendClient(identity: identity),
+            multicastPort: multicast == 0 ? nil : multicast, interface: settings.interface, addresses: addresses)
+    }
+
+    private final class InboxHolder: @unchecked Sendable { var inbox: LocalSendInbox? }
+
+    package var port: Int { server.port }
+
+    func start(failed: @escaping @Sendable (Error) -> Void) throws {
+        server.start()
+        discovery.start()
+        let thread = Thread { [self] in
+            // Writes the list of devices seen when it changes, at most once a second.
+            while !saver.withLock({ stopping }) {
+                let now = peers.all
+                if now.map(\.info) != lastSaved.map(\.info) || now.map(\.host) != lastSaved.map(\.host) {
+                    LocalSendSeen.save(now, paths: paths)
+                    lastSaved = now
+                }
+                saver.withLock { if !stopping { _ = saver.wait(until: Date().addingTimeInterval(1)) } }
+            }
+            LocalSendSeen.save(peers.all, paths: paths)
+        }
+        thread.name = "share-localsend-peers"
+        thread.start()
+        Self.log.info("LocalSend on", metadata: ["port": "\(server.port)", "fingerprint": "\(fingerprint)"])
+    }
+
+    func stop() {
+        saver.withLock {
+            stopping = true
+            saver.broadcast()
+        }
+        discovery.stop()
+        server.stop()
+    }
+}

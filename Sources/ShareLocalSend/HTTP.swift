@@ -1,0 +1,220 @@
+import Foundation
+import ShareTLS
+
+/// An HTTP status to answer with, and why (for the log).
+public struct HTTPFailure: Error, Sendable, CustomStringConvertible {
+    public let status: Int
+    public let message: String
+    public init(_ status: Int, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+    public var description: String { "HTTP \(status): \(message)" }
+}
+
+/// The head of an HTTP/1.1 request or response.
+public struct HTTPHead: Sendable {
+    /// `GET`, `POST`… (a request), or empty (a response).
+    public var method = ""
+    /// The path without its query (a request).
+    public var path = ""
+    /// The query's parameters, percent-decoded (a request).
+    public var query: [String: String] = [:]
+    /// The status (a response).
+    public var status = 0
+    /// Header names in lower case.
+    public var headers: [String: String] = [:]
+
+    /// The body's length: 0 without Content-Length. A chunked body is refused (411): LocalSend peers send lengths.
+    public func contentLength() throws(HTTPFailure) -> UInt64 {
+        if let encoding = headers["transfer-encoding"], encoding.lowercased() != "identity" {
+            throw HTTPFailure(411, "a body without Content-Length")
+        }
+        guard let text = headers["content-length"] else { return 0 }
+        guard let length = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+            throw HTTPFailure(400, "a bad Content-Length")
+        }
+        return length
+    }
+
+    static func parse(_ bytes: [UInt8], request: Bool) throws(HTTPFailure) -> HTTPHead {
+        // Header bytes outside ASCII are read as Latin-1, as HTTP/1.1 allows.
+        let text = String(bytes.map { Character(Unicode.Scalar($0)) })
+        var lines = text.components(separatedBy: "\r\n")
+        guard !lines.isEmpty else { throw HTTPFailure(400, "an empty request") }
+        let first = lines.removeFirst().split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        var head = HTTPHead()
+        if request {
+            guard first.count == 3, first[2].hasPrefix("HTTP/1."), !first[0].isEmpty else {
+                throw HTTPFailure(400, "a malformed request line")
+            }
+            head.method = String(first[0])
+            let target = first[1]
+            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            head.path = String(parts[0])
+            if parts.count == 2 {
+                for pair in parts[1].split(separator: "&") {
+                    let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                    let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+                    let value = kv.count == 2 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+                    if head.query[key] == nil { head.query[key] = value }
+                }
+            }
+        } else {
+            guard first.count >= 2, first[0].hasPrefix("HTTP/1."), let status = Int(first[1]) else {
+                throw HTTPFailure(502, "a malformed status line")
+            }
+            head.status = status
+        }
+        for line in lines where !line.isEmpty {
+            guard let colon = line.firstIndex(of: ":") else { throw HTTPFailure(400, "a malformed header line") }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if let earlier = head.headers[name] {
+                // Two different lengths are a smuggling attempt, not a message.
+                guard name != "content-length" || earlier == value else {
+                    throw HTTPFailure(400, "two Content-Length headers")
+                }
+                head.headers[name] = earlier + ", " + value
+            } else {
+                head.headers[name] = value
+            }
+        }
+        return head
+    }
+}
+
+/// HTTP/1.1 over one TLS connection: heads read with a size limit, bodies read as counted bytes.
+public final class HTTPConnection: @unchecked Sendable {  // confined to the thread that drives it
+    public let tls: TLSConnection
+    private var buffer: [UInt8]
+    private var start = 0
+    private var end = 0
+
+    public init(_ tls: TLSConnection, bufferSize: Int = 256 << 10) {
+        self.tls = tls
+        buffer = [UInt8](repeating: 0, count: bufferSize)
+    }
+
+    /// Reads more into the buffer; false at the end of the stream.
+    private func fill() throws -> Bool {
+        if start == end {
+            start = 0
+            end = 0
+        } else if end == buffer.count {
+            buffer.replaceSubrange(0..<(end - start), with: buffer[start..<end])
+            end -= start
+            start = 0
+        }
+        let n = try tls.read(into: &buffer, offset: end, count: buffer.count - end)
+        end += n
+        return n > 0
+    }
+
+    /// The next head, or nil when the stream ends cleanly before one starts. A head over `limit` bytes is a 431.
+    public func readHead(request: Bool, limit: Int = 16 << 10) throws -> HTTPHead? {
+        var scanned = start
+        while true {
+            var index = max(start, scanned - 3)
+            while index + 3 < end {
+                if buffer[index] == 13, buffer[index + 1] == 10, buffer[index + 2] == 13, buffer[index + 3] == 10 {
+                    let bytes = Array(buffer[start..<index])
+                    start = index + 4
+                    return try HTTPHead.parse(bytes, request: request)
+                }
+                index += 1
+            }
+            scanned = end
+            if end - start > limit { throw HTTPFailure(431, "a head over \(limit) bytes") }
+            let hadBytes = end > start
+            guard try fill() else {
+                if hadBytes { throw HTTPFailure(400, "the stream ended inside a head") }
+                return nil
+            }
+        }
+    }
+
+    /// Up to `into.count` bytes of a body (buffered bytes first); 0 at the end of the stream.
+    public func read(into target: UnsafeMutableRawBufferPointer) throws -> Int {
+        if start < end {
+            let n = min(target.count, end - start)
+            buffer.withUnsafeBytes { target.baseAddress!.copyMemory(from: $0.baseAddress! + start, byteCount: n) }
+            start += n
+            return n
+        }
+        return try tls.read(into: target)
+    }
+
+    /// A whole body of `length` bytes, refused (413) over `limit`.
+    public func readBody(length: UInt64, limit: Int) throws -> [UInt8] {
+        guard length <= UInt64(limit) else { throw HTTPFailure(413, "a body of \(length) bytes, over \(limit)") }
+        var body = [UInt8](repeating: 0, count: Int(length))
+        var filled = 0
+        while filled < body.count {
+            let n = try body.withUnsafeMutableBytes {
+                try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...]))
+            }
+            guard n > 0 else { throw HTTPFailure(400, "the stream ended inside a body") }
+            filled += n
+        }
+        return body
+    }
+
+    /// Reads and drops `length` bytes (a body not wanted, so the connection can carry the next request).
+    public func discard(_ length: UInt64) throws {
+        var left = length
+        var scratch = [UInt8](repeating: 0, count: 64 << 10)
+        while left > 0 {
+            let n = try scratch.withUnsafeMutableBytes {
+                try read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(UInt64($0.count), left))]))
+            }
+            guard n > 0 else { return }
+            left -= UInt64(n)
+        }
+    }
+
+    /// Writes a request head (`Host`, `Content-Length` and the given headers).
+    public func writeRequest(
+        _ method: String, _ target: String, host: String, headers: [(String, String)], length: UInt64
+    )
+        throws
+    {
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\nContent-Length: \(length)\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        try tls.write(Array(text.utf8))
+    }
+
+    /// Writes a whole response.
+    public func writeResponse(_ status: Int, json: [UInt8]? = nil, close: Bool = false) throws {
+        var text = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(json?.count ?? 0)\r\n"
+        if json != nil { text += "Content-Type: application/json\r\n" }
+        if close { text += "Connection: close\r\n" }
+        text += "\r\n"
+        try tls.write(Array(text.utf8) + (json ?? []))
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws { try tls.write(bytes) }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 204: return "No Content"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 409: return "Conflict"
+        case 411: return "Length Required"
+        case 413: return "Content Too Large"
+        case 422: return "Unprocessable Content"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 503: return "Service Unavailable"
+        case 507: return "Insufficient Storage"
+        default: return "Status"
+        }
+    }
+}
