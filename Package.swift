@@ -72,6 +72,7 @@ let package = Package(
             name: "ShareCLI",
             dependencies: [
                 "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
+                "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

@@ -36,6 +36,10 @@ struct PeersCommand: ParsableCommand {
         /// What a discovery server last said about the device, and when.
         var lookedUp: [String]?
         var lookedUpAt: Date?
+        /// A LocalSend device (a phone): `id` is its certificate's fingerprint.
+        var localsend: Bool?
+        var model: String?
+        var deviceType: String?
     }
 
     func run() throws {
@@ -45,6 +49,8 @@ struct PeersCommand: ParsableCommand {
             let routes = RouteBook.load(device.paths)
             let lookups = LookupCache.load(device.paths)
             let dates = ISO8601DateFormatter()
+            let phones = LocalSendSeen.load(device.paths)
+            let phoneTrust = LocalSendTrust.load(device.paths)
             if json {
                 var entries: [Entry] = trust.devices.map { peer in
                     let seen = heard.first { $0.id == peer.id.description }
@@ -63,6 +69,16 @@ struct PeersCommand: ParsableCommand {
                         Entry(
                             name: peer.name, id: peer.id, trusted: false, address: "\(peer.address)", discovered: true,
                             lastSeen: peer.lastSeen))
+                }
+                for phone in phones {
+                    entries.append(
+                        Entry(
+                            name: phone.alias, id: phone.fingerprint,
+                            trusted: phoneTrust.device(phone.fingerprint) != nil,
+                            relation: "localsend", address: "\(phone.host):\(phone.port)", discovered: true,
+                            lastSeen: phone.lastSeen, localsend: true, model: phone.deviceModel,
+                            deviceType: phone.deviceType
+                        ))
                 }
                 try sayJSON(entries)
                 return
@@ -91,6 +107,13 @@ struct PeersCommand: ParsableCommand {
                 say(
                     "\(ProgressReporter.neutralized(peer.name))\t\(peer.id.prefix(7))\tnot trusted\t\(peer.address)\tseen \(dates.string(from: peer.lastSeen))"
                 )
+            }
+            for phone in phones {
+                let trusted = phoneTrust.device(phone.fingerprint) != nil
+                let kind = [phone.deviceModel, phone.deviceType].compactMap { $0 }.map(ProgressReporter.neutralized)
+                say(
+                    "\(ProgressReporter.neutralized(phone.alias))\tLocalSend \(phone.fingerprint.prefix(8))\t\(trusted ? "trusted" : "not trusted")\t\(phone.host):\(phone.port)\tseen \(dates.string(from: phone.lastSeen))"
+                        + (kind.isEmpty ? "" : "\t" + kind.joined(separator: ", ")))
             }
         }
     }

@@ -68,6 +68,9 @@ struct SendCommand: ParsableCommand {
             valueName: "seconds"))
     var answerTimeout: Double = 600
 
+    @Option(help: ArgumentHelp("The PIN a LocalSend device asks for.", valueName: "pin"))
+    var pin: String?
+
     @Option(help: "Send this text.")
     var text: [String] = []
 
@@ -175,7 +178,19 @@ struct SendCommand: ParsableCommand {
             }
             // Every device named must be one this device can send to, before anything is queued or sent.
             var seen: Set<String> = []
-            let peers = to.filter { seen.insert(trust.find($0)?.id.description ?? $0.lowercased()).inserted }
+            var peers = to.filter { seen.insert(trust.find($0)?.id.description ?? $0.lowercased()).inserted }
+            // A name that is no trusted device but a LocalSend device the agent has seen is sent to by LocalSend.
+            let heard = LocalSendSeen.load(local.paths)
+            let phones =
+                via == nil ? peers.compactMap { trust.find($0) == nil ? LocalSendSeen.find($0, in: heard) : nil } : []
+            peers.removeAll { trust.find($0) == nil && LocalSendSeen.find($0, in: heard) != nil && via == nil }
+            if !phones.isEmpty {
+                Interrupts.exitAsInterrupted("the send")
+                for phone in phones {
+                    try sendByLocalSend(items: items, to: phone, name: local.name, paths: local.paths)
+                }
+                if peers.isEmpty { return }
+            }
             for peer in via.map({ [$0] }) ?? peers {
                 try PeerTarget.check(peer, device: local, trust: trust)
             }
@@ -203,6 +218,29 @@ struct SendCommand: ParsableCommand {
                     "\(failures.count) of \(peers.count) devices did not get everything: "
                         + failures.map(\.0).joined(separator: ", "))
             }
+        }
+    }
+
+    /// One send to a LocalSend device, from this process.
+    private func sendByLocalSend(items: SendItems, to phone: LocalSendSeen, name: String, paths: DevicePaths) throws {
+        let report = try LocalSendSend.run(
+            items.shareItems, to: phone, pin: pin, name: name, paths: paths, progress: output.progress,
+            answerTimeout: answerTimeout)
+        if output.json {
+            output.progress.note(
+                "summary", event: "summary",
+                fields: [
+                    "to": phone.alias, "files": report.files, "messages": report.messages, "bytesSent": report.bytes,
+                    "seconds": report.seconds, "route": "LocalSend",
+                ])
+        } else if !output.quiet {
+            ProgressReporter.endLine()
+            tell(
+                "sent \(report.files) file(s)\(report.messages > 0 ? " and \(report.messages) text(s)" : "") to \(phone.alias) by LocalSend, "
+                    + "\(ProgressReporter.bytes(report.bytes)) in \(String(format: "%.2f", report.seconds)) s")
+        }
+        if let first = report.refused.first {
+            throw ShareError(.refused, "\(first.item) has no form a LocalSend device takes: \(first.reason)")
         }
     }
 

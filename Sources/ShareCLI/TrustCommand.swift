@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareLocalSend
 import ShareTLS
 
 struct TrustCommand: ParsableCommand {
@@ -26,8 +27,17 @@ struct TrustCommand: ParsableCommand {
 
         @OptionGroup var device: DeviceOptions
 
-        @Argument(help: "The device's ID, as `share id` prints it on that device.")
+        @Argument(
+            help:
+                "The device's ID, as `share id` prints it on that device; with --localsend, a LocalSend device's fingerprint or the name it was seen with (share peers)."
+        )
         var deviceID: String
+
+        @Flag(
+            help:
+                "The device is a LocalSend device (a phone): trust it by its certificate's fingerprint. It may only send into the inbox; with --no-ask its uploads need no answer."
+        )
+        var localsend = false
 
         @Option(help: "A name to refer to the device by.")
         var name: String?
@@ -66,6 +76,7 @@ struct TrustCommand: ParsableCommand {
         }
 
         func run() throws {
+            if localsend { return try trustLocalSend() }
             try ShareCLI.run {
                 let id: DeviceID
                 do {
@@ -94,6 +105,20 @@ struct TrustCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
+        func localSendLines() -> [String] {
+            LocalSendTrust.load(device.paths).devices.map { entry in
+                if json {
+                    let object: [String: Any] = [
+                        "fingerprint": entry.fingerprint, "name": entry.name, "relation": "localsend",
+                        "asks": entry.asks,
+                    ]
+                    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+                    return String(decoding: data, as: UTF8.self)
+                }
+                return "\(entry.name)\tLocalSend \(entry.fingerprint)\tlocalsend\(entry.asks ? "" : " (no ask)")\t-"
+            }
+        }
+
         static let configuration = CommandConfiguration(
             abstract: "List trusted devices.",
             discussion: helpPage(examples: ["share trust list", "share trust list --json"]))
@@ -106,7 +131,9 @@ struct TrustCommand: ParsableCommand {
         func run() throws {
             try ShareCLI.run {
                 let store = try device.loadTrust()
-                if store.devices.isEmpty && !json {
+                let phones = localSendLines()
+                defer { for line in phones { say(line) } }
+                if store.devices.isEmpty && phones.isEmpty && !json {
                     tell("no trusted devices; add one with: share pair, or share trust add DEVICE-ID")
                 }
                 for entry in store.devices {
@@ -141,6 +168,18 @@ struct TrustCommand: ParsableCommand {
 
         func run() throws {
             try ShareCLI.run {
+                let phone = try LocalSendTrust.update(device.paths) { trust -> LocalSendTrust.Device? in
+                    guard
+                        let index = trust.devices.firstIndex(where: {
+                            $0.name == reference || $0.fingerprint == reference.uppercased()
+                        })
+                    else { return nil }
+                    return trust.devices.remove(at: index)
+                }
+                if let phone {
+                    tell("no longer trusting the LocalSend device \(phone.name) (\(phone.fingerprint))")
+                    return
+                }
                 let removed = try TrustStore.update(device.paths.trustFile) { store in
                     guard let removed = store.remove(reference) else {
                         throw ShareError(.usage, "no trusted device is called '\(reference)' (see: share trust list)")
@@ -183,6 +222,43 @@ struct TrustCommand: ParsableCommand {
                     )
                 }
             }
+        }
+    }
+}
+
+extension TrustCommand.Add {
+    /// `share trust add --localsend FINGERPRINT|NAME`: a LocalSend device trusted by its certificate's fingerprint.
+    func trustLocalSend() throws {
+        try ShareCLI.run {
+            if team || group != nil || watch != nil || address != nil {
+                throw ShareError(
+                    .usage,
+                    "--localsend takes only --name and --ask/--no-ask: a LocalSend device only sends into the inbox")
+            }
+            _ = try device.loadDevice()
+            var fingerprint = deviceID.uppercased()
+            var seenName: String?
+            if LocalSend.fingerprintBytes(fingerprint) == nil {
+                guard let seen = LocalSendSeen.find(deviceID, in: LocalSendSeen.load(device.paths)) else {
+                    throw ShareError(
+                        .usage,
+                        "'\(deviceID)' is neither a fingerprint (64 hexadecimal digits) nor a LocalSend device seen here (share peers lists them)"
+                    )
+                }
+                fingerprint = seen.fingerprint
+                seenName = seen.alias
+            }
+            let entry = LocalSendTrust.Device(
+                fingerprint: fingerprint, name: name ?? seenName ?? String(fingerprint.prefix(8)), ask: ask,
+                added: Date())
+            try LocalSendTrust.update(device.paths) { trust in
+                trust.devices.removeAll { $0.fingerprint == fingerprint }
+                trust.devices.append(entry)
+            }
+            tell(
+                "trusted the LocalSend device \(entry.name) (\(fingerprint))"
+                    + (entry.asks
+                        ? "; its uploads wait for your answer (share pending)" : "; its uploads need no answer"))
         }
     }
 }

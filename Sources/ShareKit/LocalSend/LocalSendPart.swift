@@ -73,7 +73,9 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
             // Writes the list of devices seen when it changes, at most once a second.
             while !saver.withLock({ stopping }) {
                 let now = peers.all
-                if now.map(\.info) != lastSaved.map(\.info) || now.map(\.host) != lastSaved.map(\.host) {
+                // On a change, and every 30 s for the times last seen.
+                let stale = zip(now, lastSaved).contains { $0.lastSeen.timeIntervalSince($1.lastSeen) > 30 }
+                if now.map(\.info) != lastSaved.map(\.info) || now.map(\.host) != lastSaved.map(\.host) || stale {
                     LocalSendSeen.save(now, paths: paths)
                     lastSaved = now
                 }

@@ -71,6 +71,13 @@ package struct LocalSendTrust: Codable, Sendable {
         package var ask: Bool?
         package var added: Date
         package var asks: Bool { ask ?? true }
+
+        package init(fingerprint: String, name: String, ask: Bool?, added: Date) {
+            self.fingerprint = fingerprint.uppercased()
+            self.name = name
+            self.ask = ask
+            self.added = added
+        }
     }
 
     package var version = 1
