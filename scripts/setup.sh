@@ -31,6 +31,14 @@ if [ ! -x "$wormhole_tools/bin/twistd" ] && [ "$(id -u)" -eq 0 ]; then
     python3 -m venv "$wormhole_tools"
     "$wormhole_tools/bin/pip" install -q --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0' >/dev/null
 fi
+# A LocalSend peer that nobody here wrote, for the tests and benchmarks: localsendd (PyPI; LocalSend protocol 2.2,
+# HTTPS with mutual TLS, multicast discovery, PIN, accept or decline over a control socket). openssl makes its
+# certificate.
+localsend_tools=${SHARE_TOOLS:-/opt/share-tools}/localsend
+if [ ! -x "$localsend_tools/bin/localsendd" ] && [ "$(id -u)" -eq 0 ]; then
+    python3 -m venv "$localsend_tools"
+    "$localsend_tools/bin/pip" install -q --disable-pip-version-check 'localsendd==0.1.1' >/dev/null
+fi
 if ! command -v swift >/dev/null; then
     for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do [ -x "$d/swift" ] && export PATH="$d:$PATH"; done
 fi

@@ -228,7 +228,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
                 key: key, from: "localsend:" + fingerprint, name: name, paths: paths, localName: localName,
                 announce: DesktopNotice.announce
             ) { _, _ in
-                files.prefix(64).map { file in
+                files.map { file in
                     let isText = file.fileType.hasPrefix("text/plain") && file.preview != nil
                     return PendingOffers.Item(
                         title: isText ? OutgoingItem.title(file.preview ?? "") : OutgoingItem.title(file.fileName),
@@ -239,12 +239,6 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
                                 of: UTType(mimeType: file.fileType)?.identifier ?? "", label: file.fileName),
                         size: file.size, image: nil)
                 }
-                    + (files.count > 64
-                        ? [
-                            PendingOffers.Item(
-                                title: "… and \(files.count - 64) more", label: "", kind: "files", size: nil, image: nil
-                            )
-                        ] : [])
             }
         }
         let deadline = Date().addingTimeInterval(settings.answerTimeout ?? 120)
