@@ -46,7 +46,11 @@ public final class LocalSendPeers: @unchecked Sendable {  // guarded by `lock`
                 info: info, host: host, lastSeen: Date(), proved: proved || (peers[key]?.proved ?? false))
             let sameHost = peers.filter { $0.value.host == host }.sorted { $0.value.lastSeen < $1.value.lastSeen }
             for (old, _) in sameHost.dropLast(perHost) { peers[old] = nil }
-            if peers.count > capacity, let oldest = peers.min(by: { $0.value.lastSeen < $1.value.lastSeen }) {
+            // Over capacity, the oldest mere claim goes first: announcements cannot push out a proved device.
+            if peers.count > capacity,
+                let oldest = peers.filter({ !$0.value.proved }).min(by: { $0.value.lastSeen < $1.value.lastSeen })
+                    ?? peers.min(by: { $0.value.lastSeen < $1.value.lastSeen })
+            {
                 peers[oldest.key] = nil
             }
         }
@@ -87,8 +91,12 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
     private let lock = NSCondition()
     private var stopping = false
     private var running = 0
-    private var answered: [String: Date] = [:]
+    private var lastAnswer: [String: Date] = [:]
     private var answersThisSecond = (second: 0, count: 0)
+    private var answers = 0
+
+    /// Announcements answered so far.
+    public var answered: Int { lock.withLock { answers } }
 
     /// `multicastPort`: nil for no multicast (HTTP discovery of `addresses` only).
     public init(
@@ -169,7 +177,8 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
         peers.saw(seen, at: address.host, proved: true)
     }
 
-    func heard(_ bytes: [UInt8], from host: String) {
+    /// A datagram from `host`: recorded as a claim, and an announcement answered (rate-limited).
+    public func heard(_ bytes: [UInt8], from host: String) {
         guard let seen = try? JSONDecoder().decode(LocalSendInfo.self, from: Data(bytes)),
             peers.saw(seen, at: host, proved: false), seen.announce == true
         else { return }
@@ -177,13 +186,14 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
         let now = Date()
         let allowed: Bool = lock.withLock {
             let key = seen.fingerprint.uppercased()
-            if let last = answered[key], now.timeIntervalSince(last) < 5 { return false }
+            if let last = lastAnswer[key], now.timeIntervalSince(last) < 5 { return false }
             let second = Int(now.timeIntervalSince1970)
             if answersThisSecond.second != second { answersThisSecond = (second, 0) }
             guard answersThisSecond.count < 20 else { return false }
             answersThisSecond.count += 1
-            if answered.count > 1024 { answered = answered.filter { now.timeIntervalSince($0.value) < 5 } }
-            answered[key] = now
+            answers += 1
+            if lastAnswer.count > 1024 { lastAnswer = lastAnswer.filter { now.timeIntervalSince($0.value) < 5 } }
+            lastAnswer[key] = now
             return true
         }
         guard allowed else { return }
