@@ -2,7 +2,7 @@
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
 # profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
 # catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, a watch; a send by code to
-# a device that never paired and to the `wormhole` command; then (as root)
+# a device that never paired and to the `wormhole` command; (as root) a phone running LocalSend; then (as root)
 # the two devices on different networks behind NAT, meeting through a discovery server and a relay. Every step
 # prints what was offered, what was chosen and why.
 set -euo pipefail
@@ -193,6 +193,75 @@ mkdir -p "$WORK/wormhole-out"
 (cd "$WORK/wormhole-out" && "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$CODE" 2>&1 | sed 's/^/wormhole | /')
 wait $CODESEND; sed 's/^/   desk | /' "$WORK/code-send2.err" | tr '\r' '\n' | grep -v '^\s*$' | tail -2
 cmp -s "$WORK/slides.pdf" "$WORK/wormhole-out/slides.pdf" && echo "   the wormhole command holds the same slides.pdf"
+
+step "8c. a phone with LocalSend (localsendd from PyPI, in a network namespace of the demo's own) and the studio's agent"
+LSTOOLS=${SHARE_TOOLS:-/opt/share-tools}/localsend
+if [ "$(id -u)" -ne 0 ] || [ ! -x "$LSTOOLS/bin/localsendd" ] || ! ip netns add "share-demo-ls-$$" 2> /dev/null; then
+  echo "   skipped: needs root, ip netns and localsendd (scripts/setup.sh installs them)"
+else
+  LSNS=share-demo-ls-$$
+  trap 'kill $(jobs -p) 2>/dev/null || true; ip netns del "$LSNS" 2>/dev/null || true; netns_remove; rm -rf "$WORK"' EXIT
+  ip netns exec "$LSNS" ip link set lo up
+  ip netns exec "$LSNS" ip link set lo multicast on
+  ip netns exec "$LSNS" ip route add 224.0.0.0/4 dev lo
+  STUDIO="--config $WORK/studio"
+  $SHARE id $STUDIO --name studio > /dev/null
+  mkdir -p "$WORK/phone/downloads"
+  HOME=$WORK/phone XDG_STATE_HOME=$WORK/phone/state XDG_CONFIG_HOME=$WORK/phone/config PYTHONUNBUFFERED=1 \
+    ip netns exec "$LSNS" "$LSTOOLS/bin/localsendd" --alias phone --download-dir "$WORK/phone/downloads" \
+    --socket "$WORK/phone/control.sock" --unattended --no-log-time > "$WORK/phone.log" 2>&1 &
+  ip netns exec "$LSNS" $SHARE agent $STUDIO --port 0 --listen 127.0.0.1 --no-discovery --localsend \
+    --localsend-port 53318 > "$WORK/studio.out" 2>&1 &
+  for _ in $(seq 200); do grep -q "LocalSend on port" "$WORK/studio.out" 2> /dev/null && break; sleep 0.05; done
+  grep "LocalSend on port" "$WORK/studio.out" | head -1 | sed 's/^/ studio | /'
+  # The phone, driven as its own localsendctl drives it: send FILES to NAME, wait for the outcome.
+  phone() {
+    "$LSTOOLS/bin/python" - "$WORK/phone/control.sock" "$@" << 'PY'
+import sys
+from localsendd.client import Client
+sock, command = sys.argv[1], sys.argv[2]
+with Client(sock, timeout=120) as c:
+    if command == "devices":
+        events = c.events()
+        while True:
+            devices = c.call("list_devices")["devices"]
+            if devices:
+                for d in devices:
+                    print(f"sees {d['alias']} ({d['deviceModel']}, {d['deviceType']}), fingerprint {d['fingerprint'][:8]}")
+                break
+            next(events)  # the next change of its state
+    else:
+        c.call("send", to=sys.argv[3], files=sys.argv[4:])
+        events = c.events()
+        while True:
+            state = c.call("get_state")
+            if state.get("active") is None and state.get("result"):
+                print(f"sending {len(sys.argv) - 4} file(s) to {sys.argv[3]}: {state['result']['kind']}")
+                break
+            next(events)  # the next change of its state
+PY
+  }
+  for _ in $(seq 200); do grep -q '"alias":"phone"' "$WORK/studio/state/localsend/peers.json" 2> /dev/null && break; sleep 0.05; done
+  phone devices 2>&1 | sed 's/^/  phone | /'
+  ip netns exec "$LSNS" $SHARE peers $STUDIO 2>&1 | grep LocalSend | sed 's/^/ studio | /'
+  head -c 2500000 /dev/urandom > "$WORK/IMG_0001.jpg"
+  head -c 1800000 /dev/urandom > "$WORK/IMG_0002.jpg"
+  echo "   the phone sends two photos; a LocalSend device is a stranger: the upload waits in share pending"
+  phone send studio "$WORK/IMG_0001.jpg" "$WORK/IMG_0002.jpg" > "$WORK/phone-send.out" 2>&1 &
+  PHONESEND=$!
+  for _ in $(seq 200); do $SHARE pending $STUDIO 2> /dev/null | grep -q "(LocalSend)" && break; sleep 0.05; done
+  $SHARE pending $STUDIO 2>&1 | sed 's/^/ studio | /'
+  $SHARE accept $STUDIO "$($SHARE pending $STUDIO | grep -o '^[0-9a-f]\{8\}' | head -1)" 2>&1 | sed 's/^/ studio | /'
+  wait $PHONESEND || true
+  sed 's/^/  phone | /' "$WORK/phone-send.out"
+  cmp -s "$WORK/IMG_0001.jpg" "$WORK/studio/data/inbox/phone (LocalSend "*/IMG_0001.jpg \
+    && echo "   the studio's inbox holds the same IMG_0001.jpg, in the phone's own folder"
+  echo "   the studio sends a file and a text to the phone by name: the engine picks each item's form for a receiver"
+  echo "   that takes any file, or text"
+  ip netns exec "$LSNS" $SHARE send $STUDIO "$WORK/slides.pdf" --text "call me when you land" --to phone 2>&1 \
+    | tr '\r' '\n' | grep -v '^\s*$' | tail -1 | sed 's/^/ studio | /'
+  ls "$WORK/phone/downloads" | sed 's/^/  phone | downloads: /'
+fi
 
 step "9. beyond the LAN: the desk at home behind NAT, the laptop on another network, your own servers between them"
 if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null || ! ip netns add share-demo-probe 2> /dev/null; then

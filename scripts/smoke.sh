@@ -80,6 +80,10 @@ check_bench_wormhole() {
   expect "$1" "${rows[@]}" "^share by code / share trusted, direct: $NUM" \
     "^share by code / wormhole -> wormhole, direct: $NUM; through the relay: $NUM"
 }
+check_bench_localsend() {
+  expect "$1" "^localsendd -> share agent +$NUM +$NUM +$NUM$" "^localsendd -> localsendd +$NUM +$NUM +$NUM$" \
+    "^share send -> localsendd +$NUM +$NUM +$NUM$" "^into share / into localsendd, from the same phone: $NUM"
+}
 check_bench_relay() {
   expect "$1" "^direct +$NUM +$NUM +$NUM +[0-9]+$" "^relay +$NUM +$NUM +$NUM +[0-9]+$" "^relay/direct throughput: $NUM"
 }
@@ -93,7 +97,8 @@ check_bench_links() {
 check_demo() {
   local steps=("^== 1\. a text" "^== 4\. a large file" "^== 5\. a folder" "^== 7\. the agents" "^== 8\. a watch"
     "^== 8b\. a send by code" "sent 2 of 2 items to visitor by code" "the wormhole command holds the same slides.pdf")
-  [ "$(id -u)" -eq 0 ] && steps+=("^== 9\. beyond the LAN" "via relay 203\.0\.113\.10")
+  [ "$(id -u)" -eq 0 ] && steps+=("^== 8c\. a phone with LocalSend" "the studio's inbox holds the same IMG_0001.jpg"
+    "sent 1 file\(s\) and 1 text\(s\) to phone by LocalSend" "^== 9\. beyond the LAN" "via relay 203\.0\.113\.10")
   expect "$1" "${steps[@]}"
 }
 check_faults() {
@@ -115,15 +120,16 @@ smoke gen-builder 30 python3 scripts/gen-builder.py --check
 smoke gen-system-types 30 python3 scripts/gen-system-types.py --check
 if [ "$(id -u)" -eq 0 ]; then
   smoke bench-relay 120 bash scripts/bench-relay.sh 4 1
+  smoke bench-localsend 90 bash scripts/bench-localsend.sh 4 1
   smoke bench-links 180 env FILE_MIB_LAN=4 PHOTOS=10 TEXTS=50 WORKLOADS="photos texts" LIMIT=60 REF_SECONDS=1 \
     bash scripts/bench-links.sh lan
 else
-  echo "- smoke bench-relay, bench-links: skipped (network namespaces need root)"
+  echo "- smoke bench-relay, bench-links, bench-localsend: skipped (network namespaces need root)"
 fi
 smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
-covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh faults.sh
+covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
   gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "

@@ -58,7 +58,12 @@ struct AcceptCommand: ParsableCommand {
             guard let entry = try PendingOffers.answer(id, .accepted, paths: device.paths) else {
                 throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
             }
-            tell("accepted \(entry.items.count) item(s) from \(entry.fromName): they arrive when it offers them again")
+            // A LocalSend device waits on its upload for the answer; a share device offers again.
+            tell(
+                "accepted \(entry.items.count) item(s) from \(entry.fromName): "
+                    + (entry.from.hasPrefix("localsend:")
+                        ? "they arrive now if it still waits, else when it sends them again"
+                        : "they arrive when it offers them again"))
         }
     }
 }
@@ -85,7 +90,11 @@ struct DeclineCommand: ParsableCommand {
             guard let entry = try PendingOffers.answer(id, .declined, reason: reason, paths: device.paths) else {
                 throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
             }
-            tell("declined \(entry.items.count) item(s) from \(entry.fromName): it is told when it offers them again")
+            tell(
+                "declined \(entry.items.count) item(s) from \(entry.fromName): "
+                    + (entry.from.hasPrefix("localsend:")
+                        ? "it is told now if it still waits, else when it sends them again"
+                        : "it is told when it offers them again"))
         }
     }
 }

@@ -129,17 +129,12 @@ final class LocalSendPhone: @unchecked Sendable {
 
         /// Reads state events until `condition` holds for a state (its `get_state` first), within `timeout`.
         func waitForState(timeout: Double, _ condition: ([String: Any]) -> Bool) throws -> [String: Any] {
-            let first = try call("get_state")
-            if condition(first) { return first }
+            // The state is asked for again after each event: an event may be older than the last request.
             let deadline = Date().addingTimeInterval(timeout)
             while true {
-                let frame = try self.frame(deadline: deadline)
-                if frame["event"] as? String == "state" || frame["type"] as? String == "state",
-                    let state = (frame["data"] as? [String: Any]) ?? (frame["state"] as? [String: Any]),
-                    condition(state)
-                {
-                    return state
-                }
+                let state = try call("get_state")
+                if condition(state) { return state }
+                _ = try self.frame(deadline: deadline)
             }
         }
     }
