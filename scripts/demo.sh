@@ -258,7 +258,7 @@ PY
     && echo "   the studio's inbox holds the same IMG_0001.jpg, in the phone's own folder"
   echo "   the studio sends a file and a text to the phone by name: the engine picks each item's form for a receiver"
   echo "   that takes any file, or text"
-  ip netns exec "$LSNS" $SHARE send $STUDIO "$WORK/slides.pdf" --text "call me when you land" --to phone 2>&1 \
+  ip netns exec "$LSNS" $SHARE send $STUDIO --direct "$WORK/slides.pdf" --text "call me when you land" --to phone 2>&1 \
     | tr '\r' '\n' | grep -v '^\s*$' | tail -1 | sed 's/^/ studio | /'
   ls "$WORK/phone/downloads" | sed 's/^/  phone | downloads: /'
 fi

@@ -185,9 +185,14 @@ struct SendCommand: ParsableCommand {
                 via == nil ? peers.compactMap { trust.find($0) == nil ? LocalSendSeen.find($0, in: heard) : nil } : []
             peers.removeAll { trust.find($0) == nil && LocalSendSeen.find($0, in: heard) != nil && via == nil }
             if !phones.isEmpty {
-                Interrupts.exitAsInterrupted("the send")
-                for phone in phones {
-                    try sendByLocalSend(items: items, to: phone, name: local.name, paths: local.paths)
+                if !direct, ControlClient.agentIsRunning(local.paths) {
+                    // The agent's outbox: a phone that is away gets the job when it is seen again.
+                    try handToAgent(ShareClient(device: local), items: items, peers: phones.map(\.alias))
+                } else {
+                    Interrupts.exitAsInterrupted("the send")
+                    for phone in phones {
+                        try sendByLocalSend(items: items, to: phone, name: local.name, paths: local.paths)
+                    }
                 }
                 if peers.isEmpty { return }
             }
@@ -240,7 +245,7 @@ struct SendCommand: ParsableCommand {
                     + "\(ProgressReporter.bytes(report.bytes)) in \(String(format: "%.2f", report.seconds)) s")
         }
         if let first = report.refused.first {
-            throw ShareError(.refused, "\(first.item) has no form a LocalSend device takes: \(first.reason)")
+            throw ShareError(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
         }
     }
 
@@ -287,6 +292,7 @@ struct SendCommand: ParsableCommand {
             var options = ShareClient.SendOptions()
             options.queue = true
             options.via = via
+            options.localSendPin = pin
             // Someone waits for it: the agent sends it at normal priority, like a direct send.
             options.waiting = wait
             let answer = try client.sendNow(items.shareItems, to: peer, options: options)

@@ -140,13 +140,17 @@ extension EndToEnd {
             try makeFile(album.appendingPathComponent("a.jpg"), size: 20_000)
             try makeFile(album.appendingPathComponent("day 2/b.jpg"), size: 30_000)
 
-            let refused = try share(desk, ["send", report.path, "--to", "phone"])
+            let refused = try share(desk, ["send", "--direct", report.path, "--to", "phone"])
             #expect(refused.status != 0)
             #expect(
                 failureLines(refused.stderr) == ["share: phone (LocalSend) asks for a PIN; give it with --pin"],
                 "\(refused.stderr)")
             let sent = try share(
-                desk, ["send", report.path, album.path, "--text", "dinner at 8", "--to", "phone", "--pin", "2468"])
+                desk,
+                [
+                    "send", "--direct", report.path, album.path, "--text", "dinner at 8", "--to", "phone", "--pin",
+                    "2468",
+                ])
             #expect(sent.status == 0, "\(sent.stderr)")
             #expect(sent.stderr.contains("sent 3 file(s) and 1 text(s) to phone by LocalSend"), "\(sent.stderr)")
             #expect(digest(phone.downloads.appendingPathComponent("report.pdf")) == digest(report))
@@ -164,7 +168,7 @@ extension EndToEnd {
             // The pocket's user says no.
             let control = try pocket.control()
             let sender = try BackgroundShare(
-                desk.withConfig(["send", report.path, "--to", "pocket"]), wrapper: namespace.wrapper)
+                desk.withConfig(["send", "--direct", report.path, "--to", "pocket"]), wrapper: namespace.wrapper)
             defer { sender.stop() }
             let asked = try control.waitForState(timeout: 60) { ($0["incoming"] as? [String: Any]) != nil }
             let session = try #require((asked["incoming"] as? [String: Any])?["sessionId"] as? String)
@@ -173,6 +177,38 @@ extension EndToEnd {
             #expect(
                 failureLines(sender.stderr.text) == ["share: pocket (LocalSend) declined the files"],
                 "\(sender.stderr.text)")
+        }
+
+        @Test func aPhoneThatIsAwayGetsItsJobWhenItIsBack() throws {
+            let desk = try TestDevice("desk")
+            let daemon = try agent(desk)
+            defer { daemon.stop() }
+            let phone = try LocalSendPhone(in: namespace, alias: "phone")
+            try meet(desk, phone)
+            let seen = phone.fingerprint
+            phone.switchOff()
+            let photo = try desk.folder("out").appendingPathComponent("beach.jpg")
+            try makeFile(photo, size: 700_000)
+            // The agent runs: the send becomes a job of its outbox, which waits for the phone.
+            let queued = try share(desk, ["send", photo.path, "--to", "phone"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            #expect(queued.stderr.contains("queued job"), "\(queued.stderr)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    desk.run(["jobs"]).stdout.contains("not on the network")
+                        || desk.run(["jobs"]).stdout.contains("cannot reach")
+                })
+            #expect(!FileManager.default.fileExists(atPath: phone.downloads.appendingPathComponent("beach.jpg").path))
+            try phone.switchOn()
+            #expect(phone.fingerprint == seen)
+            #expect(
+                waitUntil(timeout: 60) {
+                    FileManager.default.fileExists(atPath: phone.downloads.appendingPathComponent("beach.jpg").path)
+                })
+            #expect(
+                waitUntil(timeout: 30) { desk.run(["jobs"]).stdout.contains("delivered") },
+                "\(desk.run(["jobs"]).stdout)")
+            #expect(digest(phone.downloads.appendingPathComponent("beach.jpg")) == digest(photo))
         }
 
         @Test func aGibibyteBothWaysAndACancelHalfWayThenAResend() throws {
@@ -214,7 +250,8 @@ extension EndToEnd {
             #expect(digest(inbox.appendingPathComponent("video.mp4")) == digest(big))
 
             let back = Date()
-            let sent = try share(desk, ["send", big.path, "--to", "phone"])
+            // Through the agent's outbox, followed to the end (--wait).
+            let sent = try share(desk, ["send", big.path, "--to", "phone", "--wait"])
             #expect(sent.status == 0, "\(sent.stderr)")
             print("share send -> LocalSend phone, 1 GiB: \(String(format: "%.2f", Date().timeIntervalSince(back))) s")
             #expect(digest(phone.downloads.appendingPathComponent("video.mp4")) == digest(big))

@@ -112,8 +112,11 @@ package final class Agent: @unchecked Sendable {  // immutable after init
             }
         }
         self.discovery = heard
+        let queued = outbox
         self.localSend = try localSend.map {
-            try LocalSendPart(device: device, host: host, inbox: inbox, settings: $0)
+            try LocalSendPart(device: device, host: host, inbox: inbox, settings: $0) { names in
+                queued.retryNow(to: names)
+            }
         }
         self.reach = ReachParts(settings: reach, device: device, trust: trust, listener: listener)
         control.attachProgram = { registration, stream in programs.register(registration, stream: stream) }

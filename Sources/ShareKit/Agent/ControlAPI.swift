@@ -119,7 +119,17 @@ enum OutboxRunner {
                 makeItems = { try items.items(for: $0) }
             }
             let report: SendReport
-            if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
+            if let fingerprint = job.localsend {
+                // A LocalSend device: found again by its fingerprint; away, the job waits like any other.
+                guard let phone = LocalSendSeen.load(device.paths).first(where: { $0.fingerprint == fingerprint })
+                else {
+                    throw ShareFailure(.unavailable, "\(job.to) (LocalSend) is not on the network now")
+                }
+                let sent = try LocalSendSend.run(
+                    outgoing: makeItems(.trusted), to: phone, pin: job.localsendPin, name: device.name,
+                    paths: device.paths, progress: ProgressReporter(mode: .quiet, observer: progress))
+                report = SendReport(localSend: sent)
+            } else if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
                 // A watch is reached over the link it opened to this agent, never by connecting to it.
                 report = try watches.deliver(
                     to: watch.id, name: watch.name, items: makeItems(AccessPolicy.visibility(for: watch)),

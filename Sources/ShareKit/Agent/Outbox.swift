@@ -49,6 +49,10 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     /// Someone waits for it (`share send --wait`): it runs at the agent's normal CPU priority, not the lower one of
     /// background transfers.
     package var foreground: Bool?
+    /// The job is for a LocalSend device (`to` is the name it was seen with): its certificate's fingerprint, by
+    /// which it is found again wherever it is on the network, and the PIN it asked for, if any.
+    package var localsend: String?
+    package var localsendPin: String?
     /// The items, as `ShareClient` hands them over (references to files, folders and bundles; other values exported
     /// into `STATE/outbox/<id>/`). Jobs of earlier versions describe theirs with `files`, `texts`, `urls` and
     /// `profiles` instead, which are still read.
@@ -58,7 +62,7 @@ package struct OutboxJob: Codable, Sendable, Equatable {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
             nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
-        case failuresWithoutProgress, finished, foreground, items
+        case failuresWithoutProgress, finished, foreground, items, localsend, localsendPin
         case forwarded = "relayed"
     }
 

@@ -52,6 +52,8 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
         package var progress: ProgressReporter?
         /// With `queue`: someone waits for the job, so the agent sends it at its normal CPU priority.
         public var waiting = false
+        /// The PIN a LocalSend device asks for.
+        public var localSendPin: String?
         /// The defaults: direct from this process, 10 s to connect, compression when it pays, 1 MiB chunks.
         public init() {}
     }
@@ -105,6 +107,12 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
     public func sendNow(_ items: [ShareItem], to peer: String, options: SendOptions = SendOptions()) throws -> Delivery
     {
         let trust = try TrustStore.load(device.paths.trustFile)
+        // A name that is no trusted device but a LocalSend device this device's agent has seen.
+        if options.via == nil, trust.find(peer) == nil,
+            let phone = LocalSendSeen.find(peer, in: LocalSendSeen.load(device.paths))
+        {
+            return try sendToLocalSend(items, phone: phone, options: options)
+        }
         try PeerTarget.check(options.via ?? peer, device: device, trust: trust)
         if options.queue { return try queue(items, to: peer, trust: trust, options: options) }
         let reach = try ReachSettings.load(device.paths)
@@ -121,6 +129,36 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
         let report = try SendSession(device: device, progress: progress, options: sending).run(to: target, trust: trust)
         { relation in try items.map { try $0.outgoing(for: relation) } }
         return Delivery(report)
+    }
+
+    /// A send to a LocalSend device: queued in the agent's outbox (`queue`), else from this process.
+    private func sendToLocalSend(_ items: [ShareItem], phone: LocalSendSeen, options: SendOptions) throws -> Delivery {
+        var delivery = Delivery()
+        if options.queue {
+            var job = OutboxJob(to: phone.alias)
+            job.localsend = phone.fingerprint
+            job.localsendPin = options.localSendPin
+            job.foreground = options.waiting ? true : nil
+            let folder = Outbox.exportFolder(device.paths, job: job.id)
+            job.items = try items.map { try $0.queued(for: .trusted, into: folder) }
+            let answer = try ControlClient.request(.send(job), paths: device.paths)
+            delivery.job = answer.job?.id ?? job.id
+            return delivery
+        }
+        let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
+        let report = try LocalSendSend.run(
+            items, to: phone, pin: options.localSendPin, name: device.name, paths: device.paths, progress: progress,
+            answerTimeout: options.waitForAnswer)
+        delivery.delivered = report.delivered.map { ($0, "saved", nil) }
+        delivery.refused = report.refused
+        delivery.route = "LocalSend"
+        delivery.bytesSent = report.bytes
+        delivery.wireBytes = report.bytes
+        delivery.seconds = report.seconds
+        if let first = report.refused.first {
+            throw ShareFailure(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
+        }
+        return delivery
     }
 
     /// Exports the items for the peer into the agent's outbox and queues them as one job.

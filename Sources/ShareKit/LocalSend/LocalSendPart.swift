@@ -17,9 +17,17 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
     let paths: DevicePaths
     private let saver = NSCondition()
     private var lastSaved: [LocalSendPeer] = []
+    private var seenAt: [String: Date] = [:]
     private var stopping = false
 
-    package init(device: LocalDevice, host: String, inbox agentInbox: AgentInbox, settings: LocalSendSettings) throws {
+    /// Called with the names of devices seen again (proved), so that jobs queued for them are tried now.
+    let seenAgain: @Sendable (Set<String>) -> Void
+
+    package init(
+        device: LocalDevice, host: String, inbox agentInbox: AgentInbox, settings: LocalSendSettings,
+        seenAgain: @escaping @Sendable (Set<String>) -> Void = { _ in }
+    ) throws {
+        self.seenAgain = seenAgain
         let identity = try LocalSendIdentity.load(device.paths)
         fingerprint = try LocalSendIdentity.fingerprint(identity)
         paths = device.paths
@@ -79,6 +87,12 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
                     LocalSendSeen.save(now, paths: paths)
                     lastSaved = now
                 }
+                // A device proved again since the last look: its queued jobs go now.
+                let again = now.filter { peer in
+                    peer.proved && peer.lastSeen > (seenAt[peer.info.fingerprint] ?? .distantPast)
+                }
+                for peer in now { seenAt[peer.info.fingerprint] = peer.lastSeen }
+                if !again.isEmpty { seenAgain(Set(again.map { $0.info.alias.lowercased() })) }
                 saver.withLock { if !stopping { _ = saver.wait(until: Date().addingTimeInterval(1)) } }
             }
             LocalSendSeen.save(peers.all, paths: paths)

@@ -19,7 +19,9 @@ package enum LocalSendSend {
         package var messages = 0
         package var bytes: UInt64 = 0
         package var seconds = 0.0
-        package var refused: [(item: String, reason: String)] = []
+        package var refused: [(label: String, reason: String)] = []
+        /// The items delivered, by label.
+        package var delivered: [String] = []
     }
 
     /// One file to upload: where its bytes come from.
@@ -33,6 +35,15 @@ package enum LocalSendSend {
         _ items: [ShareItem], to target: LocalSendSeen, pin: String?, name: String, paths: DevicePaths,
         progress: ProgressReporter, answerTimeout: Double = 130
     ) throws -> Report {
+        try run(
+            outgoing: items.map { try $0.outgoing(for: .trusted) }, to: target, pin: pin, name: name, paths: paths,
+            progress: progress, answerTimeout: answerTimeout)
+    }
+
+    package static func run(
+        outgoing items: [OutgoingItem], to target: LocalSendSeen, pin: String?, name: String, paths: DevicePaths,
+        progress: ProgressReporter, answerTimeout: Double = 130
+    ) throws -> Report {
         let started = ContinuousClock.now
         let identity = try LocalSendIdentity.load(paths)
         let client = try LocalSendClient(identity: identity)
@@ -40,18 +51,19 @@ package enum LocalSendSend {
             alias: name, deviceModel: "share", deviceType: "desktop",
             fingerprint: try LocalSendIdentity.fingerprint(identity), port: nil)
         var report = Report()
+        var chosen: [String] = []
         var files: [Outgoing] = []
         var messages: [String] = []
         defer { for file in files where file.temporary { try? FileManager.default.removeItem(at: file.source) } }
         let negotiator = Negotiator(accept: accept)
-        for item in items {
-            let outgoing = try item.outgoing(for: .trusted)
+        for outgoing in items {
             switch negotiator.choose(
                 from: outgoing.representations.map(\.offered), senderDeclarations: outgoing.declarations)
             {
             case .failure(let failure):
                 report.refused.append((outgoing.label, failure.description))
             case .success(let choice):
+                chosen.append(outgoing.label)
                 let representation = outgoing.representations[choice.representationIndex]
                 let payload = try blockingAwait { try await representation.produce() }
                 let text = UTType(representation.offered.contentType)?.conforms(to: .plainText) ?? false
@@ -76,6 +88,7 @@ package enum LocalSendSend {
         }
         guard !files.isEmpty else {
             report.seconds = seconds(since: started)
+            report.delivered = chosen
             return report
         }
         let total = files.reduce(UInt64(0)) { $0 + $1.file.size }
@@ -85,6 +98,7 @@ package enum LocalSendSend {
             let session = try prepare(described, own: own, to: target, pin: pin, client: client, timeout: answerTimeout)
         else {
             report.seconds = seconds(since: started)
+            report.delivered = chosen
             return report
         }
         for (number, file) in files.enumerated() {
@@ -97,6 +111,7 @@ package enum LocalSendSend {
             report.bytes += file.file.size
         }
         report.seconds = seconds(since: started)
+        report.delivered = chosen
         return report
     }
 

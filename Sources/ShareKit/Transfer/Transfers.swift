@@ -19,6 +19,16 @@ package struct SendReport: Sendable {
     /// How the session went: `direct`, or `via relay HOST`.
     package var route: SessionRoute = .direct
 
+    /// A send to a LocalSend device, as the outbox records it.
+    init(localSend report: LocalSendSend.Report) {
+        delivered = report.delivered.map { ($0, Ack(item: $0, outcome: "saved", savedAs: nil)) }
+        refused = report.refused
+        bytesSent = report.bytes
+        wireBytes = report.bytes
+        seconds = report.seconds
+        route = .code("LocalSend")
+    }
+
     init(_ summary: TransferSummary, seconds: Double) {
         delivered = summary.delivered
         refused = summary.refused

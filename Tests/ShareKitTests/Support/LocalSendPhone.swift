@@ -51,8 +51,10 @@ final class LocalSendPhone: @unchecked Sendable {
     let directory: URL
     let downloads: URL
     let socket: String
-    let process: Spawned
-    let fingerprint: String
+    private(set) var process: Spawned
+    private let command: [String]
+    private let environment: [String: String]
+    private(set) var fingerprint: String
     let alias: String
 
     /// `unattended`: uploads go straight in; otherwise the test answers them (it stays attached while it waits).
@@ -70,19 +72,31 @@ final class LocalSendPhone: @unchecked Sendable {
             "--no-log-time", unattended ? "--unattended" : "--no-unattended",
         ]
         if let pin { arguments += ["--pin", pin] }
-        process = try Spawned(
-            namespace.wrapper[0], Array(namespace.wrapper.dropFirst()) + arguments,
-            environment: [
-                "HOME": directory.path, "XDG_STATE_HOME": directory.appendingPathComponent("state").path,
-                "XDG_CONFIG_HOME": directory.appendingPathComponent("config").path, "PYTHONUNBUFFERED": "1",
-            ])
+        command = namespace.wrapper + arguments
+        environment = [
+            "HOME": directory.path, "XDG_STATE_HOME": directory.appendingPathComponent("state").path,
+            "XDG_CONFIG_HOME": directory.appendingPathComponent("config").path, "PYTHONUNBUFFERED": "1",
+        ]
+        (process, fingerprint) = try Self.spawn(command, environment)
+    }
+
+    private static func spawn(_ command: [String], _ environment: [String: String]) throws -> (Spawned, String) {
+        let process = try Spawned(command[0], Array(command.dropFirst()), environment: environment)
         guard let line = process.waitForLine(containing: "fingerprint=", timeout: 30),
             let range = line.range(of: "fingerprint=")
         else {
             process.stop()
             throw TestFailure("localsendd did not start: \(process.output)")
         }
-        fingerprint = String(line[range.upperBound...].prefix(64))
+        return (process, String(line[range.upperBound...].prefix(64)))
+    }
+
+    /// The phone switched off, and on again (the same certificate: its fingerprint stays).
+    func switchOff() { process.stop() }
+
+    func switchOn() throws {
+        unlink(socket)
+        (process, fingerprint) = try Self.spawn(command, environment)
     }
 
     deinit {
