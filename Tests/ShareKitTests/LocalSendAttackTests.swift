@@ -151,6 +151,20 @@ extension EndToEnd {
             try honestUploadLands()
         }
 
+        /// Not an attack: LocalSend's message (one text/plain file whose preview is the text) needs no upload and
+        /// lands in the text history, from the device's name.
+        @Test func aMessageArrivesAsATextWithoutAnUpload() throws {
+            defer { agent.stop() }
+            let text = "meet at the station, platform 4"
+            let message = LocalSendFile(
+                id: "m1", fileName: "message.txt", size: UInt64(text.utf8.count), fileType: "text/plain", preview: text)
+            let (status, session) = try prepare([message])
+            #expect(status == 204)
+            #expect(session == nil)
+            let history = try String(contentsOf: inbox.appendingPathComponent("history.jsonl"), encoding: .utf8)
+            #expect(history.contains(text) && history.contains("attacker (LocalSend)"), "\(history)")
+        }
+
         @Test func tenThousandFilesInOneUploadAreRefused() throws {
             defer { agent.stop() }
             let files = (0..<10_000).map { file("f\($0).txt", Array("\($0)".utf8)) }

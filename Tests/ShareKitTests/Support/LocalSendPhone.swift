@@ -25,7 +25,24 @@ final class TestNamespace: @unchecked Sendable {
         }
     }
 
-    deinit { if let ip = Self.ip { _ = Self.run([ip, "netns", "del", name]) } }
+    /// Whatever still runs inside is stopped (SIGKILL) before the namespace goes.
+    deinit {
+        guard let ip = Self.ip else { return }
+        let list = Process()
+        list.executableURL = URL(fileURLWithPath: ip)
+        list.arguments = ["netns", "pids", name]
+        let pipe = Pipe()
+        list.standardOutput = pipe
+        list.standardError = FileHandle.nullDevice
+        if (try? list.run()) != nil {
+            let output = pipe.fileHandleForReading.readDataToEndOfFile()
+            list.waitUntilExit()
+            for pid in String(decoding: output, as: UTF8.self).split(separator: "\n").compactMap({ Int32($0) }) {
+                kill(pid, SIGKILL)
+            }
+        }
+        _ = Self.run([ip, "netns", "del", name])
+    }
 
     /// The command prefix that runs a program inside.
     var wrapper: [String] { [Self.ip!, "netns", "exec", name] }
