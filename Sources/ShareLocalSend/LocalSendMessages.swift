@@ -59,6 +59,27 @@ public struct LocalSendInfo: Codable, Sendable, Equatable {
         self.announce = announce
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case alias, version, deviceModel, deviceType, fingerprint, port, `protocol`, download, announce
+    }
+
+    /// Lenient as LocalSend's apps are: a missing alias or fingerprint is empty (the fingerprint that counts is the
+    /// certificate's), a port given as text is read.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        alias = (try? container.decodeIfPresent(String.self, forKey: .alias)) ?? "LocalSend device"
+        version = try? container.decodeIfPresent(String.self, forKey: .version)
+        deviceModel = try? container.decodeIfPresent(String.self, forKey: .deviceModel)
+        deviceType = try? container.decodeIfPresent(String.self, forKey: .deviceType)
+        fingerprint = (try? container.decodeIfPresent(String.self, forKey: .fingerprint)) ?? ""
+        port =
+            (try? container.decodeIfPresent(Int.self, forKey: .port))
+            ?? (try? container.decodeIfPresent(String.self, forKey: .port)).flatMap { Int($0) }
+        `protocol` = try? container.decodeIfPresent(String.self, forKey: .protocol)
+        download = try? container.decodeIfPresent(Bool.self, forKey: .download)
+        announce = try? container.decodeIfPresent(Bool.self, forKey: .announce)
+    }
+
     /// The same, without what only announcements carry.
     public var answer: LocalSendInfo {
         var copy = self

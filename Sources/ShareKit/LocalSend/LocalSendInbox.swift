@@ -137,6 +137,9 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         // Who it is: the certificate's fingerprint when one was shown, else only what the body claims.
         let claimed = body.info.fingerprint.uppercased()
         let proved = caller.certificateFingerprint
+        // Only a certificate proves a fingerprint; a claim (or nothing) names the offer and the folder.
+        let digits = String(claimed.filter { $0.isHexDigit }.prefix(64))
+        let who = proved ?? (digits.isEmpty ? "UNKNOWN" : digits)
         let trusted = proved.flatMap { LocalSendTrust.load(device.paths).device($0) }
         guard case .allowed = AccessPolicy.decide(.sendToInbox, stranger: .localSend, localName: device.name) else {
             throw HTTPFailure(403, "refused by the policy")
@@ -145,7 +148,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         if trusted?.asks == false {
             Self.log.info("an upload from a trusted LocalSend device", metadata: ["from": "\(name)"])
         } else {
-            switch try waitForAnswer(body, name: name, fingerprint: proved ?? claimed, caller: caller, http: http) {
+            switch try waitForAnswer(body, name: name, fingerprint: who, caller: caller, http: http) {
             case .proceed: break
             case .decline(let reason):
                 Self.log.notice("declined a LocalSend upload", metadata: ["from": "\(name)", "reason": "\(reason)"])
@@ -172,10 +175,10 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         }
         let folderName =
             FileNamesOnDisk.sanitize(alias, fallback: "LocalSend device")
-            + " (LocalSend \((proved ?? claimed).prefix(8)))"
+            + " (LocalSend \((who).prefix(8)))"
         let folder = try Directory.open(inbox.directory.path).directory(folderName, create: true)
         let upload = Upload(
-            id: SecureRandom.bytes(16).hexString, alias: name, fingerprint: proved ?? claimed, host: caller.host,
+            id: SecureRandom.bytes(16).hexString, alias: name, fingerprint: who, host: caller.host,
             files: body.files, folder: folder)
         let admitted: Bool = lock.withLock {
             sessions = sessions.filter { -$0.value.touched.timeIntervalSinceNow < 3600 }
