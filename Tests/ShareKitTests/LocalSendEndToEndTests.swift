@@ -211,6 +211,37 @@ extension EndToEnd {
             #expect(digest(phone.downloads.appendingPathComponent("beach.jpg")) == digest(photo))
         }
 
+        @Test func aJobCancelledHalfWayTellsThePhone() throws {
+            let desk = try TestDevice("desk")
+            let daemon = try agent(desk)
+            defer { daemon.stop() }
+            let phone = try LocalSendPhone(in: namespace, alias: "phone", unattended: false)
+            try meet(desk, phone)
+            let big = try desk.folder("big").appendingPathComponent("film.mkv")
+            try makeFile(big, size: 1 << 30)
+            let control = try phone.control()
+            let queued = try share(desk, ["send", big.path, "--to", "phone"])
+            let job = try #require(
+                queued.stderr.components(separatedBy: "queued job ").last?.split(separator: " ").first.map(String.init))
+            // The phone's user accepts; half way the desk's user cancels the job.
+            let asked = try control.waitForState(timeout: 60) { ($0["incoming"] as? [String: Any]) != nil }
+            let session = try #require((asked["incoming"] as? [String: Any])?["sessionId"] as? String)
+            _ = try control.call("confirm_receive", ["sessionId": session, "confirmed": true])
+            _ = try control.waitForState(timeout: 60) { state in
+                ((state["active"] as? [String: Any])?["bytesDone"] as? Int ?? 0) > 150 << 20
+            }
+            let cancelled = desk.run(["cancel", job])
+            #expect(cancelled.status == 0, "\(cancelled.stderr)")
+            let ended = try control.waitForState(timeout: 60) { ($0["result"] as? [String: Any]) != nil }
+            let kind = (ended["result"] as? [String: Any])?["kind"] as? String
+            #expect(kind == "recv_cancelled" || kind == "recv_failed", "\(ended)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    ((try? FileManager.default.contentsOfDirectory(atPath: phone.downloads.path)) ?? ["?"]).isEmpty
+                })
+            #expect(desk.run(["jobs"]).stdout.contains("cancelled"))
+        }
+
         @Test func aGibibyteBothWaysAndACancelHalfWayThenAResend() throws {
             let desk = try TestDevice("desk")
             let daemon = try agent(desk)

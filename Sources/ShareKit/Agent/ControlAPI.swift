@@ -127,7 +127,8 @@ enum OutboxRunner {
                 }
                 let sent = try LocalSendSend.run(
                     outgoing: makeItems(.trusted), to: phone, pin: job.localsendPin, name: device.name,
-                    paths: device.paths, progress: ProgressReporter(mode: .quiet, observer: progress))
+                    paths: device.paths, progress: ProgressReporter(mode: .quiet, observer: progress),
+                    cancellation: cancellation)
                 report = SendReport(localSend: sent)
             } else if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
                 // A watch is reached over the link it opened to this agent, never by connecting to it.

@@ -40,9 +40,11 @@ package enum LocalSendSend {
             progress: progress, answerTimeout: answerTimeout)
     }
 
+    /// `cancellation`: checked between blocks of each upload; a cancelled send tells the device (LocalSend's
+    /// `cancel`), which drops what it holds of the upload.
     package static func run(
         outgoing items: [OutgoingItem], to target: LocalSendSeen, pin: String?, name: String, paths: DevicePaths,
-        progress: ProgressReporter, answerTimeout: Double = 130
+        progress: ProgressReporter, answerTimeout: Double = 130, cancellation: SendCancellation? = nil
     ) throws -> Report {
         let started = ContinuousClock.now
         let identity = try LocalSendIdentity.load(paths)
@@ -104,8 +106,15 @@ package enum LocalSendSend {
         for (number, file) in files.enumerated() {
             guard let token = session.files[file.file.id] else { continue }  // the device has it already
             progress.startItem(file.file.fileName, number: number + 1, total: file.file.size, alreadyHeld: 0)
-            try uploadFile(
-                file, session: session.sessionId, token: token, to: address, client: client, progress: progress)
+            do {
+                try uploadFile(
+                    file, session: session.sessionId, token: token, to: address, client: client, progress: progress,
+                    cancellation: cancellation)
+            } catch let error as ShareFailure where error.code == .interrupted && cancellation?.isCancelled == true {
+                let cancel = LocalSend.apiPrefix + "/cancel?sessionId=\(session.sessionId)"
+                _ = try? client.post(address, cancel, json: [], timeout: 5)
+                throw error
+            }
             progress.finishItem()
             report.files += 1
             report.bytes += file.file.size
@@ -247,7 +256,7 @@ package enum LocalSendSend {
 
     static func uploadFile(
         _ outgoing: Outgoing, session: String, token: String, to address: LocalSendAddress, client: LocalSendClient,
-        progress: ProgressReporter
+        progress: ProgressReporter, cancellation: SendCancellation? = nil
     ) throws {
         let source = try openForReading(outgoing.source)
         defer { source.close() }
@@ -260,6 +269,9 @@ package enum LocalSendSend {
                 var buffer = [UInt8](repeating: 0, count: 1 << 20)
                 var offset: UInt64 = 0
                 while offset < outgoing.file.size {
+                    if cancellation?.isCancelled == true {
+                        throw ShareFailure(.interrupted, "the send was cancelled")
+                    }
                     let want = Int(min(UInt64(buffer.count), outgoing.file.size - offset))
                     let n = try source.read(into: &buffer, count: want, at: offset)
                     guard n > 0 else {
