@@ -12,11 +12,13 @@ struct AgentCommand: ParsableCommand {
         abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
         discussion: helpPage(
             "Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog. The agent also delivers this device's queued sends (share send while it runs), serves paste requests of your own devices, and keeps the link your watch opens.",
-            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays); the options override them.",
+            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays, localsend, wormhole); the options override them.",
+            "LocalSend: with --localsend (or a \"localsend\" object in agent.json: port, multicastPort, interface, peers, pin, answerTimeout) the agent speaks LocalSend too. Phones and computers running LocalSend see it and send to it: each upload waits in share pending unless the device is trusted with share trust add --localsend FINGERPRINT --no-ask, and lands in INBOX/<its name> (LocalSend <fingerprint>)/. share peers lists the LocalSend devices seen, and share send --to NAME reaches them. The PIN comes from agent.json or SHARE_LOCALSEND_PIN.",
             "Beyond the LAN: with discovery servers configured (share servers add https://HOST:PORT/?id=ID) the agent announces its port there, and with a relay (share servers add relay://HOST:PORT/?id=ID) it stays joined to it and takes relayed sessions exactly like direct ones. With none, nothing leaves the local network.",
             examples: [
                 "share agent", "share agent --inbox ~/Inbox --accept public.image --accept public.item --max-size 4G",
                 "share agent --no-discovery --listen 127.0.0.1",
+                "share agent --localsend",
             ]))
 
     @OptionGroup var device: DeviceOptions
@@ -249,7 +251,8 @@ struct LocalSendConfig: Codable {
 ///     { "listen": "::", "port": 7001, "inbox": "/home/me/Inbox", "accept": ["public.image", "public.item"],
 ///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true,
 ///       "giveUpAfter": "7d", "discoveryServers": ["https://203.0.113.10:8443/?id=…"],
-///       "relays": ["relay://203.0.113.10:22067/?id=…"] }
+///       "relays": ["relay://203.0.113.10:22067/?id=…"], "localsend": {"port": 53317, "pin": "4711"},
+///       "wormhole": {"server": "ws://HOST:PORT/v1", "relay": "tcp:HOST:PORT"} }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?

@@ -11,6 +11,7 @@ struct SendCommand: ParsableCommand {
         abstract: "Send files, text, a URL or standard input to a device.",
         discussion: helpPage(
             "Each item is offered as its representations, most faithful first; the receiver picks the first one it understands and only that one is produced. A file is offered as a file (its type and name), so the receiver saves it; only text given with --text or piped in as text is printed there. Files travel in verified chunks: if the transfer is cut, run the same command again and only what the receiver lacks is sent.",
+            "To a LocalSend device (a phone running LocalSend, listed by share peers): --to its name; each item goes in the form such a device takes (a file, a folder's files, a text as a message), and --pin gives the PIN it asks for.",
             "With --code, the send needs no trusted device: it prints a code such as 7-guitarist-revenge for share receive CODE (or any magic-wormhole client) on the other machine, and ends after that one exchange.",
             "With this device's agent running, the send becomes a job of the agent, which delivers it when the device can be reached (share jobs lists the jobs, share cancel stops one); --wait follows it with progress, and --direct sends from this process instead. Standard output stays empty: what happens is told on standard error (--json: events on standard output).",
             examples: [
@@ -18,7 +19,7 @@ struct SendCommand: ParsableCommand {
                 "share send --to desk --to phone --url https://example.com/menu",
                 "tar c Photos | share send --to desk --type public.tar-archive -",
                 "share send --to 192.168.1.20:7001 --direct report.pdf --wait",
-                "share send --code slides.pdf",
+                "share send --code slides.pdf", "share send IMG_0042.jpg --text \"from the desk\" --to phone",
             ]))
 
     @OptionGroup var device: DeviceOptions

@@ -53,6 +53,7 @@ struct StatusCommand: ParsableCommand {
             for watch in answer.watches ?? [] { say("watch: \(ProgressReporter.neutralized(watch))") }
             if let program = answer.program { say("receiving program: \(ProgressReporter.neutralized(program))") }
             for line in answer.reach ?? [] { say(line) }
+            if let line = answer.localsend { say(line) }
             let trustedNames = Set((answer.trusted ?? []).map { $0.split(separator: " ").first.map(String.init) ?? $0 })
             for peer in heard {
                 let trusted = trustedNames.contains(peer.name) ? "" : ", not trusted"

@@ -77,6 +77,7 @@ extension EndToEnd {
             defer { daemon.stop() }
             let phone = try LocalSendPhone(in: namespace, alias: "phone")
             try meet(desk, phone)
+            #expect(desk.run(["status"]).stdout.contains("LocalSend: port 53318"), "\(desk.run(["status"]).stdout)")
             let photos = try desk.folder("photos")
             var files: [URL] = []
             for number in 0..<100 {
@@ -104,7 +105,12 @@ extension EndToEnd {
 
         @Test func aPinIsAskedForAndADeclineReachesThePhone() throws {
             let desk = try TestDevice("desk")
-            let daemon = try agent(desk, environment: ["SHARE_LOCALSEND_PIN": "4711"])
+            // The PIN from agent.json (beside another section the agent does not use itself).
+            try Data(
+                #"{"localsend": {"pin": "4711", "answerTimeout": 60}, "wormhole": {"server": "ws://127.0.0.1:1/v1"}}"#
+                    .utf8
+            ).write(to: desk.config.appendingPathComponent("agent.json"))
+            let daemon = try agent(desk)
             defer { daemon.stop() }
             let phone = try LocalSendPhone(in: namespace, alias: "phone")
             try meet(desk, phone)

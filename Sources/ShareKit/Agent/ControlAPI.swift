@@ -74,6 +74,12 @@ struct ControlAPI {
             return line
         }
         response.reach = agent.reach.status
+        if let part = agent.localSend {
+            let seen = part.peers.all.filter(\.proved).count
+            response.localsend =
+                "LocalSend: port \(part.port), fingerprint \(part.fingerprint.prefix(8))…, \(seen) device(s) seen, "
+                + "\(part.inbox.openUploads) upload(s) under way"
+        }
         response.discovered = DiscoveredPeer.load(device.paths)
         response.watches = agent.watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }
         response.program = agent.router.programs.active.map { program in

@@ -154,6 +154,8 @@ package struct ControlResponse: Codable, Sendable {
     package var reach: [String]?
     /// The program receiving through the agent, when one is.
     package var program: String?
+    /// LocalSend, when on: its port, fingerprint, the devices seen and the uploads under way, in one line.
+    package var localsend: String?
 
     package init(ok: Bool, error: String? = nil) {
         self.ok = ok
