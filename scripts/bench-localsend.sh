@@ -5,7 +5,8 @@
 # clock starts when the send is asked for and stops when the sender has its receiver's answer to the last upload,
 # which a receiver gives only once the file is on its disk and matches the SHA-256 announced (both receivers check
 # it); every received file's SHA-256 is checked again afterwards. Every tool alike: same file, read into an emptied
-# page cache before each case, rounds interleaved. Also the CPU seconds each receiving process spent per GiB: share's
+# page cache before each case, rounds interleaved (share sends with --direct, from its own process, as localsendd
+# does). Also the CPU seconds each receiving process spent per GiB: share's
 # side must not be the bottleneck.
 # Usage: scripts/bench-localsend.sh [MiB] [rounds]      (default 1024 3; needs root and ip netns)
 set -euo pipefail
@@ -114,7 +115,7 @@ run_case() { # name
     share-pc)
       receiver=$PC_PID
       before=$(cpu "$receiver"); start=$(now)
-      "${IN[@]}" "$BIN" send --config "$D" --quiet "$FILE" --to pc 2> "$WORK/send.log" \
+      "${IN[@]}" "$BIN" send --config "$D" --direct --quiet "$FILE" --to pc 2> "$WORK/send.log" \
         || { echo "bench-localsend: share send to localsendd failed: $(cat "$WORK/send.log")" >&2; exit 1; }
       SECS=$(echo "$(now) - $start" | bc -l)
       received=$WORK/pc/downloads/payload.bin
