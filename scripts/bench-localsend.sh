@@ -6,8 +6,7 @@
 # which a receiver gives only once the file is on its disk and matches the SHA-256 announced (both receivers check
 # it); every received file's SHA-256 is checked again afterwards. Every tool alike: same file, read into an emptied
 # page cache before each case, rounds interleaved (share sends with --direct, from its own process, as localsendd
-# does). Also the CPU seconds each receiving process spent per GiB: share's
-# side must not be the bottleneck.
+# does). Also the CPU seconds each receiving process spent per GiB: share's side must not be the bottleneck.
 # Usage: scripts/bench-localsend.sh [MiB] [rounds]      (default 1024 3; needs root and ip netns)
 set -euo pipefail
 cd "$(dirname "$0")/.."
