@@ -34,6 +34,9 @@ public final class LocalSendClient: Sendable {
     let context: TLSContext
 
     public init(identity: TLSIdentity) throws {
+        // A device that answers before it has read the whole body (a refusal) closes the connection under a write:
+        // that is an answer to read, not a signal that ends the process.
+        Syscalls.ignoreSIGPIPE()
         context = try TLSContext(identity: identity, role: .client, verifier: { _ in true }, minimumTLS12: true)
     }
 
