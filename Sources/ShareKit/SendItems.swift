@@ -28,7 +28,8 @@ package struct SendItems: Sendable {
                 throw ShareFailure(
                     .usage, "\(previews.count) preview images for \(files.count) files; give one per file")
             }
-            guard let bytes = PosixFiles.read(url.path, limit: ItemPreview.maxImage + 1) else {
+            // Read with room for the whole of a large file, so that one too large is told as such.
+            guard let bytes = PosixFiles.read(url.path, limit: 64 << 20) else {
                 throw ShareFailure(.noInput, "\(url.path): cannot read the preview image; check the path")
             }
             guard bytes.count <= ItemPreview.maxImage else {
