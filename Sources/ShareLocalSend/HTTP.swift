@@ -1,5 +1,35 @@
 import Foundation
+import Glibc
+import ShareLink
 import ShareTLS
+
+/// What an HTTP connection is carried on: TLS (LocalSend) or a plain loopback socket (the local web page).
+public protocol HTTPTransport: AnyObject {
+    /// Up to `buffer.count` bytes; 0 at the end of the stream.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+    /// All of `raw`.
+    func write(_ raw: UnsafeRawBufferPointer) throws
+}
+
+extension TLSConnection: HTTPTransport {}
+
+/// A plain TCP socket, for HTTP on loopback only. The socket is the caller's to close.
+public final class PlainSocket: HTTPTransport {
+    public let fd: Int32
+    public init(fd: Int32) { self.fd = fd }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
+        while true {
+            let n = Glibc.read(fd, base, buffer.count)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw Syscalls.failure("read", errno)
+        }
+    }
+
+    public func write(_ raw: UnsafeRawBufferPointer) throws { try Syscalls.writeAll(fd, raw) }
+}
 
 /// An HTTP status to answer with, and why (for the log).
 public struct HTTPFailure: Error, Sendable, CustomStringConvertible {
@@ -84,17 +114,35 @@ public struct HTTPHead: Sendable {
     }
 }
 
-/// HTTP/1.1 over one TLS connection: heads read with a size limit, bodies read as counted bytes.
+/// HTTP/1.1 over one connection (TLS, or a plain loopback socket): heads read with a size limit, bodies read as
+/// counted bytes.
 public final class HTTPConnection: @unchecked Sendable {  // confined to the thread that drives it
-    public let tls: TLSConnection
+    public let transport: any HTTPTransport
+    private let secure: TLSConnection?
     private var buffer: [UInt8]
     private var start = 0
     private var end = 0
 
     public init(_ tls: TLSConnection, bufferSize: Int = 256 << 10) {
-        self.tls = tls
+        transport = tls
+        secure = tls
         buffer = [UInt8](repeating: 0, count: bufferSize)
     }
+
+    public init(plain socket: PlainSocket, bufferSize: Int = 64 << 10) {
+        transport = socket
+        secure = nil
+        buffer = [UInt8](repeating: 0, count: bufferSize)
+    }
+
+    /// The TLS connection under a connection made with one.
+    public var tls: TLSConnection {
+        guard let secure else { preconditionFailure("a plain HTTP connection has no TLS") }
+        return secure
+    }
+
+    /// Whether bytes already read wait in the buffer.
+    public var hasBufferedBytes: Bool { start < end }
 
     /// Reads more into the buffer; false at the end of the stream.
     private func fill() throws -> Bool {
@@ -106,16 +154,19 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             end -= start
             start = 0
         }
-        let n = try tls.read(into: &buffer, offset: end, count: buffer.count - end)
+        let n = try buffer.withUnsafeMutableBytes {
+            try transport.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[end...]))
+        }
         end += n
         return n > 0
     }
 
     /// The next head, or nil when the stream ends cleanly before one starts. A head over `limit` bytes is a 431.
     public func readHead(request: Bool, limit: Int = 16 << 10) throws -> HTTPHead? {
-        var scanned = start
+        // Bytes after `start` already searched: `fill` may move the buffered bytes, never drop them.
+        var searched = 0
         while true {
-            var index = max(start, scanned - 3)
+            var index = start + max(0, searched - 3)
             while index + 3 < end {
                 if buffer[index] == 13, buffer[index + 1] == 10, buffer[index + 2] == 13, buffer[index + 3] == 10 {
                     let bytes = Array(buffer[start..<index])
@@ -124,7 +175,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
                 }
                 index += 1
             }
-            scanned = end
+            searched = end - start
             if end - start > limit { throw HTTPFailure(431, "a head over \(limit) bytes") }
             let hadBytes = end > start
             guard try fill() else {
@@ -142,7 +193,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             start += n
             return n
         }
-        return try tls.read(into: target)
+        return try transport.read(into: target)
     }
 
     /// A whole body of `length` bytes, refused (413) over `limit`.
@@ -182,7 +233,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
         var text = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\nContent-Length: \(length)\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
-        try tls.write(Array(text.utf8))
+        try write(Array(text.utf8))
     }
 
     /// Writes a whole response.
@@ -191,15 +242,27 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
         if json != nil { text += "Content-Type: application/json\r\n" }
         if close { text += "Connection: close\r\n" }
         text += "\r\n"
-        try tls.write(Array(text.utf8) + (json ?? []))
+        try write(Array(text.utf8) + (json ?? []))
     }
 
-    public func write(_ bytes: UnsafeRawBufferPointer) throws { try tls.write(bytes) }
+    /// Writes a whole response with the given headers (Content-Length is added).
+    public func writeResponse(_ status: Int, headers: [(String, String)], body: [UInt8], close: Bool = false) throws {
+        var text = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(body.count)\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if close { text += "Connection: close\r\n" }
+        text += "\r\n"
+        try write(Array(text.utf8) + body)
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws { try transport.write(bytes) }
+
+    public func write(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try transport.write($0) } }
 
     static func reason(_ status: Int) -> String {
         switch status {
         case 200: return "OK"
         case 204: return "No Content"
+        case 303: return "See Other"
         case 400: return "Bad Request"
         case 401: return "Unauthorized"
         case 403: return "Forbidden"
