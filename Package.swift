@@ -68,11 +68,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // The agent's own page on 127.0.0.1 (`share web`, `share agent --web`), on LocalSend's HTTP/1.1 code.
+        .target(
+            name: "ShareWeb",
+            dependencies: [
+                "ShareKit", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "CoreTransferable",
+                "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(
             name: "ShareCLI",
             dependencies: [
                 "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
-                "ShareLocalSend",
+                "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

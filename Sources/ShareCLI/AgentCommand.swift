@@ -5,6 +5,7 @@ import ShareCommandLine
 import Logging
 import CoreTransferable
 import ShareKit
+import ShareWeb
 
 struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -110,7 +111,16 @@ struct AgentCommand: ParsableCommand {
         help: ArgumentHelp("UDP port of LocalSend's multicast discovery (default 53317; 0: none).", valueName: "port"))
     var localsendMulticastPort: Int?
 
+    @Flag(help: "Serve this device's page on 127.0.0.1 too (as share web does; the address is printed).")
+    var web = false
+
+    @Option(help: ArgumentHelp("Port of the page on 127.0.0.1 (default: a free one).", valueName: "port"))
+    var webPort: Int?
+
     func validate() throws {
+        if let webPort, !(0...65535).contains(webPort) {
+            throw ValidationError("--web-port must be between 0 and 65535")
+        }
         if let localsendPort, !(0...65535).contains(localsendPort) {
             throw ValidationError("--localsend-port must be between 0 and 65535")
         }
@@ -200,6 +210,19 @@ struct AgentCommand: ParsableCommand {
             if let part = agent.localSend {
                 tell("share agent: LocalSend on port \(part.port), fingerprint \(part.fingerprint)")
             }
+            if let rate = ProgressReporter.testSendRate {
+                complain(
+                    "testing only: sends are slowed to \(ProgressReporter.bytes(UInt64(rate)))/s (SHARE_TEST_SEND_RATE)"
+                )
+            }
+            var page: WebServer?
+            if web || webPort != nil {
+                let server = try WebServer(device: local, port: webPort ?? 0)
+                server.start()
+                page = server
+                say("share agent: page at \(server.address)")
+            }
+            defer { page?.stop() }
             try agent.runUntilStopped()
             tell("share agent: stopped")
         }

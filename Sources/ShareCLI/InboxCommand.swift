@@ -38,17 +38,8 @@ struct InboxCommand: ParsableCommand {
                     say("\(dates.string(from: entry.date))  \(entry.from): \(ProgressReporter.neutralized(entry.text))")
                 }
             }
-            let fm = FileManager.default
-            let peers = ((try? fm.contentsOfDirectory(atPath: folder.path)) ?? []).filter {
-                var isFolder: ObjCBool = false
-                return !$0.hasPrefix(".")
-                    && fm.fileExists(atPath: folder.appendingPathComponent($0).path, isDirectory: &isFolder)
-                    && isFolder.boolValue
-            }.sorted()
-            for peer in peers {
-                let items = ((try? fm.contentsOfDirectory(atPath: folder.appendingPathComponent(peer).path)) ?? [])
-                    .filter { !$0.hasPrefix(".") }.sorted()
-                for item in items {
+            for (peer, items) in box.listing() {
+                for item in items.map(\.name) {
                     let path = folder.appendingPathComponent(peer).appendingPathComponent(item).path
                     if json {
                         let object = ["from": peer, "path": path]

@@ -142,6 +142,12 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
         observe(lastDraw, force: true)
     }
 
+    /// Testing only (`SHARE_TEST_SEND_RATE`, bytes per second): a sender waits after each chunk, so that a test
+    /// can watch a transfer under way and cancel it half way. The agent says so when it starts.
+    package static let testSendRate: Double? = ProcessInfo.processInfo.environment["SHARE_TEST_SEND_RATE"].flatMap(
+        Double.init
+    ).flatMap { $0 > 0 ? $0 : nil }
+
     package func advance(_ bytes: Int) {
         lock.lock()
         defer { lock.unlock() }
@@ -333,6 +339,7 @@ extension ProgressReporter {
                 }
             case .progress(let bytes):
                 advance(bytes)
+                if let rate = Self.testSendRate { usleep(UInt32(min(1, Double(bytes) / rate) * 1_000_000)) }
             case .finished:
                 finishItem()
             case .delivered(_, let label, let ack):

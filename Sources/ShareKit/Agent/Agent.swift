@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import Logging
 import ServiceLifecycle
+import ShareDisk
 import ShareProtocol
 import ShareTLS
 
@@ -19,6 +20,29 @@ package struct AgentInbox: Sendable {
     }
 
     package var history: TextHistory { TextHistory(file: directory.appendingPathComponent("history.jsonl")) }
+
+    /// One received item: a file or a folder in a device's folder.
+    package struct Received: Sendable {
+        package var name: String
+        package var folder: Bool
+        package var size: UInt64
+        package var modified: Int64
+    }
+
+    /// What each device sent, by device folder (names sorted; hidden partials left out), as `share inbox` and the
+    /// page list it.
+    package func listing() -> [(name: String, items: [Received])] {
+        guard let root = try? Directory.open(directory.path) else { return [] }
+        return root.entries().filter { !$0.hasPrefix(".") && root.info($0)?.kind == .directory }.sorted().compactMap {
+            name in
+            guard let peer = try? root.directory(name) else { return nil }
+            let items = peer.entries().filter { !$0.hasPrefix(".") }.sorted().compactMap { item -> Received? in
+                guard let info = peer.info(item), info.kind == .file || info.kind == .directory else { return nil }
+                return Received(name: item, folder: info.kind == .directory, size: info.size, modified: info.modified)
+            }
+            return (name, items)
+        }
+    }
 }
 
 /// The long-running service of one device, as a composition of services: the TLS listener (sessions routed by

@@ -62,6 +62,7 @@ struct ControlAPI {
         response.name = device.name
         response.id = device.id.description
         response.port = agent.port
+        response.inbox = agent.inbox.directory.path
         response.version = "share 0.1 (protocol \(Limits.protocolVersion))"
         response.uptime = Date().timeIntervalSince(agent.started)
         response.clipboard = ClipboardItem.load(device.paths)

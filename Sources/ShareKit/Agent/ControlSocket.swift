@@ -156,6 +156,8 @@ package struct ControlResponse: Codable, Sendable {
     package var program: String?
     /// LocalSend, when on: its port, fingerprint, the devices seen and the uploads under way, in one line.
     package var localsend: String?
+    /// The agent's inbox folder.
+    package var inbox: String?
 
     package init(ok: Bool, error: String? = nil) {
         self.ok = ok

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Glibc
+import ShareCommandLine
+import ShareKit
+import ShareWeb
+
+struct WebCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "web",
+        abstract: "Serve this device's page on 127.0.0.1: devices, offers to answer, the inbox, sends with progress.",
+        discussion: helpPage(
+            "The page shows the trusted devices and those seen on the network, offers waiting for an answer (with their previews) to accept or decline, what arrived (open, download, remove), the agent's sends with live progress (cancel), a place to drop files or type a text for one or more devices, and pairing with the code to compare. It acts through the running agent, as share send, share accept and share cancel do.",
+            "It listens on 127.0.0.1 only. The address printed carries a random secret, new each time: opening it starts a session in that browser (a cookie), and the secret leaves the address bar. Without it, from another site's page, or under another host name, the page serves nothing. The agent serves the same page with share agent --web.",
+            examples: ["share web --open", "share web --port 8384"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: "Port on 127.0.0.1 (0 picks a free one).")
+    var port = 0
+
+    @Flag(help: "Open the page in the desktop's browser (xdg-open).")
+    var open = false
+
+    func validate() throws {
+        if !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
+    }
+
+    func run() throws {
+        try ShareCLI.run {
+            let local = try device.loadDevice()
+            let server: WebServer
+            do {
+                server = try WebServer(device: local, port: port)
+            } catch let error as Syscalls.SocketError {
+                throw ShareError(.unavailable, "cannot serve the page on 127.0.0.1:\(port): \(error.message)")
+            }
+            server.start()
+            if !ControlClient.agentIsRunning(local.paths) {
+                complain("no agent runs for this device: the page shows what is on disk; start share agent to send")
+            }
+            say("share web: \(server.address)")
+            if open { Self.openInBrowser(server.address) }
+            Self.waitForSignal()
+            server.stop()
+            tell("share web: stopped")
+        }
+    }
+
+    /// Opens `address` with xdg-open when there is one; otherwise says to open it by hand.
+    static func openInBrowser(_ address: String) {
+        let candidates = ["/usr/bin/xdg-open", "/usr/local/bin/xdg-open"]
+        guard let opener = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            complain("no xdg-open here: open the address above in a browser")
+            return
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: opener)
+        process.arguments = [address]
+        do { try process.run() } catch { complain("cannot run xdg-open: open the address above in a browser") }
+    }
+
+    /// Blocks until SIGINT or SIGTERM.
+    static func waitForSignal() {
+        let done = DispatchSemaphore(value: 0)
+        let queue = DispatchQueue(label: "share.web.signals")
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: queue) }
+        for source in sources {
+            source.setEventHandler { done.signal() }
+            source.resume()
+        }
+        done.wait()
+        for source in sources { source.cancel() }
+    }
+}

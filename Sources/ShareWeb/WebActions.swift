@@ -1,0 +1,534 @@
+import CoreTransferable
+import Foundation
+import Logging
+import ShareDisk
+import ShareKit
+import ShareLink
+import ShareLocalSend
+import ShareReach
+import ShareTLS
+import UniformTypeIdentifiers
+
+/// What the page shows and does, through the same code the command line uses: the agent's control socket for its
+/// jobs, sends and cancels (`share jobs`, `share send`, `share cancel`), the pending book (`share accept`, `share
+/// decline`), the inbox as `share inbox` lists it, pairing as `share pair` runs it. Files dropped on the page are
+/// kept under `STATE/web/uploads` (through directory handles, free space checked first, bytes counted as they
+/// arrive) until the jobs that send them have ended.
+final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping` guarded by `lock`
+    static let log = Log.logger("share.web")
+    let device: LocalDevice
+    private let lock = NSCondition()
+    private var cached: (at: ContinuousClock.Instant, state: WebState)?
+    private var pairing = PairingState()
+    private var pairingAnswer: Bool?
+    private var stopping = false
+    private var sweeping = false
+
+    init(device: LocalDevice) { self.device = device }
+
+    var paths: DevicePaths { device.paths }
+
+    func start() {
+        lock.withLock { sweeping = true }
+        let thread = Thread { [self] in
+            defer {
+                lock.withLock {
+                    sweeping = false; lock.broadcast()
+                }
+            }
+            var next = Date()
+            while !lock.withLock({ stopping }) {
+                if Date() >= next {
+                    sweepUploads()
+                    next = Date().addingTimeInterval(60)
+                }
+                lock.withLock { _ = lock.wait(until: Date().addingTimeInterval(1)) }
+            }
+        }
+        thread.name = "share-web-sweep"
+        thread.start()
+    }
+
+    func stop() {
+        lock.withLock {
+            stopping = true
+            pairingAnswer = false
+            lock.broadcast()
+        }
+        let deadline = Date().addingTimeInterval(3)
+        lock.withLock { while sweeping && lock.wait(until: deadline) {} }
+    }
+
+    // MARK: state
+
+    /// The page's state, made at most about three times a second whoever asks.
+    func state() -> WebState {
+        let now = ContinuousClock.now
+        if let cached = lock.withLock({ cached }), now - cached.at < .milliseconds(300) { return cached.state }
+        var state = WebState(device: .init(name: device.name, id: device.id.description))
+        let status = try? ControlClient.request(.status, paths: paths)
+        state.agent = .init(
+            running: status != nil, port: status?.port, localsend: status?.localsend,
+            inbox: (status?.inbox.map { URL(fileURLWithPath: $0) } ?? paths.inbox).path)
+        let trust = (try? TrustStore.load(paths.trustFile))?.devices ?? []
+        let routes = RouteBook.load(paths)
+        state.devices = trust.map { peer in
+            let route = routes[peer.id.description]
+            return .init(
+                name: peer.name, id: peer.id.description, relation: peer.relation.description,
+                address: peer.address?.description, route: route?.route, lastSeen: route?.at, watch: peer.watch)
+        }
+        let known = Set(trust.map(\.id.description))
+        state.nearby =
+            DiscoveredPeer.load(paths).filter { !known.contains($0.id) }.map {
+                .init(name: $0.name, kind: "share", detail: nil, address: $0.address.description, lastSeen: $0.lastSeen)
+            }
+            + LocalSendSeen.load(paths).map {
+                .init(
+                    name: $0.alias, kind: "LocalSend",
+                    detail: [$0.deviceModel, $0.deviceType].compactMap { $0 }.joined(separator: ", "),
+                    address: "\($0.host):\($0.port)", lastSeen: $0.lastSeen)
+            }
+        state.pending = PendingOffers.load(paths).entries.filter { $0.answer == nil }.map { entry in
+            .init(
+                id: entry.id, from: entry.fromName, created: entry.created,
+                items: entry.items.map {
+                    .init(title: $0.title, label: $0.label, kind: $0.kind, size: $0.size, image: $0.image)
+                })
+        }
+        state.jobs = (status?.jobs ?? []).sorted { $0.created > $1.created }.map { job in
+            var line = WebState.Job(
+                id: job.id, to: job.to, state: job.state.rawValue, summary: job.summary, error: job.lastError,
+                created: job.created, bytesSent: job.bytesSent)
+            if let progress = job.progress, !job.state.isFinal {
+                line.item = progress.item
+                // The session's bytes when the sender knows them, else the item's.
+                if progress.total > 0 {
+                    line.bytes = progress.bytes
+                    line.total = progress.total
+                } else {
+                    line.bytes = progress.itemBytes
+                    line.total = progress.itemTotal
+                }
+                line.rate = progress.rate
+            }
+            return line
+        }
+        let box = AgentInbox(directory: URL(fileURLWithPath: state.agent.inbox, isDirectory: true))
+        state.texts = box.history.entries().suffix(50).reversed().map {
+            .init(date: $0.date, from: $0.from, type: $0.type, text: $0.text)
+        }
+        state.inbox = box.listing().flatMap { peer in
+            peer.items.map {
+                WebState.InboxItem(
+                    from: peer.name, name: $0.name, folder: $0.folder, size: $0.size,
+                    modified: Date(timeIntervalSince1970: TimeInterval($0.modified)),
+                    kind: $0.folder
+                        ? "folder" : PendingOffers.kind(of: Self.type(of: $0.name).identifier, label: $0.name))
+            }
+        }.sorted { $0.modified > $1.modified }
+        state.pairing = lock.withLock { pairing }
+        lock.withLock { cached = (now, state) }
+        return state
+    }
+
+    private func invalidate() { lock.withLock { cached = nil } }
+
+    static func type(of name: String) -> UTType {
+        let ext = (name as NSString).pathExtension
+        return ext.isEmpty ? .data : UTType(filenameExtension: ext) ?? .data
+    }
+
+    static func mime(of name: String) -> String { type(of: name).preferredMIMEType ?? "application/octet-stream" }
+
+    // MARK: pending offers
+
+    /// A pending offer's preview image: only a name an offer lists.
+    func preview(_ name: String) throws -> ([UInt8], String) {
+        let listed = PendingOffers.load(paths).entries.contains { $0.items.contains { $0.image == name } }
+        guard listed, (try? Directory.checkName(name)) != nil else { throw HTTPFailure(404, "no such preview") }
+        let folder = try Directory.open(PendingOffers.folder(paths).path)
+        guard let bytes = try folder.readFile(name, limit: 16 << 20) else { throw HTTPFailure(404, "no such preview") }
+        return (bytes, Self.mime(of: name))
+    }
+
+    /// `share accept ID` / `share decline ID --reason R`.
+    func answer(_ id: String, accept: Bool, reason: String?) throws -> String {
+        let reason = reason.map { OutgoingItem.title($0) }
+        guard let entry = try PendingOffers.answer(id, accept ? .accepted : .declined, reason: reason, paths: paths)
+        else { throw HTTPFailure(404, "no offer \(id) waits for an answer") }
+        invalidate()
+        let phone = entry.from.hasPrefix("localsend:")
+        return accept
+            ? "accepted \(entry.items.count) item(s) from \(entry.fromName): "
+                + (phone ? "they arrive now if it still waits" : "they arrive when it offers them again")
+            : "declined \(entry.items.count) item(s) from \(entry.fromName)"
+    }
+
+    // MARK: jobs
+
+    /// `share cancel JOB`.
+    func cancel(_ id: String) throws -> String {
+        do {
+            let answer = try ControlClient.request(.cancel(id: id), paths: paths)
+            invalidate()
+            return "cancelled job \(answer.job?.id ?? id) to \(answer.job?.to ?? "?")"
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
+    }
+
+    struct SendRequest: Codable {
+        var to: [String]
+        var uploads: [String]?
+        var text: String?
+    }
+
+    struct SendAnswer: Codable {
+        var jobs: [[String: String]] = []
+        var errors: [String] = []
+    }
+
+    /// `share send FILE… --text T --to A --to B` with the agent running: one job per device in its outbox.
+    func send(_ request: SendRequest) throws -> SendAnswer {
+        guard !request.to.isEmpty else { throw HTTPFailure(400, "pick a device to send to") }
+        guard ControlClient.agentIsRunning(paths) else {
+            throw HTTPFailure(
+                503, "no agent runs for this device: start one with share agent (the page sends through it)")
+        }
+        var items = SendItems()
+        let folder = try uploads()
+        for token in request.uploads ?? [] {
+            guard token.count == 32, token.allSatisfy(\.isHexDigit),
+                let upload = try? folder.directory(token), let name = upload.entries().first
+            else { throw HTTPFailure(404, "no upload \(token): drop the file again") }
+            try items.add(paths: [
+                URL(fileURLWithPath: Self.uploadsPath(paths)).appendingPathComponent(token).appendingPathComponent(name)
+            ])
+        }
+        if let text = request.text, !text.isEmpty { items.texts = [text] }
+        guard !items.shareItems.isEmpty else { throw HTTPFailure(400, "nothing to send: drop a file or type a text") }
+        let client = ShareClient(device: device)
+        var answer = SendAnswer()
+        for peer in request.to {
+            var options = ShareClient.SendOptions()
+            options.queue = true
+            do {
+                let delivery = try client.sendNow(items.shareItems, to: peer, options: options)
+                answer.jobs.append(["to": peer, "job": delivery.job ?? "?"])
+            } catch let failure as ShareFailure {
+                answer.errors.append("\(peer): \(failure.message)")
+            } catch {
+                answer.errors.append("\(peer): \(error)")
+            }
+        }
+        invalidate()
+        return answer
+    }
+
+    // MARK: uploads
+
+    static func uploadsPath(_ paths: DevicePaths) -> String { paths.state.appendingPathComponent("web/uploads").path }
+
+    private func uploads() throws -> Directory {
+        let web = try Directory.open(paths.state.path, create: true).directory("web", create: true)
+        return try web.directory("uploads", create: true)
+    }
+
+    /// A file dropped on the page: its body, `length` bytes, kept under a token until the jobs that send it end.
+    func upload(name raw: String, length: UInt64, from http: HTTPConnection) throws -> String {
+        let name = OutgoingItem.title((raw as NSString).lastPathComponent)
+        guard !name.isEmpty, name != ".", name != "..", (try? Directory.checkName(name)) != nil else {
+            try http.discard(length)
+            throw HTTPFailure(400, "a file needs a name")
+        }
+        let folder = try uploads()
+        if let free = folder.freeSpace, free < length + (64 << 20) {
+            throw HTTPFailure(
+                507,
+                "not enough free space for \(name): \(ProgressReporter.bytes(length)) asked, \(ProgressReporter.bytes(free)) free"
+            )
+        }
+        let token = WebServer.randomToken().prefix(32).lowercased()
+        let upload = try folder.directory(String(token), create: true)
+        var kept = false
+        defer { if !kept { _ = try? folder.removeTree(String(token)) } }
+        let file = try upload.openFile(name, .create)
+        defer { file.close() }
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
+        var offset: UInt64 = 0
+        while offset < length {
+            let n = try buffer.withUnsafeMutableBytes {
+                try http.read(
+                    into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(UInt64($0.count), length - offset))]))
+            }
+            guard n > 0 else { throw HTTPFailure(400, "the upload of \(name) ended at \(offset) of \(length) bytes") }
+            try file.write(buffer[0..<n], at: offset)
+            offset += UInt64(n)
+        }
+        kept = true
+        return String(token)
+    }
+
+    /// Removes uploads no job still needs: those older than ten minutes that no unfinished job names.
+    func sweepUploads() {
+        guard let folder = try? uploads() else { return }
+        guard let status = try? ControlClient.request(.status, paths: paths) else { return }
+        let base = Self.uploadsPath(paths) + "/"
+        var needed: Set<String> = []
+        for job in status.jobs ?? [] where !job.state.isFinal {
+            for path in (job.items ?? []).compactMap(\.path) + job.files where path.hasPrefix(base) {
+                needed.insert(String(path.dropFirst(base.count).prefix { $0 != "/" }))
+            }
+        }
+        let now = Int64(Date().timeIntervalSince1970)
+        for token in folder.entries() where !needed.contains(token) {
+            guard let info = folder.info(token), now - info.modified > 600 else { continue }
+            _ = try? folder.removeTree(token)
+        }
+    }
+
+    // MARK: inbox
+
+    private func inboxDirectory() throws -> Directory {
+        let path = state().agent.inbox
+        do {
+            return try Directory.open(path)
+        } catch {
+            throw HTTPFailure(404, "the inbox \(path) does not exist yet")
+        }
+    }
+
+    /// A received file, shown in the browser or downloaded. A folder is opened where it is, not served.
+    func serveInboxFile(from: String, name: String, download: Bool, http: HTTPConnection) throws {
+        guard (try? Directory.checkName(from)) != nil, (try? Directory.checkName(name)) != nil, !from.hasPrefix(".")
+        else { throw HTTPFailure(404, "no such item") }
+        let peer: Directory
+        do {
+            peer = try inboxDirectory().directory(from)
+        } catch let failure as HTTPFailure {
+            throw failure
+        } catch {
+            throw HTTPFailure(404, "no such item")
+        }
+        guard let info = peer.info(name) else { throw HTTPFailure(404, "no such item") }
+        guard info.kind == .file else {
+            throw HTTPFailure(409, "\(name) is a folder: open it in \(state().agent.inbox)/\(from)")
+        }
+        let file = try peer.openFile(name, .read)
+        defer { file.close() }
+        let size = try file.size
+        var head = "HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n"
+        for (key, value) in WebServer.fileHeaders(type: Self.mime(of: name), download: download ? name : nil) {
+            head += "\(key): \(value)\r\n"
+        }
+        try http.write(Array((head + "\r\n").utf8))
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
+        var offset: UInt64 = 0
+        while offset < size {
+            let n = try buffer.withUnsafeMutableBytes { try file.read(into: $0, at: offset) }
+            guard n > 0 else { throw HTTPFailure(500, "\(name) shrank while it was read") }
+            try buffer.withUnsafeBytes { try http.write(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += UInt64(n)
+        }
+    }
+
+    /// Removes a received item (a file, or a folder with what it holds).
+    func remove(from: String, name: String) throws -> String {
+        guard (try? Directory.checkName(from)) != nil, (try? Directory.checkName(name)) != nil, !from.hasPrefix(".")
+        else { throw HTTPFailure(404, "no such item") }
+        guard let peer = try? inboxDirectory().directory(from), (try? peer.removeTree(name)) == true else {
+            throw HTTPFailure(404, "no such item")
+        }
+        invalidate()
+        return "removed \(name) from \(from)"
+    }
+
+    // MARK: pairing
+
+    struct PairRequest: Codable {
+        /// The waiting device (a name on the LAN, or HOST:PORT); nil: this device waits.
+        var peer: String?
+        /// `trusted`, `team` or `group`.
+        var relation: String?
+        var group: String?
+    }
+
+    /// `share pair [NAME] [--team | --group G]`, its code compared on the page.
+    func pair(_ request: PairRequest) throws -> String {
+        var options = Pairing.Options()
+        switch request.relation ?? "trusted" {
+        case "team": options.relation = .team
+        case "trusted": options.relation = .trusted
+        case "group":
+            guard let group = request.group, !group.isEmpty else { throw HTTPFailure(400, "a group needs a name") }
+            options.relation = .group(group)
+        default: throw HTTPFailure(400, "relation is trusted, team or group")
+        }
+        options.agentPort = try AgentPort.current(paths)
+        options.announce = (21_847, nil)
+        let busy = lock.withLock { () -> Bool in
+            if pairing.state == "waiting" || pairing.state == "connecting" || pairing.state == "confirm" { return true }
+            pairing = PairingState(state: request.peer == nil ? "waiting" : "connecting")
+            pairingAnswer = nil
+            return false
+        }
+        guard !busy else { throw HTTPFailure(409, "a pairing is under way") }
+        invalidate()
+        let device = self.device
+        let settings = options
+        let confirm: Pairing.Confirm = { [self] name, id, code in
+            lock.withLock {
+                pairing.state = "confirm"
+                pairing.peer = name
+                pairing.id = id.description
+                pairing.code = code
+                cached = nil
+                let deadline = Date().addingTimeInterval(settings.decisionTimeout)
+                while pairingAnswer == nil && !stopping && lock.wait(until: deadline) {}
+                let yes = pairingAnswer ?? false
+                pairingAnswer = nil
+                pairing.state = yes ? "confirmed" : "declined"
+                return yes
+            }
+        }
+        let thread = Thread { [self] in
+            var message: String
+            var outcome = "failed"
+            do {
+                let result: Pairing.Outcome
+                if let peer = request.peer {
+                    let target =
+                        try PeerAddress(parsing: peer)
+                        ?? Pairing.find(name: peer, discoveryPort: 21_847, interface: nil, timeout: 15)
+                    result = try Pairing.connect(device: device, to: target, options: settings, confirm: confirm)
+                } else {
+                    result = try Pairing.listen(
+                        device: device, host: "::", port: 0, options: settings,
+                        ready: { [self] bound in
+                            lock.withLock {
+                                pairing.message =
+                                    "waiting to pair as \(device.name); on the other device run: share pair \(device.name) (or share pair HOST:\(bound))"
+                                cached = nil
+                            }
+                        }, confirm: confirm)
+                }
+                outcome = "paired"
+                message = "paired: now trusting \(result.peer.name) as \(result.peer.relation)"
+            } catch let failure as ShareFailure {
+                message = failure.message
+            } catch {
+                message = "\(error)"
+            }
+            lock.withLock {
+                pairing.state = outcome
+                pairing.message = message
+                cached = nil
+            }
+        }
+        thread.name = "share-web-pair"
+        thread.start()
+        return request.peer == nil ? "waiting to pair" : "looking for \(request.peer!)"
+    }
+
+    /// The user's answer to "does the other device show the same code?".
+    func confirmPairing(_ yes: Bool) throws -> String {
+        try lock.withLock {
+            guard pairing.state == "confirm" else { throw HTTPFailure(409, "no pairing waits for an answer") }
+            pairingAnswer = yes
+            lock.broadcast()
+            cached = nil
+            return yes ? "confirmed" : "declined"
+        }
+    }
+}
+
+/// What the page shows, as JSON.
+struct WebState: Encodable {
+    struct DeviceLine: Encodable {
+        var name: String
+        var id: String
+    }
+    struct Agent: Encodable {
+        var running = false
+        var port: Int?
+        var localsend: String?
+        var inbox = ""
+    }
+    struct Peer: Encodable {
+        var name: String
+        var id: String
+        var relation: String
+        var address: String?
+        var route: String?
+        var lastSeen: Date?
+        var watch: Bool
+    }
+    struct Nearby: Encodable {
+        var name: String
+        var kind: String
+        var detail: String?
+        var address: String
+        var lastSeen: Date
+    }
+    struct Pending: Encodable {
+        struct Item: Encodable {
+            var title: String
+            var label: String
+            var kind: String
+            var size: UInt64?
+            var image: String?
+        }
+        var id: String
+        var from: String
+        var created: Date
+        var items: [Item]
+    }
+    struct Job: Encodable {
+        var id: String
+        var to: String
+        var state: String
+        var summary: String
+        var error: String?
+        var created: Date
+        var bytesSent: UInt64
+        var item: String?
+        var bytes: UInt64?
+        var total: UInt64?
+        var rate: UInt64?
+    }
+    struct Text: Encodable {
+        var date: Date
+        var from: String
+        var type: String
+        var text: String
+    }
+    struct InboxItem: Encodable {
+        var from: String
+        var name: String
+        var folder: Bool
+        var size: UInt64
+        var modified: Date
+        var kind: String
+    }
+
+    var device: DeviceLine
+    var agent = Agent()
+    var devices: [Peer] = []
+    var nearby: [Nearby] = []
+    var pending: [Pending] = []
+    var jobs: [Job] = []
+    var texts: [Text] = []
+    var inbox: [InboxItem] = []
+    var pairing = PairingState()
+}
+
+/// Where a pairing started on the page stands: idle, waiting, connecting, confirm (the code shown, an answer wanted),
+/// confirmed or declined, paired, failed.
+struct PairingState: Codable, Equatable {
+    var state = "idle"
+    var message: String?
+    var peer: String?
+    var id: String?
+    var code: String?
+}

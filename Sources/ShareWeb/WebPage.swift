@@ -1,0 +1,269 @@
+/// The page itself: plain HTML, CSS and a small script, served from the binary. The script builds every line with
+/// `textContent` (a peer's names and texts are never markup) and follows the agent through server-sent events.
+enum WebPage {
+    static func html(csrf: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="csrf" content="\(csrf)">
+        <title>share</title>
+        <link rel="stylesheet" href="/app.css">
+        </head>
+        <body>
+        <header><h1>share</h1><span id="me"></span><span id="agent"></span></header>
+        <p id="notice" role="status"></p>
+        <main>
+        <section id="pending"><h2>Waiting for your answer</h2><div class="list"></div></section>
+        <section id="send"><h2>Send</h2>
+          <div id="drop" tabindex="0">Drop files here, or <label>choose them<input id="files" type="file" multiple></label></div>
+          <ul id="chosen"></ul>
+          <textarea id="text" rows="2" placeholder="or type a text"></textarea>
+          <p>To: <span id="targets"></span></p>
+          <button id="send-button">Send</button>
+        </section>
+        <section id="jobs"><h2>Sends</h2><div class="list"></div></section>
+        <section id="devices"><h2>Devices</h2><table class="list"><thead><tr><th>Name</th><th>Relation</th><th>Route</th><th>Last seen</th></tr></thead><tbody></tbody></table>
+          <h3>On this network</h3><div id="nearby"></div></section>
+        <section id="inbox"><h2>Received</h2><div id="texts"></div><div class="list"></div></section>
+        <section id="pair"><h2>Pair a device</h2>
+          <div id="pair-start">
+            <input id="pair-peer" placeholder="its name, or HOST:PORT (empty: this device waits)">
+            <select id="pair-relation"><option value="trusted">trusted</option><option value="team">one of mine</option></select>
+            <button id="pair-button">Pair</button>
+          </div>
+          <div id="pair-state"></div>
+        </section>
+        </main>
+        <script src="/app.js"></script>
+        </body>
+        </html>
+        """
+    }
+
+    static let style = """
+        body { font: 15px/1.4 system-ui, sans-serif; margin: 0; background: #f6f6f4; color: #222; }
+        header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1.2em; background: #2d3b45; color: #fff; }
+        header h1 { margin: 0; font-size: 1.3em; }
+        #agent.off { color: #ffb4a8; }
+        main { display: grid; grid-template-columns: repeat(auto-fit, minmax(380px, 1fr)); gap: 1em; padding: 1em; }
+        section { background: #fff; border-radius: 8px; padding: .4em 1em 1em; box-shadow: 0 1px 3px #0002; }
+        h2 { font-size: 1.05em; } h3 { font-size: .95em; color: #555; }
+        .offer, .job, .item, .text { border-top: 1px solid #eee; padding: .5em 0; }
+        .offer img { max-width: 160px; max-height: 120px; display: block; margin: .3em 0; border-radius: 4px; }
+        .muted { color: #777; font-size: .9em; }
+        progress { width: 100%; height: 1em; }
+        #drop { border: 2px dashed #9aa; border-radius: 8px; padding: 1.5em; text-align: center; color: #567; }
+        #drop.over { background: #eef6f6; border-color: #388; }
+        #drop input { display: none; } #drop label { text-decoration: underline; cursor: pointer; }
+        textarea, #pair-peer { width: 100%; box-sizing: border-box; margin-top: .5em; }
+        table { width: 100%; border-collapse: collapse; } td, th { text-align: left; padding: .2em .4em; }
+        button { margin-right: .4em; }
+        #notice { margin: .5em 1.2em 0; min-height: 1.2em; }
+        #notice.error { color: #b00; }
+        .code { font: 2em monospace; letter-spacing: .15em; }
+        """
+
+    static let script = #"""
+        "use strict";
+        const csrf = document.querySelector('meta[name="csrf"]').content;
+        const $ = (selector) => document.querySelector(selector);
+        let chosen = [];
+        let targets = new Set();
+
+        function el(tag, text, attributes) {
+          const node = document.createElement(tag);
+          if (text !== undefined && text !== null) node.textContent = text;
+          for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+          return node;
+        }
+        function bytes(n) {
+          if (n === undefined || n === null) return "";
+          const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+          let i = 0; while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+          return (i ? n.toFixed(1) : n) + " " + units[i];
+        }
+        function ago(date) {
+          if (!date) return "never";
+          const s = Math.max(0, Math.round((Date.now() - new Date(date)) / 1000));
+          return s < 60 ? s + " s ago" : s < 3600 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " h ago";
+        }
+        function say(text, error) { const n = $("#notice"); n.textContent = text; n.className = error ? "error" : ""; }
+        async function post(url, body, type) {
+          const headers = { "X-CSRF-Token": csrf };
+          if (type) headers["Content-Type"] = type;
+          const response = await fetch(url, { method: "POST", headers, body, credentials: "same-origin" });
+          const text = await response.text();
+          if (!response.ok) throw new Error(text.trim() || response.statusText);
+          return JSON.parse(text);
+        }
+        function act(promise) { promise.then((a) => say(a.said || "done")).catch((e) => say(e.message, true)); }
+        function q(params) { return new URLSearchParams(params).toString(); }
+
+        function render(state) {
+          $("#me").textContent = state.device.name + " · " + state.device.id.slice(0, 7);
+          const agent = $("#agent");
+          agent.textContent = state.agent.running ? "agent on port " + state.agent.port : "no agent runs: start one with share agent";
+          agent.className = state.agent.running ? "" : "off";
+          renderPending(state.pending);
+          renderJobs(state.jobs);
+          renderDevices(state);
+          renderInbox(state);
+          renderPairing(state.pairing);
+        }
+
+        function renderPending(pending) {
+          const list = $("#pending .list"); list.replaceChildren();
+          if (!pending.length) list.append(el("p", "Nothing waits.", { class: "muted" }));
+          for (const offer of pending) {
+            const box = el("div", null, { class: "offer", "data-id": offer.id });
+            box.append(el("strong", offer.from), el("span", " offers " + offer.items.length + " item(s)", { class: "muted" }));
+            for (const item of offer.items) {
+              const line = el("div", null, { class: "offered" });
+              line.append(el("span", item.title, { class: "title" }), el("span", " — " + item.kind + (item.size != null ? ", " + bytes(item.size) : ""), { class: "muted" }));
+              if (item.image) line.append(el("img", null, { src: "/api/preview?" + q({ name: item.image }), alt: "preview of " + item.title }));
+              box.append(line);
+            }
+            const accept = el("button", "Accept", { class: "accept" });
+            accept.onclick = () => act(post("/api/pending/accept?" + q({ id: offer.id })));
+            const decline = el("button", "Decline", { class: "decline" });
+            decline.onclick = () => act(post("/api/pending/decline?" + q({ id: offer.id })));
+            box.append(accept, decline);
+            list.append(box);
+          }
+        }
+
+        function renderJobs(jobs) {
+          const list = $("#jobs .list"); list.replaceChildren();
+          if (!jobs.length) list.append(el("p", "No sends yet.", { class: "muted" }));
+          for (const job of jobs.slice(0, 30)) {
+            const box = el("div", null, { class: "job", "data-id": job.id, "data-state": job.state });
+            box.append(el("strong", job.to), el("span", " " + job.state + " · " + job.summary, { class: "muted state" }));
+            if (job.total) {
+              const bar = el("progress", null, { max: String(job.total), value: String(job.bytes || 0) });
+              box.append(bar, el("div", (job.item || "") + " " + bytes(job.bytes) + " of " + bytes(job.total) + (job.rate ? ", " + bytes(job.rate) + "/s" : ""), { class: "muted" }));
+            } else if (job.state === "delivered") {
+              box.append(el("div", bytes(job.bytesSent) + " sent", { class: "muted" }));
+            }
+            if (job.error) box.append(el("div", job.error, { class: "muted" }));
+            if (!["delivered", "failed", "cancelled"].includes(job.state)) {
+              const cancel = el("button", "Cancel", { class: "cancel" });
+              cancel.onclick = () => act(post("/api/jobs/cancel?" + q({ id: job.id })));
+              box.append(cancel);
+            }
+            list.append(box);
+          }
+        }
+
+        function target(name, kind) {
+          const label = el("label", null, { class: "target" });
+          const box = el("input", null, { type: "checkbox", value: name, "data-kind": kind });
+          box.checked = targets.has(name);
+          box.onchange = () => { if (box.checked) targets.add(name); else targets.delete(name); };
+          label.append(box, document.createTextNode(" " + name + " "));
+          return label;
+        }
+
+        function renderDevices(state) {
+          const body = $("#devices tbody"); body.replaceChildren();
+          const picks = $("#targets"); picks.replaceChildren();
+          for (const peer of state.devices) {
+            const row = el("tr", null, { "data-id": peer.id });
+            row.append(el("td", peer.name), el("td", peer.relation + (peer.watch ? " (watch)" : "")), el("td", peer.route || "—"), el("td", ago(peer.lastSeen)));
+            body.append(row);
+            picks.append(target(peer.name, "share"));
+          }
+          const nearby = $("#nearby"); nearby.replaceChildren();
+          if (!state.nearby.length) nearby.append(el("p", "No other device heard.", { class: "muted" }));
+          for (const peer of state.nearby) {
+            nearby.append(el("div", peer.name + " — " + peer.kind + (peer.detail ? " (" + peer.detail + ")" : "") + ", " + peer.address + ", " + ago(peer.lastSeen), { class: "item" }));
+            if (peer.kind === "LocalSend") picks.append(target(peer.name, "LocalSend"));
+          }
+          if (!picks.children.length) picks.append(el("span", "no device yet: pair one below", { class: "muted" }));
+        }
+
+        function renderInbox(state) {
+          const texts = $("#texts"); texts.replaceChildren();
+          for (const text of state.texts.slice(0, 20)) {
+            const box = el("div", null, { class: "text" });
+            box.append(el("span", text.from + ", " + ago(text.date) + ": ", { class: "muted" }), el("span", text.text, { class: "body" }));
+            texts.append(box);
+          }
+          const list = $("#inbox .list"); list.replaceChildren();
+          if (!state.inbox.length && !state.texts.length) list.append(el("p", "Nothing received yet.", { class: "muted" }));
+          for (const item of state.inbox) {
+            const box = el("div", null, { class: "item", "data-name": item.name, "data-from": item.from });
+            box.append(el("strong", item.name), el("span", " from " + item.from + " — " + item.kind + ", " + bytes(item.size) + ", " + ago(item.modified) + " ", { class: "muted" }));
+            if (!item.folder) {
+              const where = "/api/inbox/file?" + q({ from: item.from, name: item.name });
+              box.append(el("a", "open", { href: where, target: "_blank", rel: "noopener" }), document.createTextNode(" "), el("a", "download", { href: where + "&download=1" }), document.createTextNode(" "));
+            }
+            const remove = el("button", "Remove", { class: "remove" });
+            remove.onclick = () => act(post("/api/inbox/remove?" + q({ from: item.from, name: item.name })));
+            box.append(remove);
+            list.append(box);
+          }
+        }
+
+        function renderPairing(pairing) {
+          const box = $("#pair-state"); box.replaceChildren();
+          box.setAttribute("data-state", pairing.state);
+          if (pairing.state === "idle") return;
+          if (pairing.message) box.append(el("p", pairing.message));
+          if (pairing.state === "confirm") {
+            box.append(el("p", "Pairing with " + pairing.peer + ". Does the other device show the same code?"), el("div", pairing.code, { class: "code" }));
+            const yes = el("button", "They match", { id: "pair-yes" });
+            yes.onclick = () => act(post("/api/pair/confirm?answer=yes"));
+            const no = el("button", "They differ", { id: "pair-no" });
+            no.onclick = () => act(post("/api/pair/confirm?answer=no"));
+            box.append(yes, no);
+          } else if (pairing.state !== "paired" && pairing.state !== "failed") {
+            box.append(el("p", pairing.state + "…", { class: "muted" }));
+          }
+        }
+
+        function choose(files) {
+          for (const file of files) chosen.push(file);
+          const list = $("#chosen"); list.replaceChildren();
+          for (const file of chosen) list.append(el("li", file.name + " (" + bytes(file.size) + ")"));
+        }
+        const drop = $("#drop");
+        drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+        drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+        drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); choose(e.dataTransfer.files); });
+        $("#files").addEventListener("change", (e) => { choose(e.target.files); e.target.value = ""; });
+
+        $("#send-button").onclick = async () => {
+          const text = $("#text").value;
+          const to = [...targets];
+          if (!to.length) { say("pick a device to send to", true); return; }
+          if (!chosen.length && !text) { say("drop a file or type a text", true); return; }
+          try {
+            const uploads = [];
+            for (const file of chosen) {
+              say("reading " + file.name + "…");
+              uploads.push((await post("/api/upload?" + q({ name: file.name }), file, "application/octet-stream")).upload);
+            }
+            const answer = await post("/api/send", JSON.stringify({ to, uploads, text }), "application/json");
+            chosen = []; $("#chosen").replaceChildren(); $("#text").value = "";
+            say(answer.jobs.map((j) => "queued job " + j.job + " for " + j.to).concat(answer.errors).join("; "), answer.errors.length > 0);
+          } catch (e) { say(e.message, true); }
+        };
+
+        $("#pair-button").onclick = () => {
+          const peer = $("#pair-peer").value.trim();
+          act(post("/api/pair", JSON.stringify({ peer: peer || null, relation: $("#pair-relation").value }), "application/json"));
+        };
+
+        function follow() {
+          const events = new EventSource("/api/events");
+          events.addEventListener("state", (e) => render(JSON.parse(e.data)));
+          events.onerror = () => { say("the page lost the agent's updates; trying again…", true); };
+          events.onopen = () => { if ($("#notice").className === "error") say(""); };
+        }
+        fetch("/api/state", { credentials: "same-origin" }).then((r) => r.json()).then(render).catch(() => {});
+        follow();
+        """#
+}

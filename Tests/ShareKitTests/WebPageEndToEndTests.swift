@@ -1,0 +1,170 @@
+import Foundation
+import Glibc
+import Testing
+
+extension EndToEndAgents {
+    /// The agent's page (`share agent --web`): what its guards refuse, byte for byte on a socket, and the page itself
+    /// driven in a real browser (Tests/Browser/page_test.py: chromium through chromium-driver and selenium).
+    @Suite(.serialized) struct WebPageEndToEndTests {
+        static let browserScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Browser/page_test.py")
+
+        /// One raw HTTP/1.1 exchange on a new loopback connection: the status line and the whole answer.
+        func exchange(_ port: Int, _ request: String) throws -> (status: Int, text: String) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else { throw TestFailure("cannot connect to the page") }
+            let bytes = Array(request.utf8)
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                answer += buffer[0..<n]
+                let text = String(decoding: answer, as: UTF8.self)
+                // One answer is enough: its head, and a body of the length it gives.
+                if let end = text.range(of: "\r\n\r\n"),
+                    let length = text[..<end.lowerBound].split(separator: "\r\n").first(where: {
+                        $0.lowercased().hasPrefix("content-length:")
+                    }).flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
+                    answer.count >= text.utf8.distance(from: text.utf8.startIndex, to: end.upperBound) + length
+                {
+                    break
+                }
+            }
+            let text = String(decoding: answer, as: UTF8.self)
+            let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+            return (status, text)
+        }
+
+        @Test func theSecretTheHostTheOriginAndTheTokenGuardEveryRequest() throws {
+            let desk = try TestDevice("desk")
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
+            defer { agent.stop() }
+            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
+            let address = String(try #require(line.split(separator: " ").last))
+            let port = try #require(Int(address.split(separator: ":")[2].prefix { $0.isNumber }))
+            let secret = try #require(address.split(separator: "=").last.map(String.init))
+            let host = "Host: 127.0.0.1:\(port)\r\n"
+
+            // Without the secret, or with a wrong one: nothing.
+            let bare = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
+            #expect(bare.status == 401 && !bare.text.contains("<html"), "\(bare.text)")
+            let state = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\r\n")
+            #expect(state.status == 401 && !state.text.contains("desk"), "\(state.text)")
+            let wrong = try exchange(port, "GET /?token=\(String(secret.reversed())) HTTP/1.1\r\n\(host)\r\n")
+            #expect(wrong.status == 401 && !wrong.text.contains("Set-Cookie"), "\(wrong.text)")
+            // The secret under another host name (a rebinding page's): refused before it is looked at.
+            let rebound = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\nHost: attacker.example:\(port)\r\n\r\n")
+            #expect(rebound.status == 403 && !rebound.text.contains("Set-Cookie"), "\(rebound.text)")
+
+            // The secret opens a session: a cookie, and the address without the secret.
+            let opened = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n")
+            #expect(opened.status == 303 && opened.text.contains("Location: /\r\n"), "\(opened.text)")
+            let cookieLine = try #require(opened.text.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
+            #expect(cookieLine.contains("HttpOnly") && cookieLine.contains("SameSite=Strict"))
+            let cookie = "Cookie: " + String(cookieLine.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+            let page = try exchange(port, "GET / HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(page.status == 200 && page.text.contains("Content-Security-Policy"), "\(page.text.prefix(400))")
+            let csrf = try #require(
+                page.text.range(of: "name=\"csrf\" content=\"").map { page.text[$0.upperBound...].prefix(64) })
+            let json = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(json.status == 200 && json.text.contains("\"name\":\"desk\""), "\(json.text.prefix(400))")
+
+            // Another site's page, even with the cookie (same site, another port): refused by its Origin.
+            let foreign = try exchange(
+                port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)Origin: http://127.0.0.1:\(port + 1)\r\n\r\n")
+            #expect(foreign.status == 403 && !foreign.text.contains("desk"), "\(foreign.text)")
+            // A change without the page's token, or with another: refused; with it, carried out.
+            let forged = try exchange(
+                port, "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)Content-Length: 0\r\n\r\n")
+            #expect(forged.status == 403, "\(forged.text)")
+            let other = try exchange(
+                port,
+                "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)X-CSRF-Token: \(String(repeating: "0", count: 64))\r\nContent-Length: 0\r\n\r\n"
+            )
+            #expect(other.status == 403, "\(other.text)")
+            let honest = try exchange(
+                port,
+                "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)X-CSRF-Token: \(csrf)\r\nContent-Length: 0\r\n\r\n"
+            )
+            #expect(honest.status == 409 && honest.text.contains("no pairing waits"), "\(honest.text)")
+            // A received file and a preview are served only by names the inbox and the pending book hold.
+            let climbing = try exchange(
+                port, "GET /api/inbox/file?from=..&name=passwd HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(climbing.status == 404, "\(climbing.text)")
+            let preview = try exchange(port, "GET /api/preview?name=../../keys.pem HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(preview.status == 404, "\(preview.text)")
+        }
+
+        /// Two requests on one connection, the second sent only after the first was answered (as browsers reuse
+        /// connections): both answered. The second once waited forever, its head never searched.
+        @Test func aKeptAliveConnectionCarriesTheNextRequest() throws {
+            let desk = try TestDevice("desk")
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
+            defer { agent.stop() }
+            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
+            let port = try #require(Int(line.split(separator: ":")[3].prefix { $0.isNumber }))
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            // Opening the session (a 303 that keeps the connection), then the state with the cookie it set.
+            let secret = try #require(line.split(separator: "=").last)
+            var cookie = ""
+            // The first request longer than the second, as a browser's first (with its Accept lines) often is.
+            let padding = "Accept: " + String(repeating: "text/html;q=0.9, ", count: 40) + "*/*\r\n"
+            for (round, target) in ["/?token=\(secret)", "/api/state"].enumerated() {
+                let request = Array(
+                    "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(round == 0 ? padding : cookie)\r\n".utf8)
+                _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                #expect(n > 0, "request \(round) was not answered")
+                let answer = String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
+                #expect(answer.hasPrefix(round == 0 ? "HTTP/1.1 303" : "HTTP/1.1 200"), "\(answer)")
+                if let set = answer.split(separator: "\r\n").first(where: { $0.hasPrefix("Set-Cookie: ") }) {
+                    cookie = "Cookie: " + set.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" } + "\r\n"
+                }
+            }
+        }
+
+        @Test func theBrowserDrivesThePage() throws {
+            let work = try TestDevice("browser").directory
+            let shots = URL(fileURLWithPath: ProcessInfo.processInfo.environment["SHARE_WEB_SCREENSHOTS"] ?? work.path)
+                .appendingPathComponent("screenshots")
+            let result = runTool(
+                "/usr/bin/python3",
+                [Self.browserScript.path, ShareBinary.url.path, work.path, "--screenshots", shots.path],
+                timeout: 240)
+            // The browser's own steps and the screenshots' paths, for the test log.
+            print(result.output.split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n"))
+            #expect(result.status == 0 && result.output.contains("every check passed"), "\(result.output.suffix(3000))")
+            for view in ["1-devices", "2-pending-offer", "3-inbox", "5-progress", "6-cancelled", "8-pairing-code"] {
+                #expect(
+                    FileManager.default.fileExists(atPath: shots.appendingPathComponent("\(view).png").path), "\(view)")
+            }
+        }
+    }
+}
