@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
 # profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
-# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, a watch; a send by code to
+# catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, the page in a headless
+# browser with a pending offer and its preview, a watch; a send by code to
 # a device that never paired and to the `wormhole` command; (as root) a phone running LocalSend; then (as root)
 # the two devices on different networks behind NAT, meeting through a discovery server and a relay. Every step
 # prints what was offered, what was chosen and why.
@@ -141,6 +142,12 @@ OFFER=$($SHARE pending $DESK --json | python3 -c 'import json, sys; print(json.l
 $SHARE accept $DESK "$OFFER" 2>&1 | sed 's/^/   desk | /'
 wait $FRIENDSEND; sed 's/^/    ana | /' "$WORK/friend.err"
 $SHARE inbox $DESK | grep aneto | sed 's/^/   desk | /'
+
+step "7c. the page (share agent --web) in a headless browser: a laptop's offer with its preview, as the desk's user sees it"
+SHOTS=${SHARE_DEMO_SCREENSHOTS:-/var/tmp/share-demo-screenshots}
+/usr/bin/python3 Tests/Browser/page_test.py "$SHARE" "$WORK/page" --screenshots "$SHOTS" --demo 2>&1 |
+  grep -v "^#" | sed 's/^/    page | /'
+[ -s "$SHOTS/2-pending-offer.png" ] && echo "    page | the pending offer with its preview: $SHOTS/2-pending-offer.png"
 
 step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
 WATCH="--config $WORK/watch"

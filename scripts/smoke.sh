@@ -96,7 +96,7 @@ check_bench_links() {
 }
 check_demo() {
   local steps=("^== 1\. a text" "^== 4\. a large file" "^== 5\. a folder" "^== 7\. the agents" "^== 8\. a watch"
-    "^== 8b\. a send by code" "sent 2 of 2 items to visitor by code" "the wormhole command holds the same slides.pdf")
+    "the pending offer with its preview: " "^== 8b\. a send by code" "sent 2 of 2 items to visitor by code" "the wormhole command holds the same slides.pdf")
   [ "$(id -u)" -eq 0 ] && steps+=("^== 8c\. a phone with LocalSend" "the studio's inbox holds the same IMG_0001.jpg"
     "sent 1 file\(s\) and 1 text\(s\) to phone by LocalSend" "^== 9\. beyond the LAN" "via relay 203\.0\.113\.10")
   expect "$1" "${steps[@]}"
