@@ -109,14 +109,14 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
                 Syscalls.close(client)
             }
             Syscalls.setTimeouts(client, seconds: limits.idleTimeout)
-            serve(HTTPConnection(plain: PlainSocket(fd: client)))
+            serve(HTTPConnection(plain: PlainSocket(fd: client)), client)
         }
         thread.name = "share-web"
         thread.stackSize = 1 << 20
         thread.start()
     }
 
-    private func serve(_ http: HTTPConnection) {
+    private func serve(_ http: HTTPConnection, _ client: Int32) {
         while !lock.withLock({ stopping }) {
             let head: HTTPHead
             do {
@@ -138,6 +138,10 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
                     metadata: ["path": "\(head.path)", "status": "\(failure.status)", "why": "\(failure.message)"])
                 try? http.writeResponse(
                     failure.status, headers: Self.textHeaders, body: Array("\(failure.message)\n".utf8), close: true)
+                // The rest of a refused body is read off (a second, 4 MiB at most), so that closing does not reset
+                // the connection under the answer.
+                Syscalls.setTimeouts(client, seconds: 1)
+                try? http.discard(4 << 20)
                 return
             } catch {
                 return
