@@ -105,6 +105,10 @@ check_faults() {
   expect "$1" "^faults survived on 4 MiB: " "^kills survived on 4 MiB: " "^resume of a file on 4 MiB: " "^resume of a folder on 4 MiB: " \
     "Test run with 3 tests? in [0-9]+ suites? passed"
 }
+check_package_deb() {
+  expect "$1" "^package: .*/share_[0-9.]+_amd64\.deb$" "^size: [0-9]+ KiB; installed size: [0-9]+ KiB$" \
+    "^depends: .*libarchive13.*libssl3.*libzstd1" "^contents: [0-9]+ entries, every expected file there$"
+}
 check_gen_builder() { expect "$1" "is current"; }
 check_gen_system_types() { expect "$1" "^[0-9]+ types, [0-9]+ static members$"; }
 
@@ -116,6 +120,7 @@ smoke bench-compare 60 bash scripts/bench-compare.sh "$(bin_dir)/share" "$(bin_d
 smoke bench-watch 60 bash scripts/bench-watch.sh 30 3
 smoke bench-wormhole 90 bash scripts/bench-wormhole.sh 4 1
 smoke faults 180 bash scripts/faults.sh 4 1 1
+smoke package-deb 90 bash scripts/package-deb.sh
 smoke gen-builder 30 python3 scripts/gen-builder.py --check
 smoke gen-system-types 30 python3 scripts/gen-system-types.py --check
 if [ "$(id -u)" -eq 0 ]; then
@@ -130,6 +135,7 @@ smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
 covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
+  package-deb.sh
   gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "
