@@ -144,7 +144,10 @@ Description: send anything between your machines, as what the receiver understan
  It speaks LocalSend to phones and magic-wormhole codes to anyone.
 CONTROL
 find "$PKG" -type d -exec chmod 0755 {} +
-dpkg-deb --root-owner-group -Zxz --build "$PKG" "$DEB" >/dev/null
+# xz for the real package; a smoke run's throwaway one is compressed fast.
+COMPRESS=(-Zxz)
+[ -n "${SHARE_SMOKE:-}" ] && COMPRESS=(-Zgzip -z1)
+dpkg-deb --root-owner-group "${COMPRESS[@]}" --build "$PKG" "$DEB" >/dev/null
 echo "package: $DEB"
 echo "size: $(($(stat -c %s "$DEB") / 1024)) KiB; installed size: $SIZE KiB"
 echo "depends: $DEPENDS"
