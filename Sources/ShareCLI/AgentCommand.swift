@@ -111,7 +111,9 @@ struct AgentCommand: ParsableCommand {
         help: ArgumentHelp("UDP port of LocalSend's multicast discovery (default 53317; 0: none).", valueName: "port"))
     var localsendMulticastPort: Int?
 
-    @Flag(help: "Serve this device's page on 127.0.0.1 too (as share web does; the address is printed).")
+    @Flag(
+        help:
+            "Serve this device's page on 127.0.0.1 too (as share web does; the address is printed; agent.json: web).")
     var web = false
 
     @Option(help: ArgumentHelp("Port of the page on 127.0.0.1 (default: a free one).", valueName: "port"))
@@ -216,8 +218,8 @@ struct AgentCommand: ParsableCommand {
                 )
             }
             var page: WebServer?
-            if web || webPort != nil {
-                let server = try WebServer(device: local, port: webPort ?? 0)
+            if web || webPort != nil || (config.web != nil && config.web?.enabled != false) {
+                let server = try WebServer(device: local, port: webPort ?? config.web?.port ?? 0)
                 server.start()
                 page = server
                 say("share agent: page at \(server.address)")
@@ -292,6 +294,13 @@ struct AgentConfig: Codable {
     var localsend: LocalSendConfig?
     /// Read by sends by code (CodeOptions); listed so the agent accepts a file that names them.
     var wormhole: [String: String]?
+    /// The page (as `--web`): on when the object is there and not `"enabled": false`.
+    var web: WebConfig?
+
+    struct WebConfig: Codable {
+        var enabled: Bool?
+        var port: Int?
+    }
 
     /// Each key and the JSON type it takes, as a person would name it.
     static let keys: [String: String] = [
@@ -304,6 +313,7 @@ struct AgentConfig: Codable {
         "localsend":
             "an object (enabled, port, listen, multicastPort, interface, peers, pin, answerTimeout)",
         "wormhole": "an object (server, relay)",
+        "web": "an object (enabled, port)",
     ]
 
     static func load(_ file: URL) throws -> AgentConfig {

@@ -31,7 +31,8 @@ enum WebPage {
         <section id="pair"><h2>Pair a device</h2>
           <div id="pair-start">
             <input id="pair-peer" placeholder="its name, or HOST:PORT (empty: this device waits)">
-            <select id="pair-relation"><option value="trusted">trusted</option><option value="team">one of mine</option></select>
+            <select id="pair-relation"><option value="trusted">trusted</option><option value="team">one of mine</option><option value="group">in a group</option></select>
+            <input id="pair-group" placeholder="the group's name" hidden>
             <button id="pair-button">Pair</button>
           </div>
           <div id="pair-state"></div>
@@ -59,6 +60,7 @@ enum WebPage {
         #drop.over { background: #eef6f6; border-color: #388; }
         #drop input { display: none; } #drop label { text-decoration: underline; cursor: pointer; }
         textarea, #pair-peer { width: 100%; box-sizing: border-box; margin-top: .5em; }
+        #pair-group[hidden] { display: none; }
         table { width: 100%; border-collapse: collapse; } td, th { text-align: left; padding: .2em .4em; }
         button { margin-right: .4em; }
         #notice { margin: .5em 1.2em 0; min-height: 1.2em; }
@@ -254,8 +256,11 @@ enum WebPage {
 
         $("#pair-button").onclick = () => {
           const peer = $("#pair-peer").value.trim();
-          act(post("/api/pair", JSON.stringify({ peer: peer || null, relation: $("#pair-relation").value }), "application/json"));
+          const relation = $("#pair-relation").value;
+          const group = $("#pair-group").value.trim();
+          act(post("/api/pair", JSON.stringify({ peer: peer || null, relation, group: group || null }), "application/json"));
         };
+        $("#pair-relation").onchange = () => { $("#pair-group").hidden = $("#pair-relation").value !== "group"; };
 
         function follow() {
           const events = new EventSource("/api/events");

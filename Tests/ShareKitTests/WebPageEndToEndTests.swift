@@ -150,6 +150,21 @@ extension EndToEndAgents {
             }
         }
 
+        /// agent.json's `web` turns the page on (its port chosen there), and `"enabled": false` keeps it off.
+        @Test func agentJSONTurnsThePageOnAndOff() throws {
+            let desk = try TestDevice("desk")
+            let file = desk.config.appendingPathComponent("agent.json")
+            try Data(#"{"web": {"port": 0}}"#.utf8).write(to: file)
+            let (on, _) = try desk.startAgent(["--no-discovery"])
+            let line = on.stdout.waitForLine(containing: "page at http://127.0.0.1:", timeout: 30)
+            on.stop()
+            #expect(line != nil, "\(on.stderr.text)")
+            try Data(#"{"web": {"enabled": false, "port": 0}}"#.utf8).write(to: file)
+            let (off, _) = try desk.startAgent(["--no-discovery"])
+            off.stop()
+            #expect(!off.stdout.text.contains("page at"), "\(off.stdout.text)")
+        }
+
         @Test func theBrowserDrivesThePage() throws {
             let work = try TestDevice("browser").directory
             let shots = URL(fileURLWithPath: ProcessInfo.processInfo.environment["SHARE_WEB_SCREENSHOTS"] ?? work.path)
