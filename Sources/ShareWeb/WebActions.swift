@@ -96,7 +96,7 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                     .init(title: $0.title, label: $0.label, kind: $0.kind, size: $0.size, image: $0.image)
                 })
         }
-        state.jobs = (status?.jobs ?? []).sorted { $0.created > $1.created }.map { job in
+        state.jobs = (status?.jobs ?? []).sorted { $0.created > $1.created }.prefix(Self.listed).map { job in
             var line = WebState.Job(
                 id: job.id, to: job.to, state: job.state.rawValue, summary: job.summary, error: job.lastError,
                 created: job.created, bytesSent: job.bytesSent)
@@ -126,13 +126,16 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                     kind: $0.folder
                         ? "folder" : PendingOffers.kind(of: Self.type(of: $0.name).identifier, label: $0.name))
             }
-        }.sorted { $0.modified > $1.modified }
+        }.sorted { $0.modified > $1.modified }.prefix(Self.listed).map { $0 }
         state.pairing = lock.withLock { pairing }
         lock.withLock { cached = (now, state) }
         return state
     }
 
     private func invalidate() { lock.withLock { cached = nil } }
+
+    /// The most jobs and received items the page lists (the newest): its state stays small whatever the inbox holds.
+    static let listed = 200
 
     static func type(of name: String) -> UTType {
         let ext = (name as NSString).pathExtension

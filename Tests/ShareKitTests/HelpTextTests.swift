@@ -9,7 +9,7 @@ extension EndToEnd {
             ["status"], ["jobs"], ["cancel"], ["pending"], ["accept"], ["decline"], ["trust"], ["trust", "add"],
             ["trust", "list"], ["trust", "remove"], ["trust", "revoke"], ["profile"], ["profile", "add"],
             ["profile", "add-fact"], ["profile", "list"], ["profile", "show"], ["profile", "remove"],
-            ["profile", "export"], ["profile", "import"], [],
+            ["profile", "export"], ["profile", "import"], ["web"], [],
         ]
 
         /// Every command's help ends with examples, and its paragraphs are wrapped once, to the terminal: at 80
