@@ -13,7 +13,7 @@ struct AgentCommand: ParsableCommand {
         abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
         discussion: helpPage(
             "Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog. The agent also delivers this device's queued sends (share send while it runs), serves paste requests of your own devices, and keeps the link your watch opens.",
-            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays, localsend, wormhole); the options override them.",
+            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays, localsend, wormhole, web); the options override them.",
             "LocalSend: with --localsend (or a \"localsend\" object in agent.json: port, multicastPort, interface, peers, pin, answerTimeout) the agent speaks LocalSend too. Phones and computers running LocalSend see it and send to it: each upload waits in share pending unless the device is trusted with share trust add --localsend FINGERPRINT --no-ask, and lands in INBOX/<its name> (LocalSend <fingerprint>)/. share peers lists the LocalSend devices seen, and share send --to NAME reaches them. The PIN comes from agent.json or SHARE_LOCALSEND_PIN.",
             "Beyond the LAN: with discovery servers configured (share servers add https://HOST:PORT/?id=ID) the agent announces its port there, and with a relay (share servers add relay://HOST:PORT/?id=ID) it stays joined to it and takes relayed sessions exactly like direct ones. With none, nothing leaves the local network.",
             examples: [
@@ -219,7 +219,11 @@ struct AgentCommand: ParsableCommand {
             }
             var page: WebServer?
             if web || webPort != nil || (config.web != nil && config.web?.enabled != false) {
-                let server = try WebServer(device: local, port: webPort ?? config.web?.port ?? 0)
+                // Pairing from the page announces as the agent does (or not at all, without discovery).
+                let server = try WebServer(
+                    device: local, port: webPort ?? config.web?.port ?? 0,
+                    discovery: discover
+                        ? (discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, discoveryInterface) : nil)
                 server.start()
                 page = server
                 say("share agent: page at \(server.address)")

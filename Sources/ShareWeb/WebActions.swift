@@ -24,7 +24,12 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
     private var stopping = false
     private var sweeping = false
 
-    init(device: LocalDevice) { self.device = device }
+    let discovery: (port: Int, interface: String?)?
+
+    init(device: LocalDevice, discovery: (port: Int, interface: String?)?) {
+        self.device = device
+        self.discovery = discovery
+    }
 
     var paths: DevicePaths { device.paths }
 
@@ -369,7 +374,11 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
         default: throw HTTPFailure(400, "relation is trusted, team or group")
         }
         options.agentPort = try AgentPort.current(paths)
-        options.announce = (21_847, nil)
+        options.announce = discovery
+        if let peer = request.peer, PeerAddress(parsing: peer) == nil, discovery == nil {
+            throw HTTPFailure(400, "discovery is off here: name the device by HOST:PORT")
+        }
+        let discovery = self.discovery
         let busy = lock.withLock { () -> Bool in
             if pairing.state == "waiting" || pairing.state == "connecting" || pairing.state == "confirm" { return true }
             pairing = PairingState(state: request.peer == nil ? "waiting" : "connecting")
@@ -403,7 +412,9 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                 if let peer = request.peer {
                     let target =
                         try PeerAddress(parsing: peer)
-                        ?? Pairing.find(name: peer, discoveryPort: 21_847, interface: nil, timeout: 15)
+                        ?? Pairing.find(
+                            name: peer, discoveryPort: discovery?.port ?? 21_847, interface: discovery?.interface,
+                            timeout: 15)
                     result = try Pairing.connect(device: device, to: target, options: settings, confirm: confirm)
                 } else {
                     result = try Pairing.listen(

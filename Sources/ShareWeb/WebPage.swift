@@ -56,6 +56,7 @@ enum WebPage {
         .offer img { max-width: 160px; max-height: 120px; display: block; margin: .3em 0; border-radius: 4px; }
         .muted { color: #777; font-size: .9em; }
         progress { width: 100%; height: 1em; }
+        progress[hidden], button[hidden] { display: none; }
         #drop { border: 2px dashed #9aa; border-radius: 8px; padding: 1.5em; text-align: center; color: #567; }
         #drop.over { background: #eef6f6; border-color: #388; }
         #drop input { display: none; } #drop label { text-decoration: underline; cursor: pointer; }
@@ -109,11 +110,20 @@ enum WebPage {
           const agent = $("#agent");
           agent.textContent = state.agent.running ? "agent on port " + state.agent.port : "no agent runs: start one with share agent";
           agent.className = state.agent.running ? "" : "off";
-          renderPending(state.pending);
+          // A section is drawn again only when what it shows changed (a preview is not fetched again, a button
+          // about to be clicked stays).
+          if (changed("pending", state.pending)) renderPending(state.pending);
           renderJobs(state.jobs);
-          renderDevices(state);
-          renderInbox(state);
-          renderPairing(state.pairing);
+          if (changed("devices", [state.devices, state.nearby])) renderDevices(state);
+          if (changed("inbox", [state.texts, state.inbox])) renderInbox(state);
+          if (changed("pairing", state.pairing)) renderPairing(state.pairing);
+        }
+        const drawn = {};
+        function changed(key, value) {
+          const text = JSON.stringify(value);
+          if (drawn[key] === text) return false;
+          drawn[key] = text;
+          return true;
         }
 
         function renderPending(pending) {
@@ -137,25 +147,45 @@ enum WebPage {
           }
         }
 
+        // Jobs change twice a second while one runs: each keeps its element, updated in place, so that a click on
+        // Cancel never lands on an element that was just replaced.
+        const jobViews = new Map();
+        function jobView(job) {
+          const box = el("div", null, { class: "job", "data-id": job.id });
+          const view = { box, state: el("span", "", { class: "muted state" }), bar: el("progress"),
+            detail: el("div", "", { class: "muted detail" }), error: el("div", "", { class: "muted error" }),
+            cancel: el("button", "Cancel", { class: "cancel" }) };
+          view.cancel.onclick = () => act(post("/api/jobs/cancel?" + q({ id: job.id })));
+          box.append(el("strong", job.to), view.state, view.bar, view.detail, view.error, view.cancel);
+          return view;
+        }
         function renderJobs(jobs) {
-          const list = $("#jobs .list"); list.replaceChildren();
-          if (!jobs.length) list.append(el("p", "No sends yet.", { class: "muted" }));
-          for (const job of jobs.slice(0, 30)) {
-            const box = el("div", null, { class: "job", "data-id": job.id, "data-state": job.state });
-            box.append(el("strong", job.to), el("span", " " + job.state + " · " + job.summary, { class: "muted state" }));
+          const list = $("#jobs .list");
+          const shown = jobs.slice(0, 30);
+          const keep = new Set(shown.map((job) => job.id));
+          for (const [id, view] of jobViews) if (!keep.has(id)) { view.box.remove(); jobViews.delete(id); }
+          const empty = list.querySelector(".empty");
+          if (!shown.length && !empty) list.append(el("p", "No sends yet.", { class: "muted empty" }));
+          if (shown.length && empty) empty.remove();
+          let previous = null;
+          for (const job of shown) {
+            let view = jobViews.get(job.id);
+            if (!view) { view = jobView(job); jobViews.set(job.id, view); }
+            view.box.setAttribute("data-state", job.state);
+            view.state.textContent = " " + job.state + " · " + job.summary;
+            view.bar.hidden = !job.total;
             if (job.total) {
-              const bar = el("progress", null, { max: String(job.total), value: String(job.bytes || 0) });
-              box.append(bar, el("div", (job.item || "") + " " + bytes(job.bytes) + " of " + bytes(job.total) + (job.rate ? ", " + bytes(job.rate) + "/s" : ""), { class: "muted" }));
-            } else if (job.state === "delivered") {
-              box.append(el("div", bytes(job.bytesSent) + " sent", { class: "muted" }));
+              view.bar.max = job.total;
+              view.bar.value = job.bytes || 0;
+              view.detail.textContent = (job.item || "") + " " + bytes(job.bytes) + " of " + bytes(job.total) + (job.rate ? ", " + bytes(job.rate) + "/s" : "");
+            } else {
+              view.detail.textContent = job.state === "delivered" ? bytes(job.bytesSent) + " sent" : "";
             }
-            if (job.error) box.append(el("div", job.error, { class: "muted" }));
-            if (!["delivered", "failed", "cancelled"].includes(job.state)) {
-              const cancel = el("button", "Cancel", { class: "cancel" });
-              cancel.onclick = () => act(post("/api/jobs/cancel?" + q({ id: job.id })));
-              box.append(cancel);
-            }
-            list.append(box);
+            view.error.textContent = job.error || "";
+            view.cancel.hidden = ["delivered", "failed", "cancelled"].includes(job.state);
+            const place = previous ? previous.nextSibling : list.firstChild;
+            if (view.box !== place) list.insertBefore(view.box, place);
+            previous = view.box;
           }
         }
 

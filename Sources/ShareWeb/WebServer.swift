@@ -40,13 +40,18 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     private var acceptDone = true
     private var connections: [Int32: Int32] = [:]
 
-    /// Listens on 127.0.0.1:`port` (0 picks a free port).
-    public init(device: LocalDevice, port: Int = 0, limits: Limits = Limits()) throws {
+    /// Listens on 127.0.0.1:`port` (0 picks a free port). `discovery`: where a pairing started on the page says
+    /// that it waits, and looks for a device by name (LAN discovery's UDP port and interface, as `share pair`
+    /// takes them); nil: it does not, and a device is named by HOST:PORT.
+    public init(
+        device: LocalDevice, port: Int = 0, limits: Limits = Limits(),
+        discovery: (port: Int, interface: String?)? = (21_847, nil)
+    ) throws {
         Syscalls.ignoreSIGPIPE()
         (fd, self.port) = try Syscalls.listen(host: "127.0.0.1", port: port)
         secret = Self.randomToken()
         self.limits = limits
-        actions = WebActions(device: device)
+        actions = WebActions(device: device, discovery: discovery)
     }
 
     /// The address to open: it carries the secret.

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 PROCESSES = []
@@ -89,6 +90,17 @@ class Device:
             lambda: (m := re.search(r"listening on port (\d+)", err.read_text())) and int(m.group(1)),
         )
         return process, port, out, err
+
+
+def click(driver, selector):
+    """Clicks the element `selector` names, found again if the page redrew it between finding and clicking."""
+    for _ in range(20):
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    raise AssertionError(f"{selector} kept being redrawn")
 
 
 def stop_all():
@@ -193,20 +205,20 @@ def main():
         screenshot(driver, "2-pending-offer")
         if args.demo:
             return
-        offer.find_element(By.CSS_SELECTOR, "button.accept").click()
+        click(driver, "#pending .offer button.accept")
         wait_until("the laptop's send to end", lambda: sender.poll() is not None, 90)
         assert sender.returncode == 0, sender_err.read_text()
-        item = wait_until("the file in the inbox", lambda: driver.find_element(
+        wait_until("the file in the inbox", lambda: driver.find_element(
             By.CSS_SELECTOR, '#inbox .item[data-name="trail-notes.txt"]'))
         opened = driver.execute_async_script(
             "const done = arguments[arguments.length - 1];"
-            "fetch(arguments[0].querySelector('a').href).then(r => r.text()).then(done, e => done('failed ' + e));",
-            item)
+            "fetch(document.querySelector('#inbox .item[data-name=\"trail-notes.txt\"] a').href)"
+            ".then(r => r.text()).then(done, e => done('failed ' + e));")
         assert opened == (source / "trail-notes.txt").read_text(), opened[:80]
         screenshot(driver, "3-inbox")
 
         # A file dropped on the page reaches the laptop.
-        driver.find_element(By.CSS_SELECTOR, '#targets input[value="laptop"]').click()
+        click(driver, '#targets input[value="laptop"]')
         dropped = "Dropped on the page: a list for the weekend.\n"
         driver.execute_script(
             "const data = new DataTransfer();"
@@ -214,7 +226,7 @@ def main():
             "document.querySelector('#drop').dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true}));",
             dropped)
         wait_until("the dropped file to be listed", lambda: "weekend.txt" in driver.find_element(By.ID, "chosen").text)
-        driver.find_element(By.ID, "send-button").click()
+        click(driver, "#send-button")
         landed = laptop_inbox / "desk" / "weekend.txt"
         wait_until("the dropped file at the laptop", lambda: landed.exists() and landed.read_text() == dropped, 60)
         wait_until("the job delivered", lambda: driver.find_element(
@@ -227,7 +239,7 @@ def main():
             out.write(os.urandom(48 << 20))
         driver.find_element(By.ID, "files").send_keys(str(big))
         wait_until("the big file to be listed", lambda: "big.bin" in driver.find_element(By.ID, "chosen").text)
-        driver.find_element(By.ID, "send-button").click()
+        click(driver, "#send-button")
         bar = wait_until("a progress bar", lambda: driver.find_element(
             By.CSS_SELECTOR, '#jobs .job[data-state="running"] progress'), 60)
         first = float(bar.get_attribute("value"))
@@ -235,7 +247,7 @@ def main():
             By.CSS_SELECTOR, '#jobs .job[data-state="running"] progress').get_attribute("value"))) > first and v, 20)
         log(f"progress bar moved from {first:.0f} to {later:.0f} bytes of {48 << 20}")
         screenshot(driver, "5-progress")
-        driver.find_element(By.CSS_SELECTOR, '#jobs .job[data-state="running"] button.cancel').click()
+        click(driver, '#jobs .job[data-state="running"] button.cancel')
         wait_until("the job cancelled", lambda: driver.find_element(By.CSS_SELECTOR, '#jobs .job[data-state="cancelled"]'))
         assert not (laptop_inbox / "desk" / "big.bin").exists(), "a cancelled send left a whole file"
         screenshot(driver, "6-cancelled")
@@ -280,7 +292,7 @@ def main():
         driver.get(base + "/")
         phone = Device(args.share, work, "tablet")
         log("pairing: page loaded")
-        driver.find_element(By.ID, "pair-button").click()
+        click(driver, "#pair-button")
         message = wait_until("the pairing port", lambda: re.search(
             r"HOST:(\d+)", driver.find_element(By.ID, "pair-state").text))
         pairer, _, pairer_err = phone.background(
@@ -289,7 +301,7 @@ def main():
         wait_until("the code to compare", lambda: driver.find_element(By.CSS_SELECTOR, "#pair-state .code").text)
         code = driver.find_element(By.CSS_SELECTOR, "#pair-state .code").text
         screenshot(driver, "8-pairing-code")
-        driver.find_element(By.ID, "pair-yes").click()
+        click(driver, "#pair-yes")
         wait_until("the pairing to end", lambda: pairer.poll() is not None, 60)
         assert pairer.returncode == 0, pairer_err.read_text()
         assert code in pairer_err.read_text(), "the page showed another code than the other device"
