@@ -84,6 +84,12 @@ def run_job(binary, name, args, logs, timeout):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             status = None
+        # A test process that crashed never ran its clean-up: whatever it started and left running goes too.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+            out.write(b"\nrun-suite: processes this job left running were stopped\n")
+        except ProcessLookupError:
+            pass
     seconds = time.monotonic() - start
     text = log.read_text(errors="replace")
     summary = re.findall(r"Test run with (\d+) tests?", text)
