@@ -16,11 +16,6 @@ source scripts/setup.sh
 CHECK=
 [ "${1:-}" = "--check" ] && { CHECK=1; shift; }
 OUT=$(realpath -m "${1:-.build-deb}")
-release_build share share-watch >/dev/null
-BIN=$(bin_dir)
-VERSION=$("$BIN/share" --version | awk '{print $2}')
-ARCH=$(dpkg --print-architecture)
-DEB=$OUT/share_${VERSION}_${ARCH}.deb
 WORK=$(mktemp -d)
 ROOTFS=
 cleanup() {
@@ -30,6 +25,13 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# Build output goes to a log, shown only on failure (SwiftPM's "waiting for another instance" lines included).
+quietly() { "$@" > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log" >&2; return 1; }; }
+quietly release_build share share-watch
+BIN=$(bin_dir)
+VERSION=$("$BIN/share" --version | awk '{print $2}')
+ARCH=$(dpkg --print-architecture)
+DEB=$OUT/share_${VERSION}_${ARCH}.deb
 PKG=$WORK/pkg
 mkdir -p "$OUT" "$PKG/DEBIAN"
 
@@ -38,12 +40,12 @@ install -D -m 0755 "$BIN/share-watch" "$PKG/usr/bin/share-watch"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$PKG/usr/bin/share" "$PKG/usr/bin/share-watch"
 
 # The man pages, from the commands' own definitions (swift-argument-parser's generate-manual).
-if [ -n "${SHARE_SMOKE:-}" ]; then
-  swift build --product generate-manual >/dev/null
-  MANUAL=$(swift build --show-bin-path)/generate-manual
-else
-  swift build -c release --product generate-manual >/dev/null
-  MANUAL=$(swift build -c release --show-bin-path)/generate-manual
+# (The test command builds it with the debug build, so that a smoke run builds nothing.)
+MANUAL=$BIN/generate-manual
+if [ ! -x "$MANUAL" ]; then
+  if [ -n "${SHARE_SMOKE:-}" ]; then quietly swift build --product generate-manual; else
+    quietly swift build -c release --product generate-manual
+  fi
 fi
 mkdir -p "$WORK/man"
 "$MANUAL" "$PKG/usr/bin/share" --output-directory "$WORK/man" >/dev/null

@@ -24,6 +24,9 @@ swift build --build-tests
 rm -f .build/debug.yaml
 swift build --package-path Examples/ProfileApp --scratch-path .build
 rm -f .build/debug.yaml
+# The man page generator (swift-argument-parser's), for the package's smoke run.
+swift build --product generate-manual | tail -1
+rm -f .build/debug.yaml
 echo "== built after $((SECONDS - started)) s"
 builds=
 side=${TMPDIR:-/tmp}/share-side-builds.log
