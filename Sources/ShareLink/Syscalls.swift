@@ -578,6 +578,25 @@ extension Syscalls {
         }
     }
 
+    /// Reads off and drops what the other side still sends on `fd`, `limit` bytes and `seconds` at most however
+    /// slowly it arrives, so that closing after a refusal does not reset the connection under the answer it has yet
+    /// to read. Raw bytes: under TLS they are records nobody will decrypt.
+    public static func drain(_ fd: Int32, limit: Int, seconds: Double) {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        var left = limit
+        var scratch = [UInt8](repeating: 0, count: 16 << 10)
+        while left > 0 {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return }
+            let ms = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            guard waitReadable([fd], timeout: ms) else { return }
+            let n = recv(fd, &scratch, min(scratch.count, left), Int32(MSG_DONTWAIT))
+            if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+            guard n > 0 else { return }
+            left -= n
+        }
+    }
+
     public static func isReadable(_ fd: Int32) -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&pfd, 1, 0) > 0

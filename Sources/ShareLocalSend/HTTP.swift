@@ -245,13 +245,19 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
         try write(Array(text.utf8) + (json ?? []))
     }
 
-    /// Writes a whole response with the given headers (Content-Length is added).
-    public func writeResponse(_ status: Int, headers: [(String, String)], body: [UInt8], close: Bool = false) throws {
-        var text = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Length: \(body.count)\r\n"
+    /// Writes a response's head: the status, `Content-Length` when the length is known, the given headers.
+    public func writeHead(_ status: Int, headers: [(String, String)], length: UInt64?, close: Bool = false) throws {
+        var text = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
+        if let length { text += "Content-Length: \(length)\r\n" }
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if close { text += "Connection: close\r\n" }
-        text += "\r\n"
-        try write(Array(text.utf8) + body)
+        try write(Array((text + "\r\n").utf8))
+    }
+
+    /// Writes a whole response with the given headers (Content-Length is added).
+    public func writeResponse(_ status: Int, headers: [(String, String)], body: [UInt8], close: Bool = false) throws {
+        try writeHead(status, headers: headers, length: UInt64(body.count), close: close)
+        try write(body)
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws { try transport.write(bytes) }

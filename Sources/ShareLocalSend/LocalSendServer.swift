@@ -127,10 +127,9 @@ public final class LocalSendServer: @unchecked Sendable {  // mutable state guar
                 Self.log.info(
                     "refused a LocalSend request", metadata: ["from": "\(host)", "reason": "\(failure.message)"])
                 try? http.writeResponse(failure.status, close: true)
-                // A refused body may still be on its way: read it off (for a second, 4 MiB at most) before closing,
-                // so that the close does not reset the connection under the answer the sender has yet to read.
-                Syscalls.setTimeouts(client, seconds: 1)
-                try? http.discard(4 << 20)
+                // A refused body may still be on its way: read it off (a second and 4 MiB at most, however slowly
+                // it comes) before closing, so that the close does not reset the connection under the answer.
+                Syscalls.drain(client, limit: 4 << 20, seconds: 1)
                 return
             } catch {
                 Self.log.debug("a LocalSend connection ended", metadata: ["from": "\(host)", "error": "\(error)"])

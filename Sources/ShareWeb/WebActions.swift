@@ -74,7 +74,7 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
         let status = try? ControlClient.request(.status, paths: paths)
         state.agent = .init(
             running: status != nil, port: status?.port, localsend: status?.localsend,
-            inbox: (status?.inbox.map { URL(fileURLWithPath: $0) } ?? paths.inbox).path)
+            inbox: status?.inbox ?? paths.inbox.path)
         let trust = (try? TrustStore.load(paths.trustFile))?.devices ?? []
         let routes = RouteBook.load(paths)
         state.devices = trust.map { peer in
@@ -298,39 +298,31 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
 
     // MARK: inbox
 
-    private func inboxDirectory() throws -> Directory {
-        let path = state().agent.inbox
-        do {
-            return try Directory.open(path)
-        } catch {
-            throw HTTPFailure(404, "the inbox \(path) does not exist yet")
-        }
+    /// The agent's inbox folder (as the running agent says, else the default).
+    private func inboxPath() -> String {
+        (try? ControlClient.request(.status, paths: paths))?.inbox ?? paths.inbox.path
+    }
+
+    /// The folder of a device in the inbox, for its item `name`: both single names, never hidden ones.
+    private func deviceFolder(_ from: String, item name: String) throws -> (folder: Directory, inbox: String) {
+        let inbox = inboxPath()
+        guard (try? Directory.checkName(from)) != nil, (try? Directory.checkName(name)) != nil, !from.hasPrefix("."),
+            let folder = try? Directory.open(inbox).directory(from)
+        else { throw HTTPFailure(404, "no such item") }
+        return (folder, inbox)
     }
 
     /// A received file, shown in the browser or downloaded. A folder is opened where it is, not served.
     func serveInboxFile(from: String, name: String, download: Bool, http: HTTPConnection) throws {
-        guard (try? Directory.checkName(from)) != nil, (try? Directory.checkName(name)) != nil, !from.hasPrefix(".")
-        else { throw HTTPFailure(404, "no such item") }
-        let peer: Directory
-        do {
-            peer = try inboxDirectory().directory(from)
-        } catch let failure as HTTPFailure {
-            throw failure
-        } catch {
-            throw HTTPFailure(404, "no such item")
-        }
+        let (peer, inbox) = try deviceFolder(from, item: name)
         guard let info = peer.info(name) else { throw HTTPFailure(404, "no such item") }
-        guard info.kind == .file else {
-            throw HTTPFailure(409, "\(name) is a folder: open it in \(state().agent.inbox)/\(from)")
-        }
+        guard info.kind == .file else { throw HTTPFailure(409, "\(name) is a folder: open it in \(inbox)/\(from)") }
         let file = try peer.openFile(name, .read)
         defer { file.close() }
         let size = try file.size
-        var head = "HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n"
-        for (key, value) in WebServer.fileHeaders(type: Self.mime(of: name), download: download ? name : nil) {
-            head += "\(key): \(value)\r\n"
-        }
-        try http.write(Array((head + "\r\n").utf8))
+        try http.writeHead(
+            200, headers: WebServer.fileHeaders(type: Self.mime(of: name), download: download ? name : nil),
+            length: size)
         var buffer = [UInt8](repeating: 0, count: 256 << 10)
         var offset: UInt64 = 0
         while offset < size {
@@ -343,11 +335,8 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
 
     /// Removes a received item (a file, or a folder with what it holds).
     func remove(from: String, name: String) throws -> String {
-        guard (try? Directory.checkName(from)) != nil, (try? Directory.checkName(name)) != nil, !from.hasPrefix(".")
-        else { throw HTTPFailure(404, "no such item") }
-        guard let peer = try? inboxDirectory().directory(from), (try? peer.removeTree(name)) == true else {
-            throw HTTPFailure(404, "no such item")
-        }
+        let (peer, _) = try deviceFolder(from, item: name)
+        guard (try? peer.removeTree(name)) == true else { throw HTTPFailure(404, "no such item") }
         invalidate()
         return "removed \(name) from \(from)"
     }

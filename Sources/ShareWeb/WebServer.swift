@@ -143,10 +143,9 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
                     metadata: ["path": "\(head.path)", "status": "\(failure.status)", "why": "\(failure.message)"])
                 try? http.writeResponse(
                     failure.status, headers: Self.textHeaders, body: Array("\(failure.message)\n".utf8), close: true)
-                // The rest of a refused body is read off (a second, 4 MiB at most), so that closing does not reset
-                // the connection under the answer.
-                Syscalls.setTimeouts(client, seconds: 1)
-                try? http.discard(4 << 20)
+                // The rest of a refused body is read off (a second and 4 MiB at most, however slowly it comes), so
+                // that closing does not reset the connection under the answer.
+                Syscalls.drain(client, limit: 4 << 20, seconds: 1)
                 return
             } catch {
                 return
@@ -193,7 +192,6 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
             return true
         }
         guard let csrf = session(of: head) else {
-            try http.discard(min(length, 1 << 20))
             throw HTTPFailure(401, "no session: open the address share web printed (it carries the page's secret)")
         }
         if head.method != "GET" && head.method != "HEAD" {
@@ -279,10 +277,9 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
         }
         guard admitted else { throw HTTPFailure(429, "too many event streams open; close a tab of this page") }
         defer { lock.withLock { streams -= 1 } }
-        try http.write(
-            Array(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
-                    .utf8))
+        try http.writeHead(
+            200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")], length: nil,
+            close: true)
         var last: [UInt8] = []
         var quiet = 0
         let encoder = JSONEncoder()

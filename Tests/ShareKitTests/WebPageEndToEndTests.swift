@@ -9,10 +9,9 @@ extension EndToEndAgents {
         static let browserScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Browser/page_test.py")
 
-        /// One raw HTTP/1.1 exchange on a new loopback connection: the status line and the whole answer.
-        func exchange(_ port: Int, _ request: String) throws -> (status: Int, text: String) {
+        /// A TCP connection to the page on 127.0.0.1, reads bounded to 10 s.
+        func connectToPage(_ port: Int) throws -> Int32 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -24,7 +23,17 @@ extension EndToEndAgents {
                     connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
-            guard connected == 0 else { throw TestFailure("cannot connect to the page") }
+            guard connected == 0 else {
+                close(fd)
+                throw TestFailure("cannot connect to the page")
+            }
+            return fd
+        }
+
+        /// One raw HTTP/1.1 exchange on a new loopback connection: the status line and the whole answer.
+        func exchange(_ port: Int, _ request: String) throws -> (status: Int, text: String) {
+            let fd = try connectToPage(port)
+            defer { close(fd) }
             let bytes = Array(request.utf8)
             _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
             var answer: [UInt8] = []
@@ -117,19 +126,8 @@ extension EndToEndAgents {
             defer { agent.stop() }
             let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
             let port = try #require(Int(line.split(separator: ":")[3].prefix { $0.isNumber }))
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = try connectToPage(port)
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             // Opening the session (a 303 that keeps the connection), then the state with the cookie it set.
             let secret = try #require(line.split(separator: "=").last)
@@ -148,6 +146,44 @@ extension EndToEndAgents {
                     cookie = "Cookie: " + set.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" } + "\r\n"
                 }
             }
+        }
+
+        /// A client without a session announces a large body and drips it a byte at a time: it is refused at once and
+        /// the connection is closed within about a second, however slowly the body comes (it held a thread for as
+        /// long as the drip went on before).
+        @Test func aDrippedBodyAfterARefusalDoesNotHoldTheConnection() throws {
+            let desk = try TestDevice("desk")
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
+            defer { agent.stop() }
+            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
+            let port = try #require(Int(line.split(separator: ":")[3].prefix { $0.isNumber }))
+            let fd = try connectToPage(port)
+            defer { close(fd) }
+            let head = Array(
+                "POST /api/upload?name=x HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Length: 4194304\r\n\r\n".utf8)
+            _ = head.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            let started = ContinuousClock.now
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var closed = false
+            // One byte every 100 ms for at most 10 s, reading what comes back in between.
+            for _ in 0..<100 where !closed {
+                var byte: UInt8 = 0x61
+                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
+                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&ready, 1, 100) > 0 {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    if n <= 0 {
+                        closed = true
+                        break
+                    }
+                    answer += buffer[0..<n]
+                }
+            }
+            let held = ContinuousClock.now - started
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 401"))
+            #expect(closed, "the connection was still open after 10 s of dripping")
+            #expect(held < .seconds(4), "held for \(held)")
         }
 
         /// agent.json's `web` turns the page on (its port chosen there), and `"enabled": false` keeps it off.
