@@ -168,6 +168,8 @@ echo "contents: $(wc -l <<< "$CONTENTS") entries, every expected file there"
 [ -n "$CHECK" ] || exit 0
 
 # lintian: any error fails; warnings are printed.
+command -v lintian >/dev/null && command -v debootstrap >/dev/null ||
+  { echo "package-deb: lintian and debootstrap are needed for --check; run scripts/setup.sh as root" >&2; exit 1; }
 LINT=$(lintian --tag-display-limit 0 "$DEB" 2>&1 || true)
 [ -n "$LINT" ] && echo "$LINT" | sed 's/^/lintian: /'
 if grep -q '^E: ' <<< "$LINT"; then echo "package-deb: lintian reports errors" >&2; exit 1; fi
