@@ -22,7 +22,9 @@ let package = Package(
         .target(name: "CoreTransferable", dependencies: ["UniformTypeIdentifiers"]),
         .systemLibrary(
             name: "CShareOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .target(name: "ShareTLS", dependencies: ["CShareOpenSSL"]),
+        // BLAKE3's reference C implementation, built by scripts/setup.sh from Debian's sources (a static library).
+        .systemLibrary(name: "CShareBlake3", pkgConfig: "share_blake3"),
+        .target(name: "ShareTLS", dependencies: ["CShareOpenSSL", "CShareBlake3"]),
         .systemLibrary(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CShareZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
@@ -113,7 +115,8 @@ let package = Package(
         .target(
             name: "ShareFuzzTargets",
             dependencies: [
-                "ShareProtocol", "ShareTLS", "ShareArchive", "ShareReach", "CoreTransferable", "UniformTypeIdentifiers",
+                "ShareProtocol", "ShareTLS", "ShareLink", "ShareArchive", "ShareReach", "CoreTransferable",
+                "UniformTypeIdentifiers",
             ]),
         .executableTarget(
             name: "share-fuzz", dependencies: ["ShareFuzzTargets"], path: "Fuzz",

@@ -43,6 +43,43 @@ if [ ! -x "$localsend_tools/bin/localsendd" ] && [ "$(id -u)" -eq 0 ]; then
     python3 -m venv "$localsend_tools"
     "$localsend_tools/bin/pip" install -q --disable-pip-version-check 'localsendd==0.1.1' >/dev/null
 fi
+# BLAKE3, the chunk digest two share ends agree on when both have it (five times SHA-256's speed on this class of
+# machine, where hashing was most of a transfer's CPU): its reference C implementation as Debian ships it (the C
+# sources inside librust-blake3-dev, unpacked without installing the Rust packages), built once into a static
+# library that every binary links (nothing needed at run time), found through pkg-config as share_blake3.
+blake3_prefix=${SHARE_BLAKE3_PREFIX:-/usr/local}
+if [ ! -f "$blake3_prefix/lib/pkgconfig/share_blake3.pc" ] || [ ! -f "$blake3_prefix/lib/libshare_blake3.a" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "share setup: BLAKE3 is not built yet; run scripts/setup.sh as root once" >&2
+        exit 1
+    fi
+    blake3_work=$(mktemp -d)
+    (cd "$blake3_work" && { apt-get download -qq librust-blake3-dev 2>/dev/null ||
+        { apt-get update -qq && apt-get download -qq librust-blake3-dev; }; } && dpkg-deb -x librust-blake3-dev_*.deb x)
+    blake3_src=$(echo "$blake3_work"/x/usr/share/cargo/registry/blake3-*/c)
+    [ -f "$blake3_src/blake3.c" ] || { echo "share setup: librust-blake3-dev holds no C sources" >&2; exit 1; }
+    blake3_files=(blake3.c blake3_dispatch.c blake3_portable.c)
+    blake3_flags=()
+    if [ "$(uname -m)" = x86_64 ]; then
+        blake3_files+=(blake3_sse2_x86-64_unix.S blake3_sse41_x86-64_unix.S blake3_avx2_x86-64_unix.S
+            blake3_avx512_x86-64_unix.S)
+    elif [ "$(uname -m)" = aarch64 ]; then
+        blake3_files+=(blake3_neon.c)
+        blake3_flags+=(-DBLAKE3_USE_NEON=1)
+    else
+        blake3_flags+=(-DBLAKE3_NO_SSE2 -DBLAKE3_NO_SSE41 -DBLAKE3_NO_AVX2 -DBLAKE3_NO_AVX512)
+    fi
+    (cd "$blake3_src" && for f in "${blake3_files[@]}"; do gcc -O3 -fPIC "${blake3_flags[@]}" -c "$f" -o "${f%.*}.o"; done &&
+        ar rcs libshare_blake3.a ./*.o)
+    mkdir -p "$blake3_prefix/lib/pkgconfig" "$blake3_prefix/include/share_blake3"
+    install -m 644 "$blake3_src/libshare_blake3.a" "$blake3_prefix/lib/"
+    install -m 644 "$blake3_src/blake3.h" "$blake3_prefix/include/share_blake3/"
+    printf '%s\n' "prefix=$blake3_prefix" 'Name: share_blake3' "Description: BLAKE3 (reference C, from Debian's librust-blake3-dev)" \
+        "Version: $(basename "$(dirname "$blake3_src")" | sed 's/^blake3-//')" \
+        'Cflags: -I${prefix}/include/share_blake3' 'Libs: -L${prefix}/lib -lshare_blake3' \
+        > "$blake3_prefix/lib/pkgconfig/share_blake3.pc"
+    rm -rf "$blake3_work"
+fi
 if ! command -v swift >/dev/null; then
     for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do [ -x "$d/swift" ] && export PATH="$d:$PATH"; done
 fi

@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import ShareArchive
+import ShareLink
 import ShareProtocol
 import ShareReach
 import ShareTLS
@@ -206,7 +207,9 @@ final class FuzzStream: ByteStream {
 /// SHA-256 for the driver.
 final class FuzzHasher: ChunkHasher {
     private let hasher = SHA256Hasher()
+    var algorithm: DigestAlgorithm { .sha256 }
     func another() -> ChunkHasher { FuzzHasher() }
+    func make(_ algorithm: DigestAlgorithm) -> ChunkHasher { algorithm == .sha256 ? FuzzHasher() : BLAKE3Hasher() }
 
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         hasher.update(bytes)
@@ -219,9 +222,11 @@ final class DiscardingSink: ItemSink, IncomingPayload {
     let held: [Int: [UInt8]] = [:]
     private var item = ""
 
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks { .nothing }
 
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
         self.item = item.id
         return self
     }

@@ -86,10 +86,33 @@ extension TLSConnection: ByteStream {
 }
 
 extension SHA256Hasher: ChunkHasher {
+    public var algorithm: DigestAlgorithm { .sha256 }
+
     public func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         update(bytes)
         return finalize()
     }
 
     public func another() -> ChunkHasher { SHA256Hasher() }
+    public func make(_ algorithm: DigestAlgorithm) -> ChunkHasher { chunkHasher(algorithm) }
+}
+
+extension BLAKE3Hasher: ChunkHasher {
+    public var algorithm: DigestAlgorithm { .blake3 }
+
+    public func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        update(bytes)
+        return finalize()
+    }
+
+    public func another() -> ChunkHasher { BLAKE3Hasher() }
+    public func make(_ algorithm: DigestAlgorithm) -> ChunkHasher { chunkHasher(algorithm) }
+}
+
+/// A new hasher of `algorithm`.
+public func chunkHasher(_ algorithm: DigestAlgorithm) -> ChunkHasher {
+    switch algorithm {
+    case .sha256: SHA256Hasher()
+    case .blake3: BLAKE3Hasher()
+    }
 }

@@ -12,13 +12,20 @@ public struct Session: @unchecked Sendable {  // the connection is confined to t
     public let setupSeconds: Double
     /// How the session reached the peer: directly, or through a relay (said by `share send`, `ping`, `status`).
     public var route: SessionRoute = .direct
+    /// The chunk digest both hellos agreed on (`DigestAlgorithm.agreed`).
+    public var digest: DigestAlgorithm = .sha256
+
+    /// A hasher of the session's digest: what its drivers check and make chunks with.
+    public func chunkHasher() -> ChunkHasher { ShareLink.chunkHasher(digest) }
 }
 
 extension Session {
     /// The same session with the sender known by another id for what is kept of its transfers (a send by code:
     /// the one-off certificate changes each run, the code does not, so an interrupted transfer resumes).
     public func keyed(as id: DeviceID) -> Session {
-        Session(connection: connection, peerID: id, peerHello: peerHello, setupSeconds: setupSeconds, route: route)
+        Session(
+            connection: connection, peerID: id, peerHello: peerHello, setupSeconds: setupSeconds, route: route,
+            digest: digest)
     }
 }
 
@@ -110,7 +117,7 @@ public enum SessionOpener {
             let elapsed = ContinuousClock.now - start
             return Session(
                 connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: elapsed.seconds,
-                route: route)
+                route: route, digest: .agreed(hello.digests, peerHello.digests))
         } catch {
             connection.close()
             if watchdog.fired {
@@ -185,7 +192,9 @@ public enum SessionOpener {
         watchdog.disarm()
         connection.frameDeadline = .seconds(120)
         connection.setTimeout(timeouts.idle)
-        return Session(connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0, route: route)
+        return Session(
+            connection: connection, peerID: peerID, peerHello: peerHello, setupSeconds: 0, route: route,
+            digest: .agreed(hello.digests, peerHello.digests))
     }
 }
 

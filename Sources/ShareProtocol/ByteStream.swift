@@ -1,3 +1,5 @@
+import Foundation
+
 /// A reliable, ordered byte stream: what the protocol runs over (a TLS connection, a relay's pipe, an in-memory pair
 /// in tests). The protocol declares it and never opens one itself.
 public protocol ByteStream: AnyObject {
@@ -11,12 +13,38 @@ public protocol ByteStream: AnyObject {
     func setReadTimeout(_ seconds: Double)
 }
 
-/// SHA-256, as the transport provides it (the protocol has no cryptography of its own). One per thread.
+/// The digest of chunks and of whole items. SHA-256 is what every version computes; BLAKE3 is what two ends use when
+/// both say in their hellos that they have it (`Hello.digests`), and an item resumed from a partial keeps the digest
+/// its partial was recorded with (`Resume.digest`). Both are 32 bytes.
+public enum DigestAlgorithm: String, Sendable, Codable, CaseIterable {
+    case sha256, blake3
+
+    /// The digests a hello lists besides SHA-256 (every build of this version has BLAKE3). The test knob
+    /// SHARE_TEST_DIGESTS=sha256 lists none, as an earlier version's hello does (for upgrade tests).
+    public static let offered: [String] = {
+        if let knob = getenv("SHARE_TEST_DIGESTS") {
+            return String(cString: knob).split(separator: ",").map(String.init).filter { $0 != "sha256" }
+        }
+        return [DigestAlgorithm.blake3.rawValue]
+    }()
+
+    /// What two ends that sent these hellos' `digests` use: BLAKE3 when both list it, else SHA-256.
+    public static func agreed(_ ours: [String]?, _ theirs: [String]?) -> DigestAlgorithm {
+        let both = Set(ours ?? []).intersection(theirs ?? [])
+        return both.contains(DigestAlgorithm.blake3.rawValue) ? .blake3 : .sha256
+    }
+}
+
+/// A chunk digest, as the transport provides it (the protocol has no cryptography of its own). One per thread.
 public protocol ChunkHasher: AnyObject {
-    /// The SHA-256 of `bytes`.
+    /// Which digest this computes.
+    var algorithm: DigestAlgorithm { get }
+    /// The digest of `bytes`.
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8]
     /// A hasher of the same kind for another thread.
     func another() -> ChunkHasher
+    /// A hasher of `algorithm`, for an item that uses another digest than the session's.
+    func make(_ algorithm: DigestAlgorithm) -> ChunkHasher
 }
 
 extension ChunkHasher {
@@ -61,8 +89,8 @@ public enum Hex {
     }
 }
 
-/// The whole-item digest: SHA-256 over the concatenated per-chunk SHA-256 digests, in index order (a one-level hash
-/// list). Both ends compute it from chunk digests only, so neither re-reads what an earlier session moved.
+/// The whole-item digest: the item's digest (SHA-256 or BLAKE3) over its concatenated per-chunk digests, in index
+/// order (a one-level hash list). Both ends compute it from chunk digests only, so neither re-reads what an earlier session moved.
 public struct ItemDigest: Sendable {
     public private(set) var chunks: [[UInt8]?]
 

@@ -13,10 +13,11 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
         var length: Int
         var digest: [UInt8]
         var payload: IncomingPayload
+        /// The item's hasher, used by the writer thread alone.
+        var hasher: ChunkHasher
     }
 
     private let condition = ThreadCondition()
-    private let hasher: ChunkHasher
     private var jobs: [Job] = []
     private var free: [ChunkBuffer]
     private var recorded: [(index: Int, digest: [UInt8])] = []
@@ -25,8 +26,7 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
     private var stopping = false
     private var running = true
 
-    init(hasher: ChunkHasher, depth: Int) {
-        self.hasher = hasher
+    init(depth: Int) {
         free = (0..<depth).map { _ in ChunkBuffer(size: Limits.maxChunkPayload) }
         Threads.start(name: "share-write") { [self] in work() }
     }
@@ -48,13 +48,15 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
         }
     }
 
-    /// Queues chunk `index` (its `length` bytes in `buffer`) for `payload`: checked against `digest`, then written.
+    /// Queues chunk `index` (its `length` bytes in `buffer`) for `payload`: checked against `digest` with `hasher`
+    /// (which only the writer thread uses from now on), then written.
     func submit(
-        index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload
+        index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload, hasher: ChunkHasher
     ) throws {
         try condition.withLock {
             if let failure { throw failure }
-            jobs.append(Job(index: index, buffer: buffer, length: length, digest: digest, payload: payload))
+            jobs.append(
+                Job(index: index, buffer: buffer, length: length, digest: digest, payload: payload, hasher: hasher))
             condition.broadcast()
         }
     }
@@ -95,7 +97,7 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
             condition.unlock()
             var outcome: Error?
             let data = UnsafeRawBufferPointer(rebasing: job.buffer.bytes[0..<job.length])
-            if hasher.digest(data) != job.digest {
+            if job.hasher.digest(data) != job.digest {
                 outcome = ProtocolError(.digestMismatch, "chunk \(job.index) does not match its digest")
             } else {
                 do {

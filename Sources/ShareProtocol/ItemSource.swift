@@ -21,7 +21,7 @@ public protocol PositionalSource: AnyObject {
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
     /// Starts hashing the chunks the receiver already holds (they are not sent). The source may do it on another
     /// thread while the missing chunks are sent.
-    func hashHeld(_ indices: [Int], chunkSize: Int) -> HeldDigests
+    func hashHeld(_ indices: [Int], chunkSize: Int, hasher: ChunkHasher) -> HeldDigests
     /// After the last chunk: throws `sourceChanged` when the source is no longer what was offered.
     func checkUnchanged() throws
     func close()
@@ -79,12 +79,8 @@ public final class ComputedDigests: HeldDigests {
 /// Bytes in memory as a positional source.
 public final class MemorySource: PositionalSource {
     public let bytes: [UInt8]
-    private let hasher: ChunkHasher
 
-    public init(_ bytes: [UInt8], hasher: ChunkHasher) {
-        self.bytes = bytes
-        self.hasher = hasher
-    }
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     public var size: UInt64 { UInt64(bytes.count) }
 
@@ -96,7 +92,7 @@ public final class MemorySource: PositionalSource {
         return n
     }
 
-    public func hashHeld(_ indices: [Int], chunkSize: Int) -> HeldDigests {
+    public func hashHeld(_ indices: [Int], chunkSize: Int, hasher: ChunkHasher) -> HeldDigests {
         ComputedDigests(source: self, indices: indices, chunkSize: chunkSize, hasher: hasher)
     }
 
@@ -108,17 +104,15 @@ public final class MemorySource: PositionalSource {
 public final class DataItemSource: ItemSource {
     public let offer: OfferItem
     private let makers: [() throws -> [UInt8]]
-    private let hasher: ChunkHasher
 
     /// `makers[i]` produces representation `i`.
-    public init(offer: OfferItem, makers: [() throws -> [UInt8]], hasher: ChunkHasher) {
+    public init(offer: OfferItem, makers: [() throws -> [UInt8]]) {
         precondition(makers.count == offer.representations.count)
         self.offer = offer
         self.makers = makers
-        self.hasher = hasher
     }
 
     public func produce(representation index: Int) throws -> ProducedChunks {
-        .positional(MemorySource(try makers[index](), hasher: hasher))
+        .positional(MemorySource(try makers[index]()))
     }
 }

@@ -27,10 +27,13 @@ public struct Hello: Sendable, Codable, Equatable {
     /// attached to it, or, from a watch, one of the owner's devices): that device's name. (Called `relayTo` by
     /// earlier versions, which is still read.)
     public var forwardTo: String?
+    /// Chunk digests this device computes besides SHA-256 (`blake3`); absent means none. Two ends that both list
+    /// BLAKE3 use it (`DigestAlgorithm.agreed`).
+    public var digests: [String]?
 
     public init(
         name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil,
-        forwardTo: String? = nil
+        forwardTo: String? = nil, digests: [String]? = DigestAlgorithm.offered
     ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
@@ -41,10 +44,11 @@ public struct Hello: Sendable, Codable, Equatable {
         self.listenPort = listenPort
         self.compression = compression
         self.forwardTo = forwardTo
+        self.digests = digests
     }
 
     private enum CodingKeys: String, CodingKey {
-        case magic, version, minVersion, name, role, accept, listenPort, compression, forwardTo, relayTo
+        case magic, version, minVersion, name, role, accept, listenPort, compression, forwardTo, relayTo, digests
     }
 
     public init(from decoder: any Decoder) throws {
@@ -60,6 +64,7 @@ public struct Hello: Sendable, Codable, Equatable {
         forwardTo =
             try container.decodeIfPresent(String.self, forKey: .forwardTo)
             ?? container.decodeIfPresent(String.self, forKey: .relayTo)
+        digests = try container.decodeIfPresent([String].self, forKey: .digests)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -73,6 +78,7 @@ public struct Hello: Sendable, Codable, Equatable {
         try container.encodeIfPresent(listenPort, forKey: .listenPort)
         try container.encodeIfPresent(compression, forKey: .compression)
         try container.encodeIfPresent(forwardTo, forKey: .forwardTo)
+        try container.encodeIfPresent(digests, forKey: .digests)
     }
 
     /// The version both ends speak: the newer of the two that both support.
@@ -112,6 +118,9 @@ public struct Hello: Sendable, Codable, Equatable {
         }
         if let compression, compression.count > 16 || compression.contains(where: { $0.utf8.count > 32 }) {
             throw ProtocolError(.badMessage, "the peer's compression list is too long")
+        }
+        if let digests, digests.count > 16 || digests.contains(where: { $0.utf8.count > 32 }) {
+            throw ProtocolError(.badMessage, "the peer's digest list is too long")
         }
     }
 }

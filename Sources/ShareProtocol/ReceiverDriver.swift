@@ -4,11 +4,26 @@ import CoreTransferable
 /// a pipe to another device. The driver checks every chunk and the whole item before the sink hears of it.
 public protocol ItemSink: AnyObject {
     /// What is already held and verified of the chosen representation of `item` from an earlier session (chunk →
-    /// digest), looked up without keeping anything open: the receiver announces it in `resume`, items ahead of the
-    /// one it receives.
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> [Int: [UInt8]]
-    /// Opens where the chosen representation of `item` goes, when its bytes begin, with what is held of it.
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload
+    /// digest, and the digest they were recorded with), looked up without keeping anything open: the receiver
+    /// announces it in `resume`, items ahead of the one it receives.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> HeldChunks
+    /// Opens where the chosen representation of `item` goes, when its bytes begin, with what is held of it; its
+    /// chunks are recorded with `digest` (what is held under another digest is dropped).
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+}
+
+/// Chunks held from an earlier session: chunk → digest, with the digest they were recorded with.
+public struct HeldChunks: Sendable {
+    public var digests: [Int: [UInt8]]
+    public var algorithm: DigestAlgorithm
+
+    public init(digests: [Int: [UInt8]], algorithm: DigestAlgorithm) {
+        self.digests = digests
+        self.algorithm = algorithm
+    }
+
+    public static let nothing = HeldChunks(digests: [:], algorithm: .sha256)
 }
 
 /// One item being received.
@@ -40,6 +55,11 @@ public final class ReceiverDriver {
     private var digests = ItemDigest(chunks: 0)
     /// What each announced item held, as its `resume` said.
     private var announced: [Int: [Int: [UInt8]]] = [:]
+    /// The digest of each announced item: the session's, or SHA-256 for a partial recorded with it.
+    private var itemDigests: [Int: DigestAlgorithm] = [:]
+    /// The current item's hasher (for this thread) and another of the same digest for the writer thread.
+    private var itemHasher: ChunkHasher
+    private var writerHasher: ChunkHasher
     /// Checks and writes the chunks of large items (made on the first one).
     private var writer: ChunkWriter?
     /// How many chunks of a large item may wait, read but not yet written (at most `writeAheadBytes` of them, at
@@ -53,6 +73,8 @@ public final class ReceiverDriver {
     ) {
         self.channel = channel
         self.hasher = hasher
+        itemHasher = hasher
+        writerHasher = hasher.another()
         self.codec = codec
         self.events = events
     }
@@ -90,7 +112,7 @@ public final class ReceiverDriver {
                         if writer == nil {
                             // `writeAhead` chunks, but at most `writeAheadBytes` of them (and never fewer than three).
                             let depth = max(3, min(writeAhead, Self.writeAheadBytes / chunkSize))
-                            writer = ChunkWriter(hasher: hasher.another(), depth: depth)
+                            writer = ChunkWriter(depth: depth)
                         }
                         target = try writer!.takeBuffer()
                         // A chunk's data is at most the offer's chunk size (a compressed one is smaller): a longer
@@ -123,10 +145,11 @@ public final class ReceiverDriver {
                         guard let payload = incoming else { throw ProtocolError(.internalError, "no item open") }
                         if large {
                             try writer!.submit(
-                                index: index, buffer: target, length: length, digest: header.digest, payload: payload)
+                                index: index, buffer: target, length: length, digest: header.digest, payload: payload,
+                                hasher: writerHasher)
                         } else {
                             let data = UnsafeRawBufferPointer(rebasing: target.bytes[0..<length])
-                            guard hasher.digest(data) == header.digest else {
+                            guard itemHasher.digest(data) == header.digest else {
                                 throw ProtocolError(.digestMismatch, "chunk \(header.index) does not match its digest")
                             }
                             try payload.write(index: index, bytes: data, digest: header.digest)
@@ -203,7 +226,10 @@ public final class ReceiverDriver {
         guard let index = machine.currentItem, incomingItem != index, let offer = machine.offer else { return }
         let item = offer.items[index]
         let chosen = item.representations[machine.choices[index].representation!]
-        let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize)
+        let digest = itemDigests.removeValue(forKey: index) ?? hasher.algorithm
+        let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize, digest: digest)
+        itemHasher = digest == hasher.algorithm ? hasher : hasher.make(digest)
+        writerHasher = itemHasher.another()
         let promised = announced.removeValue(forKey: index) ?? [:]
         for (chunk, digest) in promised where opened.held[chunk] != digest {
             opened.suspend()
@@ -277,14 +303,21 @@ public final class ReceiverDriver {
                 let item = offer.items[index]
                 let chosen = item.representations[representation]
                 let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-                let held =
-                    try expected.map { count in
-                        try sink.held(item: item, representation: chosen, chunkSize: offer.chunkSize).filter {
-                            $0.key < count
-                        }
-                    } ?? [:]
+                let found = try expected.map { _ in
+                    try sink.held(item: item, representation: chosen, chunkSize: offer.chunkSize)
+                }
+                var held = expected.map { count in found?.digests.filter { $0.key < count } ?? [:] } ?? [:]
+                // A partial recorded with SHA-256 (by an earlier version, or from an older peer) resumes with it:
+                // every sender computes SHA-256. One recorded with a digest this session does not use starts over.
+                var digest = hasher.algorithm
+                if let found, !held.isEmpty, found.algorithm != digest {
+                    if found.algorithm == .sha256 { digest = .sha256 } else { held = [:] }
+                }
                 announced[index] = held
-                queue = try machine.prepared(verified: Set(held.keys)) + queue
+                itemDigests[index] = digest
+                queue =
+                    try machine.prepared(verified: Set(held.keys), digest: digest == hasher.algorithm ? nil : digest)
+                    + queue
             case .sendResume(let resume):
                 try channel.send(.resume, resume)
             case .write:
@@ -301,7 +334,7 @@ public final class ReceiverDriver {
                 }
                 incoming = nil
                 incomingItem = nil
-                guard digests.chunks.count == done.chunks, let root = digests.root(using: hasher),
+                guard digests.chunks.count == done.chunks, let root = digests.root(using: itemHasher),
                     root == done.digest.lowercased()
                 else {
                     payload.discard()

@@ -170,8 +170,11 @@ public struct ReceiverMachine: Sendable {
         }
     }
 
-    /// The driver found `verified` chunks already held for the item being prepared: it is announced.
-    public mutating func prepared(verified: Set<Int>) throws(ProtocolError) -> [Action] {
+    /// The driver found `verified` chunks already held for the item being prepared: it is announced, with the
+    /// item's digest when it is not the session's.
+    public mutating func prepared(verified: Set<Int>, digest: DigestAlgorithm? = nil) throws(ProtocolError)
+        -> [Action]
+    {
         guard state == .transferring, let item = preparing, let offer else {
             throw fail(.internalError, "prepared out of order")
         }
@@ -182,7 +185,8 @@ public struct ReceiverMachine: Sendable {
         heldByItem[item] = valid
         announced.append(item)
         if announced.count == 1 { begin(item) }
-        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid))))] + fill()
+        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid)), digest: digest))]
+            + fill()
     }
 
     /// Sets up the checks for the item whose chunks come next.

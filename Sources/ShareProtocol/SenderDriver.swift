@@ -115,12 +115,14 @@ public final class SenderDriver {
         -> Done
     {
         let offered = source.offer.representations[representation]
+        // The session's digest, or the one the receiver's partial of this item was recorded with.
+        let hasher = machine.itemDigests[index].map { self.hasher.make($0) } ?? self.hasher
         let produced = try source.produce(representation: representation)
         switch produced {
         case .positional(let bytes):
             defer { bytes.close() }
             var done = try streamPositional(
-                bytes, item: source.offer, index: index, offered: offered, held: held, number: number)
+                bytes, item: source.offer, index: index, offered: offered, held: held, number: number, hasher: hasher)
             if offered.suggestedFileName == nil, let name = bytes.fileName, name.utf8.count <= Done.maxFileName,
                 !name.contains("/" as Character)
             {
@@ -130,7 +132,7 @@ public final class SenderDriver {
         case .sequential(let stream):
             defer { stream.close() }
             return try streamSequential(
-                stream, item: source.offer, index: index, offered: offered, held: held, number: number)
+                stream, item: source.offer, index: index, offered: offered, held: held, number: number, hasher: hasher)
         }
     }
 
@@ -140,8 +142,7 @@ public final class SenderDriver {
 
     private func streamPositional(
         _ source: PositionalSource, item: OfferItem, index: Int, offered: OfferedRepresentation,
-        held verified: Set<Int>,
-        number: Int
+        held verified: Set<Int>, number: Int, hasher: ChunkHasher
     ) throws -> Done {
         let size = source.size
         if let expected = offered.size, expected != size {
@@ -155,7 +156,7 @@ public final class SenderDriver {
         let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) }
         summary.held += heldBytes
         events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
-        let background = held.isEmpty ? nil : source.hashHeld(held, chunkSize: chunkSize)
+        let background = held.isEmpty ? nil : source.hashHeld(held, chunkSize: chunkSize, hasher: hasher.another())
         // Whatever ends this item, the hashing of held chunks stops before the source closes.
         defer { background?.cancel() }
         let compressor = offered.size != nil ? self.compressor : nil
@@ -188,7 +189,8 @@ public final class SenderDriver {
         } else {
             for chunk in 0..<chunks where !heldSet.contains(chunk) {
                 let count = try buffer.withUnsafeMutableBytes { try read(chunk, $0) }
-                try hashAndSend(count, index: chunk, into: &digests, send: true, compressor: compressor)
+                try hashAndSend(
+                    count, index: chunk, into: &digests, send: true, compressor: compressor, hasher: hasher)
             }
         }
         if let background {
@@ -204,8 +206,7 @@ public final class SenderDriver {
 
     private func streamSequential(
         _ source: SequentialSource, item: OfferItem, index: Int, offered: OfferedRepresentation,
-        held verified: Set<Int>,
-        number: Int
+        held verified: Set<Int>, number: Int, hasher: ChunkHasher
     ) throws -> Done {
         if let expected = offered.size, let size = source.size, expected != size {
             throw ProtocolError(
@@ -236,7 +237,9 @@ public final class SenderDriver {
             var total: UInt64 = 0
             func emitChunk() throws {
                 if let chunks, next >= chunks { throw Self.grew(item.label) }
-                try hashAndSend(fill, index: next, into: &digests, send: !held.contains(next), compressor: compressor)
+                try hashAndSend(
+                    fill, index: next, into: &digests, send: !held.contains(next), compressor: compressor,
+                    hasher: hasher)
                 next += 1
                 fill = 0
             }
@@ -297,7 +300,8 @@ public final class SenderDriver {
     /// Hashes the first `count` bytes of the buffer as chunk `index` (each byte is hashed once, here), records the
     /// digest and, unless the receiver holds the chunk, sends it.
     private func hashAndSend(
-        _ count: Int, index: Int, into digests: inout ItemDigest, send: Bool, compressor: AdaptiveCompressor?
+        _ count: Int, index: Int, into digests: inout ItemDigest, send: Bool, compressor: AdaptiveCompressor?,
+        hasher: ChunkHasher
     ) throws {
         try buffer.withUnsafeBytes { raw in
             let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])

@@ -32,6 +32,8 @@ public struct SenderMachine: Sendable {
     private var accepted: [Int] = []
     /// What each accepted item's `resume` said is held, until the item is streamed.
     private var resumes: [Int: Set<Int>] = [:]
+    /// Items whose `resume` named a digest other than the session's (a partial recorded with it).
+    public private(set) var itemDigests: [Int: DigestAlgorithm] = [:]
     /// Positions in `accepted`: of the next `resume` expected, the next item to stream, and the next `ack` expected.
     private var nextResume = 0
     private var nextStream = 0
@@ -101,6 +103,7 @@ public struct SenderMachine: Sendable {
         } catch {
             throw fail(error.code, error.message)
         }
+        if let digest = resume.digest { itemDigests[item] = digest }
         nextResume += 1
         return startNext()
     }

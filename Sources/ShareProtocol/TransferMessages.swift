@@ -238,10 +238,14 @@ public struct Select: Sendable, Codable, Equatable {
 public struct Resume: Sendable, Codable, Equatable {
     public var item: String
     public var verified: [ChunkRange]
+    /// The item's digest when it is not the session's: a partial recorded with another digest (SHA-256, by an earlier
+    /// version or an older peer) keeps it. Only a digest both ends listed (or SHA-256) is named.
+    public var digest: DigestAlgorithm?
 
-    public init(item: String, verified: [ChunkRange]) {
+    public init(item: String, verified: [ChunkRange], digest: DigestAlgorithm? = nil) {
         self.item = item
         self.verified = verified
+        self.digest = digest
     }
 }
 
@@ -263,7 +267,7 @@ public struct Done: Sendable, Codable, Equatable {
     public var item: String
     public var size: UInt64
     public var chunks: Int
-    /// Hex SHA-256 over the concatenated per-chunk SHA-256 digests (see docs/PROTOCOL.md).
+    /// Hex digest over the concatenated per-chunk digests, with the item's digest (see docs/PROTOCOL.md).
     public var digest: String
     /// The produced file's name, when the representation named none in the offer (a `FileRepresentation`'s file is
     /// known only once it is exported): at most 255 bytes, a name only. Receivers that do not know it ignore it.
@@ -295,7 +299,7 @@ public struct Ack: Sendable, Codable, Equatable {
     }
 }
 
-/// The fixed part of a `chunk` or `data` frame: index (8 bytes, big endian) and SHA-256 of the data (32 bytes);
+/// The fixed part of a `chunk` or `data` frame: index (8 bytes, big endian) and the digest of the data (32 bytes);
 /// the data follows.
 public struct ChunkHeader: Sendable, Equatable {
     public static let size = 40

@@ -22,9 +22,11 @@ final class WatchSink: ItemSink {
     }
 
     /// A watch keeps no partials: every item comes whole.
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks { .nothing }
 
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
         try WatchItem(item: item, representation: representation, sink: self)
     }
 

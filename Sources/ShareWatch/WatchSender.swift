@@ -87,8 +87,7 @@ public final class WatchSender {
         }
         let itemID = id ?? String(UInt64.random(in: 0...UInt64.max), radix: 16)
         return DataItemSource(
-            offer: OfferItem(id: itemID, label: label, representations: offered), makers: makers,
-            hasher: SHA256Hasher())
+            offer: OfferItem(id: itemID, label: label, representations: offered), makers: makers)
     }
 
     /// Offers the items and streams the chosen representations; returns the refusals.
@@ -98,7 +97,7 @@ public final class WatchSender {
         let to = options.to
         let console = console
         let driver = SenderDriver(
-            channel: session.connection.channel, chunkSize: Self.chunkSize, hasher: SHA256Hasher()
+            channel: session.connection.channel, chunkSize: Self.chunkSize, hasher: session.chunkHasher()
         ) { event in
             switch event {
             case .refused(_, let label, _, let reason):

@@ -10,10 +10,11 @@ extension EndToEnd {
 
         /// Sends `file` through a proxy paced at 16 MB/s (that never passes the last two chunks) until the receiver's
         /// ledger holds `atLeast` chunks, then kills the sender or the receiver with SIGKILL.
-        func interrupt(_ laptop: TestDevice, _ desk: TestDevice, file: URL, inbox: URL, atLeast: Int, killSender: Bool)
-            throws
-        {
-            let (receiver, port) = try desk.startReceive(into: inbox)
+        func interrupt(
+            _ laptop: TestDevice, _ desk: TestDevice, file: URL, inbox: URL, atLeast: Int, killSender: Bool,
+            receiverEnvironment: [String: String] = [:]
+        ) throws {
+            let (receiver, port) = try desk.startReceive(into: inbox, environment: receiverEnvironment)
             let proxy = try TCPProxy(upstreamPort: port)
             defer { proxy.stop() }
             proxy.bytesPerSecond = 16 << 20
@@ -59,6 +60,24 @@ extension EndToEnd {
             #expect(there == held * Self.chunk)
             // Bytes resent beyond what the receiver had verified: at most one chunk.
             #expect(sent - (Self.size - held * Self.chunk) <= Self.chunk)
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("big.bin")) == Data(contentsOf: file))
+        }
+
+        /// A partial recorded with SHA-256 (by a receiver that, like every earlier version, lists no other digest)
+        /// resumes once both ends would agree on BLAKE3: the item keeps SHA-256, and nothing verified is sent again.
+        @Test func aPartialRecordedWithSHA256ResumesWhenBothEndsHaveBLAKE3() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(file, size: Self.size)
+            try interrupt(
+                laptop, desk, file: file, inbox: inbox, atLeast: Self.chunks / 2, killSender: false,
+                receiverEnvironment: ["SHARE_TEST_DIGESTS": "sha256"])
+            let held = ledgerChunkCount(inbox)
+            #expect(held >= Self.chunks / 2)
+            let result = try finish(laptop, desk, file: file, inbox: inbox)
+            #expect(try #require(result["bytesAlreadyThere"] as? Int) == held * Self.chunk)
+            #expect(try #require(result["bytesSent"] as? Int) - (Self.size - held * Self.chunk) <= Self.chunk)
             #expect(try Data(contentsOf: inbox.appendingPathComponent("big.bin")) == Data(contentsOf: file))
         }
 

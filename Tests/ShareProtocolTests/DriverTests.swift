@@ -13,7 +13,8 @@ import Testing
     func transfer(
         _ items: [ItemSource], sink: MemorySink, accept: [AcceptedType] = [AcceptedType(.item)],
         policy: ReceiverMachine.Policy = .init(), codec: ChunkCodec? = nil,
-        tamper: ((Int, [UInt8]) -> [UInt8])? = nil, decide: ((Offer) throws -> [Choice])? = nil
+        tamper: ((Int, [UInt8]) -> [UInt8])? = nil, decide: ((Offer) throws -> [Choice])? = nil,
+        digest: DigestAlgorithm = .sha256
     ) -> (sent: Result<TransferSummary, Error>, received: Result<TransferSummary, Error>, events: [TransferEvent]) {
         let (a, b) = MemoryStream.pair()
         a.outgoing.tamper = tamper
@@ -22,7 +23,7 @@ import Testing
         let received = Box<Result<TransferSummary, Error>?>(nil)
         nonisolated(unsafe) let (codec, decide, sink) = (codec, decide, sink)
         Thread {
-            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA(), codec: codec) {
+            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA().make(digest), codec: codec) {
                 events.value.append($0)
             }
             let machine = ReceiverMachine(
@@ -32,7 +33,7 @@ import Testing
             done.signal()
         }.start()
         let sender = SenderDriver(
-            channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA(), codec: codec)
+            channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA().make(digest), codec: codec)
         let sent = Result { try sender.run(items) }
         a.close()
         done.wait()
@@ -58,7 +59,7 @@ import Testing
         let items = payloads.enumerated().map { index, bytes in
             FixedItem(
                 fileOffer("photo-\(index)", size: UInt64(bytes.count)),
-                [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+                [{ .positional(MemorySource(bytes)) }])
         }
         let (a, b) = MemoryStream.pair()
         let dones = Box(0)
@@ -124,7 +125,7 @@ import Testing
         let text = Array("Dinner at eight?".utf8)
         let file = FixedItem(
             fileOffer("big", size: UInt64(big.count)),
-            [{ .positional(MemorySource(big, hasher: TestSHA())) }])
+            [{ .positional(MemorySource(big)) }])
         let archive = FixedItem(
             fileOffer("stream", size: UInt64(stream.count), type: "public.tar-archive", kind: .archive),
             [{ .sequential(PiecesSource(stream, announced: true)) }])
@@ -137,8 +138,8 @@ import Testing
                     OfferedRepresentation(contentType: "public.utf8-plain-text", kind: .data),
                 ]),
             [
-                { .positional(MemorySource([0xFF], hasher: TestSHA())) },
-                { .positional(MemorySource(text, hasher: TestSHA())) },
+                { .positional(MemorySource([0xFF])) },
+                { .positional(MemorySource(text)) },
             ])
         let sink = MemorySink()
         let result = transfer(
@@ -171,7 +172,7 @@ import Testing
                     {
                         sequential
                             ? .sequential(PiecesSource(bytes, announced: true))
-                            : .positional(MemorySource(bytes, hasher: TestSHA()))
+                            : .positional(MemorySource(bytes))
                     }
                 ])
             let result = transfer([item], sink: sink)
@@ -182,11 +183,60 @@ import Testing
         }
     }
 
+    /// Two ends that agreed on BLAKE3: chunks and the whole item are checked with it, and a byte changed in flight is
+    /// still caught.
+    @Test func underBLAKE3ItemsArriveIdenticalAndAChangedByteIsCaught() throws {
+        let bytes = randomBytes(5 * Self.chunk + 3)
+        let sink = MemorySink()
+        let result = transfer(
+            [FixedItem(fileOffer("b", size: UInt64(bytes.count)), [{ .positional(MemorySource(bytes)) }])], sink: sink,
+            digest: .blake3)
+        _ = try result.sent.get()
+        #expect(sink.items["b"] == bytes)
+        #expect(sink.openedDigests["b"] == .blake3)
+        let tampered = MemorySink()
+        let bad = transfer(
+            [FixedItem(fileOffer("b", size: UInt64(bytes.count)), [{ .positional(MemorySource(bytes)) }])],
+            sink: tampered,
+            tamper: { offset, data in
+                var data = data
+                let target = 3 * Self.chunk
+                if offset <= target && target < offset + data.count { data[target - offset] ^= 0x01 }
+                return data
+            }, digest: .blake3)
+        let received = #expect(throws: ProtocolError.self) { try bad.received.get() }
+        #expect(received?.code == .digestMismatch)
+        #expect(tampered.items.isEmpty)
+    }
+
+    /// A partial recorded with SHA-256 (by an earlier version) resumes in a BLAKE3 session: its `resume` names
+    /// SHA-256, the sender hashes that item with it, and only the missing chunks are sent. One recorded with BLAKE3
+    /// in a session that has only SHA-256 (an older peer) starts over.
+    @Test(arguments: [DigestAlgorithm.sha256, .blake3])
+    func aPartialKeepsTheDigestItWasRecordedWith(recorded: DigestAlgorithm) throws {
+        let bytes = randomBytes(6 * Self.chunk + 10)
+        let session: DigestAlgorithm = recorded == .sha256 ? .blake3 : .sha256
+        let sink = MemorySink()
+        sink.heldDigest = recorded
+        sink.heldBytes["x"] = Dictionary(
+            uniqueKeysWithValues: (0..<3).map { ($0, Array(bytes[($0 * Self.chunk)..<(($0 + 1) * Self.chunk)])) })
+        let item = FixedItem(fileOffer("x", size: UInt64(bytes.count)), [{ .positional(MemorySource(bytes)) }])
+        let sent = try transfer([item], sink: sink, digest: session).sent.get()
+        #expect(sink.items["x"] == bytes)
+        if recorded == .sha256 {
+            #expect(sink.openedDigests["x"] == .sha256)
+            #expect(sent.bytes == UInt64(bytes.count - 3 * Self.chunk), "sent \(sent.bytes)")
+        } else {
+            #expect(sink.openedDigests["x"] == .sha256)
+            #expect(sent.bytes == UInt64(bytes.count), "sent \(sent.bytes)")
+        }
+    }
+
     @Test func aByteChangedInFlightIsCaughtByTheChunkDigestAndReportedToTheSender() throws {
         let bytes = randomBytes(4 * Self.chunk)
         let item = FixedItem(
             fileOffer("x", size: UInt64(bytes.count)),
-            [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+            [{ .positional(MemorySource(bytes)) }])
         let sink = MemorySink()
         // Past the offer, somewhere in the second chunk's data.
         let target = 2 * Self.chunk
@@ -211,7 +261,7 @@ import Testing
         let bytes = randomBytes(4 * Self.chunk)
         let item = FixedItem(
             fileOffer("x", size: UInt64(bytes.count)),
-            [{ .positional(MemorySource(bytes, hasher: TestSHA())) }])
+            [{ .positional(MemorySource(bytes)) }])
         let sink = MemorySink()
         let (honest, lie) = (Array("\"chunkSize\":\(Self.chunk)".utf8), Array("\"chunkSize\":16384".utf8))
         #expect(honest.count == lie.count)
@@ -255,7 +305,7 @@ import Testing
 
             OfferItem(
                 id: "u", label: "u", representations: [OfferedRepresentation(contentType: "public.url", kind: .data)]),
-            [{ .positional(MemorySource(link, hasher: TestSHA())) }])
+            [{ .positional(MemorySource(link)) }])
         let sink = MemorySink()
         let result = transfer([item], sink: sink)
         let error = #expect(throws: ProtocolError.self) { try result.sent.get() }
@@ -267,7 +317,7 @@ import Testing
         let text = Array(String(repeating: "a line of a log that repeats itself\n", count: 20_000).utf8)
         let item = FixedItem(
             fileOffer("log", size: UInt64(text.count)),
-            [{ .positional(MemorySource(text, hasher: TestSHA())) }])
+            [{ .positional(MemorySource(text)) }])
         let sink = MemorySink()
         let result = transfer([item], sink: sink, codec: TestZstd())
         let sent = try result.sent.get()
@@ -285,8 +335,8 @@ import Testing
                     OfferedRepresentation(contentType: "public.utf8-plain-text", kind: .data),
                 ]),
             [
-                { .positional(MemorySource(Array("{}".utf8), hasher: TestSHA())) },
-                { .positional(MemorySource(Array("Ana".utf8), hasher: TestSHA())) },
+                { .positional(MemorySource(Array("{}".utf8))) },
+                { .positional(MemorySource(Array("Ana".utf8))) },
             ])
         let sink = MemorySink()
         let result = transfer(

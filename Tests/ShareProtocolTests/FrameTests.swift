@@ -90,6 +90,25 @@ import Testing
         #expect(decoded.minVersion == Limits.oldestProtocolVersion && decoded.version == Limits.protocolVersion)
     }
 
+    /// BLAKE3 only when both hellos list it: an older peer's hello (no `digests`) keeps the session on SHA-256, and
+    /// an unknown digest name is ignored.
+    @Test func theChunkDigestIsBLAKE3OnlyWhenBothEndsListIt() throws {
+        let ours = Hello(name: "a", role: .cli)
+        #expect(ours.digests == ["blake3"])
+        let json = String(decoding: MessageCoding.frame(.hello, ours).payload, as: UTF8.self)
+        var older = try JSONSerialization.jsonObject(with: Data(json.utf8)) as! [String: Any]
+        older.removeValue(forKey: "digests")
+        let olderHello = try JSONDecoder().decode(Hello.self, from: JSONSerialization.data(withJSONObject: older))
+        #expect(olderHello.digests == nil)
+        #expect(DigestAlgorithm.agreed(ours.digests, ours.digests) == .blake3)
+        #expect(DigestAlgorithm.agreed(ours.digests, olderHello.digests) == .sha256)
+        #expect(DigestAlgorithm.agreed(olderHello.digests, ours.digests) == .sha256)
+        #expect(DigestAlgorithm.agreed(ours.digests, ["k12", "md5"]) == .sha256)
+        var long = ours
+        long.digests = Array(repeating: "x", count: 17)
+        #expect(throws: ProtocolError.self) { try long.validate() }
+    }
+
     @Test func wrongMagicIsNotShare() {
         var hello = Hello(name: "a", role: .cli)
         hello.magic = "http"

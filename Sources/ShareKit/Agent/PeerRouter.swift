@@ -284,8 +284,9 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         }
         let finished = DispatchSemaphore(value: 0)
         let farConnection = far.connection
+        nonisolated(unsafe) let farHasher = far.chunkHasher()
         let thread = Thread {
-            let driver = SenderDriver(channel: farConnection.channel, hasher: SHA256Hasher()) { event in
+            let driver = SenderDriver(channel: farConnection.channel, hasher: farHasher) { event in
                 switch event {
                 case .answered(let choices): bridge.chosen(choices)
                 case .delivered(let index, _, let ack): bridge.delivered(index, ack)
@@ -312,7 +313,7 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
             policy: .init(maxItemSize: inbox.maxSize),
             window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
         let driver = ReceiverDriver(
-            channel: session.connection.channel, hasher: SHA256Hasher(), codec: ZstdChunkCodec())
+            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec())
         do {
             let summary = try driver.run(
                 machine: machine, sink: ForwardingSink(bridge: bridge, target: target.name, offer: offer),

@@ -168,9 +168,11 @@ final class ForwardingSink: ItemSink {
     }
 
     /// Forwarded items are streamed on as they arrive; nothing is kept to resume.
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] { [:] }
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks { .nothing }
 
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
         guard let position = index[item.id] else { throw ProtocolError(.internalError, "unknown item \(item.id)") }
         return Forwarded(pipe: bridge.pipe(position), position: position, item: item, bridge: bridge, target: target)
     }

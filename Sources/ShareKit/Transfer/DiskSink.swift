@@ -31,34 +31,45 @@ final class DiskSink: ItemSink {
     /// What an earlier session left verified of the item: its partial is opened (and, after a reboot, checked
     /// against its ledger), read and closed again, so nothing stays open or locked for the items announced ahead.
     /// An item without a version can never resume: nothing is looked up.
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> [Int: [UInt8]] {
-        guard item.version != nil else { return [:] }
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> HeldChunks {
+        guard item.version != nil else { return .nothing }
         let key = PartialStore.key(
             sender: sender, item: item.id, contentType: representation.contentType,
             archive: Self.isArchive(representation))
         // Nothing was ever received of it: nothing to open (no empty partial is left for items announced ahead).
-        guard store.readLedger(key) != nil else { return [:] }
-        let payload = try open(item: item, representation: representation, chunkSize: chunkSize)
+        guard store.readLedger(key) != nil else { return .nothing }
+        let payload = try open(item: item, representation: representation, chunkSize: chunkSize, digest: nil)
         defer { payload.suspend() }
-        return payload.held
+        return HeldChunks(digests: payload.held, algorithm: payload.digest)
     }
 
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
+        try open(item: item, representation: representation, chunkSize: chunkSize, digest: Optional(digest))
+    }
+
+    /// `digest` nil: as the partial was recorded (looking up what is held).
+    private func open(
+        item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm?
+    ) throws -> SinkItem {
         if Self.isArchive(representation) {
             var policy = ExtractionPolicy()
             if let maxSize = options.maxSize { policy.maxTotalBytes = maxSize }
             let partial = try PartialArchive(
                 store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize,
-                policy: policy)
+                policy: policy, digest: digest)
             return SinkItem(.archive(partial), item: item, representation: representation, sink: self)
         }
         if SmallPartial.fits(item: item, representation: representation) {
             let partial = SmallPartial(
-                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
+                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize,
+                digest: digest ?? .sha256)
             return SinkItem(.file(partial), item: item, representation: representation, sink: self)
         }
         let partial = try PartialFile(
-            store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
+            store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize,
+            digest: digest)
         return SinkItem(.file(partial), item: item, representation: representation, sink: self)
     }
 
@@ -213,6 +224,14 @@ final class SinkItem: IncomingPayload {
         switch partial {
         case .file(let file): return file.held
         case .archive(let archive): return archive.held
+        }
+    }
+
+    /// The digest `held` was recorded with.
+    var digest: DigestAlgorithm {
+        switch partial {
+        case .file(let file): return file.digest
+        case .archive(let archive): return archive.digest
         }
     }
 

@@ -19,7 +19,7 @@ final class OutgoingItemSource: ItemSource {
         let produced = try blockingAwait(item.representations[index].produce)
         switch produced {
         case .data(let data):
-            return .positional(MemorySource(Array(data), hasher: SHA256Hasher()))
+            return .positional(MemorySource(Array(data)))
         case .file(let url, let original):
             // A value's own file is checked again after its last chunk (it must not have changed meanwhile); a file
             // made for the transfer, or kept for it, is not anyone else's to change.
@@ -62,8 +62,8 @@ final class FileChunks: PositionalSource, @unchecked Sendable {  // reads are po
         }
     }
 
-    func hashHeld(_ indices: [Int], chunkSize: Int) -> HeldDigests {
-        ThreadedDigests(source: self, indices: indices, chunkSize: chunkSize)
+    func hashHeld(_ indices: [Int], chunkSize: Int, hasher: ChunkHasher) -> HeldDigests {
+        ThreadedDigests(source: self, indices: indices, chunkSize: chunkSize, hasher: hasher)
     }
 
     func checkUnchanged() throws {
@@ -81,10 +81,11 @@ final class ThreadedDigests: HeldDigests, @unchecked Sendable {  // result and c
     private var result: Result<[(index: Int, digest: [UInt8])], Error>?
     private var cancelled = false
 
-    init(source: PositionalSource & Sendable, indices: [Int], chunkSize: Int) {
+    /// `hasher` is used by the hashing thread alone.
+    init(source: PositionalSource & Sendable, indices: [Int], chunkSize: Int, hasher: ChunkHasher) {
+        nonisolated(unsafe) let hasher = hasher
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: chunkSize)
-            let hasher = SHA256Hasher()
             var out: [(index: Int, digest: [UInt8])] = []
             do {
                 for index in indices {

@@ -25,15 +25,18 @@ final class PartialArchive: IncomingPayload {
     private var stopped = false
     private var released = false
     let held: [Int: [UInt8]]
+    /// The digest of `held` and of the chunks written.
+    let digest: DigestAlgorithm
     let label: String
     /// Whether the item can resume (it has a version): only then is progress journaled.
     private let resumable: Bool
 
-    /// A ledger from another version, size or chunk size, or written before a reboot (extracted files may have
-    /// lost unflushed writes and cannot be re-hashed against stream chunks), starts the item over.
+    /// A ledger from another version, size, chunk size or digest (`digest`; nil when looking up what is held: any),
+    /// or written before a reboot (extracted files may have lost unflushed writes and cannot be re-hashed against
+    /// stream chunks), starts the item over.
     init(
         store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
-        policy: ExtractionPolicy
+        policy: ExtractionPolicy, digest wanted: DigestAlgorithm?
     ) throws {
         self.store = store
         label = item.label
@@ -46,12 +49,14 @@ final class PartialArchive: IncomingPayload {
             suggestedName: representation.suggestedFileName, chunks: [:], boot: PartialStore.bootID)
         if item.version != nil, let old = store.readLedger(key), old.version == item.version,
             old.chunkSize == chunkSize, old.size == representation.size, old.contentType == representation.contentType,
-            old.boot == PartialStore.bootID, let checkpoint = old.archive,
+            old.boot == PartialStore.bootID, let checkpoint = old.archive, wanted == nil || wanted == old.recordedDigest,
             store.partials.info("\(key).dir")?.kind == .directory
         {
             ledger.chunks = old.chunks
             ledger.archive = checkpoint
+            ledger.digest = old.digest
         } else {
+            ledger.digest = wanted == .sha256 ? nil : wanted
             _ = try? store.partials.remove("\(key).json")
             _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
             _ = try? store.partials.removeTree("\(key).dir")
@@ -78,6 +83,7 @@ final class PartialArchive: IncomingPayload {
             ledger.chunks = [:]
             _ = try? store.partials.removeTree("\(key).dir")
         }
+        digest = ledger.recordedDigest
         self.ledger = ledger
         self.digests = digests
         nextIndex = next

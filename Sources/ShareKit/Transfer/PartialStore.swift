@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareArchive
 import ShareDisk
+import ShareLink
 import ShareProtocol
 import ShareTLS
 
@@ -41,6 +42,10 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
         var boot: String?
         /// For an archive extracted as it arrives: where the extraction stands (chunks before its safe offset count).
         var archive: ExtractionCheckpoint?
+        /// The digest `chunks` were recorded with: absent for SHA-256 (as every earlier version wrote them).
+        var digest: DigestAlgorithm?
+
+        var recordedDigest: DigestAlgorithm { digest ?? .sha256 }
     }
 
     /// This boot's identity.
@@ -152,6 +157,8 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
 /// What a sink keeps an item's bytes in until it is verified: a partial file, or memory for a small item.
 protocol ReceivedBytes: AnyObject {
     var held: [Int: [UInt8]] { get }
+    /// The digest of `held` and of the chunks written.
+    var digest: DigestAlgorithm { get }
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
@@ -174,6 +181,7 @@ final class SmallPartial: ReceivedBytes {
     let key: String
     let chunkSize: Int
     let held: [Int: [UInt8]] = [:]
+    let digest: DigestAlgorithm
     private var bytes: [UInt8] = []
     private var durable = false
     /// The partial file it moved to once it grew past `limit`.
@@ -184,9 +192,12 @@ final class SmallPartial: ReceivedBytes {
         item.version == nil && (representation.size.map { $0 <= UInt64(limit) } ?? true)
     }
 
-    init(store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int)
-    {
+    init(
+        store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
+        digest: DigestAlgorithm
+    ) {
         self.store = store
+        self.digest = digest
         self.sender = sender
         self.item = item
         self.representation = representation
@@ -199,7 +210,8 @@ final class SmallPartial: ReceivedBytes {
         let offset = index * chunkSize
         guard offset + chunk.count <= Self.limit else {
             let file = try PartialFile(
-                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize)
+                store: store, sender: sender, item: item, representation: representation, chunkSize: chunkSize,
+                digest: self.digest)
             spilled = file
             // What came before, in the chunks it came in.
             var start = 0
@@ -287,9 +299,13 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     /// Placed, discarded or suspended: nothing more is done to it.
     private var ended = false
     let held: [Int: [UInt8]]
+    let digest: DigestAlgorithm
 
+    /// `digest`: the digest this session records chunks with; a partial recorded with another starts over. Nil
+    /// (looking up what is held): whatever the partial was recorded with.
     init(
-        store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int
+        store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
+        digest wanted: DigestAlgorithm?
     ) throws {
         self.store = store
         key = PartialStore.key(
@@ -300,13 +316,16 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
             contentType: representation.contentType, size: representation.size, chunkSize: chunkSize,
             suggestedName: representation.suggestedFileName, chunks: [:], boot: PartialStore.bootID)
         var rehash = false
-        if item.version != nil, let old = store.readLedger(key), old.version == item.version,
+        let old = store.readLedger(key)
+        if item.version != nil, let old, old.version == item.version,
             old.chunkSize == chunkSize, old.size == representation.size, old.contentType == representation.contentType,
-            store.partials.info("\(key).part")?.kind == .file
+            wanted == nil || wanted == old.recordedDigest, store.partials.info("\(key).part")?.kind == .file
         {
             ledger.chunks = old.chunks
+            ledger.digest = old.digest
             rehash = old.boot != PartialStore.bootID
         } else {
+            ledger.digest = wanted == .sha256 ? nil : wanted
             _ = try? store.partials.remove("\(key).json")
             _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
             _ = try? store.partials.removeTree("\(key).part")
@@ -318,6 +337,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
             throw ProtocolError(.storage, "the receiver cannot create a partial for \(item.label): \(error.message)")
         }
         keepsLedger = item.version != nil
+        digest = ledger.recordedDigest
         self.ledger = ledger
         if rehash { self.ledger.chunks = Self.reverify(ledger, file: file) }
         held = self.ledger.chunks.reduce(into: [:]) { held, entry in
@@ -433,7 +453,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     /// The recorded chunks whose bytes on disk still match their digests (after a reboot).
     static func reverify(_ ledger: PartialStore.Ledger, file: OpenFile) -> [String: String] {
         var buffer = [UInt8](repeating: 0, count: ledger.chunkSize)
-        let hasher = SHA256Hasher()
+        let hasher = chunkHasher(ledger.recordedDigest)
         var kept: [String: String] = [:]
         for (key, digest) in ledger.chunks {
             guard let index = Int(key) else { continue }

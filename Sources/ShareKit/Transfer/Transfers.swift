@@ -179,7 +179,7 @@ package final class SendSession: @unchecked Sendable {  // used by one thread
         let start = ContinuousClock.now
         let decodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
         let driver = SenderDriver(
-            channel: session.connection.channel, chunkSize: options.chunkSize, hasher: SHA256Hasher(),
+            channel: session.connection.channel, chunkSize: options.chunkSize, hasher: session.chunkHasher(),
             codec: decodesZstd ? ZstdChunkCodec() : nil, events: progress.senderEvents(peer: peerName))
         let summary = try driver.run(items.map(OutgoingItemSource.init))
         var report = SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
@@ -358,7 +358,7 @@ package final class ReceiveSession: @unchecked Sendable {  // used by one thread
         let sink = DiskSink(
             options: options, store: store, sender: session.peerID, peerName: peerName, progress: progress)
         let driver = ReceiverDriver(
-            channel: session.connection.channel, hasher: SHA256Hasher(), codec: ZstdChunkCodec(),
+            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec(),
             events: progress.receiverEvents(peer: peerName))
         do {
             let summary = try driver.run(machine: machine, sink: sink, first: first, decide: decide)

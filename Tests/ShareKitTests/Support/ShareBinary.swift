@@ -266,8 +266,11 @@ func residentKiB(_ pid: Int32) -> Int? {
 
 extension TestDevice {
     /// Starts `share receive` with `extra` options; returns it and its port.
-    func startReceive(_ extra: [String] = [], into: URL) throws -> (BackgroundShare, Int) {
-        let receiver = try background(["receive", "--port", "0", "--listen", "127.0.0.1", "--into", into.path] + extra)
+    func startReceive(_ extra: [String] = [], into: URL, environment: [String: String] = [:]) throws -> (
+        BackgroundShare, Int
+    ) {
+        let receiver = try background(
+            ["receive", "--port", "0", "--listen", "127.0.0.1", "--into", into.path] + extra, environment: environment)
         // With --json the announcement is an event on standard output; otherwise a line on standard error.
         let said = extra.contains("--json") ? receiver.stdout : receiver.stderr
         guard let line = said.waitForLine(containing: "waiting on port", timeout: 30),

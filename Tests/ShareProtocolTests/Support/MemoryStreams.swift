@@ -154,13 +154,25 @@ final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receivin
     /// Chunks held before the session, by item id: index → bytes.
     var heldBytes: [String: [Int: [UInt8]]] = [:]
 
-    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> [Int: [UInt8]] {
-        (heldBytes[item.id] ?? [:]).mapValues { SHA256Hasher.hash($0) }
+    /// The digest `heldBytes` are recorded with.
+    var heldDigest: DigestAlgorithm = .sha256
+    /// The digest each opened item was opened with.
+    var openedDigests: [String: DigestAlgorithm] = [:]
+
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks {
+        let hasher: ChunkHasher = heldDigest == .sha256 ? TestSHA() : TestBLAKE3()
+        return HeldChunks(
+            digests: (heldBytes[item.id] ?? [:]).mapValues { hasher.digest($0) }, algorithm: heldDigest)
     }
 
-    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> IncomingPayload {
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
+        openedDigests[item.id] = digest
         opened.append((item.id, representation.contentType))
-        let held = (heldBytes[item.id] ?? [:]).mapValues { SHA256Hasher.hash($0) }
+        // Held chunks recorded with another digest are dropped, as a disk partial's are.
+        let held = digest == heldDigest ? self.held(item: item, representation: representation, chunkSize: chunkSize).digests : [:]
+        if digest != heldDigest { heldBytes[item.id] = nil }
         return Payload(held: held, sink: self, item: item)
     }
 }
@@ -213,7 +225,21 @@ func randomBytes(_ count: Int) -> [UInt8] {
 /// SHA-256 from the transport's OpenSSL, as the protocol takes it.
 final class TestSHA: ChunkHasher {
     private let hasher = SHA256Hasher()
+    var algorithm: DigestAlgorithm { .sha256 }
     func another() -> ChunkHasher { TestSHA() }
+    func make(_ algorithm: DigestAlgorithm) -> ChunkHasher { algorithm == .sha256 ? TestSHA() : TestBLAKE3() }
+    func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+}
+
+/// BLAKE3 from the transport, as the protocol takes it.
+final class TestBLAKE3: ChunkHasher {
+    private let hasher = BLAKE3Hasher()
+    var algorithm: DigestAlgorithm { .blake3 }
+    func another() -> ChunkHasher { TestBLAKE3() }
+    func make(_ algorithm: DigestAlgorithm) -> ChunkHasher { algorithm == .sha256 ? TestSHA() : TestBLAKE3() }
     func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         hasher.update(bytes)
         return hasher.finalize()
