@@ -4,7 +4,8 @@
 # the page cache dropped, the source read back in), and every clock stopped when the receiver holds the verified file:
 #   share (share send -> share receive; the clock stops when share receive exits, after it verified and placed it)
 #   scp and rsync -e ssh (AES-128-GCM, to a throwaway sshd on loopback)
-#   the C ceiling (Benchmarks/ceiling/tls_ceiling.c: TLS 1.3 + SHA-256 on both ends, 1 MiB buffers) in three forms:
+#   the C ceiling (Benchmarks/ceiling/tls_ceiling.c: TLS 1.3 + BLAKE3, the digest two share ends use, on both ends,
+#   1 MiB buffers) in five forms:
 #     plain-1  a simple sequential pipe with OpenSSL's default reading (the shape of the reference pipe)
 #     tuned-1  the same with read-ahead (whole socket buffers per read, as share reads)
 #     tuned-2  two threads per end, the file side beside the TLS side (as share moves large items)
@@ -34,7 +35,8 @@ bench_install
 BUSY=
 # Only what this script started is stopped: the busy loop by its process id, then the jobs and sshd.
 trap '[ -n "$BUSY" ] && kill "$BUSY" 2>/dev/null; bench_cleanup' EXIT
-gcc -O2 -pthread -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c -lssl -lcrypto
+gcc -O2 -pthread -o "$WORK/tls_ceiling" Benchmarks/ceiling/tls_ceiling.c $(pkg-config --cflags share_blake3) -lssl -lcrypto \
+  $(pkg-config --libs share_blake3)
 
 SRC=$WORK/src; mkdir -p "$SRC"
 head -c $((MIB << 20)) /dev/urandom > "$SRC/payload.bin"

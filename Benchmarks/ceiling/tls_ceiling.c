@@ -1,7 +1,9 @@
 /*
  * The ceiling for a verified file transfer on this machine: one file through OpenSSL TLS 1.3 (AES-128-GCM) over
- * loopback TCP, SHA-256 computed over the stream on both ends, the receiver writing the file, and the sender checking
+ * loopback TCP, a digest computed over the stream on both ends, the receiver writing the file, and the sender checking
  * the receiver's digest at the end. share does the same work plus framing, per-chunk digests and a resume ledger.
+ * The digest is share's between two share ends, BLAKE3 (the same reference C library share links,
+ * `pkg-config share_blake3`); TLS_CEILING_DIGEST=sha256 makes it SHA-256, as share with an older peer.
  *
  *   tls_ceiling serve PORT CERT KEY OUTPUT BUFSIZE [plain|tuned] [1|2] [SIZE]   receiver: prints "ready", then the
  *                                                                               digest
@@ -15,6 +17,7 @@
  * variants and compares share with the strongest.
  */
 #include <arpa/inet.h>
+#include <blake3.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -73,6 +76,19 @@ struct ring {
 static struct ring ring = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 static size_t bufsize;
 static EVP_MD_CTX *md;
+static blake3_hasher b3;
+static int use_blake3 = 1;
+
+static void digest_update(const void *data, size_t n) {
+    if (use_blake3) blake3_hasher_update(&b3, data, n);
+    else EVP_DigestUpdate(md, data, n);
+}
+
+static void digest_final(unsigned char *out) {
+    unsigned int length = 32;
+    if (use_blake3) blake3_hasher_finalize(&b3, out, 32);
+    else EVP_DigestFinal_ex(md, out, &length);
+}
 static int file_fd;
 static SSL *ssl;
 
@@ -124,7 +140,7 @@ static void *hash_and_write(void *unused) {
     size_t length;
     int slot;
     while ((slot = ring_take(&length)) >= 0) {
-        EVP_DigestUpdate(md, ring.buffers[slot], length);
+        digest_update(ring.buffers[slot], length);
         if (write(file_fd, ring.buffers[slot], length) != (ssize_t)length) die("write");
         ring_release();
     }
@@ -138,7 +154,7 @@ static void *read_and_hash(void *unused) {
         int slot = ring_free_slot();
         ssize_t n = read(file_fd, ring.buffers[slot], bufsize);
         if (n <= 0) break;
-        EVP_DigestUpdate(md, ring.buffers[slot], n);
+        digest_update(ring.buffers[slot], n);
         ring_put((size_t)n);
     }
     ring_finish();
@@ -170,10 +186,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < DEPTH; i++) ring.buffers[i] = malloc(bufsize);
     unsigned char *buffer = ring.buffers[0];
     unsigned char digest[32];
-    unsigned int dlen = 0;
     char digestHex[65];
     md = EVP_MD_CTX_new();
     EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    blake3_hasher_init(&b3);
+    const char *chosen = getenv("TLS_CEILING_DIGEST");
+    if (chosen && strcmp(chosen, "sha256") == 0) use_blake3 = 0;
     SSL_CTX *ctx = context(argv[3], argv[4], tuned);
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
@@ -209,12 +227,12 @@ int main(int argc, char **argv) {
             for (;;) {
                 size_t n = fill(buffer);
                 if (n == 0) break;
-                EVP_DigestUpdate(md, buffer, n);
+                digest_update(buffer, n);
                 if (write(file_fd, buffer, n) != (ssize_t)n) die("write");
             }
         }
         close(file_fd);
-        EVP_DigestFinal_ex(md, digest, &dlen);
+        digest_final(digest);
         SSL_write(ssl, digest, 32);
         SSL_shutdown(ssl);
         hex(digest, digestHex);
@@ -247,7 +265,7 @@ int main(int argc, char **argv) {
             if (got <= 0) break;
             n = (size_t)got;
             data = buffer;
-            EVP_DigestUpdate(md, data, n);
+            digest_update(data, n);
         }
         for (size_t done = 0; done < n;) {
             int w = SSL_write(ssl, data + done, (int)(n - done));
@@ -267,7 +285,7 @@ int main(int argc, char **argv) {
         got += n;
     }
     double seconds = now() - start;
-    EVP_DigestFinal_ex(md, digest, &dlen);
+    digest_final(digest);
     if (got != 32 || memcmp(peer, digest, 32) != 0) die("digest mismatch");
     hex(digest, digestHex);
     printf("%s %.1f MiB/s\n", digestHex, total / seconds / 1048576.0);

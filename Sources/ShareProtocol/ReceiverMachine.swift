@@ -185,7 +185,9 @@ public struct ReceiverMachine: Sendable {
         heldByItem[item] = valid
         announced.append(item)
         if announced.count == 1 { begin(item) }
-        return [.sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid)), digest: digest))]
+        return [
+            .sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid)), digest: digest))
+        ]
             + fill()
     }
 

@@ -104,7 +104,8 @@ public final class WatchClient {
             negotiator: Negotiator(accept: accept), policy: policy,
             window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
         let sink = WatchSink(shelf: shelf, console: console, agent: agent)
-        let driver = ReceiverDriver(channel: session.connection.channel, hasher: session.chunkHasher()) { [console] event in
+        let driver = ReceiverDriver(channel: session.connection.channel, hasher: session.chunkHasher()) {
+            [console] event in
             guard case .refused(_, let label, _, let reason) = event else { return }
             console.status(
                 Console.Event(event: "refused", from: agent, reason: reason, item: label),

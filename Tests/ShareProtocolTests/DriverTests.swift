@@ -23,7 +23,8 @@ import Testing
         let received = Box<Result<TransferSummary, Error>?>(nil)
         nonisolated(unsafe) let (codec, decide, sink) = (codec, decide, sink)
         Thread {
-            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA().make(digest), codec: codec) {
+            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA().make(digest), codec: codec)
+            {
                 events.value.append($0)
             }
             let machine = ReceiverMachine(

@@ -9,7 +9,9 @@ import Testing
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8($0 % 251) } }
 
     @Test func blake3MatchesItsReferenceVectors() {
-        #expect(BLAKE3Hasher.hash([UInt8]()).hexString == "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262")
+        #expect(
+            BLAKE3Hasher.hash([UInt8]()).hexString == "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+        )
         #expect(
             BLAKE3Hasher.hash(Array("abc".utf8)).hexString
                 == "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85")
@@ -20,7 +22,8 @@ import Testing
             BLAKE3Hasher.hash(Self.pattern(1025)).hexString
                 == "d00278ae47eb27b34faecf67b4fe263f82d5412916c1ffd97c8cb7fb814b8444")
         let large = Self.pattern((1 << 20) + 1)
-        #expect(BLAKE3Hasher.hash(large).hexString == "2f053cd7472cf0cd2f9adaf45c1180255b91b9a865404a63671a0ee5f792ed33")
+        #expect(
+            BLAKE3Hasher.hash(large).hexString == "2f053cd7472cf0cd2f9adaf45c1180255b91b9a865404a63671a0ee5f792ed33")
         // Streamed in uneven pieces, and the hasher reused after `finalize`.
         let hasher = BLAKE3Hasher()
         _ = hasher.finalize()

@@ -49,7 +49,8 @@ final class PartialArchive: IncomingPayload {
             suggestedName: representation.suggestedFileName, chunks: [:], boot: PartialStore.bootID)
         if item.version != nil, let old = store.readLedger(key), old.version == item.version,
             old.chunkSize == chunkSize, old.size == representation.size, old.contentType == representation.contentType,
-            old.boot == PartialStore.bootID, let checkpoint = old.archive, wanted == nil || wanted == old.recordedDigest,
+            old.boot == PartialStore.bootID, let checkpoint = old.archive,
+            wanted == nil || wanted == old.recordedDigest,
             store.partials.info("\(key).dir")?.kind == .directory
         {
             ledger.chunks = old.chunks

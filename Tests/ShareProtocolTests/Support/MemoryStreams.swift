@@ -171,7 +171,9 @@ final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receivin
         openedDigests[item.id] = digest
         opened.append((item.id, representation.contentType))
         // Held chunks recorded with another digest are dropped, as a disk partial's are.
-        let held = digest == heldDigest ? self.held(item: item, representation: representation, chunkSize: chunkSize).digests : [:]
+        let held =
+            digest == heldDigest
+            ? self.held(item: item, representation: representation, chunkSize: chunkSize).digests : [:]
         if digest != heldDigest { heldBytes[item.id] = nil }
         return Payload(held: held, sink: self, item: item)
     }
