@@ -143,6 +143,11 @@ if [ "$ONLY" = "  " ]; then
   for script in scripts/*.sh scripts/*.py; do
     name=$(basename "$script")
     [[ "$covered" == *" $name"[[:space:]]* ]] || { echo "✘ smoke: $script has no smoke run; add one here"; failures+=("$name"); }
+    # The README runs scripts as commands: every one but the sourced libraries must be executable in the repository.
+    if [[ "$name" != lib-* ]] && [[ "$(git ls-files -s "$script" 2>/dev/null | cut -c1-6)" == 100644 ]]; then
+      echo "✘ smoke: $script is not executable (git update-index --chmod=+x $script)"
+      failures+=("$name")
+    fi
   done
 fi
 if [ ${#failures[@]} -gt 0 ]; then
