@@ -115,8 +115,14 @@ public final class SenderDriver {
         -> Done
     {
         let offered = source.offer.representations[representation]
-        // The session's digest, or the one the receiver's partial of this item was recorded with.
-        let hasher = machine.itemDigests[index].map { self.hasher.make($0) } ?? self.hasher
+        // The session's digest, or SHA-256 when the receiver's partial of this item was recorded with it; a receiver
+        // naming any other digest than these two is not following the protocol.
+        let named = machine.itemDigests[index]
+        if let named, named != .sha256, named != self.hasher.algorithm {
+            throw ProtocolError(
+                .badMessage, "the receiver asked for \(named.rawValue) digests, which this session did not agree on")
+        }
+        let hasher = named.map { self.hasher.make($0) } ?? self.hasher
         let produced = try source.produce(representation: representation)
         switch produced {
         case .positional(let bytes):

@@ -233,6 +233,46 @@ import Testing
         }
     }
 
+    /// A receiver whose `resume` names a digest the session did not agree on (BLAKE3 in a SHA-256 session) is
+    /// answered with `bad-message`, and nothing of the item is sent.
+    @Test func aResumeNamingADigestTheSessionDidNotAgreeOnIsRefused() throws {
+        let (a, b) = MemoryStream.pair()
+        let bytes = randomBytes(3 * Self.chunk)
+        let item = FixedItem(fileOffer("x", size: UInt64(bytes.count)), [{ .positional(MemorySource(bytes)) }])
+        nonisolated(unsafe) let hostile = FrameChannel(stream: b)
+        let answered = Box<(ProtocolError?, Bool)>((nil, false))
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            do {
+                let offer = try hostile.receive(.offer, as: Offer.self)
+                try hostile.send(
+                    .select, Select(choices: [Choice(item: offer.items[0].id, representation: 0, reason: "")]))
+                try hostile.send(.resume, Resume(item: offer.items[0].id, verified: [], digest: .blake3))
+                while true {
+                    let frame = try hostile.receive()
+                    if frame.type == .chunk || frame.type == .zchunk {
+                        // A sender that went along: the link is cut, so the test ends either way.
+                        answered.value.1 = true
+                        break
+                    }
+                    if frame.type == .error {
+                        answered.value.0 = MessageCoding.peerError(from: frame)
+                        break
+                    }
+                }
+            } catch {}
+            b.close()
+            done.signal()
+        }.start()
+        let sender = SenderDriver(channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA())
+        let error = #expect(throws: ProtocolError.self) { try sender.run([item]) }
+        a.close()
+        done.wait()
+        #expect(error?.code == .badMessage)
+        #expect(answered.value.0?.code == .badMessage, "the receiver hears why")
+        #expect(!answered.value.1, "no chunk was sent")
+    }
+
     @Test func aByteChangedInFlightIsCaughtByTheChunkDigestAndReportedToTheSender() throws {
         let bytes = randomBytes(4 * Self.chunk)
         let item = FixedItem(
