@@ -74,8 +74,8 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
-                "ShareKit", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "CoreTransferable",
-                "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
+                "ShareKit", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "ShareArchive",
+                "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "ShareCLI",

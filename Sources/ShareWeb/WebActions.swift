@@ -1,6 +1,7 @@
 import CoreTransferable
 import Foundation
 import Logging
+import ShareArchive
 import ShareDisk
 import ShareKit
 import ShareLink
@@ -312,11 +313,13 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
         return (folder, inbox)
     }
 
-    /// A received file, shown in the browser or downloaded. A folder is opened where it is, not served.
+    /// A received file, shown in the browser or downloaded; a received folder, downloaded as `NAME.tar` (pax, the
+    /// folder's name leading every path, its length known before the first byte, links that leave it left out).
     func serveInboxFile(from: String, name: String, download: Bool, http: HTTPConnection) throws {
         let (peer, inbox) = try deviceFolder(from, item: name)
         guard let info = peer.info(name) else { throw HTTPFailure(404, "no such item") }
-        guard info.kind == .file else { throw HTTPFailure(409, "\(name) is a folder: open it in \(inbox)/\(from)") }
+        if info.kind == .directory { return try serveInboxFolder(inbox: inbox, from: from, name: name, http: http) }
+        guard info.kind == .file else { throw HTTPFailure(404, "no such item") }
         let file = try peer.openFile(name, .read)
         defer { file.close() }
         let size = try file.size
@@ -331,6 +334,30 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
             try buffer.withUnsafeBytes { try http.write(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             offset += UInt64(n)
         }
+    }
+
+    private func serveInboxFolder(inbox: String, from: String, name: String, http: HTTPConnection) throws {
+        let root = URL(fileURLWithPath: inbox).appendingPathComponent(from).appendingPathComponent(name)
+        let plan: ArchivePlan
+        do {
+            let walked = try ArchivePlan.folder(root, measure: false)
+            plan = try ArchivePlan(
+                entries: walked.entries.map { entry in
+                    var entry = entry
+                    entry.path = entry.path == "./" ? "\(name)/" : "\(name)/\(entry.path)"
+                    return entry
+                })
+        } catch {
+            throw HTTPFailure(500, "cannot read \(name): \(error)")
+        }
+        try http.writeHead(
+            200, headers: WebServer.fileHeaders(type: "application/x-tar", download: "\(name).tar"),
+            length: plan.streamSize)
+        // Once the head is out, a failure (a file changed while it was read) can only cut the connection: the
+        // browser sees a download shorter than announced.
+        let writer = try ArchiveWriter(format: .pax) { try http.write($0) }
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
+        try buffer.withUnsafeMutableBytes { try plan.write(to: writer, buffer: $0) }
     }
 
     /// Removes a received item (a file, or a folder with what it holds).

@@ -228,9 +228,11 @@ enum WebPage {
           for (const item of state.inbox) {
             const box = el("div", null, { class: "item", "data-name": item.name, "data-from": item.from });
             box.append(el("strong", item.name), el("span", " from " + item.from + " — " + item.kind + ", " + bytes(item.size) + ", " + ago(item.modified) + " ", { class: "muted" }));
+            const where = "/api/inbox/file?" + q({ from: item.from, name: item.name });
             if (!item.folder) {
-              const where = "/api/inbox/file?" + q({ from: item.from, name: item.name });
               box.append(el("a", "open", { href: where, target: "_blank", rel: "noopener" }), document.createTextNode(" "), el("a", "download", { href: where + "&download=1" }), document.createTextNode(" "));
+            } else {
+              box.append(el("a", "download (.tar)", { href: where + "&download=1", class: "folder-download" }), document.createTextNode(" "));
             }
             const remove = el("button", "Remove", { class: "remove" });
             remove.onclick = () => act(post("/api/inbox/remove?" + q({ from: item.from, name: item.name })));

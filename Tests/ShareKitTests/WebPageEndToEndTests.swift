@@ -31,7 +31,7 @@ extension EndToEndAgents {
         }
 
         /// One raw HTTP/1.1 exchange on a new loopback connection: the status line and the whole answer.
-        func exchange(_ port: Int, _ request: String) throws -> (status: Int, text: String) {
+        func exchange(_ port: Int, _ request: String) throws -> (status: Int, text: String, body: [UInt8]) {
             let fd = try connectToPage(port)
             defer { close(fd) }
             let bytes = Array(request.utf8)
@@ -55,7 +55,8 @@ extension EndToEndAgents {
             }
             let text = String(decoding: answer, as: UTF8.self)
             let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
-            return (status, text)
+            let headEnd = answer.indices.first { answer[$0...].starts(with: Array("\r\n\r\n".utf8)) }
+            return (status, text, headEnd.map { Array(answer[($0 + 4)...]) } ?? [])
         }
 
         @Test func theSecretTheHostTheOriginAndTheTokenGuardEveryRequest() throws {
@@ -116,6 +117,53 @@ extension EndToEndAgents {
             #expect(climbing.status == 404, "\(climbing.text)")
             let preview = try exchange(port, "GET /api/preview?name=../../keys.pem HTTP/1.1\r\n\(host)\(cookie)\r\n")
             #expect(preview.status == 404, "\(preview.text)")
+        }
+
+        /// A received folder downloads as NAME.tar: its name leads every path, the bytes are the files', a link that
+        /// leaves it is left out, and the announced length is the stream's. A name that climbs out finds nothing.
+        @Test func aReceivedFolderDownloadsAsATarOfItsOwnName() throws {
+            let desk = try TestDevice("desk")
+            let inbox = try desk.folder("inbox")
+            let folder = inbox.appendingPathComponent("laptop/Trip photos")
+            try FileManager.default.createDirectory(
+                at: folder.appendingPathComponent("day 2"), withIntermediateDirectories: true)
+            let big = (0..<300_000).map { UInt8($0 % 253) }
+            try Data(big).write(to: folder.appendingPathComponent("day 2/beach.raw"))
+            try Data("first day".utf8).write(to: folder.appendingPathComponent("notes.txt"))
+            try FileManager.default.createSymbolicLink(
+                atPath: folder.appendingPathComponent("escape").path, withDestinationPath: "/etc/passwd")
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
+            defer { agent.stop() }
+            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
+            let address = String(try #require(line.split(separator: " ").last))
+            let port = try #require(Int(address.split(separator: ":")[2].prefix { $0.isNumber }))
+            let secret = try #require(address.split(separator: "=").last.map(String.init))
+            let host = "Host: 127.0.0.1:\(port)\r\n"
+            let opened = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n")
+            let cookieLine = try #require(opened.text.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
+            let cookie = "Cookie: " + String(cookieLine.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+
+            let tar = try exchange(
+                port, "GET /api/inbox/file?from=laptop&name=Trip%20photos&download=1 HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(tar.status == 200, "\(tar.text.prefix(300))")
+            #expect(tar.text.contains("Content-Type: application/x-tar"))
+            #expect(tar.text.contains("filename=\"Trip photos.tar\""), "\(tar.text.prefix(600))")
+            #expect(tar.text.contains("Content-Length: \(tar.body.count)\r\n"), "\(tar.text.prefix(600))")
+            let file = desk.directory.appendingPathComponent("download.tar")
+            try Data(tar.body).write(to: file)
+            let listing = runTool("/usr/bin/tar", ["-tf", file.path])
+            #expect(listing.status == 0, "\(listing.output)")
+            #expect(
+                listing.output.split(separator: "\n").sorted()
+                    == ["Trip photos/", "Trip photos/day 2/", "Trip photos/day 2/beach.raw", "Trip photos/notes.txt"],
+                "\(listing.output)")
+            let out = desk.directory.appendingPathComponent("out")
+            try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+            #expect(runTool("/usr/bin/tar", ["-xf", file.path, "-C", out.path]).status == 0)
+            #expect(try Data(contentsOf: out.appendingPathComponent("Trip photos/day 2/beach.raw")) == Data(big))
+            let climbing = try exchange(
+                port, "GET /api/inbox/file?from=laptop&name=..%2F..&download=1 HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(climbing.status == 404, "\(climbing.text.prefix(300))")
         }
 
         /// Two requests on one connection, the second sent only after the first was answered (as browsers reuse
