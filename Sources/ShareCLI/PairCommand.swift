@@ -53,13 +53,7 @@ struct PairCommand: ParsableCommand {
     @Option(help: "Seconds to wait for the other device (the pairing window).")
     var timeout: Double = 120
 
-    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
-    var discoveryPort: Int = 21_847
-
-    @Option(
-        help: ArgumentHelp(
-            "Announce and look for waiting devices on this IPv4 interface address only.", valueName: "address"))
-    var discoveryInterface: String?
+    @OptionGroup var discovery: PairingDiscoveryOptions
 
     func validate() throws {
         if team && group != nil { throw ValidationError("--team and --group exclude each other") }
@@ -85,7 +79,7 @@ struct PairCommand: ParsableCommand {
             options.agentPort = try agentPort ?? AgentPort.current(local.paths)
             options.decisionTimeout = timeout
             options.window = timeout
-            options.announce = (discoveryPort, discoveryInterface)
+            options.announce = (discovery.discoveryPort, discovery.discoveryInterface)
             if options.digits != 8 { complain("testing only: the pairing code has \(options.digits) digits") }
             let expected = try expect.map { try DeviceID(parsing: $0) }
             let yes = self.yes
@@ -112,7 +106,7 @@ struct PairCommand: ParsableCommand {
                 } else {
                     tell("looking for \(peer) waiting to pair on this network…")
                     target = try Pairing.find(
-                        name: peer, discoveryPort: discoveryPort, interface: discoveryInterface,
+                        name: peer, discoveryPort: discovery.discoveryPort, interface: discovery.discoveryInterface,
                         timeout: min(timeout, 15))
                 }
                 outcome = try Pairing.connect(device: local, to: target, options: options, confirm: confirm)

@@ -26,19 +26,10 @@ struct WebCommand: ParsableCommand {
     @Flag(help: "Pairing from the page neither announces on the local network nor looks for devices by name.")
     var noDiscovery = false
 
-    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
-    var discoveryPort: Int = 21_847
-
-    @Option(
-        help: ArgumentHelp(
-            "Announce and look for waiting devices on this IPv4 interface address only.", valueName: "address"))
-    var discoveryInterface: String?
+    @OptionGroup var discovery: PairingDiscoveryOptions
 
     func validate() throws {
         if !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
-        if !(1...65535).contains(discoveryPort) {
-            throw ValidationError("--discovery-port must be between 1 and 65535")
-        }
     }
 
     func run() throws {
@@ -47,7 +38,8 @@ struct WebCommand: ParsableCommand {
             let server: WebServer
             do {
                 server = try WebServer(
-                    device: local, port: port, discovery: noDiscovery ? nil : (discoveryPort, discoveryInterface))
+                    device: local, port: port,
+                    discovery: noDiscovery ? nil : (discovery.discoveryPort, discovery.discoveryInterface))
             } catch let error as Syscalls.SocketError {
                 throw ShareError(.unavailable, "cannot serve the page on 127.0.0.1:\(port): \(error.message)")
             }
