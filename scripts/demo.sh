@@ -77,11 +77,23 @@ $SHARE profile list $DESK | sed 's/^/   desk | /'
 step "4. a large file, interrupted half way (the desk is killed) and resumed"
 head -c $((256 << 20)) /dev/urandom > "$WORK/holiday.mov"
 receive
-$SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" --quiet 2> "$WORK/send.err" &
+# Paced to 64 MiB/s (a test setting of the sender) so that the kill lands half way: unpaced, 256 MiB cross loopback in
+# a fraction of a second. The receiver's ledger plus its journal say how many 1 MiB chunks it verified.
+SHARE_TEST_SEND_RATE=$((64 << 20)) $SHARE send $LAPTOP --to "127.0.0.1:$PORT" "$WORK/holiday.mov" --quiet 2> "$WORK/send.err" &
 SENDER=$!
-for _ in $(seq 3000); do
-  held=$(python3 -c "import json,glob; f=glob.glob('$INBOX/.share-partial/*.json'); print(len(json.load(open(f[0]))['chunks']) if f else 0)" 2>/dev/null || echo 0)
-  [ "$held" -ge 128 ] && break; sleep 0.01
+deadline=$((SECONDS + 60))
+while [ $SECONDS -lt $deadline ]; do
+  held=$(python3 -c "
+import json, glob
+held = set()
+for f in glob.glob('$INBOX/.share-partial/*.json'):
+    held |= set(json.load(open(f))['chunks'])
+for f in glob.glob('$INBOX/.share-partial/*.log'):
+    for line in open(f):
+        try: held.add(str(json.loads(line)['c']))
+        except Exception: pass
+print(len(held))" 2>/dev/null || echo 0)
+  [ "$held" -ge 128 ] && break; sleep 0.05
 done
 kill -9 "$RECEIVER"; wait "$RECEIVER" 2>/dev/null || true; wait "$SENDER" || true
 echo "   desk was killed with $held MiB of 256 MiB verified; the sender said:"
