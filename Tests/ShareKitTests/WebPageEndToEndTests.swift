@@ -59,14 +59,25 @@ extension EndToEndAgents {
             return (status, text, headEnd.map { Array(answer[($0 + 4)...]) } ?? [])
         }
 
+        /// The page's port and secret, from the address the agent prints.
+        func page(of agent: BackgroundShare) throws -> (port: Int, secret: String) {
+            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
+            let address = String(try #require(line.split(separator: " ").last))
+            let port = try #require(Int(address.split(separator: ":")[2].prefix { $0.isNumber }))
+            return (port, try #require(address.split(separator: "=").last.map(String.init)))
+        }
+
+        /// The session cookie a `Set-Cookie` line in `answer` sets, as a request header line.
+        func cookie(in answer: String) throws -> String {
+            let set = try #require(answer.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
+            return "Cookie: " + String(set.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+        }
+
         @Test func theSecretTheHostTheOriginAndTheTokenGuardEveryRequest() throws {
             let desk = try TestDevice("desk")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
             defer { agent.stop() }
-            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
-            let address = String(try #require(line.split(separator: " ").last))
-            let port = try #require(Int(address.split(separator: ":")[2].prefix { $0.isNumber }))
-            let secret = try #require(address.split(separator: "=").last.map(String.init))
+            let (port, secret) = try page(of: agent)
             let host = "Host: 127.0.0.1:\(port)\r\n"
 
             // Without the secret, or with a wrong one: nothing.
@@ -85,7 +96,7 @@ extension EndToEndAgents {
             #expect(opened.status == 303 && opened.text.contains("Location: /\r\n"), "\(opened.text)")
             let cookieLine = try #require(opened.text.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
             #expect(cookieLine.contains("HttpOnly") && cookieLine.contains("SameSite=Strict"))
-            let cookie = "Cookie: " + String(cookieLine.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+            let cookie = try cookie(in: opened.text)
             let page = try exchange(port, "GET / HTTP/1.1\r\n\(host)\(cookie)\r\n")
             #expect(page.status == 200 && page.text.contains("Content-Security-Policy"), "\(page.text.prefix(400))")
             let csrf = try #require(
@@ -134,14 +145,9 @@ extension EndToEndAgents {
                 atPath: folder.appendingPathComponent("escape").path, withDestinationPath: "/etc/passwd")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
             defer { agent.stop() }
-            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
-            let address = String(try #require(line.split(separator: " ").last))
-            let port = try #require(Int(address.split(separator: ":")[2].prefix { $0.isNumber }))
-            let secret = try #require(address.split(separator: "=").last.map(String.init))
+            let (port, secret) = try page(of: agent)
             let host = "Host: 127.0.0.1:\(port)\r\n"
-            let opened = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n")
-            let cookieLine = try #require(opened.text.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
-            let cookie = "Cookie: " + String(cookieLine.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+            let cookie = try cookie(in: exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n").text)
 
             let tar = try exchange(
                 port, "GET /api/inbox/file?from=laptop&name=Trip%20photos&download=1 HTTP/1.1\r\n\(host)\(cookie)\r\n")
@@ -172,13 +178,11 @@ extension EndToEndAgents {
             let desk = try TestDevice("desk")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
             defer { agent.stop() }
-            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
-            let port = try #require(Int(line.split(separator: ":")[3].prefix { $0.isNumber }))
+            let (port, secret) = try page(of: agent)
             let fd = try connectToPage(port)
             defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             // Opening the session (a 303 that keeps the connection), then the state with the cookie it set.
-            let secret = try #require(line.split(separator: "=").last)
             var cookie = ""
             // The first request longer than the second, as a browser's first (with its Accept lines) often is.
             let padding = "Accept: " + String(repeating: "text/html;q=0.9, ", count: 40) + "*/*\r\n"
@@ -190,9 +194,7 @@ extension EndToEndAgents {
                 #expect(n > 0, "request \(round) was not answered")
                 let answer = String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
                 #expect(answer.hasPrefix(round == 0 ? "HTTP/1.1 303" : "HTTP/1.1 200"), "\(answer)")
-                if let set = answer.split(separator: "\r\n").first(where: { $0.hasPrefix("Set-Cookie: ") }) {
-                    cookie = "Cookie: " + set.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" } + "\r\n"
-                }
+                if round == 0 { cookie = try self.cookie(in: answer) }
             }
         }
 
@@ -203,8 +205,7 @@ extension EndToEndAgents {
             let desk = try TestDevice("desk")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
             defer { agent.stop() }
-            let line = try #require(agent.stdout.waitForLine(containing: "page at ", timeout: 30))
-            let port = try #require(Int(line.split(separator: ":")[3].prefix { $0.isNumber }))
+            let (port, _) = try page(of: agent)
             let fd = try connectToPage(port)
             defer { close(fd) }
             let head = Array(
