@@ -228,8 +228,11 @@ public final class ReceiverDriver {
         let chosen = item.representations[machine.choices[index].representation!]
         let digest = itemDigests.removeValue(forKey: index) ?? hasher.algorithm
         let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize, digest: digest)
-        itemHasher = digest == hasher.algorithm ? hasher : hasher.make(digest)
-        writerHasher = itemHasher.another()
+        // A new pair only when the digest changes: the writer has drained the previous item before this one opens.
+        if itemHasher.algorithm != digest {
+            itemHasher = digest == hasher.algorithm ? hasher : hasher.make(digest)
+            writerHasher = itemHasher.another()
+        }
         let promised = announced.removeValue(forKey: index) ?? [:]
         for (chunk, digest) in promised where opened.held[chunk] != digest {
             opened.suspend()
