@@ -159,7 +159,7 @@ extension ReceiveCommand {
         } else if let report = outcome.wormhole {
             switch report.offer {
             case .text(let text):
-                progress.output(text)
+                do { try progress.output(text) } catch { Console.leave(error) }
             default:
                 if !output.quiet, let saved = report.saved {
                     tell(

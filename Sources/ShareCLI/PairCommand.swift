@@ -94,7 +94,7 @@ struct PairCommand: ParsableCommand {
                     if yes { return true }
                 }
                 ProgressReporter.endLine()
-                FileHandle.standardError.write(Data("does the other device show the same code? [y/N] ".utf8))
+                Console.writeOrLeave("does the other device show the same code? [y/N] ", to: .error)
                 let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
                 return answer == "y" || answer == "yes"
             }

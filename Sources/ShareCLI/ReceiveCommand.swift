@@ -230,7 +230,7 @@ enum AskPerson {
 
     /// Asks "accept? [y/N]" on standard error and reads the answer from the terminal (or standard input).
     static func answer() -> Bool {
-        FileHandle.standardError.write(Data("accept? [y/N] ".utf8))
+        Console.writeOrLeave("accept? [y/N] ", to: .error)
         let answer: String?
         if let terminal = FileHandle(forReadingAtPath: "/dev/tty") {
             answer = readLine(from: terminal)

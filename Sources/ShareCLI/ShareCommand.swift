@@ -58,6 +58,9 @@ struct DeviceOptions: ParsableArguments {
 func run(_ body: () throws -> Void) throws {
     do {
         try body()
+    } catch _ where Console.readerGone != nil {
+        // The reader of share's output went away and the work stopped for it: nothing more to say to anyone.
+        throw ExitCode(Console.exitStatus(for: Console.readerGone!))
     } catch let error as ShareError {
         complain(error.message)
         throw ExitCode(error.status.rawValue)
@@ -80,7 +83,7 @@ func complain(_ message: String) {
 /// A line of a command's output on standard output (an ID, a listing, a status report), written at once so a reading
 /// process sees each line as it comes.
 func say(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    Console.writeOrLeave(text + "\n", to: .output)
 }
 
 /// A value as one line of JSON on standard output (keys sorted, dates in ISO 8601): what `--json` prints.

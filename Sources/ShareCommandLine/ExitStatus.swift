@@ -27,6 +27,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case notTrusted = 77
     /// Configuration problem (identity files, directories).
     case configuration = 78
+    /// The program reading share's messages (standard error) went away; when standard output's reader leaves, share
+    /// stops and exits 0, as `yes | head` does.
+    case readerGone = 141
 
     public var meaning: String {
         switch self {
@@ -43,6 +46,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .protocolError: return "the peer broke the protocol"
         case .notTrusted: return "not trusted (by this device or by the peer)"
         case .configuration: return "configuration problem"
+        case .readerGone: return "the reader of share's messages (standard error) went away"
         }
     }
 

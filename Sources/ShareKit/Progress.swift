@@ -64,7 +64,7 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     package static func endLine() {
         lineLock.withLock {
             if lineOpen {
-                FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+                Console.writeOrLeave("\r\u{1B}[K", to: .error)
                 lineOpen = false
             }
         }
@@ -73,7 +73,7 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     /// A status line on standard error, after ending any progress line.
     package static func status(_ text: String) {
         endLine()
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        Console.writeOrLeave(text + "\n", to: .error)
     }
 
     /// A line of narrative (what was offered, chosen, why).
@@ -91,18 +91,19 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     /// Prints a received text or URL on standard output (always, even when quiet: it is the output), followed by a
     /// newline if it has none; `exactly`: its bytes and nothing else (`share paste | od -c`). On a terminal the
     /// newline is always added, and control characters other than newline and tab are shown as `\u{…}`: a peer's
-    /// text must not drive the terminal (escape sequences).
-    package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) {
+    /// text must not drive the terminal (escape sequences). Throws when the reader of standard output went away:
+    /// the text cannot be delivered, and the transfer stops (the sender is told why).
+    package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) throws(Console.ReaderGone) {
         lock.lock()
         defer { lock.unlock() }
         if mode == .json {
-            emit(["event": "received-text", "text": text].merging(fields) { a, _ in a })
+            try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
         } else if Syscalls.stdoutIsTerminal {
             Self.endLine()
             let shown = Self.neutralized(text)
-            FileHandle.standardOutput.write(Data((shown.hasSuffix("\n") ? shown : shown + "\n").utf8))
+            try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
         } else {
-            FileHandle.standardOutput.write(Data((exactly || text.hasSuffix("\n") ? text : text + "\n").utf8))
+            try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
         }
     }
 
@@ -215,7 +216,7 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
                 label: label, number: itemNumber, count: itemCount, done: itemDone, total: itemTotal,
                 rate: UInt64(rate), left: left, width: Syscalls.stderrColumns ?? 80)
             Self.lineLock.withLock {
-                FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
+                Console.writeOrLeave("\r\u{1B}[K" + line, to: .error)
                 Self.lineOpen = true
             }
         case .lines:
@@ -284,8 +285,16 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     }
 
     private func emit(_ object: [String: Any]) {
+        do {
+            try emitting(object)
+        } catch {
+            Console.leave(error)
+        }
+    }
+
+    private func emitting(_ object: [String: Any]) throws(Console.ReaderGone) {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        FileHandle.standardOutput.write(Data((String(decoding: data, as: UTF8.self) + "\n").utf8))
+        try Console.write(String(decoding: data, as: UTF8.self) + "\n", to: .output)
     }
 
     package static func bytes(_ count: UInt64) -> String {

@@ -1,6 +1,9 @@
 import Glibc
 import ShareCLI
 
+// A reader that goes away (`share … | head -1`) is met as EPIPE by the one console writer, never as a signal.
+signal(SIGPIPE, SIG_IGN)
+
 // `share watch …` is the small watch client, a program of its own: it gets its arguments (and its --help) whole.
 let arguments = CommandLine.arguments
 if arguments.count > 1, arguments[1] == "watch" {

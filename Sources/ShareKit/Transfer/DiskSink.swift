@@ -130,8 +130,14 @@ final class DiskSink: ItemSink {
                         fields: ["item": item.label])
                     return Ack(item: item.id, outcome: "kept")
                 }
-                progress.output(
-                    text, exactly: options.printExactly, fields: ["item": item.label, "type": chosen.contentType])
+                do {
+                    try progress.output(
+                        text, exactly: options.printExactly, fields: ["item": item.label, "type": chosen.contentType])
+                } catch {
+                    // Nobody reads what this receiver prints any more (`share receive | head -1`): the text is not
+                    // delivered, and the sender hears why rather than of a lost connection.
+                    throw ProtocolError(.cancelled, "the receiver stopped: \(error)")
+                }
                 return Ack(item: item.id, outcome: "printed")
             }
             // Not UTF-8 after all: kept as a file.
