@@ -37,12 +37,17 @@ public struct ReceiverMachine: Sendable {
         public var freeSpace: UInt64?
         /// Says why an item may not be received at all (nil: it may), before any negotiation.
         public var refuse: (@Sendable (OfferItem) -> String?)?
+        /// Bytes of the chosen representation a partial already holds on the receiver (a resume needs only the
+        /// rest of the free space).
+        public var held: (@Sendable (OfferItem, OfferedRepresentation) -> UInt64)?
         public init(
-            maxItemSize: UInt64? = nil, freeSpace: UInt64? = nil, refuse: (@Sendable (OfferItem) -> String?)? = nil
+            maxItemSize: UInt64? = nil, freeSpace: UInt64? = nil, refuse: (@Sendable (OfferItem) -> String?)? = nil,
+            held: (@Sendable (OfferItem, OfferedRepresentation) -> UInt64)? = nil
         ) {
             self.maxItemSize = maxItemSize
             self.freeSpace = freeSpace
             self.refuse = refuse
+            self.held = held
         }
     }
 
@@ -153,16 +158,22 @@ public struct ReceiverMachine: Sendable {
                         ))
                     continue
                 }
-                if let size, let free = policy.freeSpace, committed.addingReportingOverflow(size).partialValue > free {
+                // What a partial already holds is on the disk already: only the rest must fit.
+                let needed = size.map { size in
+                    size - min(size, policy.held?(item, item.representations[choice.representationIndex]) ?? 0)
+                }
+                if let needed, let free = policy.freeSpace,
+                    committed.addingReportingOverflow(needed).partialValue > free
+                {
                     let reason =
-                        "\(item.label) needs \(size) bytes; only \(free - min(free, committed)) are free on the receiver"
+                        "\(item.label) needs \(needed) bytes; only \(free - min(free, committed)) are free on the receiver"
                     choices.append(
                         Choice(
                             item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)
                         ))
                     continue
                 }
-                committed += size ?? 0
+                committed += needed ?? 0
                 if let limit = negotiator.accept.entries[choice.acceptIndex].maxSize { acceptLimits[index] = limit }
                 choices.append(Choice(item: item.id, representation: choice.representationIndex, reason: choice.reason))
                 pending.append(index)

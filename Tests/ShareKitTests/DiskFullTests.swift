@@ -51,6 +51,50 @@ extension EndToEnd {
             #expect(try Data(contentsOf: inbox.appendingPathComponent("video.bin")) == Data(contentsOf: file))
         }
 
+        /// After a full disk, the space the resume needs is what the partial does not hold yet: an item larger than
+        /// the free space, most of which already arrived, resumes (it was refused for its whole size).
+        @Test func resumeAfterAFullDiskCountsWhatThePartialHolds() throws {
+            guard getuid() == 0 else {
+                print("skipped: mounting a tmpfs needs root")
+                return
+            }
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let mountPoint = try desk.folder("small-disk")
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            defer { _ = runTool("/bin/umount", ["-l", mountPoint.path]) }
+            let inbox = mountPoint.appendingPathComponent("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("video.bin")
+            try makeFile(file, size: 30 << 20)
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            let proxy = try TCPProxy(upstreamPort: port)
+            proxy.bytesPerSecond = 8 << 20
+            let sender = try laptop.background([
+                "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K",
+            ])
+            // At least 12 MiB verified before the disk fills.
+            #expect(waitUntil(timeout: 60) { ledgerChunkCount(inbox) >= 48 })
+            let filler = mountPoint.appendingPathComponent("filler")
+            _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=1M", "count=48"])
+            #expect(sender.wait(timeout: 60) == 74, "\(sender.stderr.text)")
+            #expect(receiver.wait(timeout: 60) == 74, "\(receiver.stderr.text)")
+            proxy.stop()
+            let held = ledgerChunkCount(inbox)
+            try #require(held >= 48 && held < 120)
+
+            // Space freed, but less than the whole item: 48 MiB less the partial less 12 MiB kept by something else
+            // is under 30 MiB, and still more than the 30 MiB less the partial the resume needs.
+            try FileManager.default.removeItem(at: filler)
+            _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=1M", "count=12"])
+            let (again, port2) = try desk.startReceive(into: inbox)
+            defer { again.stop() }
+            let result = laptop.run(["send", file.path, "--to", "127.0.0.1:\(port2)", "--chunk-size", "256K", "--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(again.wait(timeout: 60) == 0)
+            #expect(summary(result.stdout)?["bytesAlreadyThere"] as? Int == held * (256 << 10))
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("video.bin")) == Data(contentsOf: file))
+        }
+
         @Test func anItemLargerThanTheFreeSpaceIsRefusedUpFront() throws {
             guard getuid() == 0 else { return }
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")

@@ -93,6 +93,21 @@ import Testing
         #expect(select.choices[1].refusal?.code == .storage)
     }
 
+    @Test func receiverCountsOnlyWhatAPartialDoesNotHoldAgainstTheFreeSpace() throws {
+        let held: @Sendable (OfferItem, OfferedRepresentation) -> UInt64 = { item, _ in item.id == "item-0" ? 8_000 : 0
+        }
+        var machine = ReceiverMachine(
+            negotiator: Negotiator(accept: AcceptList([AcceptedType(identifier: "public.item")]), table: .system),
+            policy: .init(freeSpace: 13_000, held: held))
+        let actions = try machine.received(offer(sizes: [10_000, 10_000, 1]))
+        guard case .sendSelect(let select) = actions.first else { return }
+        // 2,000 bytes still to come for the first, 10,000 for the second: 12,000 of 13,000; the third still fits.
+        #expect(select.choices.map(\.representation) == [0, 0, 0])
+        var whole = receiver(free: 13_000)
+        guard case .sendSelect(let refused) = try whole.received(offer(sizes: [10_000, 10_000])).first else { return }
+        #expect(refused.choices[1].refusal?.code == .storage)
+    }
+
     @Test func receiverChecksEveryChunk() throws {
         var machine = receiver()
         _ = try machine.received(offer(sizes: [10_000]))  // 3 chunks: 4096, 4096, 1808

@@ -87,6 +87,19 @@ package final class PartialStore: @unchecked Sendable {  // used by one receivin
         return ledger
     }
 
+    /// Bytes of `representation` a partial from `sender` already holds for the same version of `item` (what a
+    /// resume does not need room for).
+    package func heldBytes(sender: DeviceID, item: OfferItem, representation: OfferedRepresentation) -> UInt64 {
+        let key = Self.key(
+            sender: sender, item: item.id, contentType: representation.contentType,
+            archive: DiskSink.isArchive(representation))
+        guard item.version != nil, let ledger = readLedger(key), ledger.version == item.version,
+            ledger.size == representation.size
+        else { return 0 }
+        let bytes = UInt64(ledger.chunks.count).multipliedReportingOverflow(by: UInt64(max(0, ledger.chunkSize)))
+        return min(bytes.overflow ? .max : bytes.partialValue, representation.size ?? 0)
+    }
+
     func writeLedger(_ ledger: Ledger, key: String) throws {
         do {
             try partials.writeAtomically("\(key).json", Array(try JSONEncoder().encode(ledger)), durable: false)

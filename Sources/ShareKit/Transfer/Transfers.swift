@@ -314,6 +314,9 @@ package final class ReceiveSession: @unchecked Sendable {  // used by one thread
             refuse: { item in
                 guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
                 return reason
+            },
+            held: { [store, sender = session.peerID] item, representation in
+                store.heldBytes(sender: sender, item: item, representation: representation)
             })
         let machine = ReceiverMachine(
             negotiator: Negotiator(accept: options.accept), policy: policy,
