@@ -26,8 +26,8 @@ struct AgentCommand: ParsableCommand {
 
     @Option(
         help:
-            "Port to listen on (0 picks a free one for this run; default: agent.json's, else one chosen once and saved there)."
-    )
+            "Port to listen on (0 picks a free one for this run; default: agent.json's, else one chosen once and saved there).",
+        transform: PortOption.listening)
     var port: Int?
 
     @Option(help: "Address to listen on (:: listens on IPv6 and IPv4; default: agent.json, else ::).")
@@ -63,7 +63,9 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: "Do not announce this agent on the local network or listen for others.")
     var noDiscovery = false
 
-    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
+    @Option(
+        help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"),
+        transform: PortOption.service)
     var discoveryPort: Int?
 
     @Option(
@@ -98,7 +100,9 @@ struct AgentCommand: ParsableCommand {
     )
     var localsend = false
 
-    @Option(help: ArgumentHelp("HTTPS port for LocalSend devices (default 53317).", valueName: "port"))
+    @Option(
+        help: ArgumentHelp("HTTPS port for LocalSend devices (default 53317).", valueName: "port"),
+        transform: PortOption.listening)
     var localsendPort: Int?
 
     @Option(
@@ -108,7 +112,8 @@ struct AgentCommand: ParsableCommand {
     var localsendPeer: [String] = []
 
     @Option(
-        help: ArgumentHelp("UDP port of LocalSend's multicast discovery (default 53317; 0: none).", valueName: "port"))
+        help: ArgumentHelp("UDP port of LocalSend's multicast discovery (default 53317; 0: none).", valueName: "port"),
+        transform: PortOption.listening)
     var localsendMulticastPort: Int?
 
     @Flag(
@@ -116,29 +121,18 @@ struct AgentCommand: ParsableCommand {
             "Serve this device's page on 127.0.0.1 too (as share web does; the address is printed; agent.json: web).")
     var web = false
 
-    @Option(help: ArgumentHelp("Port of the page on 127.0.0.1 (default: a free one).", valueName: "port"))
+    @Option(
+        help: ArgumentHelp("Port of the page on 127.0.0.1 (default: a free one).", valueName: "port"),
+        transform: PortOption.listening)
     var webPort: Int?
 
     func validate() throws {
-        if let webPort, !(0...65535).contains(webPort) {
-            throw ValidationError("--web-port must be between 0 and 65535")
-        }
-        if let localsendPort, !(0...65535).contains(localsendPort) {
-            throw ValidationError("--localsend-port must be between 0 and 65535")
-        }
-        if let localsendMulticastPort, !(0...65535).contains(localsendMulticastPort) {
-            throw ValidationError("--localsend-multicast-port must be between 0 and 65535")
-        }
         for peer in localsendPeer where LocalSendSettings.address(peer) == nil {
             throw ValidationError("--localsend-peer '\(peer)' is not HOST:PORT")
         }
         if let maxSize, parseSize(maxSize) == nil { throw ValidationError("--max-size '\(maxSize)' is not a size") }
-        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         guard Log.levelNames.contains(logLevel) else {
             throw ValidationError("--log-level must be one of \(Log.levelNames.joined(separator: ", "))")
-        }
-        if let discoveryPort, !(1...65535).contains(discoveryPort) {
-            throw ValidationError("--discovery-port must be between 1 and 65535")
         }
         if let giveUpAfter, parseDuration(giveUpAfter) == nil {
             throw ValidationError("--give-up-after '\(giveUpAfter)' is not a duration (e.g. 7d, 12h, 30m)")

@@ -75,7 +75,7 @@ struct PasteCommand: ParsableCommand {
     var type: [String] = []
 
     @Option(help: ArgumentHelp("Where files go (default: the current folder).", valueName: "folder"))
-    var into: String = "."
+    var into: String?
 
     @Option(help: "Seconds to wait for connect and handshake.") var timeout: Double = 5
 
@@ -90,7 +90,7 @@ struct PasteCommand: ParsableCommand {
             var entries = try type.map { AcceptedType(try parseType($0)) }
             if entries.isEmpty { entries = [AcceptedType(.item)] }
             var options = ReceiveOptions(
-                directory: URL(fileURLWithPath: into, isDirectory: true).standardizedFileURL,
+                directory: URL(fileURLWithPath: into ?? ".", isDirectory: true).standardizedFileURL,
                 accept: AcceptList(entries, declarations: UTType.registeredTypes.customDeclarations))
             options.catalogFile = local.paths.profilesFile
             options.printExactly = true

@@ -23,8 +23,8 @@ struct PairCommand: ParsableCommand {
             "The waiting device: its name (found on the local network) or HOST:PORT.", valueName: "device"))
     var peer: String?
 
-    @Option(help: "Port to wait on (0 picks a free one).")
-    var port = 0
+    @Option(help: "Port to wait on (default: 0, a free one).", transform: PortOption.listening)
+    var port: Int = 0
 
     @Option(help: "Address to wait on.")
     var listen = "::"
@@ -47,7 +47,7 @@ struct PairCommand: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "The port this device's agent listens on, told to the other device (default: the running agent's, else agent.json's, else one chosen now and saved there).",
-            valueName: "port"))
+            valueName: "port"), transform: PortOption.service)
     var agentPort: Int?
 
     @Option(help: "Seconds to wait for the other device (the pairing window).")
@@ -66,7 +66,6 @@ struct PairCommand: ParsableCommand {
         if let expect, (try? DeviceID(parsing: expect)) == nil {
             throw ValidationError("--expect '\(expect)' is not a device ID")
         }
-        if let agentPort, !(1...65535).contains(agentPort) { throw ValidationError("--agent-port must be 1–65535") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
     }
 

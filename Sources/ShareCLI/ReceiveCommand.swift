@@ -33,8 +33,8 @@ struct ReceiveCommand: ParsableCommand {
     @Flag(help: "With a code, accept what is offered without asking.")
     var yes = false
 
-    @Option(help: "Port to listen on (0 picks one and prints it).")
-    var port = 0
+    @Option(help: "Port to listen on (default: 0, a free one, printed).", transform: PortOption.listening)
+    var port: Int = 0
 
     @Option(help: "Address to listen on.")
     var listen = "::"

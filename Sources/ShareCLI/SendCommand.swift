@@ -65,7 +65,7 @@ struct SendCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Seconds to wait for the receiver's user to accept, when its device asks first (default 600).",
+            "Seconds to wait for the receiver's user to accept, when its device asks first.",
             valueName: "seconds"))
     var answerTimeout: Double = 600
 

@@ -72,17 +72,12 @@ func parseType(_ text: String) throws -> UTType {
 
 /// Where pairing announces a waiting device and looks for one by name (`share pair`, and pairing from `share web`).
 struct PairingDiscoveryOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("UDP port of LAN discovery (default 21847).", valueName: "port"))
+    @Option(
+        help: ArgumentHelp("UDP port of LAN discovery.", valueName: "port"), transform: PortOption.service)
     var discoveryPort: Int = 21_847
 
     @Option(
         help: ArgumentHelp(
             "Announce and look for waiting devices on this IPv4 interface address only.", valueName: "address"))
     var discoveryInterface: String?
-
-    func validate() throws {
-        if !(1...65535).contains(discoveryPort) {
-            throw ValidationError("--discovery-port must be between 1 and 65535")
-        }
-    }
 }

@@ -17,8 +17,8 @@ struct WebCommand: ParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Option(help: "Port on 127.0.0.1 (0 picks a free one).")
-    var port = 0
+    @Option(help: "Port on 127.0.0.1 (default: 0, a free one).", transform: PortOption.listening)
+    var port: Int = 0
 
     @Flag(help: "Open the page in the desktop's browser (xdg-open).")
     var open = false
@@ -27,10 +27,6 @@ struct WebCommand: ParsableCommand {
     var noDiscovery = false
 
     @OptionGroup var discovery: PairingDiscoveryOptions
-
-    func validate() throws {
-        if !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
-    }
 
     func run() throws {
         try ShareCLI.run {

@@ -71,6 +71,11 @@ public struct PeerTarget: Sendable {
                 .notTrusted, "device \(reference) is not trusted; run: share trust add \(reference) --address HOST:PORT"
             )
         }
+        if let colon = reference.lastIndex(of: ":"), let port = Int(reference[reference.index(after: colon)...]),
+            !(1...65535).contains(port)
+        {
+            throw ShareFailure(.usage, "'\(reference)' names port \(port); a port is a number from 1 to 65535")
+        }
         let names = trust.devices.map(\.name).sorted { $0.lowercased() < $1.lowercased() }
         throw ShareFailure(
             .usage,

@@ -39,6 +39,35 @@ extension EndToEnd {
             #expect(main.wait(timeout: 30) == 0 && main.stdout.text.hasPrefix("share 0.1 (protocol "))
         }
 
+        /// Every port option of every command is checked the same way: a number outside its range is a usage error
+        /// naming the range, never a port wrapped into another one.
+        @Test(arguments: [
+            ["receive", "--port", "99999"], ["receive", "--port", "65536"], ["pair", "--port", "99999"],
+            ["pair", "--agent-port", "0"], ["pair", "--discovery-port", "70000"], ["web", "--port", "65536"],
+            ["web", "--discovery-port", "0"], ["agent", "--port", "99999"], ["agent", "--web-port", "99999"],
+            ["agent", "--localsend-port", "99999"], ["agent", "--localsend-multicast-port", "65536"],
+            ["agent", "--discovery-port", "0"], ["send", "--text", "x", "--to", "127.0.0.1:99999"],
+            ["ping", "127.0.0.1:70000"],
+        ])
+        func everyPortOutsideItsRangeIsAUsageError(_ arguments: [String]) throws {
+            let device = try TestDevice("ports")
+            let result = device.run(arguments, timeout: 20)
+            #expect(result.status == 64, "share \(arguments.joined(separator: " ")): \(result.stderr)")
+            #expect(result.stderr.contains("65535"), "share \(arguments.joined(separator: " ")): \(result.stderr)")
+            #expect(!result.stderr.contains("waiting on port"), "\(result.stderr)")
+        }
+
+        /// An option's default is said once: by the option's own text or by the help printer, never both.
+        @Test(arguments: commands)
+        func everyDefaultIsSaidOnce(_ command: [String]) throws {
+            let process = try BackgroundShare(command + ["--help"], environment: ["COLUMNS": "200"])
+            #expect(process.wait(timeout: 30) == 0)
+            let help = process.stdout.text.split(separator: "\n").joined(separator: " ")
+                .split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+            let doubled = try Regex(#"\(default[^)]*\)\.? \(default: "#)
+            #expect(help.firstMatch(of: doubled) == nil, "share \(command.joined(separator: " ")) --help: \(help)")
+        }
+
         /// A folder that cannot be written gets one plain sentence and its exit status, not a type name.
         @Test func aReadOnlyFolderIsOnePlainSentence() throws {
             guard getuid() == 0 else {
