@@ -17,7 +17,7 @@ struct SendCommand: ParsableCommand {
             examples: [
                 "share send --to desk holiday.mov", "share send --to desk --text \"Dinner at eight?\"",
                 "share send --to desk --to phone --url https://example.com/menu",
-                "tar c Photos | share send --to desk --type public.tar-archive -",
+                "echo 'Dinner at eight?' | share send --to desk", "tar c Photos | share send --to desk -",
                 "share send --to 192.168.1.20:7001 --direct report.pdf --wait",
                 "share send --code slides.pdf", "share send IMG_0042.jpg --text \"from the desk\" --to phone",
             ]))
@@ -42,7 +42,10 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --code: how long the code waits (e.g. 10m, 1h).", valueName: "duration"))
     var codeLifetime = "10m"
 
-    @Argument(help: ArgumentHelp("Files or folders to send; - reads standard input.", valueName: "file"))
+    @Argument(
+        help: ArgumentHelp(
+            "Files or folders to send; - reads standard input (also read when nothing else is named and it is not a terminal): text is sent as a text, anything else as a file of the type its content shows (or --type).",
+            valueName: "file"))
     var files: [String] = []
 
     @Option(
@@ -127,7 +130,7 @@ struct SendCommand: ParsableCommand {
         }
         if via != nil, to.count > 1 { throw ValidationError("--via passes items on to one device; give one --to") }
         if timeout <= 0 { throw ValidationError("--timeout must be more than 0 seconds") }
-        if files.isEmpty && text.isEmpty && textLines == nil && url.isEmpty && profile.isEmpty && !profiles {
+        if nothingNamed, Syscalls.stdinIsTerminal {
             throw ValidationError(
                 "nothing to send: give files or folders, - for standard input, --text, --url, --profile or --profiles")
         }
@@ -140,6 +143,11 @@ struct SendCommand: ParsableCommand {
         }
     }
 
+    /// No item is named on the command line: what is piped in is the item (`echo hi | share send --to desk`).
+    private var nothingNamed: Bool {
+        files.isEmpty && text.isEmpty && textLines == nil && url.isEmpty && profile.isEmpty && !profiles
+    }
+
     func run() throws {
         try ShareCLI.run {
             try declarations.load()
@@ -149,11 +157,21 @@ struct SendCommand: ParsableCommand {
             // Check every file and folder before connecting: a missing file is an error before any byte moves.
             var items = SendItems()
             var spooled: URL?
-            for file in files {
+            for file in nothingNamed ? ["-"] : files {
                 if file == "-" {
                     let spool = try spoolStandardInput(local.paths)
-                    spooled = spool
-                    try items.add(standardInput: spool, type: explicitType)
+                    if (try? spool.resourceValues(forKeys: [.fileSizeKey]).fileSize) == 0, nothingNamed {
+                        try? FileManager.default.removeItem(at: spool)
+                        throw ShareError(
+                            .usage,
+                            "nothing to send: standard input was empty; give files or folders, --text, --url, --profile or --profiles"
+                        )
+                    }
+                    if try items.add(standardInput: spool, type: explicitType) {
+                        try? FileManager.default.removeItem(at: spool)
+                    } else {
+                        spooled = spool
+                    }
                 } else {
                     try items.add(paths: [URL(fileURLWithPath: file).standardizedFileURL], type: explicitType)
                 }
@@ -164,7 +182,7 @@ struct SendCommand: ParsableCommand {
                     "left out \(entry.path): \(entry.reason)", event: "skipped",
                     fields: ["path": entry.path, "reason": entry.reason])
             }
-            items.texts = text
+            items.texts += text
             if let textLines {
                 guard let data = FileManager.default.contents(atPath: textLines) else {
                     throw ShareError(.noInput, "\(textLines): cannot read it; check the path")

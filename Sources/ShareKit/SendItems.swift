@@ -63,13 +63,31 @@ package struct SendItems: Sendable {
         }
     }
 
-    /// What was read from standard input (spooled to `file`): labelled so, with a file name of its type.
-    package mutating func add(standardInput file: URL, type: UTType?) throws {
-        var value = try SharedFile(file, contentType: type ?? .data)
+    /// Text read from standard input up to this size travels as a text (the receiver prints it); more, as a file.
+    package static let standardInputTextLimit = 1 << 20
+
+    /// What was read from standard input (spooled to `file`). Without `type`, it is typed by its content: valid UTF-8
+    /// text (up to `standardInputTextLimit`) is sent as a text, which the receiver prints, as `--text` is; anything
+    /// else as a file of the type its first bytes show (a tar stays a tar). Returns whether it became a text (the
+    /// spool is then no longer needed).
+    @discardableResult
+    package mutating func add(standardInput file: URL, type: UTType?) throws -> Bool {
+        let handle = try? FileHandle(forReadingFrom: file)
+        defer { try? handle?.close() }
+        let head = Array((try? handle?.read(upToCount: Self.standardInputTextLimit + 1)) ?? Data())
+        if type == nil, head.count <= Self.standardInputTextLimit, !head.isEmpty, !head.contains(0),
+            let text = String(validating: head, as: UTF8.self)
+        {
+            texts.append(text)
+            return true
+        }
+        let type = type ?? ContentSniffer.type(of: head)
+        var value = try SharedFile(file, contentType: type)
         value.label = "standard input"
-        value.fileName = "stdin" + ((type ?? .data).preferredFilenameExtension.map { ".\($0)" } ?? "")
+        value.fileName = "stdin" + (type.preferredFilenameExtension.map { ".\($0)" } ?? "")
         files.append(ShareItem(value))
         fileLabels.append(value.label)
+        return false
     }
 
     /// An item the agent kept to pass on to its watch: a folder as a folder, anything else as a file of the type it

@@ -610,6 +610,7 @@ extension Syscalls {
     }
 
     /// Whether standard output is a terminal.
+    public static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
     public static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
     public static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
