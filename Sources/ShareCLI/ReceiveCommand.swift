@@ -236,6 +236,8 @@ enum AskPerson {
             answer = readLine(from: terminal)
         } else {
             answer = Swift.readLine(strippingNewline: true)
+            // Nothing echoed the answer: what is said next starts on a line of its own.
+            Console.writeOrLeave("\n", to: .error)
         }
         return ["y", "yes"].contains((answer ?? "").trimmingCharacters(in: .whitespaces).lowercased())
     }

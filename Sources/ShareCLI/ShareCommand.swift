@@ -54,7 +54,7 @@ struct DeviceOptions: ParsableArguments {
 }
 
 /// Runs a command body: a `ShareError`, a library's `ShareFailure` (or anything else) becomes one line on stderr and
-/// its exit code.
+/// its exit code (with `--json`, also one JSON object on standard output).
 func run(_ body: () throws -> Void) throws {
     do {
         try body()
@@ -62,17 +62,27 @@ func run(_ body: () throws -> Void) throws {
         // The reader of share's output went away and the work stopped for it: nothing more to say to anyone.
         throw ExitCode(Console.exitStatus(for: Console.readerGone!))
     } catch let error as ShareError {
-        complain(error.message)
-        throw ExitCode(error.status.rawValue)
+        throw failed(error.message, error.status)
     } catch let error as ShareFailure {
-        complain(error.message)
-        throw ExitCode(ExitStatus(error.code).rawValue)
+        throw failed(error.message, ExitStatus(error.code))
     } catch let error as ExitCode {
         throw error
     } catch {
-        complain("\(error)")
-        throw ExitCode(ExitStatus.failure.rawValue)
+        throw failed("\(error)", .failure)
     }
+}
+
+/// Says why the command failed; returns the exit code to throw.
+private func failed(_ message: String, _ status: ExitStatus) -> ExitCode {
+    complain(message)
+    if CommandLine.arguments.dropFirst().contains("--json") {
+        // A script reading JSON events gets the error as one more event, with the status the process exits with.
+        let event: [String: Any] = ["event": "error", "message": message, "status": Int(status.rawValue)]
+        if let data = try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]) {
+            Console.writeOrLeave(String(decoding: data, as: UTF8.self) + "\n", to: .output)
+        }
+    }
+    return ExitCode(status.rawValue)
 }
 
 /// The one line a failed command leaves on standard error.

@@ -12,7 +12,10 @@ struct OutputOptions: ParsableArguments {
     @Flag(help: "Print one JSON object per line (events and progress).")
     var json = false
 
-    var progress: ProgressReporter { ProgressReporter.automatic(quiet: quiet, json: json) }
+    @Flag(name: .shortAndLong, help: "Say what was offered, what the receiver chose and why, for every item.")
+    var verbose = false
+
+    var progress: ProgressReporter { ProgressReporter.automatic(quiet: quiet, json: json, verbose: verbose) }
 }
 
 /// Type declaration files to load before anything is typed or negotiated.

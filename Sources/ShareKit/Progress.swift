@@ -23,6 +23,11 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     package enum Mode: Sendable { case terminal, lines, json, quiet }
 
     package let mode: Mode
+    /// Lines about the negotiation too (what was offered, what the receiver chose and why): `-v`. By default one
+    /// plain line per item and the summary.
+    package var verbose = false
+    /// The offered items, for the plain line of the one chosen (its size).
+    private var offeredItems: [OfferItem] = []
     private let observer: (@Sendable (TransferProgress) -> Void)?
     private var lastObserved = ContinuousClock.now
     private let lock = NSLock()
@@ -52,8 +57,11 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     }
 
     /// A bar when standard error is a terminal, plain lines otherwise.
-    package static func automatic(quiet: Bool, json: Bool) -> ProgressReporter {
-        ProgressReporter(mode: json ? .json : quiet ? .quiet : Syscalls.stderrIsTerminal ? .terminal : .lines)
+    package static func automatic(quiet: Bool, json: Bool, verbose: Bool = false) -> ProgressReporter {
+        let reporter = ProgressReporter(
+            mode: json ? .json : quiet ? .quiet : Syscalls.stderrIsTerminal ? .terminal : .lines)
+        reporter.verbose = verbose
+        return reporter
     }
 
     /// Whether a progress line is open on the terminal (process-wide: there is one standard error).
@@ -76,16 +84,28 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
         Console.writeOrLeave(text + "\n", to: .error)
     }
 
-    /// A line of narrative (what was offered, chosen, why).
-    package func note(_ text: String, event: String, fields: [String: Any] = [:]) {
+    /// A line of narrative (what was offered, chosen, why). `detail`: shown on a terminal or in lines only with
+    /// `verbose` (a JSON event is always written).
+    package func note(_ text: String, event: String, fields: [String: Any] = [:], detail: Bool = false) {
         lock.lock()
         defer { lock.unlock() }
         switch mode {
         case .quiet: return
         case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
         case .terminal, .lines:
-            Self.status(text)
+            if !detail || verbose { Self.status(text) }
         }
+    }
+
+    /// The plain line of an item the receiver chose: "sending holiday.mov (1.2 GiB, MPEG-4 movie)".
+    private func sendingLine(item: Int, label: String, contentType: String) -> String {
+        let size = lock.withLock {
+            item < offeredItems.count
+                ? offeredItems[item].representations.first { $0.contentType == contentType }?.size : nil
+        }
+        let name = PendingOffers.kind(of: contentType, label: label)
+        let what = [size.map { Self.bytes($0) }, name == label ? nil : name].compactMap { $0 }
+        return "sending \(label)" + (what.isEmpty ? "" : " (\(what.joined(separator: ", ")))")
     }
 
     /// Prints a received text or URL on standard output (always, even when quiet: it is the output), followed by a
@@ -323,19 +343,25 @@ extension ProgressReporter {
             events?(event)
             switch event {
             case .offered(let items):
+                lock.withLock { offeredItems = items }
                 for item in items {
                     note(
                         "offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
                         event: "offered",
-                        fields: ["item": item.label, "types": item.representations.map(\.contentType)])
+                        fields: ["item": item.label, "types": item.representations.map(\.contentType)], detail: true)
                 }
             case .refused(_, let label, _, let reason):
                 note(
                     "refused by \(peer): \(label): \(reason)", event: "refused",
                     fields: ["item": label, "reason": reason])
-            case .chosen(_, let label, _, let type, let reason):
-                note(
-                    "chosen for \(label): \(type) (\(reason))", event: "chosen", fields: ["item": label, "type": type])
+            case .chosen(let item, let label, _, let type, let reason):
+                if verbose || mode == .json {
+                    note(
+                        "chosen for \(label): \(type) (\(reason))", event: "chosen",
+                        fields: ["item": label, "type": type])
+                } else {
+                    note(sendingLine(item: item, label: label, contentType: type), event: "chosen")
+                }
             case .selected, .answered:
                 break
             case .started(_, let label, let number, let total, let held):
@@ -355,7 +381,7 @@ extension ProgressReporter {
                 let whereTo = ack.savedAs.map { " as \($0)" } ?? ""
                 note(
                     "delivered \(label) to \(peer): \(ack.outcome)\(whereTo)", event: "delivered",
-                    fields: ["item": label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""])
+                    fields: ["item": label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""], detail: true)
             case .completed:
                 break
             }
@@ -370,7 +396,7 @@ extension ProgressReporter {
             case .chosen(_, let label, let offered, let type, let reason):
                 note(
                     "from \(peer): \(label): offered \(offered.joined(separator: ", ")); chose \(type) — \(reason)",
-                    event: "chosen", fields: ["item": label, "type": type, "offered": offered])
+                    event: "chosen", fields: ["item": label, "type": type, "offered": offered], detail: true)
             case .refused(_, let label, let offered, let reason):
                 note(
                     "from \(peer): \(label): offered \(offered.joined(separator: ", ")); refused — \(reason)",

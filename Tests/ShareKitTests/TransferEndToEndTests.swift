@@ -10,7 +10,7 @@ extension EndToEnd {
             let source = try laptop.folder("src")
             let file = source.appendingPathComponent("photo.png")
             try makeFile(file, size: 300_000)
-            let (receiver, port) = try desk.startReceive(into: inbox)
+            let (receiver, port) = try desk.startReceive(["--verbose"], into: inbox)
             defer { receiver.stop() }
             let sent = laptop.run(
                 [
@@ -36,7 +36,7 @@ extension EndToEnd {
         @Test func proxyRepresentationWhenTheRichOneIsNotAccepted() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
-            let (receiver, port) = try desk.startReceive(["--accept", "public.plain-text"], into: inbox)
+            let (receiver, port) = try desk.startReceive(["--accept", "public.plain-text", "-v"], into: inbox)
             defer { receiver.stop() }
             let sent = laptop.run(["send", "--url", "https://example.com/x", "--to", "127.0.0.1:\(port)"])
             #expect(sent.status == 0, "\(sent.stderr)")
@@ -45,6 +45,41 @@ extension EndToEnd {
                 receiver.stderr.text.contains(
                     "offered public.url, public.utf8-plain-text; chose public.utf8-plain-text"))
             #expect(receiver.stdout.text == "https://example.com/x\n")
+        }
+
+        /// By default each item is one plain line (its name, size and kind as a person reads it) and the session a
+        /// summary; the negotiation's reasoning only with --verbose; an error with --json is a JSON object too.
+        @Test func plainWordsByDefaultAndTheReasoningWithVerbose() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("firmware.bin")
+            try makeFile(file, size: 3000)
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            defer { receiver.stop() }
+            let sent = laptop.run(["send", file.path, "--text", "hello", "--to", "127.0.0.1:\(port)"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(receiver.wait(timeout: 30) == 0)
+            let lines = sent.stderr.split(separator: "\n")
+            #expect(lines.first == "sending firmware.bin (2.9 KiB, BIN file)", "\(sent.stderr)")
+            #expect(lines.count == 3 && lines.last?.hasPrefix("sent 2 of 2 items") == true, "\(sent.stderr)")
+            for said in [sent.stderr, receiver.stderr.text] {
+                #expect(!said.contains("dyn."), "\(said)")
+                #expect(!said.contains("receiver's choice"), "\(said)")
+            }
+
+            let (verbose, port2) = try desk.startReceive(["-v"], into: inbox)
+            defer { verbose.stop() }
+            let told = laptop.run(["send", file.path, "--to", "127.0.0.1:\(port2)", "--verbose"])
+            #expect(told.status == 0)
+            #expect(verbose.wait(timeout: 30) == 0)
+            #expect(told.stderr.contains("receiver's choice #1"), "\(told.stderr)")
+            #expect(verbose.stderr.text.contains("receiver's choice #1"), "\(verbose.stderr.text)")
+
+            let failed = laptop.run(["send", "--text", "x", "--to", "127.0.0.1:1", "--json"])
+            #expect(failed.status == 69)
+            let event = try #require(
+                try JSONSerialization.jsonObject(with: Data(failed.stdout.utf8)) as? [String: Any], "\(failed.stdout)")
+            #expect(event["event"] as? String == "error" && event["status"] as? Int == 69, "\(failed.stdout)")
         }
 
         @Test func refusalWhenNothingMatchesAndSizeLimits() throws {
