@@ -79,6 +79,19 @@ struct PairCommand: ParsableCommand {
             options.decisionTimeout = timeout
             options.window = timeout
             options.announce = (discovery.discoveryPort, discovery.discoveryInterface)
+            // The question on the terminal cannot be taken back: when the other device stops while this one's user
+            // is asked, the command ends there with the reason.
+            options.peerCancelled = {
+                Console.writeOrLeave(
+                    "\nshare: the other device cancelled pairing; nothing was trusted (run share pair again on both to retry)\n",
+                    to: .error)
+                Glibc.exit(ExitStatus.refused.rawValue)
+            }
+            // Ctrl-C, kill or a closed terminal end pairing at once (the other side hears of it within a second).
+            Syscalls.exitOnInterrupt(
+                writing: (Syscalls.stderrIsTerminal ? "\r\u{1B}[K" : "\n")
+                    + "share: pairing cancelled; nothing was trusted\n",
+                status: ExitStatus.interrupted.rawValue)
             if options.digits != 8 { complain("testing only: the pairing code has \(options.digits) digits") }
             let expected = try expect.map { try DeviceID(parsing: $0) }
             let yes = self.yes

@@ -139,6 +139,8 @@ struct ReceiveCommand: ParsableCommand {
                     outcome.finish(.failure(SessionErrors.describe(error, peer: name, localID: local.id)))
                 }
             }
+            // Signals are watched before anyone is told this receiver waits: a stop that comes at once is not lost.
+            outcome.watchSignals()
             listener.start()
             if !output.quiet {
                 progress.note(
@@ -178,21 +180,39 @@ final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
         condition.unlock()
     }
 
-    /// Waits for the result, SIGINT/SIGTERM (an error), or the timeout (nil).
-    func wait(timeout: Double) -> Result<ReceiveReport, Error>? {
+    private var sources: [DispatchSourceSignal] = []
+
+    /// From now on SIGINT and SIGTERM end the wait (as an error).
+    func watchSignals() {
         let interrupt = DispatchQueue(label: "share.receive.signals")
+        // Blocked before the sources exist, so that none arrives in between with nobody to take it.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: interrupt) }
+        sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: interrupt) }
         for source in sources {
             source.setEventHandler { [self] in
+                // A resume is spoken of only where there is one: once a sender came.
+                let idle = claim()
                 finish(
                     .failure(
                         ShareError(
-                            .interrupted, "stopped before the transfer finished; partial items are kept for a resume")))
+                            .interrupted,
+                            idle
+                                ? "stopped before any sender came; nothing was received"
+                                : "stopped before the transfer finished; partial items are kept for a resume")))
             }
             source.resume()
         }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// Waits for the result, SIGINT/SIGTERM (an error, once `watchSignals` was called), or the timeout (nil).
+    func wait(timeout: Double) -> Result<ReceiveReport, Error>? {
         defer { sources.forEach { $0.cancel() } }
         condition.lock()
         defer { condition.unlock() }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareTLS
+import Synchronization
 
 /// Pairing: two devices that do not trust each other yet connect over TLS, check each other's certificate, commit to
 /// fresh nonces and reveal them (`PairingMachine`), and both show the same code derived from both certificates, both
@@ -29,6 +30,9 @@ package enum Pairing {
         package var digits = 8
         /// Where a listener announces that it waits (UDP port and interface of LAN discovery); nil: it does not.
         package var announce: (port: Int, interface: String?)?
+        /// Called (on another thread) when the other device hangs up while this one's user is still asked to
+        /// compare the codes: the question can be dropped. Pairing then fails as cancelled either way.
+        package var peerCancelled: (@Sendable () -> Void)?
         package init() {
             if let digits = ProcessInfo.processInfo.environment["SHARE_TEST_PAIRING_DIGITS"].flatMap(Int.init),
                 (1...8).contains(digits)
@@ -142,12 +146,17 @@ package enum Pairing {
         } catch {
             throw SessionErrors.describe(error, peer: session.connection.remoteAddress, localID: device.id)
         }
-        let mine = confirm(peerName, session.peerID, code)
+        let mine = confirmWatchingHangUp(session, options: options) { confirm(peerName, session.peerID, code) }
+        guard let mine else { throw cancelled }
         let theirs: PairDecision
         do {
             try session.connection.send(.pairDecision, PairDecision(accept: mine))
             session.connection.setTimeout(options.decisionTimeout)
             theirs = try session.connection.receive(.pairDecision, as: PairDecision.self)
+        } catch is StreamEnded {
+            throw cancelled
+        } catch let error as TLSError where error.kind == .connectionLost {
+            throw cancelled
         } catch {
             throw SessionErrors.describe(error, peer: session.connection.remoteAddress, localID: device.id)
         }
@@ -171,6 +180,38 @@ package enum Pairing {
             return trusted
         }
         return Outcome(peer: trusted, code: code)
+    }
+
+    /// The other device stopped (Ctrl-C, a closed window) while this one's user was answering or waiting: pairing has
+    /// no resume, so the advice is to start again.
+    private static let cancelled = ShareFailure(
+        .refused, "the other device cancelled pairing; nothing was trusted (run share pair again on both to retry)")
+
+    /// Runs `ask` while a thread watches the connection: nil when the other device hung up meanwhile (its user
+    /// pressed Ctrl-C), and `options.peerCancelled` is told at once.
+    private static func confirmWatchingHangUp(_ session: Session, options: Options, ask: () -> Bool) -> Bool? {
+        let state = Mutex<(asking: Bool, gone: Bool)>((true, false))
+        let connection = session.connection
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            defer { done.signal() }
+            while state.withLock({ $0.asking }) {
+                guard connection.waitForHangUp(timeout: 0.2) else { continue }
+                let ask = state.withLock { value in
+                    value.gone = value.asking
+                    return value.asking
+                }
+                if ask { options.peerCancelled?() }
+                return
+            }
+        }
+        let answer = ask()
+        let gone = state.withLock { value in
+            value.asking = false
+            return value.gone
+        }
+        done.wait()
+        return gone ? nil : answer
     }
 
     /// Commit, then reveal: each side's nonce is revealed only once the other side's commitment has arrived.

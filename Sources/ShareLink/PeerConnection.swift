@@ -70,6 +70,10 @@ public final class PeerConnection: @unchecked Sendable {  // framing on one thre
 
     public func close() { tls.shutdown() }
 
+    /// Waits up to `timeout` seconds for the peer to hang up; safe from another thread while nobody reads (it
+    /// touches no TLS state).
+    public func waitForHangUp(timeout: Double) -> Bool { Syscalls.waitHangUp(tls.fileDescriptor, timeout: timeout) }
+
     /// Stops the connection from another thread: a read or write blocked on it returns with an error at once.
     public func interrupt() { Syscalls.shutdownSocket(tls.fileDescriptor) }
 

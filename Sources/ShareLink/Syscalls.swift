@@ -597,6 +597,19 @@ extension Syscalls {
         }
     }
 
+    /// Waits up to `timeout` seconds for the other end of `fd` to hang up (shut down its side or close), whatever
+    /// bytes it sent before; true when it did.
+    public static func waitHangUp(_ fd: Int32, timeout: Double) -> Bool {
+        // POLLRDHUP (Linux): the peer closed its writing side, even with unread data still queued.
+        let readHangUp: Int16 = 0x2000
+        var pfd = pollfd(fd: fd, events: readHangUp, revents: 0)
+        while true {
+            let n = poll(&pfd, 1, Int32(timeout * 1000))
+            if n < 0 && errno == EINTR { continue }
+            return n > 0 && pfd.revents & (readHangUp | Int16(POLLHUP) | Int16(POLLERR)) != 0
+        }
+    }
+
     public static func isReadable(_ fd: Int32) -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&pfd, 1, 0) > 0

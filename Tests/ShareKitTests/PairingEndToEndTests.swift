@@ -46,6 +46,31 @@ extension EndToEndAgents {
             #expect(laptop.run(["trust", "list"]).stdout.contains("desk\t\(desk.id)\tteam\t127.0.0.1:7001"))
         }
 
+        /// Ctrl-C on one side while both are asked to compare the codes: the other side hears at once that pairing
+        /// was cancelled (no advice to resume what has no resume), whichever side stopped.
+        @Test(arguments: ["waiting", "joining"])
+        func ctrlCOnOneSideTellsTheOtherPairingWasCancelled(_ stopped: String) throws {
+            let desk = try TestDevice("desk")
+            let laptop = try TestDevice("laptop")
+            let (waiting, port) = try wait(desk)
+            defer { waiting.stop() }
+            let joining = try laptop.background(["pair", "127.0.0.1:\(port)"], interactive: true)
+            defer { joining.stop() }
+            for side in [waiting, joining] {
+                #expect(side.stderr.waitForLine(containing: "[y/N]", timeout: 30) != nil, "\(side.stderr.text)")
+            }
+            let (quitter, other) = stopped == "waiting" ? (waiting, joining) : (joining, waiting)
+            kill(quitter.pid, SIGINT)
+            let started = Date()
+            let status = other.wait(timeout: 10)
+            #expect(Date().timeIntervalSince(started) < 3, "told within a second or so")
+            #expect(status == 3, "\(other.stderr.text)")
+            #expect(other.stderr.text.contains("the other device cancelled pairing"), "\(other.stderr.text)")
+            #expect(!other.stderr.text.contains("resume"), "\(other.stderr.text)")
+            #expect(!other.stderr.text.contains("reason="), "\(other.stderr.text)")
+            #expect(desk.run(["trust", "list"]).stdout.contains(laptop.id) == false)
+        }
+
         @Test func scriptsConfirmOnlyTheDeviceTheyExpect() throws {
             let desk = try TestDevice("desk")
             let laptop = try TestDevice("laptop")

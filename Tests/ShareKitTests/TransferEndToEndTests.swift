@@ -191,6 +191,15 @@ extension EndToEnd {
             #expect(ledgerChunkCount(inbox) > 0)
         }
 
+        @Test func anIdleReceiveStoppedSpeaksOfNoResume() throws {
+            let desk = try TestDevice("desk")
+            let (receiver, _) = try desk.startReceive(into: try desk.folder("inbox"))
+            kill(receiver.pid, SIGTERM)
+            #expect(receiver.wait(timeout: 30) == 75, "\(receiver.stderr.text)")
+            #expect(receiver.stderr.text.contains("nothing was received"), "\(receiver.stderr.text)")
+            #expect(!receiver.stderr.text.contains("resume"), "\(receiver.stderr.text)")
+        }
+
         @Test func aSecondSenderIsToldTheReceiverIsBusy() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
