@@ -121,6 +121,13 @@ struct PasteCommand: ParsableCommand {
                 throw ShareError(
                     .refused, report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; "))
             }
+            let what =
+                report.printed.isEmpty
+                ? report.saved.map(\.lastPathComponent).joined(separator: ", ")
+                : "text (\(ProgressReporter.bytes(UInt64(report.printed.reduce(0) { $0 + $1.utf8.count }))))"
+            output.progress.note(
+                "pasted \(what.isEmpty ? "nothing" : what) from \(target.expected?.name ?? "\(target.addresses[0])")",
+                event: "pasted")
         }
     }
 }

@@ -29,7 +29,9 @@ struct PendingCommand: ParsableCommand {
                 return
             }
             for entry in waiting {
-                say("\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.items.count) item(s)")
+                say(
+                    "\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.items.count) item(s)"
+                        + (entry.senderGone() ? "  (\(Self.gone(entry)))" : ""))
                 for item in entry.items {
                     var line = "    " + ProgressReporter.neutralized(PendingOffers.describe(item))
                     if let image = item.image {
@@ -39,6 +41,13 @@ struct PendingCommand: ParsableCommand {
                 }
             }
         }
+    }
+
+    /// "the sender stopped offering it 4 min ago; it arrives only if sent again"
+    static func gone(_ entry: PendingOffers.Entry) -> String {
+        let seconds = Date().timeIntervalSince(entry.lastOffered ?? entry.created)
+        let ago = seconds < 120 ? "\(Int(seconds)) s" : "\(Int(seconds / 60)) min"
+        return "the sender stopped offering it \(ago) ago; it arrives only if sent again"
     }
 }
 
@@ -57,6 +66,12 @@ struct AcceptCommand: ParsableCommand {
         try ShareCLI.run {
             guard let entry = try PendingOffers.answer(id, .accepted, paths: device.paths) else {
                 throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
+            }
+            if entry.senderGone() {
+                throw ShareError(
+                    .unavailable,
+                    "accepted \(entry.items.count) item(s) from \(entry.fromName), but nothing can arrive now: "
+                        + PendingCommand.gone(entry))
             }
             // A LocalSend device waits on its upload for the answer; a share device offers again.
             tell(

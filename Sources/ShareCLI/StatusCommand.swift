@@ -71,6 +71,7 @@ struct StatusCommand: ParsableCommand {
             for entry in PendingOffers.load(device.paths).entries where entry.answer == nil {
                 say(
                     "pending: \(entry.id) from \(ProgressReporter.neutralized(entry.fromName)), \(entry.items.count) item(s) waiting for your answer (share accept \(entry.id))"
+                        + (entry.senderGone() ? "; \(PendingCommand.gone(entry))" : "")
                 )
             }
             if jobs.isEmpty { say("outbox: empty") }

@@ -33,7 +33,20 @@ package struct PendingOffers: Codable, Sendable {
         package var created: Date
         package var answer: Answer?
         package var reason: String?
+        /// When the sender last offered it (held again): a share device offers again every few seconds, its agent
+        /// at least every half minute, a LocalSend device keeps its request open.
+        package var lastOffered: Date?
+
+        /// Whether the sender stopped offering it: an answer given now reaches nobody until it sends again.
+        package func senderGone(now: Date = Date()) -> Bool {
+            now.timeIntervalSince(lastOffered ?? created) > PendingOffers.staleAfter
+        }
     }
+
+    /// Seconds without an offer after which its sender counts as gone: three times the longest interval between a
+    /// sender's offers (an agent's 30 s backoff). `SHARE_TEST_PENDING_STALE_SECONDS` shortens it for tests.
+    package static let staleAfter: TimeInterval =
+        ProcessInfo.processInfo.environment["SHARE_TEST_PENDING_STALE_SECONDS"].flatMap(Double.init) ?? 90
 
     package var entries: [Entry] = []
 
@@ -134,6 +147,7 @@ package struct PendingOffers: Codable, Sendable {
                     return .decline(
                         "declined on \(localName)" + (entry.reason.map { ": \($0)" } ?? ""))
                 case nil:
+                    book.entries[index].lastOffered = Date()
                     return .hold(Self.held(entry, localName: localName))
                 }
             }
@@ -144,7 +158,8 @@ package struct PendingOffers: Codable, Sendable {
             }
             let id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
             let items = try describe(id, directory)
-            let entry = Entry(id: id, from: sender, fromName: name, key: key, items: items, created: Date())
+            let entry = Entry(
+                id: id, from: sender, fromName: name, key: key, items: items, created: Date(), lastOffered: Date())
             book.entries.append(entry)
             created = entry
             return .hold(Self.held(entry, localName: localName))

@@ -379,9 +379,11 @@ extension ProgressReporter {
                 finishItem()
             case .delivered(_, let label, let ack):
                 let whereTo = ack.savedAs.map { " as \($0)" } ?? ""
+                // Said by default only when it is news: an item kept or passed on, or saved under another name.
+                let expected = ["saved", "printed"].contains(ack.outcome) && (ack.savedAs ?? label) == label
                 note(
                     "delivered \(label) to \(peer): \(ack.outcome)\(whereTo)", event: "delivered",
-                    fields: ["item": label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""], detail: true)
+                    fields: ["item": label, "outcome": ack.outcome, "savedAs": ack.savedAs ?? ""], detail: expected)
             case .completed:
                 break
             }

@@ -182,7 +182,7 @@ enum WebPage {
               view.detail.textContent = job.state === "delivered" ? bytes(job.bytesSent) + " sent" : "";
             }
             view.error.textContent = job.error || "";
-            view.cancel.hidden = ["delivered", "failed", "cancelled"].includes(job.state);
+            view.cancel.hidden = ["delivered", "declined", "refused", "failed", "cancelled"].includes(job.state);
             const place = previous ? previous.nextSibling : list.firstChild;
             if (view.box !== place) list.insertBefore(view.box, place);
             previous = view.box;

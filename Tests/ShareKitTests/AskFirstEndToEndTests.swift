@@ -112,6 +112,54 @@ extension EndToEndAgents {
             #expect(pendingID(desk) == nil)
         }
 
+        /// A job the desk's user declined is listed as declined (with who declined) in `share jobs`, `share status`
+        /// and their JSON, never as delivered; `share send --wait` exits 3.
+        @Test func aDeclinedJobIsListedAsDeclined() throws {
+            let (desk, friend, agent, _, _) = try deskAndFriend()
+            defer { agent.stop() }
+            let (friendAgent, _) = try friend.startAgent(["--no-discovery"])
+            defer { friendAgent.stop() }
+            let queued = friend.run(["send", "--text", "lunch?", "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            var id: String?
+            #expect(
+                waitUntil(timeout: 30) {
+                    id = pendingID(desk); return id != nil
+                })
+            #expect(desk.run(["decline", try #require(id), "--reason", "busy"]).status == 0)
+            #expect(
+                waitUntil(timeout: 60) { friend.run(["jobs"]).stdout.contains("  declined  ") },
+                "\(friend.run(["jobs"]).stdout)")
+            let jobs = friend.run(["jobs"]).stdout
+            #expect(jobs.contains("declined on desk: busy") && !jobs.contains("delivered"), "\(jobs)")
+            let status = friend.run(["status"]).stdout
+            #expect(status.contains(": declined (text)") && !status.contains("delivered"), "\(status)")
+            let listed = friend.run(["jobs", "--json"]).stdout
+            #expect(listed.contains("\"state\":\"declined\""), "\(listed)")
+        }
+
+        /// A pending offer whose sender stopped offering it says so, and accepting it says nothing can arrive now.
+        @Test func aPendingOfferWhoseSenderIsGoneSaysSo() throws {
+            let (desk, friend, agent, _, _) = try deskAndFriend()
+            defer { agent.stop() }
+            let unanswered = friend.run([
+                "send", "--text", "anyone?", "--to", "desk", "--direct", "--answer-timeout", "2",
+            ])
+            #expect(unanswered.status == 3, "\(unanswered.stderr)")
+            let id = try #require(pendingID(desk))
+            let stale = ["SHARE_TEST_PENDING_STALE_SECONDS": "3"]
+            #expect(
+                waitUntil(timeout: 20) {
+                    (try? desk.background(["pending"], environment: stale))
+                        .map {
+                            $0.wait(timeout: 10); return $0.stdout.text.contains("stopped offering it")
+                        } ?? false
+                })
+            let accept = try desk.background(["accept", id], environment: stale)
+            #expect(accept.wait(timeout: 10) == 69, "\(accept.stderr.text)")
+            #expect(accept.stderr.text.contains("nothing can arrive now"), "\(accept.stderr.text)")
+        }
+
         /// `share receive --ask` shows the offer and asks; yes receives, no declines.
         @Test func receiveAskPromptsOnTheTerminal() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")

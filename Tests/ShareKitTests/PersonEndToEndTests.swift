@@ -153,7 +153,7 @@ extension EndToEnd {
             try makeFile(file, size: 32 << 20)
             let sender = try laptop.background(["send", file.path, "--to", "127.0.0.1:\(proxy.port)"])
             // The receiver has chosen: the paced transfer (32 s at 1 MiB/s) is under way.
-            #expect(receiver.stderr.waitForLine(containing: "chose", timeout: 30) != nil)
+            #expect(sender.stderr.waitForLine(containing: "sending big.bin", timeout: 30) != nil)
             kill(sender.process.processIdentifier, SIGTERM)
             #expect(sender.wait(timeout: 30) == 75)
             #expect(sender.stderr.text.contains("the send was interrupted; run the same command again to resume"))

@@ -5,8 +5,27 @@ import Foundation
 /// it already holds).
 package struct OutboxJob: Codable, Sendable, Equatable {
     package enum State: String, Codable, Sendable {
-        case queued, running, delivered, failed, cancelled
-        package var isFinal: Bool { self == .delivered || self == .failed || self == .cancelled }
+        /// `delivered`: at least one item arrived (`refused` counts any that did not); `declined`: the receiver's
+        /// user said no to every item; `refused`: the receiver refused every item (its limits, its types, its policy).
+        case queued, running, delivered, declined, refused, failed, cancelled
+        package var isFinal: Bool { ![.queued, .running].contains(self) }
+    }
+
+    /// Whether a refusal's reason is a person's answer (the receiver writes "declined on NAME").
+    package static func isDeclined(_ reason: String) -> Bool { reason.hasPrefix("declined on ") }
+
+    /// The final state of a session that ended with these items delivered and these refused.
+    package static func finalState(delivered: Int, refusals: [String]) -> State {
+        guard delivered == 0, !refusals.isEmpty else { return .delivered }
+        return refusals.allSatisfy { isDeclined($0) } ? .declined : .refused
+    }
+
+    /// A job an earlier version ended as `delivered` although nothing arrived is read as what it was.
+    mutating func upgradeFinalState() {
+        guard state == .delivered, delivered == 0, refused > 0, let lastError else { return }
+        let reasons = lastError.components(separatedBy: "; ").map { $0.split(separator: ":", maxSplits: 1).last ?? "" }
+        state = Self.finalState(
+            delivered: 0, refusals: reasons.map { $0.trimmingCharacters(in: .whitespaces) })
     }
 
     package var id: String
@@ -146,6 +165,7 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
                 job.state = .queued
                 job.nextAttempt = Date()
             }
+            job.upgradeFinalState()
             job.progress = nil
             jobs[job.id] = job
         }
@@ -182,7 +202,7 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
             // The worker ends it as cancelled when the attempt returns.
             while let current = jobs[id], !current.state.isFinal, condition.wait(until: Date().addingTimeInterval(10)) {
             }
-        case .delivered, .failed, .cancelled:
+        case .delivered, .declined, .refused, .failed, .cancelled:
             break
         }
         return jobs[id]
@@ -345,7 +365,8 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
                 job.refused = report.refused.count
                 job.bytesSent += report.bytesSent
                 job.bytesSkipped = report.bytesSkipped
-                job.state = .delivered
+                job.state = OutboxJob.finalState(
+                    delivered: report.delivered.count, refusals: report.refused.map(\.reason))
                 job.failure = report.refused.isEmpty ? nil : .refused
                 job.lastError =
                     report.refused.isEmpty
