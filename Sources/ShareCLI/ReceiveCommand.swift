@@ -33,8 +33,12 @@ struct ReceiveCommand: ParsableCommand {
     @Flag(help: "With a code, accept what is offered without asking.")
     var yes = false
 
-    @Option(help: "Port to listen on (default: 0, a free one, printed).", transform: PortOption.listening)
-    var port: Int = 0
+    @Option(
+        help: ArgumentHelp(
+            "Port to listen on (0: a free one, printed; default: the port other devices know this one by, from pairing, when no agent holds it, so share send --to NAME finds this receive; else a free one).",
+            valueName: "port"),
+        transform: PortOption.listening)
+    var port: Int?
 
     @Option(help: "Address to listen on.")
     var listen = "::"
@@ -68,7 +72,7 @@ struct ReceiveCommand: ParsableCommand {
             throw ValidationError("--max-size '\(maxSize)' is not a size like 10M")
         }
         guard partialMaxAge > 0 else { throw ValidationError("--partial-max-age must be positive") }
-        if code != nil, from != nil || port != 0 || ask {
+        if code != nil, from != nil || port != nil || ask {
             throw ValidationError("a code names its sender: --from, --port and --ask do not apply (a code always asks)")
         }
         if code == nil, yes { throw ValidationError("--yes goes with a code (share receive CODE --yes)") }
@@ -122,11 +126,7 @@ struct ReceiveCommand: ParsableCommand {
             let receiver = try ReceiveSession(options: options, progress: progress)
             let outcome = SessionOutcome()
             let trustCache = try TrustCache(file: local.paths.trustFile)
-            let listener = try Listener(
-                device: local, host: listen, port: port,
-                verifier: { id in onlyDevice.map { $0 == id } ?? trustCache.isTrusted(id) },
-                hello: { ReceiveSession.hello(name: local.name, accept: acceptList) }
-            ) { session in
+            let handle: Listener.Handler = { session in
                 guard outcome.claim() else {
                     session.connection.fail(with: .init(.refused, "this receiver is busy with another sender"))
                     return
@@ -139,6 +139,16 @@ struct ReceiveCommand: ParsableCommand {
                     outcome.finish(.failure(SessionErrors.describe(error, peer: name, localID: local.id)))
                 }
             }
+            // Other devices reach this one by name at the port they learned at pairing (its agent's): with no agent
+            // holding it, this receive takes it, so `share send --to NAME` finds it without flags; when it is taken,
+            // a free one.
+            let known = port == nil && !ControlClient.agentIsRunning(local.paths) ? AgentPort.saved(local.paths) : nil
+            let listener = try Listener.bind(ports: [known, port ?? 0].compactMap { $0 }) { chosen in
+                try Listener(
+                    device: local, host: listen, port: chosen,
+                    verifier: { id in onlyDevice.map { $0 == id } ?? trustCache.isTrusted(id) },
+                    hello: { ReceiveSession.hello(name: local.name, accept: acceptList) }, handler: handle)
+            }
             // Signals are watched before anyone is told this receiver waits: a stop that comes at once is not lost.
             outcome.watchSignals()
             listener.start()
@@ -146,7 +156,7 @@ struct ReceiveCommand: ParsableCommand {
                 progress.note(
                     "share receive: \(local.name) waiting on port \(listener.port)", event: "listening",
                     fields: ["port": listener.port])
-            } else if port == 0 {
+            } else if listener.port != port {
                 // A port picked by the system is the one thing a caller cannot know otherwise.
                 tell("share receive: \(local.name) waiting on port \(listener.port)")
             }

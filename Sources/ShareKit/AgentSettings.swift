@@ -15,6 +15,15 @@ package enum AgentPort {
         return try resolve(paths)
     }
 
+    /// The port in `agent.json`, if one was chosen (the port other devices learned at pairing); nothing is written.
+    package static func saved(_ paths: DevicePaths) -> Int? {
+        guard let data = PosixFiles.read(paths.agentConfigFile.path),
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+            let port = object["port"] as? Int, (1...65535).contains(port)
+        else { return nil }
+        return port
+    }
+
     /// The port in `agent.json`, or one chosen now (free on this machine) and saved there.
     package static func resolve(_ paths: DevicePaths) throws -> Int {
         let file = paths.agentConfigFile

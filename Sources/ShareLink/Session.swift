@@ -75,6 +75,8 @@ public enum SessionOpener {
         let fd: Int32
         do {
             fd = try Syscalls.connect(host: address.host, port: address.port, timeout: timeouts.connect)
+        } catch let error as Syscalls.SocketError where error.isRefused {
+            throw ShareFailure(.unavailable, "cannot reach \(address): \(Self.nothingListens)")
         } catch let error as Syscalls.SocketError {
             throw ShareFailure(.unavailable, "cannot reach \(address): \(error.message)")
         }
@@ -143,6 +145,7 @@ public enum SessionOpener {
                 "no address is known for '\(target.expected?.name ?? "?")' and its agent was not heard on this network")
         }
         var firstError: Error?
+        var refused = 0
         for address in target.addresses {
             do {
                 let session = try connect(
@@ -155,10 +158,20 @@ public enum SessionOpener {
                 return session
             } catch {
                 firstError = firstError ?? error
+                if let failure = error as? ShareFailure, failure.message.hasSuffix(Self.nothingListens) { refused += 1 }
             }
+        }
+        // The device is there but nothing of share's listens: say what to run on it.
+        if let expected = target.expected, refused == target.addresses.count, let failure = firstError as? ShareFailure {
+            throw ShareFailure(
+                .unavailable,
+                "\(failure.message); on \(expected.name), run share receive (or keep share agent running) and send again")
         }
         throw firstError!
     }
+
+    /// What a refused connection means to a person.
+    static let nothingListens = "nothing listens there (connection refused)"
 
     /// Runs the server side on an accepted socket: handshake, the client's hello, our hello.
     public static func accept(

@@ -51,3 +51,32 @@ extension EndToEnd {
         }
     }
 }
+
+extension EndToEnd {
+    /// The README's own example: `share receive` on the desk, `share send … --to desk` on the laptop, by name, with
+    /// no flags: the receive takes the port the laptop learned at pairing.
+    @Suite(.serialized) struct ReceiveByNameTests {
+        @Test func aSendByNameFindsTheWaitingReceive() throws {
+            let desk = try TestDevice("desk")
+            let laptop = try TestDevice("laptop")
+            let known = freePort()
+            try Data("{\"port\": \(known)}".utf8).write(to: desk.config.appendingPathComponent("agent.json"))
+            desk.trust(laptop, flags: ["--team"])
+            laptop.trust(desk, address: "127.0.0.1:\(known)", flags: ["--team"])
+
+            let nobody = laptop.run(["send", "--text", "anyone there?", "--to", "desk", "--direct"])
+            #expect(nobody.status == 69, "\(nobody.stderr)")
+            #expect(nobody.stderr.contains("on desk, run share receive"), "\(nobody.stderr)")
+
+            let inbox = try desk.folder("inbox")
+            let receiver = try desk.background(["receive", "--listen", "127.0.0.1", "--into", inbox.path])
+            defer { receiver.stop() }
+            let line = try #require(receiver.stderr.waitForLine(containing: "waiting on port", timeout: 30))
+            #expect(TestDevice.port(in: line) == known, "\(line)")
+            let sent = laptop.run(["send", "--text", "dinner at eight?", "--to", "desk", "--direct"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(receiver.wait(timeout: 30) == 0, "\(receiver.stderr.text)")
+            #expect(receiver.stdout.text == "dinner at eight?\n")
+        }
+    }
+}

@@ -85,6 +85,15 @@ package final class Listener: AgentPart, @unchecked Sendable {  // mutable state
         self.sessionNice = sessionNice
     }
 
+    /// The first listener `make` can bind on `ports`, in order (the last failure when none can).
+    package static func bind(ports: [Int], _ make: (Int) throws -> Listener) throws -> Listener {
+        var failure: Error?
+        for port in ports {
+            do { return try make(port) } catch { failure = error }
+        }
+        throw failure ?? ShareFailure(.unavailable, "no port to listen on")
+    }
+
     /// Starts accepting on a dedicated thread.
     package func start() {
         start(failed: { _ in })
