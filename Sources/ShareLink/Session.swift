@@ -162,10 +162,12 @@ public enum SessionOpener {
             }
         }
         // The device is there but nothing of share's listens: say what to run on it.
-        if let expected = target.expected, refused == target.addresses.count, let failure = firstError as? ShareFailure {
+        if let expected = target.expected, refused == target.addresses.count, let failure = firstError as? ShareFailure
+        {
             throw ShareFailure(
                 .unavailable,
-                "\(failure.message); on \(expected.name), run share receive (or keep share agent running) and send again")
+                "\(failure.message); on \(expected.name), run share receive (or keep share agent running) and send again"
+            )
         }
         throw firstError!
     }
