@@ -103,7 +103,7 @@ run_case() { # name route
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
       PIDS+=($!)
       sender=$!
-      code=$(code_of "$WORK/sender.log" "share receive ")
+      code=$(code_of "$WORK/sender.log" "code ")
       timed_receive "$dir" $BIN receive --config "$R" --yes --into "$dir" "${SHARE_CODE[@]}" "${listen[@]}" "$code"
       ;;
     wormhole-wormhole)
@@ -124,7 +124,7 @@ run_case() { # name route
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
       PIDS+=($!)
       sender=$!
-      code=$(code_of "$WORK/sender.log" "share receive ")
+      code=$(code_of "$WORK/sender.log" "code ")
       timed_receive "$dir" "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$code"
       ;;
     trusted)

@@ -197,8 +197,8 @@ $SHARE id $VISITOR --name visitor | sed 's/^/   /'
 head -c 5000000 /dev/urandom > "$WORK/slides.pdf"
 $SHARE send $LAPTOP --code $CODESERVERS "$WORK/slides.pdf" --text "slides from the talk" 2> "$WORK/code-send.err" &
 CODESEND=$!
-for _ in $(seq 200); do grep -q "share receive " "$WORK/code-send.err" && break; sleep 0.05; done
-CODE=$(grep -o 'share receive [0-9]*-[a-z-]*' "$WORK/code-send.err" | head -1 | awk '{print $3}')
+for _ in $(seq 200); do grep -q "^code " "$WORK/code-send.err" && break; sleep 0.05; done
+CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send.err" | head -1 | awk '{print $2}')
 echo "   the laptop prints a code; the visitor types it (and answers y to what is offered):"
 echo y | $SHARE receive $VISITOR "$CODE" $CODESERVERS --into "$WORK/visitor-inbox" 2>&1 | sed 's/^/visitor | /'
 wait $CODESEND; sed 's/^/ laptop | /' "$WORK/code-send.err"
@@ -206,8 +206,8 @@ echo "   nothing was trusted on either side: $($SHARE trust list $VISITOR 2>&1 |
 WORMHOLE=(wormhole --relay-url "$MAILBOXURL" --transit-helper "$TRANSIT")
 $SHARE send $DESK --code $CODESERVERS "$WORK/slides.pdf" 2> "$WORK/code-send2.err" &
 CODESEND=$!
-for _ in $(seq 200); do grep -q "wormhole receive " "$WORK/code-send2.err" && break; sleep 0.05; done
-CODE=$(grep -o 'wormhole receive [0-9]*-[a-z-]*' "$WORK/code-send2.err" | head -1 | awk '{print $3}')
+for _ in $(seq 200); do grep -q "^code " "$WORK/code-send2.err" && break; sleep 0.05; done
+CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send2.err" | head -1 | awk '{print $2}')
 mkdir -p "$WORK/wormhole-out"
 (cd "$WORK/wormhole-out" && "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$CODE" 2>&1 | sed 's/^/wormhole | /')
 wait $CODESEND; sed 's/^/   desk | /' "$WORK/code-send2.err" | tr '\r' '\n' | grep -v '^\s*$' | tail -2

@@ -40,6 +40,25 @@ struct CodeServerOptions: ParsableArguments {
         }
     }
 
+    /// The first line of an exchange by code: which mailbox server carries it (the code, the sides' versions and
+    /// the transit hints pass through it, end-to-end encrypted; the items go directly or through the relay).
+    func whereItGoes(_ options: CodeOptions) -> String {
+        options.wormhole.server == WormholeOptions.publicServer
+            ? "by code through magic-wormhole's public mailbox server (\(options.wormhole.server)), as wormhole does; "
+                + "--server (or agent.json's wormhole.server) names your own"
+            : "by code through the mailbox server \(options.wormhole.server)"
+    }
+
+    /// `--server URL ` for the other side's command when the server is not the default one both ends assume.
+    func serverArgument(_ options: CodeOptions) -> String {
+        options.wormhole.server == WormholeOptions.publicServer ? "" : "--server \(options.wormhole.server) "
+    }
+
+    /// The same for a `wormhole` command (`--relay-url`).
+    func wormholeArgument(_ options: CodeOptions) -> String {
+        options.wormhole.server == WormholeOptions.publicServer ? "" : "--relay-url \(options.wormhole.server) "
+    }
+
     func options(_ paths: DevicePaths) throws -> CodeOptions {
         var options = try CodeOptions.load(paths)
         if let server { options.wormhole.server = server }
@@ -75,13 +94,15 @@ extension SendCommand {
         sending.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: answerTimeout)
         let progress = output.progress
         let lifetime = Int(options.wormhole.lifetime)
+        progress.note(codeServers.whereItGoes(options), event: "server", fields: ["server": options.wormhole.server])
+        let receiveHint = "share receive \(codeServers.serverArgument(options))"
         let outcome = try CodeSend.run(
             items: items.shareItems, plain: plainItem(items, spooled: spooled), name: codeDeviceName(paths),
             paths: paths, code: code, options: options, sending: sending, progress: progress
         ) { code in
             progress.note(
                 "code \(code) (single use, valid \(lifetime >= 120 ? "\(lifetime / 60) min" : "\(lifetime) s")); on the other "
-                    + "machine: share receive \(code)  (or: wormhole receive \(code))",
+                    + "machine: \(receiveHint)\(code)  (or: wormhole receive \(codeServers.wormholeArgument(options))\(code))",
                 event: "code", fields: ["code": code.description, "lifetime": lifetime])
         }
         if let report = outcome.report {
@@ -148,6 +169,7 @@ extension ReceiveCommand {
             }
         }
         let progress = output.progress
+        progress.note(codeServers.whereItGoes(options), event: "server", fields: ["server": options.wormhole.server])
         let outcome = try CodeReceive.run(
             code: code, name: codeDeviceName(paths), paths: paths, receive: receive, options: options,
             progress: progress

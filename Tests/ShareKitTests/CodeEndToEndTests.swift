@@ -28,7 +28,7 @@ extension EndToEnd {
         func sendByCode(_ device: TestDevice, _ arguments: [String]) throws -> (BackgroundShare, String) {
             let sender = try device.background(["send", "--code"] + serverFlags + arguments)
             guard let line = sender.stderr.waitForLine(containing: "share receive ", timeout: 30),
-                let code = line.components(separatedBy: "share receive ").last?.split(separator: " ").first
+                line.hasPrefix("code "), let code = line.split(separator: " ").dropFirst().first
             else {
                 sender.stop()
                 throw TestFailure("no code printed: \(sender.stderr.text)")
@@ -61,6 +61,13 @@ extension EndToEnd {
             expected.removeValue(forKey: "outside")
             #expect(tree(inbox.appendingPathComponent("Photos"), times: false) == expected)
             #expect(sender.stderr.text.contains("sent 3 of 3 items to desk by code"), "\(sender.stderr.text)")
+            // The first line says which mailbox server carries the exchange; the hint carries it to the other side.
+            let said = sender.stderr.text.split(separator: "\n").filter { !$0.hasPrefix("left out ") }
+            #expect(said.first == "by code through the mailbox server \(servers.mailboxURL)", "\(sender.stderr.text)")
+            #expect(
+                said.contains { $0.contains("share receive --server \(servers.mailboxURL) \(code)") },
+                "\(sender.stderr.text)")
+            #expect(received.stderr.hasPrefix("by code through the mailbox server"), "\(received.stderr)")
             #expect(sender.stderr.text.contains("direct"), "\(sender.stderr.text)")
             // Nothing was trusted on either side.
             for device in [laptop, desk] {
@@ -171,6 +178,21 @@ extension EndToEnd {
             #expect(receiver.wait(timeout: 30) == 0, "\(receiver.output)")
             #expect(receiver.output.contains("from share ✓"), "\(receiver.output)")
             #expect(shareSender.wait(timeout: 30) == 0, "\(shareSender.stderr.text)")
+        }
+
+        /// Several items for a wormhole client, which takes one per code: the client is told why and exits, as it
+        /// does when wormhole's own sender fails, instead of waiting.
+        @Test func severalItemsToTheWormholeCommandTellItWhy() throws {
+            let desk = try TestDevice("desk")
+            let scratch = try desk.folder("scratch")
+            let (sender, code) = try sendByCode(desk, ["--text", "one", "--text", "two"])
+            defer { sender.stop() }
+            let receiver = try wormhole(["receive", "--only-text", code], in: scratch)
+            defer { receiver.stop() }
+            let status = receiver.wait(timeout: 30)
+            #expect(status != nil && status != 0, "\(receiver.output)")
+            #expect(receiver.output.contains("several items"), "\(receiver.output)")
+            #expect(sender.wait(timeout: 30) == 64, "\(sender.stderr.text)")
         }
 
         /// 1 GiB each way with the reference client (its pace bounds the time: about 10 s per direction here).

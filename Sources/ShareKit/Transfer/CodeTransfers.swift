@@ -126,6 +126,11 @@ package enum CodeSend {
             try session.establish(versions: ShareCodeVersion.ours(device.id))
             guard let theirs = ShareCodeVersion.theirs(session.theirVersions) else {
                 guard let plain else {
+                    // The client is told why, as wormhole's own sender tells it (an `error` message in place of the
+                    // offer): it prints the reason and exits instead of waiting.
+                    try? session.send([
+                        "error": "the sender has several items, and a magic-wormhole client takes one per code"
+                    ])
                     throw ShareFailure(
                         .usage,
                         "the receiver is a magic-wormhole client, which takes one file, folder or text per code; "
