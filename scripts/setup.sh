@@ -43,6 +43,13 @@ if [ ! -x "$localsend_tools/bin/localsendd" ] && [ "$(id -u)" -eq 0 ]; then
     python3 -m venv "$localsend_tools"
     "$localsend_tools/bin/pip" install -q --disable-pip-version-check 'localsendd==0.1.1' >/dev/null
 fi
+# A second LocalSend implementation nobody here wrote: localsend-cli (PyPI; LocalSend protocol v2 over HTTPS, a
+# sender and an auto-accepting receiver), so share's LocalSend speech is checked against more than one reading.
+localsend_cli=${SHARE_TOOLS:-/opt/share-tools}/localsend-cli
+if [ ! -x "$localsend_cli/bin/localsend-cli" ] && [ "$(id -u)" -eq 0 ]; then
+    python3 -m venv "$localsend_cli"
+    "$localsend_cli/bin/pip" install -q --disable-pip-version-check 'localsend-cli==0.1.1' requests cryptography >/dev/null
+fi
 # BLAKE3, the chunk digest two share ends agree on when both have it (five times SHA-256's speed on this class of
 # machine, where hashing was most of a transfer's CPU): its reference C implementation as Debian ships it (the C
 # sources inside librust-blake3-dev, unpacked without installing the Rust packages), built once into a static

@@ -55,11 +55,22 @@ public struct HTTPHead: Sendable {
     /// Header names in lower case.
     public var headers: [String: String] = [:]
 
-    /// The body's length: 0 without Content-Length. A chunked body is refused (411): LocalSend peers send lengths.
-    public func contentLength() throws(HTTPFailure) -> UInt64 {
-        if let encoding = headers["transfer-encoding"], encoding.lowercased() != "identity" {
-            throw HTTPFailure(411, "a body without Content-Length")
+    /// Whether the body comes in chunks (`Transfer-Encoding: chunked`) rather than counted by Content-Length.
+    public func isChunked() throws(HTTPFailure) -> Bool {
+        guard let encoding = headers["transfer-encoding"]?.lowercased(), encoding != "identity" else { return false }
+        // Anything but plain chunking (gzip, two codings) is not spoken here; a length beside it would let two
+        // readers of the same bytes disagree on where the body ends.
+        guard encoding == "chunked" else { throw HTTPFailure(501, "a body in \(encoding) encoding") }
+        guard headers["content-length"] == nil else {
+            throw HTTPFailure(400, "both Transfer-Encoding and Content-Length")
         }
+        return true
+    }
+
+    /// The body's length: 0 without Content-Length. A chunked body is refused (411) here; routes that take one read
+    /// it through `HTTPConnection.body(of:)`.
+    public func contentLength() throws(HTTPFailure) -> UInt64 {
+        if try isChunked() { throw HTTPFailure(411, "a body without Content-Length") }
         guard let text = headers["content-length"] else { return 0 }
         guard let length = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
             throw HTTPFailure(400, "a bad Content-Length")
@@ -182,6 +193,25 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
                 if hadBytes { throw HTTPFailure(400, "the stream ended inside a head") }
                 return nil
             }
+        }
+    }
+
+    /// A line ending in CRLF (without it), at most `limit` bytes: a chunked body's size lines and trailers.
+    func readLine(limit: Int) throws -> [UInt8] {
+        var searched = 0
+        while true {
+            var index = start + max(0, searched - 1)
+            while index + 1 < end {
+                if buffer[index] == 13, buffer[index + 1] == 10 {
+                    let line = Array(buffer[start..<index])
+                    start = index + 2
+                    return line
+                }
+                index += 1
+            }
+            searched = end - start
+            if end - start > limit { throw HTTPFailure(400, "a chunk line over \(limit) bytes") }
+            guard try fill() else { throw HTTPFailure(400, "the stream ended inside a chunked body") }
         }
     }
 

@@ -374,6 +374,15 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
             case .failure(let error) where cancellation.isCancelled:
                 job.lastError = "cancelled: \(error.message)"
                 job.state = .cancelled
+            case .failure(let error)
+            where ![.unavailable, .ioError].contains(error.code) && !progressed && job.attempts > 1
+                && job.lastError == error.message:
+                // The device was reached and failed the same way twice without moving a byte: trying again would
+                // fail again (a refused name, a protocol the device does not take). Said, not repeated. (A device
+                // away or a full disk there can change: those are tried until the job gives up.)
+                job.state = .failed
+                job.failure = error.code
+                job.lastError = "\(error.message) (failed the same way twice; not tried again)"
             case .failure(let error):
                 job.lastError = error.message
                 if [.unavailable, .interrupted, .ioError].contains(error.code),

@@ -68,27 +68,28 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
 
     /// LocalSend's routes. Any failure answers with its status and ends the connection.
     package func route(_ head: HTTPHead, _ http: HTTPConnection, _ caller: LocalSendCaller) throws -> Bool {
-        let length = try head.contentLength()
+        // Counted or chunked (some LocalSend apps upload in chunks): the body reader bounds either as it arrives.
+        let body = try http.body(of: head)
         let prefix = LocalSend.apiPrefix
         switch (head.method, head.path) {
         case ("GET", prefix + "/info"), ("GET", "/api/localsend/v1/info"):
-            try http.discard(length)
+            try body.discard()
             try http.writeResponse(200, json: json(info.answer))
             return true
         case ("POST", prefix + "/register"):
             var seen = try JSONDecoder().decode(
-                LocalSendInfo.self, from: Data(try http.readBody(length: length, limit: 64 << 10)))
+                LocalSendInfo.self, from: Data(try body.readAll(limit: 64 << 10)))
             // Only a certificate proves a fingerprint; a claim is recorded as one.
             if let proved = caller.certificateFingerprint { seen.fingerprint = proved }
             peers.saw(seen, at: caller.host, proved: caller.certificateFingerprint != nil)
             try http.writeResponse(200, json: json(info.answer))
             return true
         case ("POST", prefix + "/prepare-upload"):
-            return try prepare(head, http, caller, length: length)
+            return try prepare(head, http, caller, body: body)
         case ("POST", prefix + "/upload"):
-            return try upload(head, http, caller, length: length)
+            return try upload(head, http, caller, body: body)
         case ("POST", prefix + "/cancel"):
-            try http.discard(length)
+            try body.discard()
             if let id = head.query["sessionId"] { cancel(id, from: caller.host) }
             try http.writeResponse(200)
             return true
@@ -99,8 +100,8 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
 
     // MARK: prepare-upload
 
-    private func prepare(_ head: HTTPHead, _ http: HTTPConnection, _ caller: LocalSendCaller, length: UInt64) throws
-        -> Bool
+    private func prepare(_ head: HTTPHead, _ http: HTTPConnection, _ caller: LocalSendCaller, body request: HTTPBody)
+        throws -> Bool
     {
         if let pin = settings.pin, !pin.isEmpty {
             try checkPin(head.query["pin"], pin, host: caller.host)
@@ -108,7 +109,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         let body: LocalSendPrepareUpload
         do {
             body = try JSONDecoder().decode(
-                LocalSendPrepareUpload.self, from: Data(try http.readBody(length: length, limit: Self.maxJSON)))
+                LocalSendPrepareUpload.self, from: Data(try request.readAll(limit: Self.maxJSON)))
         } catch let failure as HTTPFailure {
             throw failure
         } catch {
@@ -259,7 +260,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
 
     // MARK: upload
 
-    private func upload(_ head: HTTPHead, _ http: HTTPConnection, _ caller: LocalSendCaller, length: UInt64) throws
+    private func upload(_ head: HTTPHead, _ http: HTTPConnection, _ caller: LocalSendCaller, body: HTTPBody) throws
         -> Bool
     {
         guard let id = head.query["sessionId"], let fileID = head.query["fileId"], let token = head.query["token"]
@@ -277,7 +278,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         }
         guard let (upload, file) = claimed else { throw HTTPFailure(403, "no such upload, or a wrong token") }
         defer { lock.withLock { _ = upload.busy.remove(fileID) } }
-        guard length == file.size else {
+        if let length = body.declaredLength, length != file.size {
             throw HTTPFailure(400, "\(file.fileName): \(length) bytes sent for \(file.size) announced")
         }
         let temporary =
@@ -294,7 +295,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         while offset < file.size {
             let want = Int(min(UInt64(buffer.count), file.size - offset))
             let n = try buffer.withUnsafeMutableBytes { raw in
-                try http.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]))
+                try body.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]))
             }
             guard n > 0 else { throw HTTPFailure(400, "\(file.fileName) ended after \(offset) of \(file.size) bytes") }
             try buffer.withUnsafeBytes { raw in
@@ -303,6 +304,11 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
                 try handle.write(chunk, at: offset)
             }
             offset += UInt64(n)
+        }
+        // A chunked body must end where the announced size does: one more byte is a lie about the file.
+        var probe: UInt8 = 0
+        guard try withUnsafeMutableBytes(of: &probe, { try body.read(into: $0) }) == 0 else {
+            throw HTTPFailure(400, "\(file.fileName): more bytes sent than the \(file.size) announced")
         }
         if let hasher, let expected = file.sha256, hasher.finalize().hexString != expected.lowercased() {
             throw HTTPFailure(422, "\(file.fileName) does not match its SHA-256")

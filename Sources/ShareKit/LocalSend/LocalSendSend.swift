@@ -49,9 +49,7 @@ package enum LocalSendSend {
         let started = ContinuousClock.now
         let identity = try LocalSendIdentity.load(paths)
         let client = try LocalSendClient(identity: identity)
-        let own = LocalSendInfo(
-            alias: name, deviceModel: "share", deviceType: "desktop",
-            fingerprint: try LocalSendIdentity.fingerprint(identity), port: nil)
+        let own = ownInfo(name: name, fingerprint: try LocalSendIdentity.fingerprint(identity), paths: paths)
         var report = Report()
         var chosen: [String] = []
         var files: [Outgoing] = []
@@ -124,6 +122,14 @@ package enum LocalSendSend {
         return report
     }
 
+    /// This device as its `prepare-upload` describes it: every field of LocalSend v2's info object (some apps refuse
+    /// an upload whose sender lacks one, `port` among them).
+    package static func ownInfo(name: String, fingerprint: String, paths: DevicePaths) -> LocalSendInfo {
+        LocalSendInfo(
+            alias: name, deviceModel: "share", deviceType: "desktop", fingerprint: fingerprint,
+            port: LocalSendSettings.configuredPort(paths), protocol: "https", download: false)
+    }
+
     static func seconds(since start: ContinuousClock.Instant) -> Double {
         let elapsed = ContinuousClock.now - start
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -167,7 +173,10 @@ package enum LocalSendSend {
             for entry in plan.entries where entry.kind == .file {
                 guard case .file(let path, _) = entry.source else { continue }
                 let url = URL(fileURLWithPath: path)
-                var outgoing = try described(label + "/" + entry.path, url, size: entry.size, temporary: false)
+                // The folder's name, then the file's path in it, one slash between parts (LocalSend apps rebuild
+                // the folder from these names; an empty part, as from a name ending in a slash, breaks them).
+                let parts = (label.split(separator: "/") + entry.path.split(separator: "/")).filter { $0 != "." }
+                var outgoing = try described(parts.joined(separator: "/"), url, size: entry.size, temporary: false)
                 outgoing.file.fileType =
                     UTType(filenameExtension: url.pathExtension)?.preferredMIMEType ?? "application/octet-stream"
                 files.append(outgoing)

@@ -5,6 +5,17 @@ import ShareTLS
 
 /// The agent's LocalSend settings (`share agent --localsend`, or `"localsend": {…}` in agent.json).
 package struct LocalSendSettings: Sendable, Codable, Equatable {
+    /// The HTTPS port this device's LocalSend server listens on (agent.json's `localsend.port`, else LocalSend's):
+    /// what its info object says in every message, as LocalSend's protocol asks.
+    package static func configuredPort(_ paths: DevicePaths) -> Int {
+        guard let data = PosixFiles.read(paths.agentConfigFile.path),
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+            let localsend = object["localsend"] as? [String: Any], let port = localsend["port"] as? Int,
+            (1...65535).contains(port)
+        else { return LocalSend.defaultPort }
+        return port
+    }
+
     /// The HTTPS port LocalSend devices reach (LocalSend's own: 53317).
     package var port: Int?
     /// The address to listen on (default: the agent's).

@@ -1,0 +1,40 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ShareKit
+
+/// The agent's outbox with a runner of the test's own: what ends a job and how it is told.
+@Suite struct OutboxTests {
+    func directory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("share-outbox-\(UUID().uuidString)")
+    }
+
+    /// A device that is reached and fails the same way twice, moving nothing, is not tried a third time: the job
+    /// fails and says so (a LocalSend device refusing a name was retried 20 times in 30 s).
+    @Test func aJobThatFailsTheSameWayTwiceStopsAndSaysWhy() throws {
+        let folder = directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let attempts = Mutex(0)
+        let outbox = try Outbox(directory: folder) { _, _, _ in
+            attempts.withLock { $0 += 1 }
+            return .failure(ShareFailure(.interrupted, "phone closed the connection during the upload of album//a.jpg"))
+        }
+        outbox.start()
+        defer { outbox.stop() }
+        let job = OutboxJob(to: "phone")
+        try outbox.add(job)
+        let ended = try #require(outbox.wait(for: job.id, timeout: 30))
+        #expect(ended.state == .failed)
+        #expect(attempts.withLock { $0 } == 2)
+        #expect(ended.lastError?.contains("failed the same way twice") == true, "\(ended.lastError ?? "")")
+    }
+
+    /// Every item declined: the job is declined; every item refused: refused; one delivered: delivered.
+    @Test func finalStatesSayWhatHappened() {
+        #expect(OutboxJob.finalState(delivered: 0, refusals: ["declined on desk: busy"]) == .declined)
+        #expect(OutboxJob.finalState(delivered: 0, refusals: ["declined on desk", "too large"]) == .refused)
+        #expect(OutboxJob.finalState(delivered: 1, refusals: ["declined on desk"]) == .delivered)
+        #expect(OutboxJob.finalState(delivered: 2, refusals: []) == .delivered)
+    }
+}
