@@ -84,12 +84,17 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                 name: peer.name, id: peer.id.description, relation: peer.relation.description,
                 address: peer.address?.description, route: route?.route, lastSeen: route?.at, watch: peer.watch)
         }
-        let known = Set(trust.map(\.id.description))
+        // Neither a trusted device (listed above) nor this device itself (its own earlier receive and pair runs,
+        // heard announcing) is a neighbour.
+        let known = Set(trust.map(\.id.description) + [device.id.description])
+        let ownLocalSend =
+            FileManager.default.fileExists(atPath: paths.state.appendingPathComponent("localsend/identity.pem").path)
+            ? (try? LocalSendIdentity.load(paths)).flatMap { try? LocalSendIdentity.fingerprint($0) } : nil
         state.nearby =
             DiscoveredPeer.load(paths).filter { !known.contains($0.id) }.map {
                 .init(name: $0.name, kind: "share", detail: nil, address: $0.address.description, lastSeen: $0.lastSeen)
             }
-            + LocalSendSeen.load(paths).map {
+            + LocalSendSeen.load(paths).filter { $0.fingerprint != ownLocalSend }.map {
                 .init(
                     name: $0.alias, kind: "LocalSend",
                     detail: [$0.deviceModel, $0.deviceType].compactMap { $0 }.joined(separator: ", "),

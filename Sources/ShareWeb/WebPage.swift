@@ -11,12 +11,13 @@ enum WebPage {
         <meta name="csrf" content="\(csrf)">
         <title>share</title>
         <link rel="stylesheet" href="/app.css">
+        <link rel="icon" href="/favicon.ico" type="image/svg+xml">
         </head>
         <body>
         <header><h1>share</h1><span id="me"></span><span id="agent"></span></header>
-        <p id="notice" role="status"></p>
+        <p id="notice" role="status" class="loading">Loading…</p>
         <main>
-        <section id="pending"><h2>Waiting for your answer</h2><div class="list"></div></section>
+        <section id="pending"><h2>Waiting for your answer</h2><div class="list"><p class="muted loading">Loading…</p></div></section>
         <section id="send"><h2>Send</h2>
           <div id="drop" tabindex="0">Drop files here, or <label>choose them<input id="files" type="file" multiple></label></div>
           <ul id="chosen"></ul>
@@ -24,10 +25,10 @@ enum WebPage {
           <p>To: <span id="targets"></span></p>
           <button id="send-button">Send</button>
         </section>
-        <section id="jobs"><h2>Sends</h2><div class="list"></div></section>
+        <section id="jobs"><h2>Sends</h2><div class="list"><p class="muted loading">Loading…</p></div></section>
         <section id="devices"><h2>Devices</h2><table class="list"><thead><tr><th>Name</th><th>Relation</th><th>Route</th><th>Last seen</th></tr></thead><tbody></tbody></table>
-          <h3>On this network</h3><div id="nearby"></div></section>
-        <section id="inbox"><h2>Received</h2><div id="texts"></div><div class="list"></div></section>
+          <h3>On this network</h3><div id="nearby"><p class="muted loading">Loading…</p></div></section>
+        <section id="inbox"><h2>Received</h2><div id="texts"></div><div class="list"><p class="muted loading">Loading…</p></div></section>
         <section id="pair"><h2>Pair a device</h2>
           <div id="pair-start">
             <input id="pair-peer" placeholder="its name, or HOST:PORT (empty: this device waits)">
@@ -43,6 +44,12 @@ enum WebPage {
         </html>
         """
     }
+
+    /// Two overlapping squares, as the page's icon.
+    static let icon = """
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect x="1" y="5" width="9" height="9" rx="2" \
+        fill="#2a6f97"/><rect x="6" y="2" width="9" height="9" rx="2" fill="#61a5c2" opacity=".9"/></svg>
+        """
 
     static let style = """
         body { font: 15px/1.4 system-ui, sans-serif; margin: 0; background: #f6f6f4; color: #222; }
@@ -106,6 +113,10 @@ enum WebPage {
         function q(params) { return new URLSearchParams(params).toString(); }
 
         function render(state) {
+          // The first state ends the loading state ("nothing here" is said only once it is known).
+          for (const node of document.querySelectorAll(".loading")) {
+            if (node.id === "notice") { node.textContent = ""; node.className = ""; } else node.remove();
+          }
           $("#me").textContent = state.device.name + " · " + state.device.id.slice(0, 7);
           const agent = $("#agent");
           agent.textContent = state.agent.running ? "agent on port " + state.agent.port : "no agent runs: start one with share agent";

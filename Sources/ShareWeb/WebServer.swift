@@ -176,6 +176,13 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
             throw HTTPFailure(403, "a request from another site is refused")
         }
         let length = try head.contentLength()
+        // The page's icon is no secret: served to any request that passed the Host and Origin checks (a browser asks
+        // for it without the session; refusing it filled the log with one refusal per load).
+        if head.method == "GET", head.path == "/favicon.ico" {
+            try http.discard(length)
+            try http.writeResponse(200, headers: Self.pageHeaders(type: "image/svg+xml"), body: Array(WebPage.icon.utf8))
+            return true
+        }
         // Opening the printed address: a session, then the address without its secret.
         if head.method == "GET", head.path == "/", let token = head.query["token"] {
             try http.discard(length)

@@ -172,6 +172,40 @@ extension EndToEndAgents {
             #expect(climbing.status == 404, "\(climbing.text.prefix(300))")
         }
 
+        /// What a person sees first: a loading state until the state arrives, an icon (no refused request in the
+        /// log), this device never among its neighbours, a folder's size as its contents.
+        @Test func thePageLoadsPlainlyAndSaysWhatIsTrue() throws {
+            let desk = try TestDevice("desk")
+            let inbox = try desk.folder("inbox")
+            let folder = inbox.appendingPathComponent("laptop/Trip photos")
+            try FileManager.default.createDirectory(
+                at: folder.appendingPathComponent("day 2"), withIntermediateDirectories: true)
+            try Data(count: 300_000).write(to: folder.appendingPathComponent("day 2/beach.raw"))
+            try Data(count: 7_000).write(to: folder.appendingPathComponent("notes.txt"))
+            // Its own earlier `share receive` and `share pair` runs, heard on the network.
+            let state = desk.config.appendingPathComponent("state")
+            try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+            let me = #"{"id":"\#(desk.id)","name":"desk","address":"192.0.2.7:4000","lastSeen":"2026-11-26T10:00:00Z","version":5}"#
+            try Data("[\(me)]".utf8).write(to: state.appendingPathComponent("discovered.json"))
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
+            defer { agent.stop() }
+            let (port, secret) = try page(of: agent)
+            let host = "Host: 127.0.0.1:\(port)\r\n"
+
+            let icon = try exchange(port, "GET /favicon.ico HTTP/1.1\r\n\(host)\r\n")
+            #expect(icon.status == 200 && icon.text.contains("Content-Type: image/svg+xml"), "\(icon.text.prefix(300))")
+            let cookie = try cookie(in: exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n").text)
+            let html = try exchange(port, "GET / HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            #expect(html.text.contains("Loading…"), "\(html.text.prefix(2000))")
+            let answer = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+            let nearby = try #require(object["nearby"] as? [[String: Any]])
+            #expect(!nearby.contains { $0["name"] as? String == "desk" }, "\(nearby)")
+            let items = try #require(object["inbox"] as? [[String: Any]])
+            let trip = try #require(items.first { $0["name"] as? String == "Trip photos" })
+            #expect(trip["size"] as? Int == 307_000, "\(trip)")
+        }
+
         /// Two requests on one connection, the second sent only after the first was answered (as browsers reuse
         /// connections): both answered. The second once waited forever, its head never searched.
         @Test func aKeptAliveConnectionCarriesTheNextRequest() throws {

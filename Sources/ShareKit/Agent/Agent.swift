@@ -29,6 +29,26 @@ package struct AgentInbox: Sendable {
         package var modified: Int64
     }
 
+    /// The bytes of the files in `folder` and below (links not followed), counting at most `limit` entries: what a
+    /// received folder holds, as a person reads its size.
+    static func contentSize(_ folder: Directory) -> UInt64 {
+        var total: UInt64 = 0
+        var budget = 100_000
+        func walk(_ directory: Directory) {
+            for name in directory.entries() {
+                budget -= 1
+                guard budget > 0, let info = directory.info(name) else { return }
+                switch info.kind {
+                case .file: total &+= info.size
+                case .directory: if let inner = try? directory.directory(name) { walk(inner) }
+                default: break
+                }
+            }
+        }
+        walk(folder)
+        return total
+    }
+
     /// What each device sent, by device folder (names sorted; hidden partials left out), as `share inbox` and the
     /// page list it.
     package func listing() -> [(name: String, items: [Received])] {
@@ -38,7 +58,8 @@ package struct AgentInbox: Sendable {
             guard let peer = try? root.directory(name) else { return nil }
             let items = peer.entries().filter { !$0.hasPrefix(".") }.sorted().compactMap { item -> Received? in
                 guard let info = peer.info(item), info.kind == .file || info.kind == .directory else { return nil }
-                return Received(name: item, folder: info.kind == .directory, size: info.size, modified: info.modified)
+                let size = info.kind == .directory ? (try? peer.directory(item)).map(Self.contentSize) ?? 0 : info.size
+                return Received(name: item, folder: info.kind == .directory, size: size, modified: info.modified)
             }
             return (name, items)
         }
