@@ -180,7 +180,8 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
         // for it without the session; refusing it filled the log with one refusal per load).
         if head.method == "GET", head.path == "/favicon.ico" {
             try http.discard(length)
-            try http.writeResponse(200, headers: Self.pageHeaders(type: "image/svg+xml"), body: Array(WebPage.icon.utf8))
+            try http.writeResponse(
+                200, headers: Self.pageHeaders(type: "image/svg+xml"), body: Array(WebPage.icon.utf8))
             return true
         }
         // Opening the printed address: a session, then the address without its secret.

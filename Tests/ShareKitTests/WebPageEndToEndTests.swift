@@ -185,7 +185,8 @@ extension EndToEndAgents {
             // Its own earlier `share receive` and `share pair` runs, heard on the network.
             let state = desk.config.appendingPathComponent("state")
             try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-            let me = #"{"id":"\#(desk.id)","name":"desk","address":"192.0.2.7:4000","lastSeen":"2026-11-26T10:00:00Z","version":5}"#
+            let me =
+                #"{"id":"\#(desk.id)","name":"desk","address":"192.0.2.7:4000","lastSeen":"2026-11-26T10:00:00Z","version":5}"#
             try Data("[\(me)]".utf8).write(to: state.appendingPathComponent("discovered.json"))
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
             defer { agent.stop() }
