@@ -24,8 +24,15 @@ step() { printf '\n== %s\n' "$*"; }
 receive() {
   $SHARE receive $DESK --port 0 --listen 127.0.0.1 --into "$INBOX" "$@" > "$WORK/receive.out" 2>&1 &
   RECEIVER=$!
-  for _ in $(seq 200); do grep -q "waiting on port" "$WORK/receive.out" 2>/dev/null && break; sleep 0.05; done
-  PORT=$(grep -o 'port [0-9]*' "$WORK/receive.out" | awk '{print $2}')
+  # Bounded, and long enough for a busy machine: the port is known only once the receiver listens.
+  PORT=
+  for _ in $(seq 1200); do
+    PORT=$(grep -o 'waiting on port [0-9]*' "$WORK/receive.out" 2>/dev/null | awk '{print $4}' | head -1)
+    [ -n "$PORT" ] && break
+    kill -0 "$RECEIVER" 2>/dev/null || break
+    sleep 0.05
+  done
+  [ -n "$PORT" ] || { echo "demo: share receive did not start: $(cat "$WORK/receive.out")" >&2; exit 1; }
 }
 finish() { wait "$RECEIVER" || true; sed 's/^/   desk | /' "$WORK/receive.out"; }
 
@@ -42,7 +49,7 @@ step "pairing: the desk waits and says so on the network; the laptop finds it by
 echo "   both show the same code; a person confirms it matches, a script names the other device's ID (--yes --expect)"
 $SHARE pair $DESK --yes --expect "$LAPTOPID" --team --listen 127.0.0.1 $FINDING > "$WORK/pair.out" 2>&1 &
 PAIRING=$!
-for _ in $(seq 200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
 $SHARE pair $LAPTOP desk --yes --expect "$DESKID" --team $FINDING 2>&1 | sed 's/^/ laptop | /'
 wait $PAIRING; sed 's/^/   desk | /' "$WORK/pair.out"
 
@@ -130,10 +137,10 @@ bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
 step "7. the agents: pairing told each device where the other's agent listens, so a send by name works at once"
 $SHARE agent $DESK --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
 DESKAGENT=$!
-for _ in $(seq 200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
 DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
 $SHARE agent $LAPTOP --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
-for _ in $(seq 200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
 $SHARE trust list $LAPTOP | sed 's/^/ laptop | /'
 $SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait 2>&1 | sed 's/^/ laptop | /'
 $SHARE inbox $DESK | sed 's/^/   desk | /'
@@ -167,7 +174,7 @@ $SHARE id $WATCH --name desk-watch | sed 's/^/   /'
 $SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch 2>&1 | sed 's/^/   desk | /'
 $SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" 2>&1 | sed 's/^/  watch | /'
 $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &
-for _ in $(seq 200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"
 head -c 300000 /dev/urandom > "$WORK/poster.png"
 $SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/juan.jpg" 2>&1 \
@@ -179,7 +186,7 @@ $SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/holiday.mp4" "$WO
 $SHARE profile add $WATCH Marta --bio "Runs marathons" 2>&1 | sed 's/^/  watch | /'
 $SHARE watch send $WATCH --agent desk --to laptop --profile Marta 2>&1 | sed 's/^/  watch | /'
 $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
-for _ in $(seq 200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
 sed 's/^/  watch | /' "$WORK/watch.out"
 $SHARE status $DESK | grep watch | sed 's/^/   desk | /'
 
@@ -188,7 +195,7 @@ MAILBOX_TWISTD=${SHARE_WORMHOLE_MAILBOX_TWISTD:-/opt/share-tools/wormhole-mailbo
 PYTHONUNBUFFERED=1 "$MAILBOX_TWISTD" -n --pidfile= wormhole-mailbox --port=tcp:0:interface=127.0.0.1 \
   --channel-db="$WORK/mailbox.sqlite" > "$WORK/mailbox.log" 2>&1 &
 PYTHONUNBUFFERED=1 twistd3 -n --pidfile= transitrelay --port=tcp:0:interface=127.0.0.1 > "$WORK/transit.log" 2>&1 &
-for _ in $(seq 200); do grep -q "starting on" "$WORK/mailbox.log" && grep -q "starting on" "$WORK/transit.log" && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "starting on" "$WORK/mailbox.log" && grep -q "starting on" "$WORK/transit.log" && break; sleep 0.05; done
 MAILBOXURL=ws://127.0.0.1:$(grep -o 'starting on [0-9]*' "$WORK/mailbox.log" | awk '{print $3}')/v1
 TRANSIT=tcp:127.0.0.1:$(grep -o 'starting on [0-9]*' "$WORK/transit.log" | awk '{print $3}')
 CODESERVERS="--server $MAILBOXURL --relay $TRANSIT --advertise 127.0.0.1"
@@ -197,7 +204,7 @@ $SHARE id $VISITOR --name visitor | sed 's/^/   /'
 head -c 5000000 /dev/urandom > "$WORK/slides.pdf"
 $SHARE send $LAPTOP --code $CODESERVERS "$WORK/slides.pdf" --text "slides from the talk" 2> "$WORK/code-send.err" &
 CODESEND=$!
-for _ in $(seq 200); do grep -q "^code " "$WORK/code-send.err" && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "^code " "$WORK/code-send.err" && break; sleep 0.05; done
 CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send.err" | head -1 | awk '{print $2}')
 echo "   the laptop prints a code; the visitor types it (and answers y to what is offered):"
 echo y | $SHARE receive $VISITOR "$CODE" $CODESERVERS --into "$WORK/visitor-inbox" 2>&1 | sed 's/^/visitor | /'
@@ -206,7 +213,7 @@ echo "   nothing was trusted on either side: $($SHARE trust list $VISITOR 2>&1 |
 WORMHOLE=(wormhole --relay-url "$MAILBOXURL" --transit-helper "$TRANSIT")
 $SHARE send $DESK --code $CODESERVERS "$WORK/slides.pdf" 2> "$WORK/code-send2.err" &
 CODESEND=$!
-for _ in $(seq 200); do grep -q "^code " "$WORK/code-send2.err" && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q "^code " "$WORK/code-send2.err" && break; sleep 0.05; done
 CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send2.err" | head -1 | awk '{print $2}')
 mkdir -p "$WORK/wormhole-out"
 (cd "$WORK/wormhole-out" && "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$CODE" 2>&1 | sed 's/^/wormhole | /')
@@ -231,7 +238,7 @@ else
     --socket "$WORK/phone/control.sock" --unattended --no-log-time > "$WORK/phone.log" 2>&1 &
   ip netns exec "$LSNS" $SHARE agent $STUDIO --port 0 --listen 127.0.0.1 --no-discovery --localsend \
     --localsend-port 53318 > "$WORK/studio.out" 2>&1 &
-  for _ in $(seq 200); do grep -q "LocalSend on port" "$WORK/studio.out" 2> /dev/null && break; sleep 0.05; done
+  for _ in $(seq 1200); do grep -q "LocalSend on port" "$WORK/studio.out" 2> /dev/null && break; sleep 0.05; done
   grep "LocalSend on port" "$WORK/studio.out" | head -1 | sed 's/^/ studio | /'
   # The phone, driven as its own localsendctl drives it: send FILES to NAME, wait for the outcome.
   phone() {
@@ -260,7 +267,7 @@ with Client(sock, timeout=120) as c:
             next(events)  # the next change of its state
 PY
   }
-  for _ in $(seq 200); do grep -q '"alias":"phone"' "$WORK/studio/state/localsend/peers.json" 2> /dev/null && break; sleep 0.05; done
+  for _ in $(seq 1200); do grep -q '"alias":"phone"' "$WORK/studio/state/localsend/peers.json" 2> /dev/null && break; sleep 0.05; done
   phone devices 2>&1 | sed 's/^/  phone | /'
   ip netns exec "$LSNS" $SHARE peers $STUDIO 2>&1 | grep LocalSend | sed 's/^/ studio | /'
   head -c 2500000 /dev/urandom > "$WORK/IMG_0001.jpg"
@@ -268,7 +275,7 @@ PY
   echo "   the phone sends two photos; a LocalSend device is a stranger: the upload waits in share pending"
   phone send studio "$WORK/IMG_0001.jpg" "$WORK/IMG_0002.jpg" > "$WORK/phone-send.out" 2>&1 &
   PHONESEND=$!
-  for _ in $(seq 200); do $SHARE pending $STUDIO 2> /dev/null | grep -q "(LocalSend)" && break; sleep 0.05; done
+  for _ in $(seq 1200); do $SHARE pending $STUDIO 2> /dev/null | grep -q "(LocalSend)" && break; sleep 0.05; done
   $SHARE pending $STUDIO 2>&1 | sed 's/^/ studio | /'
   $SHARE accept $STUDIO "$($SHARE pending $STUDIO | grep -o '^[0-9a-f]\{8\}' | head -1)" 2>&1 | sed 's/^/ studio | /'
   wait $PHONESEND || true
