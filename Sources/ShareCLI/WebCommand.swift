@@ -12,7 +12,7 @@ struct WebCommand: ParsableCommand {
         abstract: "Serve this device's page on 127.0.0.1: devices, offers to answer, the inbox, sends with progress.",
         discussion: helpPage(
             "The page shows the trusted devices and those seen on the network, offers waiting for an answer (with their previews) to accept or decline, what arrived (open, download, remove), the agent's sends with live progress (cancel), a place to drop files or type a text for one or more devices, and pairing with the code to compare. It acts through the running agent, as share send, share accept and share cancel do.",
-            "It listens on 127.0.0.1 only. The address printed carries a random secret, new each time: opening it starts a session in that browser (a cookie), and the secret leaves the address bar. Without it, from another site's page, or under another host name, the page serves nothing. The agent serves the same page with share agent --web.",
+            "It listens on 127.0.0.1 only. The address printed carries a random secret, new each time: opening it starts a session in that browser tab (kept in the tab's own storage, never a cookie, which would reach every port of 127.0.0.1), and the secret leaves the address bar. Without it, from another site's page, or under another host name, the page serves nothing. --open hands the browser a file only you can read, never the secret on a command line. The agent serves the same page with share agent --web.",
             examples: ["share web --open", "share web --port 8384"]))
 
     @OptionGroup var device: DeviceOptions
@@ -44,24 +44,48 @@ struct WebCommand: ParsableCommand {
                 complain("no agent runs for this device: the page shows what is on disk; start share agent to send")
             }
             say("share web: \(server.address)")
-            if open { Self.openInBrowser(server.address) }
+            let opener = open ? Self.openInBrowser(server.address, paths: local.paths) : nil
             Self.waitForSignal()
+            if let opener { try? FileManager.default.removeItem(at: opener) }
             server.stop()
             tell("share web: stopped")
         }
     }
 
-    /// Opens `address` with xdg-open when there is one; otherwise says to open it by hand.
-    static func openInBrowser(_ address: String) {
-        let candidates = ["/usr/bin/xdg-open", "/usr/local/bin/xdg-open"]
-        guard let opener = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+    /// Opens `address` with xdg-open (looked up on PATH) when there is one; otherwise says to open it by hand. The
+    /// secret never goes on a command line (`ps` shows every user's): xdg-open gets a file readable by this user
+    /// only (0600, in the runtime directory) that sends the browser on to the address. Returns the file, to remove
+    /// when the page stops.
+    static func openInBrowser(_ address: String, paths: DevicePaths) -> URL? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        guard
+            let opener = path.split(separator: ":").map({ String($0) + "/xdg-open" })
+                .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+        else {
             complain("no xdg-open here: open the address above in a browser")
-            return
+            return nil
+        }
+        let folder =
+            ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? paths.state
+        let file = folder.appendingPathComponent("share-web-\(WebServer.randomToken().prefix(16)).html")
+        let page = """
+            <!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+            <meta http-equiv="refresh" content="0;url=\(address)"><title>share</title>
+            <p><a href="\(address)">Open this device's page</a></p>
+            """
+        do {
+            try DevicePaths.ensurePrivateDirectory(folder)
+            try AtomicFile.write(Data(page.utf8), to: file, mode: 0o600, durable: false)
+        } catch {
+            complain("cannot write the page's opener in \(folder.path): open the address above in a browser")
+            return nil
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: opener)
-        process.arguments = [address]
+        process.arguments = [file.path]
         do { try process.run() } catch { complain("cannot run xdg-open: open the address above in a browser") }
+        return file
     }
 
     /// Blocks until SIGINT or SIGTERM.

@@ -320,6 +320,14 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
 
     /// A received file, shown in the browser or downloaded; a received folder, downloaded as `NAME.tar` (pax, the
     /// folder's name leading every path, its length known before the first byte, links that leave it left out).
+    /// Throws 404 unless `name` is an item in `from`'s inbox folder (a link is made only for one that is there).
+    func checkInboxItem(from: String, name: String) throws {
+        let (peer, _) = try deviceFolder(from, item: name)
+        guard let info = peer.info(name), info.kind == .file || info.kind == .directory else {
+            throw HTTPFailure(404, "no such item")
+        }
+    }
+
     func serveInboxFile(from: String, name: String, download: Bool, http: HTTPConnection) throws {
         let (peer, inbox) = try deviceFolder(from, item: name)
         guard let info = peer.info(name) else { throw HTTPFailure(404, "no such item") }

@@ -1,14 +1,14 @@
 /// The page itself: plain HTML, CSS and a small script, served from the binary. The script builds every line with
 /// `textContent` (a peer's names and texts are never markup) and follows the agent through server-sent events.
 enum WebPage {
-    static func html(csrf: String) -> String {
+    /// The page's shell: nothing secret in it (it is served without a session; the script asks for one).
+    static func html() -> String {
         """
         <!doctype html>
         <html lang="en">
         <head>
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
-        <meta name="csrf" content="\(csrf)">
         <title>share</title>
         <link rel="stylesheet" href="/app.css">
         <link rel="icon" href="/favicon.ico" type="image/svg+xml">
@@ -16,7 +16,7 @@ enum WebPage {
         <body>
         <header><h1>share</h1><span id="me"></span><span id="agent"></span></header>
         <p id="notice" role="status" class="loading">Loading…</p>
-        <main>
+        <main hidden>
         <section id="pending"><h2>Waiting for your answer</h2><div class="list"><p class="muted loading">Loading…</p></div></section>
         <section id="send"><h2>Send</h2>
           <div id="drop" tabindex="0">Drop files here, or <label>choose them<input id="files" type="file" multiple></label></div>
@@ -53,6 +53,7 @@ enum WebPage {
 
     static let style = """
         body { font: 15px/1.4 system-ui, sans-serif; margin: 0; background: #f6f6f4; color: #222; }
+        [hidden] { display: none !important; }
         header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1.2em; background: #2d3b45; color: #fff; }
         header h1 { margin: 0; font-size: 1.3em; }
         #agent.off { color: #ffb4a8; }
@@ -78,7 +79,16 @@ enum WebPage {
 
     static let script = #"""
         "use strict";
-        const csrf = document.querySelector('meta[name="csrf"]').content;
+        // The session is a token kept in this tab's sessionStorage (per origin: another port of 127.0.0.1 cannot read
+        // it, as it could a cookie) and sent as a header with every request; the secret of the printed address is
+        // exchanged for it once, and leaves the address bar.
+        let session = sessionStorage.getItem("share-session");
+        function auth(extra) { return Object.assign({ Authorization: "Bearer " + session }, extra || {}); }
+        function noSession() {
+          sessionStorage.removeItem("share-session"); session = null;
+          document.querySelector("main").hidden = true;
+          say("no session: open the address share web printed (it carries the page's secret)", true);
+        }
         const $ = (selector) => document.querySelector(selector);
         let chosen = [];
         let targets = new Set();
@@ -102,9 +112,9 @@ enum WebPage {
         }
         function say(text, error) { const n = $("#notice"); n.textContent = text; n.className = error ? "error" : ""; }
         async function post(url, body, type) {
-          const headers = { "X-CSRF-Token": csrf };
-          if (type) headers["Content-Type"] = type;
-          const response = await fetch(url, { method: "POST", headers, body, credentials: "same-origin" });
+          const headers = auth(type ? { "Content-Type": type } : {});
+          const response = await fetch(url, { method: "POST", headers, body, credentials: "omit" });
+          if (response.status === 401) noSession();
           const text = await response.text();
           if (!response.ok) throw new Error(text.trim() || response.statusText);
           return JSON.parse(text);
@@ -146,7 +156,12 @@ enum WebPage {
             for (const item of offer.items) {
               const line = el("div", null, { class: "offered" });
               line.append(el("span", item.title, { class: "title" }), el("span", " — " + item.kind + (item.size != null ? ", " + bytes(item.size) : ""), { class: "muted" }));
-              if (item.image) line.append(el("img", null, { src: "/api/preview?" + q({ name: item.image }), alt: "preview of " + item.title }));
+              if (item.image) {
+                const image = el("img", null, { alt: "preview of " + item.title });
+                fetch("/api/preview?" + q({ name: item.image }), { headers: auth(), credentials: "omit" })
+                  .then((r) => r.ok ? r.blob() : null).then((b) => { if (b) image.src = URL.createObjectURL(b); });
+                line.append(image);
+              }
               box.append(line);
             }
             const accept = el("button", "Accept", { class: "accept" });
@@ -239,11 +254,21 @@ enum WebPage {
           for (const item of state.inbox) {
             const box = el("div", null, { class: "item", "data-name": item.name, "data-from": item.from });
             box.append(el("strong", item.name), el("span", " from " + item.from + " — " + item.kind + ", " + bytes(item.size) + ", " + ago(item.modified) + " ", { class: "muted" }));
-            const where = "/api/inbox/file?" + q({ from: item.from, name: item.name });
+            // A file is opened or downloaded through a link made for it alone, usable once within a minute.
+            const link = (text, download, extra) => {
+              const a = el("a", text, Object.assign({ href: "#" }, extra || {}));
+              a.onclick = (event) => {
+                event.preventDefault();
+                linkFor(item.from, item.name, download).then((url) => {
+                  if (download) location.assign(url); else window.open(url, "_blank", "noopener");
+                }).catch((e) => say(e.message, true));
+              };
+              return a;
+            };
             if (!item.folder) {
-              box.append(el("a", "open", { href: where, target: "_blank", rel: "noopener" }), document.createTextNode(" "), el("a", "download", { href: where + "&download=1" }), document.createTextNode(" "));
+              box.append(link("open", false, { class: "open" }), document.createTextNode(" "), link("download", true, { class: "download" }), document.createTextNode(" "));
             } else {
-              box.append(el("a", "download (.tar)", { href: where + "&download=1", class: "folder-download" }), document.createTextNode(" "));
+              box.append(link("download (.tar)", true, { class: "folder-download" }), document.createTextNode(" "));
             }
             const remove = el("button", "Remove", { class: "remove" });
             remove.onclick = () => act(post("/api/inbox/remove?" + q({ from: item.from, name: item.name })));
@@ -305,13 +330,58 @@ enum WebPage {
         };
         $("#pair-relation").onchange = () => { $("#pair-group").hidden = $("#pair-relation").value !== "group"; };
 
-        function follow() {
-          const events = new EventSource("/api/events");
-          events.addEventListener("state", (e) => render(JSON.parse(e.data)));
-          events.onerror = () => { say("the page lost the agent's updates; trying again…", true); };
-          events.onopen = () => { if ($("#notice").className === "error") say(""); };
+        /// A one-use link to a received file (the page's session is a header, which a link cannot carry).
+        async function linkFor(from, name, download) {
+          const answer = await post("/api/link?" + q(Object.assign({ from, name }, download ? { download: "1" } : {})));
+          return answer.url;
         }
-        fetch("/api/state", { credentials: "same-origin" }).then((r) => r.json()).then(render).catch(() => {});
-        follow();
+        window.linkFor = linkFor;
+
+        // Server-sent events read through fetch, which can send the session header (EventSource cannot).
+        async function follow() {
+          for (;;) {
+            try {
+              const response = await fetch("/api/events", { headers: auth(), credentials: "omit" });
+              if (response.status === 401) { noSession(); return; }
+              if ($("#notice").className === "error") say("");
+              const reader = response.body.getReader();
+              const decoder = new TextDecoder();
+              let buffer = "";
+              for (;;) {
+                const { value, done } = await reader.read();
+                if (done) break;
+                buffer += decoder.decode(value, { stream: true });
+                let end;
+                while ((end = buffer.indexOf("\n\n")) >= 0) {
+                  const block = buffer.slice(0, end); buffer = buffer.slice(end + 2);
+                  let event = "message", data = "";
+                  for (const line of block.split("\n")) {
+                    if (line.startsWith("event: ")) event = line.slice(7);
+                    else if (line.startsWith("data: ")) data += line.slice(6);
+                  }
+                  if (event === "state") render(JSON.parse(data));
+                }
+              }
+            } catch (e) {}
+            say("the page lost the agent's updates; trying again…", true);
+            await new Promise((resolve) => setTimeout(resolve, 2000));
+          }
+        }
+
+        async function start() {
+          const secret = new URLSearchParams(location.search).get("token");
+          if (secret) {
+            history.replaceState(null, "", "/");
+            const response = await fetch("/api/session", { method: "POST", headers: { "X-Share-Secret": secret }, credentials: "omit" });
+            if (response.ok) { session = (await response.json()).session; sessionStorage.setItem("share-session", session); }
+          }
+          if (!session) { noSession(); return; }
+          document.querySelector("main").hidden = false;
+          const response = await fetch("/api/state", { headers: auth(), credentials: "omit" });
+          if (response.status === 401) { noSession(); return; }
+          render(await response.json());
+          follow();
+        }
+        start();
         """#
 }

@@ -7,11 +7,14 @@ import ShareLocalSend
 
 /// The agent's own page (`share web`, or `share agent --web`): HTTP on 127.0.0.1 only, for the user of this machine.
 ///
-/// Protected as Syncthing's and Jupyter's pages are: the address `share web` prints carries a random secret; opening
-/// it sets a session cookie (HttpOnly, SameSite=Strict) and the secret leaves the address bar. Every request must
-/// name this server in its Host header (a DNS-rebinding page names its own), a request that carries an Origin must be
-/// this page's, and every change carries the session's CSRF token in a header. Without a session, nothing but a
-/// one-line refusal is served. Every action goes through the same code as the command line (`WebActions`).
+/// Protected as Syncthing's and Jupyter's pages are, without their cookie: the address `share web` prints carries a
+/// random secret; the page's script sends it once (a header) for a session token it keeps in the tab's own storage
+/// and sends as `Authorization: Bearer` with every request. A browser sends cookies of 127.0.0.1 to every port, so a
+/// cookie would reach any other local user's server; a token in per-origin storage reaches none. Files open through
+/// links made for one item, usable once within a minute. Every request must name this server in its Host header (a
+/// DNS-rebinding page names its own), and one that carries an Origin must be this page's. Without a session, only the
+/// page's shell (nothing secret in it) and a one-line refusal are served. Every action goes through the same code as
+/// the command line (`WebActions`).
 public final class WebServer: @unchecked Sendable {  // mutable state guarded by `lock`
     static let log = Log.logger("share.web")
     public struct Limits: Sendable {
@@ -31,8 +34,16 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     private let fd: Int32
     private let limits: Limits
     private let lock = NSCondition()
-    /// Session cookie → CSRF token.
-    private var sessions: [String: String] = [:]
+    /// The sessions' tokens, sent by the page's script as `Authorization: Bearer TOKEN`.
+    private var sessions: Set<String> = []
+    private struct Ticket {
+        var from: String
+        var name: String
+        var download: Bool
+        var expires: Date
+    }
+    /// One-use links to received files.
+    private var tickets: [String: Ticket] = [:]
     private var sessionOrder: [String] = []
     private var open = 0
     private var streams = 0
@@ -161,7 +172,6 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     /// The names this server answers to: a page served under any other (a rebinding attacker's) gets nothing.
     private var hosts: Set<String> { ["127.0.0.1:\(port)", "localhost:\(port)"] }
     private var origins: Set<String> { Set(hosts.map { "http://\($0)" }) }
-    private var cookieName: String { "share_web_\(port)" }
 
     /// Checks where a request comes from and who sends it, then routes it. Returns whether the connection may carry
     /// another request.
@@ -176,54 +186,64 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
             throw HTTPFailure(403, "a request from another site is refused")
         }
         let length = try head.contentLength()
-        // The page's icon is no secret: served to any request that passed the Host and Origin checks (a browser asks
-        // for it without the session; refusing it filled the log with one refusal per load).
-        if head.method == "GET", head.path == "/favicon.ico" {
+        switch (head.method, head.path) {
+        case ("GET", "/favicon.ico"), ("GET", "/"), ("GET", "/app.js"), ("GET", "/app.css"):
+            // The shell, its script, style and icon hold nothing secret: served to any request that passed the Host
+            // and Origin checks (the script then asks for a session; a browser asks for the icon without one).
             try http.discard(length)
-            try http.writeResponse(
-                200, headers: Self.pageHeaders(type: "image/svg+xml"), body: Array(WebPage.icon.utf8))
+            try serveStatic(head.path, http)
             return true
-        }
-        // Opening the printed address: a session, then the address without its secret.
-        if head.method == "GET", head.path == "/", let token = head.query["token"] {
+        case ("POST", "/api/session"):
+            // The printed address's secret, sent by the page's script in a header, for a session token the script
+            // keeps in the tab's own storage. No cookie: a browser sends cookies of 127.0.0.1 to every port, so any
+            // local user's server could collect one.
             try http.discard(length)
-            guard Self.same(token, secret) else {
+            guard let sent = head.headers["x-share-secret"], Self.same(sent, secret) else {
                 throw HTTPFailure(401, "a wrong secret: open the address share web printed")
             }
-            let cookie = openSession()
-            try http.writeResponse(
-                303,
-                headers: [
-                    ("Location", "/"), ("Cache-Control", "no-store"),
-                    ("Set-Cookie", "\(cookieName)=\(cookie); Path=/; HttpOnly; SameSite=Strict"),
-                ], body: [])
+            try json(http, ["session": openSession()])
             return true
+        case ("GET", "/api/inbox/file") where head.query["ticket"] != nil:
+            // A link made for one file (the page's session is a header, which a link cannot carry).
+            try http.discard(length)
+            guard let ticket = head.query["ticket"], let from = head.query["from"], let name = head.query["name"],
+                useTicket(ticket, from: from, name: name, download: head.query["download"] != nil)
+            else { throw HTTPFailure(403, "this link is used or expired: open the file from the page again") }
+            try actions.serveInboxFile(from: from, name: name, download: head.query["download"] != nil, http: http)
+            return true
+        default:
+            break
         }
-        guard let csrf = session(of: head) else {
+        // Everything else needs the session's token in the Authorization header, which only this page's script can
+        // send (another origin's request would need a CORS preflight, which this server never grants): it is both
+        // the credential and the protection against cross-site requests.
+        guard session(of: head) else {
             throw HTTPFailure(401, "no session: open the address share web printed (it carries the page's secret)")
         }
-        if head.method != "GET" && head.method != "HEAD" {
-            guard let sent = head.headers["x-csrf-token"], Self.same(sent, csrf) else {
-                throw HTTPFailure(403, "a change without this page's token is refused")
-            }
-        }
-        return try route(head, http, csrf: csrf, length: length)
+        return try route(head, http, length: length)
     }
 
-    private func route(_ head: HTTPHead, _ http: HTTPConnection, csrf: String, length: UInt64) throws -> Bool {
-        switch (head.method, head.path) {
-        case ("GET", "/"):
-            try http.discard(length)
+    /// The page's public files.
+    private func serveStatic(_ path: String, _ http: HTTPConnection) throws {
+        switch path {
+        case "/favicon.ico":
             try http.writeResponse(
-                200, headers: Self.pageHeaders(type: "text/html; charset=utf-8"),
-                body: Array(WebPage.html(csrf: csrf).utf8))
-        case ("GET", "/app.js"):
+                200, headers: Self.pageHeaders(type: "image/svg+xml"), body: Array(WebPage.icon.utf8))
+        case "/app.js":
             try http.writeResponse(
                 200, headers: Self.pageHeaders(type: "text/javascript; charset=utf-8"), body: Array(WebPage.script.utf8)
             )
-        case ("GET", "/app.css"):
+        case "/app.css":
             try http.writeResponse(
                 200, headers: Self.pageHeaders(type: "text/css; charset=utf-8"), body: Array(WebPage.style.utf8))
+        default:
+            try http.writeResponse(
+                200, headers: Self.pageHeaders(type: "text/html; charset=utf-8"), body: Array(WebPage.html().utf8))
+        }
+    }
+
+    private func route(_ head: HTTPHead, _ http: HTTPConnection, length: UInt64) throws -> Bool {
+        switch (head.method, head.path) {
         case ("GET", "/api/state"):
             try json(http, actions.state())
         case ("GET", "/api/events"):
@@ -247,6 +267,19 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
             try json(
                 http, ["said": try actions.answer(head.query["id"] ?? "", accept: accept, reason: head.query["reason"])]
             )
+        case ("POST", "/api/link"):
+            try http.discard(length)
+            let from = head.query["from"] ?? ""
+            let name = head.query["name"] ?? ""
+            let download = head.query["download"] != nil
+            try actions.checkInboxItem(from: from, name: name)
+            let ticket = makeTicket(from: from, name: name, download: download)
+            var query = URLComponents()
+            query.queryItems =
+                [URLQueryItem(name: "from", value: from), URLQueryItem(name: "name", value: name)]
+                + (download ? [URLQueryItem(name: "download", value: "1")] : [])
+                + [URLQueryItem(name: "ticket", value: ticket)]
+            try json(http, ["url": "/api/inbox/file?" + (query.percentEncodedQuery ?? "")])
         case ("POST", "/api/jobs/cancel"):
             try http.discard(length)
             try json(http, ["said": try actions.cancel(head.query["id"] ?? "")])
@@ -342,29 +375,48 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     }
 
     private func openSession() -> String {
-        let cookie = Self.randomToken()
+        let token = Self.randomToken()
         lock.withLock {
-            sessions[cookie] = Self.randomToken()
-            sessionOrder.append(cookie)
-            if sessionOrder.count > 64 { sessions[sessionOrder.removeFirst()] = nil }
+            sessions.insert(token)
+            sessionOrder.append(token)
+            if sessionOrder.count > 64 { sessions.remove(sessionOrder.removeFirst()) }
         }
-        return cookie
+        return token
     }
 
-    /// The CSRF token of the request's session, nil without one.
-    private func session(of head: HTTPHead) -> String? {
-        guard let header = head.headers["cookie"] else { return nil }
-        for part in header.split(separator: ";") {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces) == cookieName else { continue }
-            let value = pair[1].trimmingCharacters(in: .whitespaces)
-            if let csrf = lock.withLock({ sessions[value] }) { return csrf }
+    /// Whether the request carries a session's token (`Authorization: Bearer TOKEN`).
+    private func session(of head: HTTPHead) -> Bool {
+        guard let header = head.headers["authorization"], header.hasPrefix("Bearer ") else { return false }
+        let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+        return lock.withLock { sessions.contains { Self.same($0, token) } }
+    }
+
+    /// A link for one received file, usable once within a minute.
+    private func makeTicket(from: String, name: String, download: Bool) -> String {
+        let ticket = Self.randomToken()
+        lock.withLock {
+            let now = Date()
+            tickets = tickets.filter { $0.value.expires > now }
+            if tickets.count >= 256, let oldest = tickets.min(by: { $0.value.expires < $1.value.expires }) {
+                tickets[oldest.key] = nil
+            }
+            tickets[ticket] = Ticket(from: from, name: name, download: download, expires: now.addingTimeInterval(60))
         }
-        return nil
+        return ticket
+    }
+
+    /// Takes the ticket when it names this file this way and has not expired.
+    private func useTicket(_ ticket: String, from: String, name: String, download: Bool) -> Bool {
+        lock.withLock {
+            guard let found = tickets.first(where: { Self.same($0.key, ticket) }) else { return false }
+            tickets[found.key] = nil
+            let t = found.value
+            return t.from == from && t.name == name && t.download == download && t.expires > Date()
+        }
     }
 
     /// 32 random bytes (the system's CSPRNG), as hex.
-    static func randomToken() -> String {
+    public static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }

@@ -9,8 +9,9 @@ be watched. The browser, headless, checks that:
     opened from there with the same bytes);
   - a file dropped on the page reaches the laptop, byte for byte;
   - a bigger send shows a progress bar that moves, and Cancel stops it;
-  - a page of another origin on this machine cannot cancel a job (the session cookie is sent, the Origin is not
-    this page's);
+  - a page of another origin on this machine cannot cancel a job (its Origin is not this page's, and it has no
+    session: the page keeps its session in the tab's own storage, never in a cookie, so a server on another port
+    of 127.0.0.1 is sent no cookie at all);
   - pairing started on the page shows the code and pairs when confirmed.
 Screenshots of each view go to SCREENSHOTS (printed). Every process started here is stopped here; every wait is
 bounded. --demo stops after the pending offer's screenshot.
@@ -174,8 +175,9 @@ def main():
     try:
         # Without the secret: nothing but a refusal.
         driver.get(base + "/")
+        wait_until("the refusal", lambda: "no session" in driver.find_element(By.TAG_NAME, "body").text)
         body = driver.find_element(By.TAG_NAME, "body").text
-        assert "no session" in body and "Pending" not in body, body
+        assert "Waiting for your answer" not in body, body
         driver.get(base + "/api/state")
         assert "no session" in driver.find_element(By.TAG_NAME, "body").text
         screenshot(driver, "0-without-the-secret")
@@ -212,7 +214,7 @@ def main():
             By.CSS_SELECTOR, '#inbox .item[data-name="trail-notes.txt"]'))
         opened = driver.execute_async_script(
             "const done = arguments[arguments.length - 1];"
-            "fetch(document.querySelector('#inbox .item[data-name=\"trail-notes.txt\"] a').href)"
+            "linkFor('laptop', 'trail-notes.txt', false).then(u => fetch(u))"
             ".then(r => r.text()).then(done, e => done('failed ' + e));")
         assert opened == (source / "trail-notes.txt").read_text(), opened[:80]
         screenshot(driver, "3-inbox")
@@ -252,15 +254,19 @@ def main():
         assert not (laptop_inbox / "desk" / "big.bin").exists(), "a cancelled send left a whole file"
         screenshot(driver, "6-cancelled")
 
-        # Another origin on this machine (same site, another port): its form is sent with the session cookie, and
+        # Another origin on this machine (same site, another port): its form carries no session (there is no cookie), and
         # refused for its Origin. The job it aims at (to a device that is away) stays queued.
         desk.run("trust", "add", Device(args.share, work, "away").id, "--name", "away", "--address", "127.0.0.1:9")
         queued = json.loads(desk.run("send", "--to", "away", "--text", "for later", "--json"
                                      ).strip().splitlines()[0]).get("job")
         assert queued, "no job queued for the away device"
 
+        cookies_seen = []
+
         class Attack(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
+                # Whatever the browser sends to another port of 127.0.0.1: every cookie of 127.0.0.1.
+                cookies_seen.append(self.headers.get("Cookie") or "")
                 page = (f'<form id="f" method="POST" action="{base}/api/jobs/cancel?id={queued}"></form>'
                         '<script>document.getElementById("f").submit()</script>').encode()
                 self.send_response(200)
@@ -283,6 +289,8 @@ def main():
         finally:
             attacker.shutdown()
             attacker.server_close()
+        assert cookies_seen, "the browser never reached the other port"
+        assert not any(cookies_seen), f"the browser sent cookies to another port: {cookies_seen}"
         jobs = json.loads(desk.run("jobs", "--json"))
         state = next(j["state"] for j in jobs if j["id"] == queued)
         assert state == "queued", f"the attack changed the job: {state}"

@@ -67,67 +67,123 @@ extension EndToEndAgents {
             return (port, try #require(address.split(separator: "=").last.map(String.init)))
         }
 
-        /// The session cookie a `Set-Cookie` line in `answer` sets, as a request header line.
-        func cookie(in answer: String) throws -> String {
-            let set = try #require(answer.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
-            return "Cookie: " + String(set.dropFirst("Set-Cookie: ".count).prefix { $0 != ";" }) + "\r\n"
+        /// A session opened with the page's secret, as the page's script opens one: its `Authorization` header line.
+        func session(_ port: Int, _ secret: String) throws -> String {
+            let answer = try exchange(
+                port,
+                "POST /api/session HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Share-Secret: \(secret)\r\nContent-Length: 0\r\n\r\n"
+            )
+            #expect(answer.status == 200 && !answer.text.contains("Set-Cookie"), "\(answer.text)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+            return "Authorization: Bearer \(try #require(object["session"] as? String))\r\n"
         }
 
-        @Test func theSecretTheHostTheOriginAndTheTokenGuardEveryRequest() throws {
+        /// Another local user's server on another port of 127.0.0.1 gets whatever the browser sends there: every
+        /// cookie of 127.0.0.1 (browsers do not separate cookies by port). The page sets none, so nothing a browser
+        /// sends elsewhere opens it; its shell holds nothing secret; everything else wants the session's token in a
+        /// header, which only the page's own script (per-origin storage) has; a file opens by a one-use link.
+        @Test func nothingABrowserSendsToAnotherPortOpensThePage() throws {
             let desk = try TestDevice("desk")
-            let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
+            let inbox = try desk.folder("inbox")
+            try FileManager.default.createDirectory(
+                at: inbox.appendingPathComponent("laptop"), withIntermediateDirectories: true)
+            try Data("the plan\n".utf8).write(to: inbox.appendingPathComponent("laptop/plan.txt"))
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
             defer { agent.stop() }
             let (port, secret) = try page(of: agent)
             let host = "Host: 127.0.0.1:\(port)\r\n"
 
-            // Without the secret, or with a wrong one: nothing.
-            let bare = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
-            #expect(bare.status == 401 && !bare.text.contains("<html"), "\(bare.text)")
-            let state = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\r\n")
-            #expect(state.status == 401 && !state.text.contains("desk"), "\(state.text)")
-            let wrong = try exchange(port, "GET /?token=\(String(secret.reversed())) HTTP/1.1\r\n\(host)\r\n")
-            #expect(wrong.status == 401 && !wrong.text.contains("Set-Cookie"), "\(wrong.text)")
-            // The secret under another host name (a rebinding page's): refused before it is looked at.
-            let rebound = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\nHost: attacker.example:\(port)\r\n\r\n")
-            #expect(rebound.status == 403 && !rebound.text.contains("Set-Cookie"), "\(rebound.text)")
-
-            // The secret opens a session: a cookie, and the address without the secret.
+            // Opening the printed address: the page's shell, and no cookie for anyone to collect.
             let opened = try exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n")
-            #expect(opened.status == 303 && opened.text.contains("Location: /\r\n"), "\(opened.text)")
-            let cookieLine = try #require(opened.text.split(separator: "\r\n").first { $0.hasPrefix("Set-Cookie: ") })
-            #expect(cookieLine.contains("HttpOnly") && cookieLine.contains("SameSite=Strict"))
-            let cookie = try cookie(in: opened.text)
-            let page = try exchange(port, "GET / HTTP/1.1\r\n\(host)\(cookie)\r\n")
-            #expect(page.status == 200 && page.text.contains("Content-Security-Policy"), "\(page.text.prefix(400))")
-            let csrf = try #require(
-                page.text.range(of: "name=\"csrf\" content=\"").map { page.text[$0.upperBound...].prefix(64) })
-            let json = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)\r\n")
-            #expect(json.status == 200 && json.text.contains("\"name\":\"desk\""), "\(json.text.prefix(400))")
+            #expect(opened.status == 200 && !opened.text.contains("Set-Cookie"), "\(opened.text.prefix(600))")
+            #expect(!opened.text.contains(secret), "the shell repeats the secret")
+            // Without the secret: the same shell (nothing in it is secret), and nothing else.
+            let bare = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
+            #expect(bare.status == 200 && !bare.text.contains("desk") && !bare.text.contains("csrf"), "\(bare.text)")
+            for target in ["/api/state", "/api/events", "/api/inbox/file?from=laptop&name=plan.txt"] {
+                let refused = try exchange(port, "GET \(target) HTTP/1.1\r\n\(host)Cookie: share=anything\r\n\r\n")
+                #expect(refused.status == 401 && !refused.text.contains("plan"), "\(target): \(refused.text)")
+            }
+            let wrong = try exchange(
+                port,
+                "POST /api/session HTTP/1.1\r\n\(host)X-Share-Secret: \(String(secret.reversed()))\r\nContent-Length: 0\r\n\r\n"
+            )
+            #expect(wrong.status == 401 && !wrong.text.contains("session\""), "\(wrong.text)")
+            // The secret under another host name (a rebinding page's): refused before it is looked at.
+            let rebound = try exchange(
+                port,
+                "POST /api/session HTTP/1.1\r\nHost: attacker.example:\(port)\r\nX-Share-Secret: \(secret)\r\nContent-Length: 0\r\n\r\n"
+            )
+            #expect(rebound.status == 403, "\(rebound.text)")
 
-            // Another site's page, even with the cookie (same site, another port): refused by its Origin.
+            let auth = try session(port, secret)
+            let page = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
+            #expect(page.text.contains("Content-Security-Policy"), "\(page.text.prefix(400))")
+            let json = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(auth)\r\n")
+            #expect(json.status == 200 && json.text.contains("\"name\":\"desk\""), "\(json.text.prefix(400))")
+            // A made-up token, or the session's with another site's Origin: refused.
+            let madeUp = try exchange(
+                port,
+                "GET /api/state HTTP/1.1\r\n\(host)Authorization: Bearer \(String(repeating: "0", count: 64))\r\n\r\n")
+            #expect(madeUp.status == 401, "\(madeUp.text)")
             let foreign = try exchange(
-                port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)Origin: http://127.0.0.1:\(port + 1)\r\n\r\n")
+                port, "GET /api/state HTTP/1.1\r\n\(host)\(auth)Origin: http://127.0.0.1:\(port + 1)\r\n\r\n")
             #expect(foreign.status == 403 && !foreign.text.contains("desk"), "\(foreign.text)")
-            // A change without the page's token, or with another: refused; with it, carried out.
-            let forged = try exchange(
-                port, "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)Content-Length: 0\r\n\r\n")
-            #expect(forged.status == 403, "\(forged.text)")
-            let other = try exchange(
-                port,
-                "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)X-CSRF-Token: \(String(repeating: "0", count: 64))\r\nContent-Length: 0\r\n\r\n"
-            )
-            #expect(other.status == 403, "\(other.text)")
             let honest = try exchange(
-                port,
-                "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(cookie)X-CSRF-Token: \(csrf)\r\nContent-Length: 0\r\n\r\n"
-            )
+                port, "POST /api/pair/confirm?answer=yes HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
             #expect(honest.status == 409 && honest.text.contains("no pairing waits"), "\(honest.text)")
+
+            // A file through a link made for it: once, for that file only.
+            let made = try exchange(
+                port, "POST /api/link?from=laptop&name=plan.txt HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
+            let url = try #require(
+                (try JSONSerialization.jsonObject(with: Data(made.body)) as? [String: Any])?["url"] as? String,
+                "\(made.text)")
+            let file = try exchange(port, "GET \(url) HTTP/1.1\r\n\(host)\r\n")
+            #expect(file.status == 200 && file.body == Array("the plan\n".utf8), "\(url) \(file.text.prefix(300))")
+            #expect(try exchange(port, "GET \(url) HTTP/1.1\r\n\(host)\r\n").status == 403, "a link opens once")
+            // Nor another file (the link is spent by the attempt).
+            let again = try exchange(
+                port, "POST /api/link?from=laptop&name=plan.txt HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
+            let second = try #require(
+                (try JSONSerialization.jsonObject(with: Data(again.body)) as? [String: Any])?["url"] as? String)
+            let other = second.replacingOccurrences(of: "name=plan.txt", with: "name=other.txt")
+            #expect(try exchange(port, "GET \(other) HTTP/1.1\r\n\(host)\r\n").status == 403)
+            #expect(try exchange(port, "GET \(second) HTTP/1.1\r\n\(host)\r\n").status == 403)
+
             // A received file and a preview are served only by names the inbox and the pending book hold.
             let climbing = try exchange(
-                port, "GET /api/inbox/file?from=..&name=passwd HTTP/1.1\r\n\(host)\(cookie)\r\n")
+                port, "POST /api/link?from=..&name=passwd HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
             #expect(climbing.status == 404, "\(climbing.text)")
-            let preview = try exchange(port, "GET /api/preview?name=../../keys.pem HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            let preview = try exchange(port, "GET /api/preview?name=../../keys.pem HTTP/1.1\r\n\(host)\(auth)\r\n")
             #expect(preview.status == 404, "\(preview.text)")
+        }
+
+        /// `share web --open` hands xdg-open a file only this user can read, never the secret itself: a command
+        /// line is visible to every local user (`ps -eo args`).
+        @Test func openingThePageLeaksNoSecretOnACommandLine() throws {
+            let desk = try TestDevice("desk")
+            let bin = try desk.folder("bin")
+            let runtime = try desk.folder("runtime")
+            let said = desk.directory.appendingPathComponent("xdg-open.args")
+            let fake = bin.appendingPathComponent("xdg-open")
+            try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > '\(said.path)'\n".utf8).write(to: fake)
+            chmod(fake.path, 0o755)
+            let web = try desk.background(
+                ["web", "--open", "--no-discovery"],
+                environment: ["PATH": bin.path + ":/usr/bin:/bin", "XDG_RUNTIME_DIR": runtime.path])
+            defer { web.stop() }
+            let line = try #require(web.stdout.waitForLine(containing: "share web: http", timeout: 30))
+            let secret = try #require(line.split(separator: "=").last.map(String.init))
+            #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: said.path) })
+            let argument = try String(contentsOf: said, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(!argument.contains(secret), "the secret is on xdg-open's command line: \(argument)")
+            #expect(argument.hasPrefix(runtime.path), "\(argument)")
+            let attributes = try FileManager.default.attributesOfItem(atPath: argument)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+            #expect(try String(contentsOfFile: argument, encoding: .utf8).contains(secret))
+            web.stop()
+            #expect(!FileManager.default.fileExists(atPath: argument), "the opener outlived the page")
         }
 
         /// A received folder downloads as NAME.tar: its name leads every path, the bytes are the files', a link that
@@ -147,10 +203,10 @@ extension EndToEndAgents {
             defer { agent.stop() }
             let (port, secret) = try page(of: agent)
             let host = "Host: 127.0.0.1:\(port)\r\n"
-            let cookie = try cookie(in: exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n").text)
+            let auth = try session(port, secret)
 
             let tar = try exchange(
-                port, "GET /api/inbox/file?from=laptop&name=Trip%20photos&download=1 HTTP/1.1\r\n\(host)\(cookie)\r\n")
+                port, "GET /api/inbox/file?from=laptop&name=Trip%20photos&download=1 HTTP/1.1\r\n\(host)\(auth)\r\n")
             #expect(tar.status == 200, "\(tar.text.prefix(300))")
             #expect(tar.text.contains("Content-Type: application/x-tar"))
             #expect(tar.text.contains("filename=\"Trip photos.tar\""), "\(tar.text.prefix(600))")
@@ -168,7 +224,7 @@ extension EndToEndAgents {
             #expect(runTool("/usr/bin/tar", ["-xf", file.path, "-C", out.path]).status == 0)
             #expect(try Data(contentsOf: out.appendingPathComponent("Trip photos/day 2/beach.raw")) == Data(big))
             let climbing = try exchange(
-                port, "GET /api/inbox/file?from=laptop&name=..%2F..&download=1 HTTP/1.1\r\n\(host)\(cookie)\r\n")
+                port, "GET /api/inbox/file?from=laptop&name=..%2F..&download=1 HTTP/1.1\r\n\(host)\(auth)\r\n")
             #expect(climbing.status == 404, "\(climbing.text.prefix(300))")
         }
 
@@ -195,10 +251,10 @@ extension EndToEndAgents {
 
             let icon = try exchange(port, "GET /favicon.ico HTTP/1.1\r\n\(host)\r\n")
             #expect(icon.status == 200 && icon.text.contains("Content-Type: image/svg+xml"), "\(icon.text.prefix(300))")
-            let cookie = try cookie(in: exchange(port, "GET /?token=\(secret) HTTP/1.1\r\n\(host)\r\n").text)
-            let html = try exchange(port, "GET / HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            let auth = try session(port, secret)
+            let html = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
             #expect(html.text.contains("Loading…"), "\(html.text.prefix(2000))")
-            let answer = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(cookie)\r\n")
+            let answer = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(auth)\r\n")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
             let nearby = try #require(object["nearby"] as? [[String: Any]])
             #expect(!nearby.contains { $0["name"] as? String == "desk" }, "\(nearby)")
@@ -217,19 +273,31 @@ extension EndToEndAgents {
             let fd = try connectToPage(port)
             defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            // Opening the session (a 303 that keeps the connection), then the state with the cookie it set.
-            var cookie = ""
+            // The shell, then the state with a session, on one connection.
+            let auth = try session(port, secret)
             // The first request longer than the second, as a browser's first (with its Accept lines) often is.
             let padding = "Accept: " + String(repeating: "text/html;q=0.9, ", count: 40) + "*/*\r\n"
             for (round, target) in ["/?token=\(secret)", "/api/state"].enumerated() {
                 let request = Array(
-                    "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(round == 0 ? padding : cookie)\r\n".utf8)
+                    "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(round == 0 ? padding : auth)\r\n".utf8)
                 _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-                let n = recv(fd, &buffer, buffer.count, 0)
-                #expect(n > 0, "request \(round) was not answered")
-                let answer = String(decoding: buffer[0..<max(0, n)], as: UTF8.self)
-                #expect(answer.hasPrefix(round == 0 ? "HTTP/1.1 303" : "HTTP/1.1 200"), "\(answer)")
-                if round == 0 { cookie = try self.cookie(in: answer) }
+                var answer = ""
+                // Each answer whole (the shell is larger than one read).
+                while true {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    #expect(n > 0, "request \(round) was not answered")
+                    guard n > 0 else { break }
+                    answer += String(decoding: buffer[0..<n], as: UTF8.self)
+                    if let end = answer.range(of: "\r\n\r\n"),
+                        let length = answer[..<end.lowerBound].split(separator: "\r\n").first(where: {
+                            $0.lowercased().hasPrefix("content-length:")
+                        }).flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
+                        answer.utf8.count >= answer.utf8.distance(from: answer.startIndex, to: end.upperBound) + length
+                    {
+                        break
+                    }
+                }
+                #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(300))")
             }
         }
 
