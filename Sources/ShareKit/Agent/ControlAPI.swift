@@ -79,7 +79,7 @@ struct ControlAPI {
             let seen = part.peers.all.filter(\.proved).count
             response.localsend =
                 "LocalSend: port \(part.port), fingerprint \(part.fingerprint.prefix(8))…, \(seen) device(s) seen, "
-                + "\(part.inbox.openUploads) upload(s) under way"
+                + "\(part.inbox.openUploads) upload(s) under way" + (part.inbox.pinLock.map { "; \($0)" } ?? "")
         }
         response.discovered = DiscoveredPeer.load(device.paths)
         response.watches = agent.watches.all.map { "\($0.watch.name) (\($0.attached ? "attached" : "away"))" }

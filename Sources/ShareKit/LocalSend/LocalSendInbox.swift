@@ -26,6 +26,21 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
     private let lock = NSLock()
     private var sessions: [String: Upload] = [:]
     private var pinFailures: [String: (count: Int, since: Date)] = [:]
+    /// Wrong PINs of the last minute from every address together: an attacker moving to a new address every three
+    /// guesses (5,165 tries found a 4-digit PIN in 46 s) meets this bound instead.
+    private var recentWrongPins: [Date] = []
+    /// While set, no PIN is taken from anyone (shown by `share status`).
+    private(set) var pinLockedUntil: Date?
+    static let maxWrongPinsPerMinute = 10
+
+    /// "PIN locked for 42 s after 10 wrong PINs from every address together", while it is.
+    package var pinLock: String? {
+        lock.withLock {
+            guard let until = pinLockedUntil, until > Date() else { return nil }
+            return "PIN locked for \(Int(until.timeIntervalSinceNow.rounded(.up))) s after "
+                + "\(Self.maxWrongPinsPerMinute) wrong PINs in a minute"
+        }
+    }
 
     final class Upload: @unchecked Sendable {  // guarded by the inbox's lock
         let id: String
@@ -197,21 +212,34 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
 
     /// Three wrong PINs from one address lock it out for a minute (LocalSend's 429).
     private func checkPin(_ given: String?, _ pin: String, host: String) throws {
+        // Asking without a PIN is how every LocalSend app learns that one is needed: no guess.
+        guard let given else { throw HTTPFailure(401, "a PIN is required") }
         let now = Date()
-        let locked: Bool = lock.withLock {
+        let locked: String? = lock.withLock {
+            if let until = pinLockedUntil, until > now {
+                return
+                    "PIN locked after too many wrong PINs; try again in \(Int(until.timeIntervalSince(now).rounded(.up))) s"
+            }
             if let failures = pinFailures[host], now.timeIntervalSince(failures.since) > 60 { pinFailures[host] = nil }
-            return (pinFailures[host]?.count ?? 0) >= 3
+            return (pinFailures[host]?.count ?? 0) >= 3 ? "too many wrong PINs from \(host)" : nil
         }
-        if locked { throw HTTPFailure(429, "too many wrong PINs from \(host)") }
-        guard let given, Array(given.utf8).count == Array(pin.utf8).count,
+        if let locked { throw HTTPFailure(429, locked) }
+        guard Array(given.utf8).count == Array(pin.utf8).count,
             zip(given.utf8, pin.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0
         else {
             lock.withLock {
                 let earlier = pinFailures[host] ?? (0, now)
                 pinFailures[host] = (earlier.count + 1, earlier.since)
                 if pinFailures.count > 4096 { pinFailures = pinFailures.filter { $0.key == host } }
+                recentWrongPins = recentWrongPins.filter { now.timeIntervalSince($0) < 60 } + [now]
+                if recentWrongPins.count >= Self.maxWrongPinsPerMinute {
+                    pinLockedUntil = now.addingTimeInterval(60)
+                    recentWrongPins = []
+                    Self.log.warning(
+                        "LocalSend PIN locked for a minute", metadata: ["wrong PINs": "\(Self.maxWrongPinsPerMinute)"])
+                }
             }
-            throw HTTPFailure(401, given == nil ? "a PIN is required" : "a wrong PIN")
+            throw HTTPFailure(401, "a wrong PIN")
         }
     }
 

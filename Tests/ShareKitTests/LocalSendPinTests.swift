@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+extension EndToEnd {
+    /// Guessing a LocalSend PIN from many addresses: wrong PINs are counted over all of them together, a request
+    /// without a PIN is only asked for one, and the lock is visible in `share status`.
+    @Suite(.serialized) struct LocalSendPinTests {
+        /// prepare-upload from the source address `from` (127.0.0.X) with `pin`; the HTTP status.
+        static func prepare(port: Int, from: String, pin: String?) -> Int {
+            let body =
+                #"{"info":{"alias":"guesser","version":"2.1","deviceModel":"x","deviceType":"mobile","fingerprint":"0f","port":53317,"protocol":"https","download":false},"files":{"a":{"id":"a","fileName":"a.txt","size":1,"fileType":"text/plain"}}}"#
+            let query = pin.map { "?pin=\($0)" } ?? ""
+            let result = runTool(
+                "/usr/bin/curl",
+                [
+                    "-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--interface", from, "-H",
+                    "Content-Type: application/json", "--data-binary", body,
+                    "https://127.0.0.1:\(port)/api/localsend/v2/prepare-upload\(query)",
+                ])
+            return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+
+        @Test func wrongPinsFromRotatingAddressesLockEveryone() throws {
+            let desk = try TestDevice("desk")
+            // An offer with the right PIN waits for the desk's user a second, not two minutes.
+            try Data(#"{"localsend": {"answerTimeout": 1}}"#.utf8).write(
+                to: desk.config.appendingPathComponent("agent.json"))
+            let agent = try desk.background(
+                [
+                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend",
+                    "--localsend-port", "0", "--localsend-multicast-port", "0",
+                ], environment: ["SHARE_LOCALSEND_PIN": "4711"])
+            defer { agent.stop() }
+            let line = try #require(agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30))
+            let port = try #require(
+                line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first.flatMap {
+                    Int($0)
+                })
+
+            // Asking without a PIN is no guess: the right PIN still works from the same address afterwards.
+            for _ in 0..<5 { #expect(Self.prepare(port: port, from: "127.0.0.2", pin: nil) == 401) }
+            #expect(Self.prepare(port: port, from: "127.0.0.2", pin: "4711") != 429)
+
+            // Three wrong guesses from each new address, as the review's attacker rotated them.
+            var statuses: [Int] = []
+            for host in 10..<20 {
+                for guess in 0..<3 {
+                    statuses.append(
+                        Self.prepare(port: port, from: "127.0.0.\(host)", pin: String(1000 + host * 3 + guess)))
+                }
+            }
+            #expect(statuses.filter { $0 == 401 }.count == 10, "\(statuses)")
+            #expect(statuses.suffix(20).allSatisfy { $0 == 429 }, "\(statuses)")
+            // The right PIN from an address never seen before is refused too while the lock lasts.
+            #expect(Self.prepare(port: port, from: "127.0.0.99", pin: "4711") == 429)
+            let status = desk.run(["status"])
+            #expect(status.stdout.contains("PIN locked"), "\(status.stdout)")
+        }
+    }
+}
