@@ -27,7 +27,7 @@ receive() {
   # Bounded, and long enough for a busy machine: the port is known only once the receiver listens.
   PORT=
   for _ in $(seq 1200); do
-    PORT=$(grep -o 'waiting on port [0-9]*' "$WORK/receive.out" 2>/dev/null | awk '{print $4}' | head -1)
+    PORT=$(grep -o 'waiting on port [0-9]*' "$WORK/receive.out" 2>/dev/null | awk '{print $4}' | head -1 || true)
     [ -n "$PORT" ] && break
     kill -0 "$RECEIVER" 2>/dev/null || break
     sleep 0.05
