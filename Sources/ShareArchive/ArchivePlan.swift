@@ -90,6 +90,7 @@ public struct ArchivePlan: Sendable {
         try walk(
             directory: root.standardizedFileURL.path, relative: "", into: &entries, skipped: &skipped,
             maxEntries: maxEntries)
+        dropLinksLeavingThroughLinks(&entries, skipped: &skipped)
         return try ArchivePlan(entries: entries, skipped: skipped, measure: measure)
     }
 
@@ -169,6 +170,32 @@ public struct ArchivePlan: Sendable {
             default:
                 skipped.append((path, "it is a device, FIFO or socket"))
             }
+        }
+    }
+
+    /// Each link was checked alone as it was found; once unpacked, a link is followed through the others (`d -> .`
+    /// and `chain -> d/..` each stay inside, together `chain` leads out). Every link is resolved against all the
+    /// links kept, whatever their order in the stream, until none leaves: those that do are left out.
+    static func dropLinksLeavingThroughLinks(_ entries: inout [Entry], skipped: inout [(String, String)]) {
+        var links: [String: String] = [:]
+        for entry in entries { if case .symlink(let target) = entry.kind { links[entry.path] = target } }
+        guard links.count > 1 else { return }
+        // A link left out is no link once unpacked: the others are resolved again without it, until none leaves.
+        var kept = links
+        var changed = true
+        while changed {
+            changed = false
+            for (path, target) in kept where !SafePath.linkStaysInside(link: path, target: target, links: kept) {
+                kept[path] = nil
+                changed = true
+            }
+        }
+        let leaving = Set(links.keys).subtracting(kept.keys)
+        guard !leaving.isEmpty else { return }
+        entries.removeAll { leaving.contains($0.path) }
+        for path in leaving.sorted() {
+            skipped.append(
+                (path, "it is a link to \(links[path]!), which leads outside the folder through other links"))
         }
     }
 

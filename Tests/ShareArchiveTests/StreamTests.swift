@@ -30,6 +30,28 @@ import Testing
         }
     }
 
+    /// Links that each stay inside but lead out through one another once unpacked (`d -> .`, `chain -> d/..`, in
+    /// either order in the stream) are left out of the plan, with the reason; a link through an inside link stays.
+    @Test func linkChainsThatLeaveTheFolderAreLeftOut() throws {
+        let scratch = Scratch()
+        let root = scratch.url.appendingPathComponent("Trip")
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: root.appendingPathComponent("sub/file.txt"))
+        let links = ["d": ".", "chain": "d/..", "a-first": "z/..", "z": "sub/..", "fine": "d/sub/file.txt"]
+        for (name, target) in links {
+            try FileManager.default.createSymbolicLink(
+                atPath: root.appendingPathComponent(name).path, withDestinationPath: target)
+        }
+        let plan = try ArchivePlan.folder(root)
+        let kept = Set(
+            plan.entries.compactMap { entry -> String? in
+                if case .symlink = entry.kind { return entry.path } else { return nil }
+            })
+        #expect(kept == ["d", "z", "fine"], "\(kept)")
+        #expect(Set(plan.skipped.map(\.0)) == ["chain", "a-first"], "\(plan.skipped)")
+    }
+
     @Test func interruptedExtractionResumesFromItsCheckpoint() throws {
         let scratch = Scratch()
         let root = try sampleFolder(in: scratch, bigFile: 5 << 20)

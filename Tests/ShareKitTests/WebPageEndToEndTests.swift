@@ -199,6 +199,11 @@ extension EndToEndAgents {
             try Data("first day".utf8).write(to: folder.appendingPathComponent("notes.txt"))
             try FileManager.default.createSymbolicLink(
                 atPath: folder.appendingPathComponent("escape").path, withDestinationPath: "/etc/passwd")
+            // Two links that each stay inside, and together lead out once unpacked.
+            try FileManager.default.createSymbolicLink(
+                atPath: folder.appendingPathComponent("d").path, withDestinationPath: ".")
+            try FileManager.default.createSymbolicLink(
+                atPath: folder.appendingPathComponent("chain").path, withDestinationPath: "d/..")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
             defer { agent.stop() }
             let (port, secret) = try page(of: agent)
@@ -217,7 +222,10 @@ extension EndToEndAgents {
             #expect(listing.status == 0, "\(listing.output)")
             #expect(
                 listing.output.split(separator: "\n").sorted()
-                    == ["Trip photos/", "Trip photos/day 2/", "Trip photos/day 2/beach.raw", "Trip photos/notes.txt"],
+                    == [
+                        "Trip photos/", "Trip photos/d", "Trip photos/day 2/", "Trip photos/day 2/beach.raw",
+                        "Trip photos/notes.txt",
+                    ],
                 "\(listing.output)")
             let out = desk.directory.appendingPathComponent("out")
             try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
