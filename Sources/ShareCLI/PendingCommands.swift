@@ -30,7 +30,7 @@ struct PendingCommand: ParsableCommand {
             }
             for entry in waiting {
                 say(
-                    "\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.items.count) item(s)"
+                    "\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.itemCount) item(s)"
                         + (entry.senderGone() ? "  (\(Self.gone(entry)))" : ""))
                 for item in entry.items {
                     var line = "    " + ProgressReporter.neutralized(PendingOffers.describe(item))
@@ -39,6 +39,10 @@ struct PendingCommand: ParsableCommand {
                     }
                     say(line)
                 }
+                if let more = entry.more { say("    … and \(more) more") }
+            }
+            if let aside = PendingOffers.keptAside(device.paths) {
+                complain("an unreadable pending book was kept aside as \(aside.path); offers in it were lost")
             }
         }
     }
@@ -70,12 +74,12 @@ struct AcceptCommand: ParsableCommand {
             if entry.senderGone() {
                 throw ShareError(
                     .unavailable,
-                    "accepted \(entry.items.count) item(s) from \(entry.fromName), but nothing can arrive now: "
+                    "accepted \(entry.itemCount) item(s) from \(entry.fromName), but nothing can arrive now: "
                         + PendingCommand.gone(entry))
             }
             // A LocalSend device waits on its upload for the answer; a share device offers again.
             tell(
-                "accepted \(entry.items.count) item(s) from \(entry.fromName): "
+                "accepted \(entry.itemCount) item(s) from \(entry.fromName): "
                     + (entry.from.hasPrefix("localsend:")
                         ? "they arrive now if it still waits, else when it sends them again"
                         : "they arrive when it offers them again"))
@@ -106,7 +110,7 @@ struct DeclineCommand: ParsableCommand {
                 throw ShareError(.usage, "no offer \(id) waits for an answer (see: share pending)")
             }
             tell(
-                "declined \(entry.items.count) item(s) from \(entry.fromName): "
+                "declined \(entry.itemCount) item(s) from \(entry.fromName): "
                     + (entry.from.hasPrefix("localsend:")
                         ? "it is told now if it still waits, else when it sends them again"
                         : "it is told when it offers them again"))

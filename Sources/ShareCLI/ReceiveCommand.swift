@@ -190,40 +190,28 @@ final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
         condition.unlock()
     }
 
-    private var sources: [DispatchSourceSignal] = []
-
-    /// From now on SIGINT and SIGTERM end the wait (as an error).
+    /// From now on SIGINT, SIGTERM and SIGHUP end the wait (as an error): the handlers are in place when this
+    /// returns, so a stop that comes at once is not lost.
     func watchSignals() {
-        let interrupt = DispatchQueue(label: "share.receive.signals")
-        // Blocked before the sources exist, so that none arrives in between with nobody to take it.
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: interrupt) }
-        for source in sources {
-            source.setEventHandler { [self] in
-                // A resume is spoken of only where there is one: once a sender came.
-                let idle = claim()
-                finish(
-                    .failure(
-                        ShareError(
-                            .interrupted,
-                            idle
-                                ? "stopped before any sender came; nothing was received"
-                                : "stopped before the transfer finished; partial items are kept for a resume")))
-            }
-            source.resume()
+        let fd = Syscalls.interruptPipe()
+        guard fd >= 0 else { return }
+        Thread.detachNewThread { [self] in
+            var byte: UInt8 = 0
+            while read(fd, &byte, 1) < 0 && errno == EINTR {}
+            // A resume is spoken of only where there is one: once a sender came.
+            let idle = claim()
+            finish(
+                .failure(
+                    ShareError(
+                        .interrupted,
+                        idle
+                            ? "stopped before any sender came; nothing was received"
+                            : "stopped before the transfer finished; partial items are kept for a resume")))
         }
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
     /// Waits for the result, SIGINT/SIGTERM (an error, once `watchSignals` was called), or the timeout (nil).
     func wait(timeout: Double) -> Result<ReceiveReport, Error>? {
-        defer { sources.forEach { $0.cancel() } }
         condition.lock()
         defer { condition.unlock() }
         // NSCondition.wait(until: .distantFuture) traps on Linux: wait without a deadline when there is none.

@@ -70,7 +70,7 @@ struct StatusCommand: ParsableCommand {
             }
             for entry in PendingOffers.load(device.paths).entries where entry.answer == nil {
                 say(
-                    "pending: \(entry.id) from \(ProgressReporter.neutralized(entry.fromName)), \(entry.items.count) item(s) waiting for your answer (share accept \(entry.id))"
+                    "pending: \(entry.id) from \(ProgressReporter.neutralized(entry.fromName)), \(entry.itemCount) item(s) waiting for your answer (share accept \(entry.id))"
                         + (entry.senderGone() ? "; \(PendingCommand.gone(entry))" : "")
                 )
             }

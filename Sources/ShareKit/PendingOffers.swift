@@ -36,6 +36,19 @@ package struct PendingOffers: Codable, Sendable {
         /// When the sender last offered it (held again): a share device offers again every few seconds, its agent
         /// at least every half minute, a LocalSend device keeps its request open.
         package var lastOffered: Date?
+        /// The address the offer came from, and whether its sender is a device the user trusts (a friend) rather
+        /// than a stranger met on the network: the bounds on waiting offers are kept per address, and strangers
+        /// together cannot take the room of trusted devices.
+        package var address: String?
+        package var trusted: Bool?
+        /// Items beyond the ones described (`items` lists at most `maxItemsListed`).
+        package var more: Int?
+
+        /// How many items the offer has.
+        package var itemCount: Int { items.count + (more ?? 0) }
+
+        /// Waiting for an answer from a sender still offering it: what the bounds count.
+        func isLive(now: Date) -> Bool { answer == nil && !senderGone(now: now) }
 
         /// Whether the sender stopped offering it: an answer given now reaches nobody until it sends again.
         package func senderGone(now: Date = Date()) -> Bool {
@@ -52,11 +65,28 @@ package struct PendingOffers: Codable, Sendable {
 
     static let maxAge: TimeInterval = 86_400
     static let maxEntries = 256
+    /// Live offers at once: per sending device, per address, and for trusted devices and strangers each.
+    static let maxPerSender = 16
+    static let maxPerAddress = 16
+    static let maxPerGroup = 128
+    /// Items described per offer (the rest are counted), and characters per description: the book stays small
+    /// whatever an offer holds (12 offers of 3,999 items once pushed it past what it reads back).
+    static let maxItemsListed = 50
+    static let maxText = 256
     static let log = Log.logger("share.pending")
 
     package static func folder(_ paths: DevicePaths) -> URL { paths.state.appendingPathComponent("pending") }
 
     static func file(_ paths: DevicePaths) -> URL { folder(paths).appendingPathComponent("offers.json") }
+
+    /// The newest book that could not be read and was kept aside (`offers.json.unreadable-…`), if any.
+    package static func keptAside(_ paths: DevicePaths) -> URL? {
+        let folder = folder(paths)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasPrefix("offers.json.unreadable-") }.sorted().last.map {
+            folder.appendingPathComponent($0)
+        }
+    }
 
     package static func load(_ paths: DevicePaths) -> PendingOffers {
         LockedJSONFile.read(file(paths), or: PendingOffers())
@@ -100,14 +130,14 @@ package struct PendingOffers: Codable, Sendable {
     /// Looks `offer` up and decides; a new offer is added, with its preview images, and `announce` is called once.
     package static func decide(
         _ offer: Offer, from sender: DeviceID, name: String, paths: DevicePaths, localName: String,
-        announce: (Entry, DevicePaths) -> Void
+        address: String? = nil, announce: (Entry, DevicePaths) -> Void
     ) throws -> Decision {
         try decide(
             key: Self.key(of: offer, from: sender), from: sender.description, name: name, paths: paths,
-            localName: localName, announce: announce
+            localName: localName, address: address, trusted: true, count: offer.items.count, announce: announce
         ) { id, directory in
             var items: [Item] = []
-            for (number, item) in offer.items.enumerated() {
+            for (number, item) in offer.items.prefix(maxItemsListed).enumerated() {
                 let first = item.representations[0]
                 var image: String?
                 if let bytes = item.preview?.imageBytes, !bytes.isEmpty {
@@ -128,9 +158,12 @@ package struct PendingOffers: Codable, Sendable {
 
     /// The same for an offer of another protocol's (LocalSend's): `key` names the offer, `sender` the device (as
     /// `Entry.from`), and `items` describes it when it is new (given the entry's id and the book's folder).
+    /// `address`: where it came from; `trusted`: the sender is a device the user trusts (else a stranger); `count`:
+    /// how many items the offer has (`describe` gives at most `maxItemsListed`).
     package static func decide(
-        key: String, from sender: String, name: String, paths: DevicePaths, localName: String,
-        announce: (Entry, DevicePaths) -> Void, items describe: (String, Directory) throws -> [Item]
+        key: String, from sender: String, name: String, paths: DevicePaths, localName: String, address: String?,
+        trusted: Bool, count: Int, announce: (Entry, DevicePaths) -> Void,
+        items describe: (String, Directory) throws -> [Item]
     ) throws -> Decision {
         var created: Entry?
         let decision: Decision = try update(paths) { book, directory in
@@ -151,15 +184,40 @@ package struct PendingOffers: Codable, Sendable {
                     return .hold(Self.held(entry, localName: localName))
                 }
             }
-            guard book.entries.filter({ $0.from == sender }).count < 16,
-                book.entries.count < Self.maxEntries
+            // Only offers still waiting from senders still offering them count: an answer given or a sender gone
+            // frees the room at once. Strangers are bounded per address and together, apart from trusted devices.
+            let now = Date()
+            let live = book.entries.filter { $0.isLive(now: now) }
+            guard live.filter({ $0.from == sender }).count < Self.maxPerSender,
+                address == nil || live.filter({ $0.address == address }).count < Self.maxPerAddress,
+                live.filter({ ($0.trusted ?? true) == trusted }).count < Self.maxPerGroup
             else {
                 return .decline("\(localName) already holds too many offers waiting for an answer; try later")
             }
+            // The book's own bound: what no longer counts goes first.
+            while book.entries.count >= Self.maxEntries,
+                let index = book.entries.firstIndex(where: { !$0.isLive(now: now) })
+            {
+                Self.removeImages(of: book.entries[index], in: directory)
+                book.entries.remove(at: index)
+            }
+            guard book.entries.count < Self.maxEntries else {
+                return .decline("\(localName) already holds too many offers waiting for an answer; try later")
+            }
             let id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
-            let items = try describe(id, directory)
-            let entry = Entry(
-                id: id, from: sender, fromName: name, key: key, items: items, created: Date(), lastOffered: Date())
+            let items = try describe(id, directory).prefix(Self.maxItemsListed).map { item in
+                var item = item
+                item.title = String(item.title.prefix(Self.maxText))
+                item.label = String(item.label.prefix(Self.maxText))
+                item.kind = String(item.kind.prefix(Self.maxText))
+                return item
+            }
+            var entry = Entry(
+                id: id, from: sender, fromName: String(name.prefix(Self.maxText)), key: key, items: items,
+                created: now, lastOffered: now)
+            entry.address = address
+            entry.trusted = trusted
+            entry.more = count > items.count ? count - items.count : nil
             book.entries.append(entry)
             created = entry
             return .hold(Self.held(entry, localName: localName))
@@ -174,6 +232,16 @@ package struct PendingOffers: Codable, Sendable {
             message:
                 "waiting for \(localName) to accept (there: share accept \(entry.id), or share decline \(entry.id))",
             retryAfter: 5)
+    }
+
+    /// Removes the unanswered offer `key` (its sender went away: no answer can reach it).
+    package static func forget(key: String, paths: DevicePaths) {
+        _ = try? update(paths) { book, directory in
+            for entry in book.entries where entry.key == key && entry.answer == nil {
+                Self.removeImages(of: entry, in: directory)
+            }
+            book.entries.removeAll { $0.key == key && $0.answer == nil }
+        }
     }
 
     /// Records the user's answer; returns the entry, nil when there is no such pending offer.
@@ -211,19 +279,19 @@ enum DesktopNotice {
     static func announce(_ entry: PendingOffers.Entry, paths: DevicePaths) {
         PendingOffers.log.notice(
             "an offer waits for your answer",
-            metadata: ["from": "\(entry.fromName)", "id": "\(entry.id)", "items": "\(entry.items.count)"])
+            metadata: ["from": "\(entry.fromName)", "id": "\(entry.id)", "items": "\(entry.itemCount)"])
         let environment = ProcessInfo.processInfo.environment
         guard environment["DBUS_SESSION_BUS_ADDRESS"] != nil,
             let tool = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
                 .map({ String($0) + "/notify-send" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else { return }
-        let lines = entry.items.prefix(3).map(PendingOffers.describe) + (entry.items.count > 3 ? ["…"] : [])
+        let lines = entry.items.prefix(3).map(PendingOffers.describe) + (entry.itemCount > 3 ? ["…"] : [])
         var arguments = ["--app-name=share", "--expire-time=60000"]
         if let image = entry.items.first(where: { $0.image != nil })?.image {
             arguments.append("--icon=" + PendingOffers.folder(paths).appendingPathComponent(image).path)
         }
         arguments += [
-            "\(entry.fromName) wants to send \(entry.items.count) item(s)",
+            "\(entry.fromName) wants to send \(entry.itemCount) item(s)",
             lines.joined(separator: "\n") + "\nshare accept \(entry.id)  ·  share decline \(entry.id)",
         ]
         let process = Process()

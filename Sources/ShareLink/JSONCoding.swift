@@ -37,7 +37,19 @@ public enum LockedJSONFile {
         let directory = try Directory.open(folder.path)
         let lock = try directory.lock(".\(file.lastPathComponent).lock")
         defer { lock.release() }
-        var value = read(file, or: empty)
+        var value = empty
+        if let data = PosixFiles.read(file.path, limit: 64 << 20),
+            let decoded = try? JSONDecoder.iso8601.decode(Value.self, from: data)
+        {
+            value = decoded
+        } else if directory.info(file.lastPathComponent) != nil {
+            // There but unreadable (damaged, or larger than anything written here should be): kept aside for the
+            // user, never overwritten with an empty value.
+            let aside = "\(file.lastPathComponent).unreadable-\(Int(Date().timeIntervalSince1970))"
+            try directory.rename(file.lastPathComponent, to: aside, in: directory)
+            Log.logger("share.files").error(
+                "an unreadable file was kept aside", metadata: ["file": "\(file.path)", "as": "\(aside)"])
+        }
         let result = try change(&value, directory)
         try directory.writeAtomically(
             file.lastPathComponent, Array(try JSONEncoder.iso8601.encode(value)), mode: 0o600)

@@ -45,6 +45,31 @@ public enum Syscalls {
         }
     }
 
+    nonisolated(unsafe) private static var interruptWriter: Int32 = -1
+
+    /// On SIGINT, SIGTERM or SIGHUP from now on, a byte (the signal's number) is written to the pipe whose read end
+    /// this returns. The handlers are installed before this returns (a dispatch signal source installs its handler
+    /// later, on another thread: a signal that came in between was lost).
+    public static func interruptPipe() -> Int32 {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return -1 }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
+        interruptWriter = fds[1]
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { signal in
+            var byte = UInt8(truncatingIfNeeded: signal)
+            _ = write(Syscalls.interruptWriter, &byte, 1)
+        }
+        sigemptyset(&action.sa_mask)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { _ = sigaction(signal, &action, nil) }
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, signal) }
+        _ = pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        return fds[0]
+    }
+
     public struct SocketError: Error, CustomStringConvertible, Sendable {
         public let message: String
         public let code: Int32

@@ -174,9 +174,9 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
         invalidate()
         let phone = entry.from.hasPrefix("localsend:")
         return accept
-            ? "accepted \(entry.items.count) item(s) from \(entry.fromName): "
+            ? "accepted \(entry.itemCount) item(s) from \(entry.fromName): "
                 + (phone ? "they arrive now if it still waits" : "they arrive when it offers them again")
-            : "declined \(entry.items.count) item(s) from \(entry.fromName)"
+            : "declined \(entry.itemCount) item(s) from \(entry.fromName)"
     }
 
     // MARK: jobs

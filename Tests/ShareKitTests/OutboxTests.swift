@@ -22,7 +22,8 @@ import Testing
         }
         outbox.start()
         defer { outbox.stop() }
-        let job = OutboxJob(to: "phone")
+        var job = OutboxJob(to: "phone")
+        job.localsend = "09591D21"
         try outbox.add(job)
         let ended = try #require(outbox.wait(for: job.id, timeout: 30))
         #expect(ended.state == .failed)

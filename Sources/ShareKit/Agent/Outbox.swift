@@ -375,11 +375,12 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
                 job.lastError = "cancelled: \(error.message)"
                 job.state = .cancelled
             case .failure(let error)
-            where ![.unavailable, .ioError].contains(error.code) && !progressed && job.attempts > 1
-                && job.lastError == error.message:
-                // The device was reached and failed the same way twice without moving a byte: trying again would
-                // fail again (a refused name, a protocol the device does not take). Said, not repeated. (A device
-                // away or a full disk there can change: those are tried until the job gives up.)
+            where job.localsend != nil && ![.unavailable, .ioError].contains(error.code) && !progressed
+                && job.attempts > 1 && job.lastError == error.message:
+                // A LocalSend device was reached and failed the same way twice without taking a byte: trying again
+                // would fail again (a name it refuses, a request it does not take). Said, not repeated. (A device
+                // away or a full disk there can change: those are tried until the job gives up. A share device's
+                // cut transfer resumes, so it is always tried again.)
                 job.state = .failed
                 job.failure = error.code
                 job.lastError = "\(error.message) (failed the same way twice; not tried again)"

@@ -164,9 +164,11 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         if let entry, entry.asks {
             // The user answers first (share pending / accept / decline); the sender offers again to learn it.
             let (paths, localName, sender) = (device.paths, device.name, session.peerID)
+            let address =
+                PeerAddress(parsing: session.connection.remoteAddress)?.host ?? session.connection.remoteAddress
             options.gate = { offer, name in
                 try PendingOffers.decide(
-                    offer, from: sender, name: name, paths: paths, localName: localName,
+                    offer, from: sender, name: name, paths: paths, localName: localName, address: address,
                     announce: DesktopNotice.announce)
             }
         }

@@ -160,11 +160,15 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         guard case .allowed = AccessPolicy.decide(.sendToInbox, stranger: .localSend, localName: device.name) else {
             throw HTTPFailure(403, "refused by the policy")
         }
-        let name = (trusted?.name ?? alias) + " (LocalSend)"
+        // A fingerprint no certificate proved is a claim: shown as one, and never sharing a folder with the device
+        // that proved it (a stranger could claim a trusted phone's fingerprint and alias).
+        let name = proved == nil ? alias + " (LocalSend, unproved)" : (trusted?.name ?? alias) + " (LocalSend)"
         if trusted?.asks == false {
             Self.log.info("an upload from a trusted LocalSend device", metadata: ["from": "\(name)"])
         } else {
-            switch try waitForAnswer(body, name: name, fingerprint: who, caller: caller, http: http) {
+            switch try waitForAnswer(
+                body, name: name, fingerprint: who, proved: proved != nil, caller: caller, http: http)
+            {
             case .proceed: break
             case .decline(let reason):
                 Self.log.notice("declined a LocalSend upload", metadata: ["from": "\(name)", "reason": "\(reason)"])
@@ -191,7 +195,7 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         }
         let folderName =
             FileNamesOnDisk.sanitize(alias, fallback: "LocalSend device")
-            + " (LocalSend \((who).prefix(8)))"
+            + (proved == nil ? " (LocalSend unproved \(who.prefix(8)))" : " (LocalSend \(who.prefix(8)))")
         let folder = try Directory.open(inbox.directory.path).directory(folderName, create: true)
         let upload = Upload(
             id: SecureRandom.bytes(16).hexString, alias: name, fingerprint: who, host: caller.host,
@@ -245,7 +249,8 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
 
     /// Records the upload as a pending offer and waits, while the sender stays connected, for the user's answer.
     private func waitForAnswer(
-        _ body: LocalSendPrepareUpload, name: String, fingerprint: String, caller: LocalSendCaller, http: HTTPConnection
+        _ body: LocalSendPrepareUpload, name: String, fingerprint: String, proved: Bool, caller: LocalSendCaller,
+        http: HTTPConnection
     ) throws -> PendingOffers.Decision {
         let files = body.files.values.sorted { $0.fileName < $1.fileName }
         let key = Hex.string(
@@ -255,10 +260,11 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
                         .joined(separator: "\n").utf8)))
         let paths = device.paths
         let localName = device.name
+        let trusted = proved && LocalSendTrust.load(paths).device(fingerprint) != nil
         let ask = { () throws -> PendingOffers.Decision in
             try PendingOffers.decide(
                 key: key, from: "localsend:" + fingerprint, name: name, paths: paths, localName: localName,
-                announce: DesktopNotice.announce
+                address: caller.host, trusted: trusted, count: files.count, announce: DesktopNotice.announce
             ) { _, _ in
                 files.map { file in
                     let isText = file.fileType.hasPrefix("text/plain") && file.preview != nil
@@ -279,6 +285,8 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
             guard case .hold = decision else { return decision }
             // The sender gave up (LocalSend's cancel closes the connection): the offer stays pending.
             if Syscalls.isReadable(http.tls.fileDescriptor) && !http.tls.hasBufferedData {
+                // Abandoned: nobody will learn an answer, so the offer leaves the book at once.
+                PendingOffers.forget(key: key, paths: paths)
                 throw HTTPFailure(409, "the sender went away while the offer waited")
             }
             if Date() >= deadline { return decision }
