@@ -130,19 +130,29 @@ public struct HTTPHead: Sendable {
 public final class HTTPConnection: @unchecked Sendable {  // confined to the thread that drives it
     public let transport: any HTTPTransport
     private let secure: TLSConnection?
+    private let socket: Int32
     private var buffer: [UInt8]
     private var start = 0
     private var end = 0
 
+    /// Seconds a whole request head may take once its first byte came (a head trickled a few bytes at a time was
+    /// never cut by the per-read idle timeout); `SHARE_TEST_HTTP_HEAD_SECONDS` shortens it for tests.
+    public static let headSeconds: Double =
+        ProcessInfo.processInfo.environment["SHARE_TEST_HTTP_HEAD_SECONDS"].flatMap(Double.init) ?? 10
+    /// Seconds a connection may wait between reads (the servers' idle timeout), restored after a head.
+    public var idleSeconds: Double = 30
+
     public init(_ tls: TLSConnection, bufferSize: Int = 256 << 10) {
         transport = tls
         secure = tls
+        socket = tls.fileDescriptor
         buffer = [UInt8](repeating: 0, count: bufferSize)
     }
 
     public init(plain socket: PlainSocket, bufferSize: Int = 64 << 10) {
         transport = socket
         secure = nil
+        self.socket = socket.fd
         buffer = [UInt8](repeating: 0, count: bufferSize)
     }
 
@@ -172,10 +182,13 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
         return n > 0
     }
 
-    /// The next head, or nil when the stream ends cleanly before one starts. A head over `limit` bytes is a 431.
+    /// The next head, or nil when the stream ends cleanly before one starts. A head over `limit` bytes is a 431; one
+    /// not whole within `headSeconds` of its first byte, a 408 (each read waits only what is left of that time).
     public func readHead(request: Bool, limit: Int = 16 << 10) throws -> HTTPHead? {
         // Bytes after `start` already searched: `fill` may move the buffered bytes, never drop them.
         var searched = 0
+        var deadline: ContinuousClock.Instant? = start < end ? .now + .seconds(Self.headSeconds) : nil
+        defer { if deadline != nil { Syscalls.setTimeouts(socket, seconds: idleSeconds) } }
         while true {
             var index = start + max(0, searched - 3)
             while index + 3 < end {
@@ -189,10 +202,26 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             searched = end - start
             if end - start > limit { throw HTTPFailure(431, "a head over \(limit) bytes") }
             let hadBytes = end > start
-            guard try fill() else {
+            if let deadline {
+                let left = deadline - .now
+                guard left > .zero else { throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s") }
+                Syscalls.setTimeouts(
+                    socket,
+                    seconds: max(0.001, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18))
+            }
+            let filled: Bool
+            do {
+                filled = try fill()
+            } catch let error as Syscalls.SocketError where deadline != nil && error.isTimeout {
+                throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s")
+            } catch let error as TLSError where deadline != nil && error.kind == .timeout {
+                throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s")
+            }
+            guard filled else {
                 if hadBytes { throw HTTPFailure(400, "the stream ended inside a head") }
                 return nil
             }
+            if deadline == nil { deadline = .now + .seconds(Self.headSeconds) }
         }
     }
 

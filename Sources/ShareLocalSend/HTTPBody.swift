@@ -13,6 +13,12 @@ public final class HTTPBody {
     /// The length announced by Content-Length; nil for a chunked body, whose length is known at its end.
     public let declaredLength: UInt64?
 
+    /// Once a body has taken `rateGraceSeconds`, it must have come at `minimumRate` bytes a second on average: a body
+    /// dripped a byte at a time held a server thread for as long as its sender liked.
+    public static let minimumRate: Double = 1024
+    public static var rateGraceSeconds: Double { HTTPConnection.headSeconds }
+    private let started = ContinuousClock.now
+
     /// Size lines and trailer lines at most this long; at most this many trailer lines.
     static let lineLimit = 4 << 10
     static let maxTrailers = 32
@@ -37,6 +43,11 @@ public final class HTTPBody {
         guard n > 0 else { throw HTTPFailure(400, "the stream ended inside a body") }
         left -= UInt64(n)
         count += UInt64(n)
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        if seconds > Self.rateGraceSeconds, Double(count) / seconds < Self.minimumRate {
+            throw HTTPFailure(408, "the body came slower than \(Int(Self.minimumRate)) bytes a second")
+        }
         if left == 0 {
             if chunked {
                 guard try connection.readLine(limit: 2).isEmpty else {

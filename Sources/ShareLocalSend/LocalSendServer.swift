@@ -118,6 +118,7 @@ public final class LocalSendServer: @unchecked Sendable {  // mutable state guar
         let caller = LocalSendCaller(
             host: host, certificateFingerprint: tls.peerCertificateDER.map(LocalSend.fingerprint(ofCertificateDER:)))
         let http = HTTPConnection(tls)
+        http.idleSeconds = limits.idleTimeout
         defer { tls.shutdown() }
         while !lock.withLock({ stopping }) {
             do {

@@ -125,7 +125,9 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
                 Syscalls.close(client)
             }
             Syscalls.setTimeouts(client, seconds: limits.idleTimeout)
-            serve(HTTPConnection(plain: PlainSocket(fd: client)), client)
+            let http = HTTPConnection(plain: PlainSocket(fd: client))
+            http.idleSeconds = limits.idleTimeout
+            serve(http, client)
         }
         thread.name = "share-web"
         thread.stackSize = 1 << 20

@@ -1,4 +1,5 @@
 import Foundation
+import ShareTestSupport
 import Testing
 
 extension EndToEnd {
@@ -18,6 +19,50 @@ extension EndToEnd {
                     "https://127.0.0.1:\(port)/api/localsend/v2/prepare-upload\(query)",
                 ])
             return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+
+        /// A request head trickled over TLS a byte at a time is cut when the head's deadline passes (2 s here), with
+        /// 408: 96 such connections from 8 addresses kept every new LocalSend device out for hours.
+        @Test func aTrickledHeadIsCutAtItsDeadline() throws {
+            let desk = try TestDevice("desk")
+            let agent = try desk.background(
+                [
+                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend",
+                    "--localsend-port", "0", "--localsend-multicast-port", "0",
+                ], environment: ["SHARE_TEST_HTTP_HEAD_SECONDS": "2"])
+            defer { agent.stop() }
+            let line = try #require(agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30))
+            let port = try #require(
+                line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first.flatMap {
+                    Int($0)
+                })
+            let script = """
+                import socket, ssl, sys, time
+                context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
+                conn = context.wrap_socket(socket.create_connection(("127.0.0.1", \(port)), timeout=10))
+                started = time.monotonic(); answer = b""
+                conn.settimeout(0.2)
+                for byte in b"GET /api/localsend/v2/info HTTP/1.1\\r\\nHost: x\\r\\nX-Pad: " + b"a" * 40:
+                    try:
+                        conn.send(bytes([byte]))
+                    except OSError:
+                        break
+                    try:
+                        chunk = conn.recv(4096)
+                        if not chunk: break
+                        answer += chunk
+                    except socket.timeout:
+                        pass
+                    except OSError:
+                        break
+                print("%.1f %s" % (time.monotonic() - started, answer.split(b"\\r\\n")[0].decode()), flush=True)
+                """
+            let client = try Spawned("/usr/bin/python3", ["-c", script])
+            defer { client.stop() }
+            #expect(client.wait(timeout: 30) == 0, "\(client.output)")
+            let parts = client.output.split(separator: " ", maxSplits: 1)
+            #expect(parts.count == 2 && parts[1].hasPrefix("HTTP/1.1 408"), "\(client.output)")
+            #expect((Double(parts.first ?? "") ?? 99) < 6, "\(client.output)")
         }
 
         @Test func wrongPinsFromRotatingAddressesLockEveryone() throws {

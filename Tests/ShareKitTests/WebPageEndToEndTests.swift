@@ -312,6 +312,43 @@ extension EndToEndAgents {
         /// A client without a session announces a large body and drips it a byte at a time: it is refused at once and
         /// the connection is closed within about a second, however slowly the body comes (it held a thread for as
         /// long as the drip went on before).
+        /// A head trickled a byte at a time (each byte well within the idle timeout) is cut when the head's own
+        /// deadline passes (2 s here), with 408: 32 such connections kept the page from answering its own user.
+        @Test func aTrickledHeadIsCutAtItsDeadline() throws {
+            let desk = try TestDevice("desk")
+            let (agent, _) = try desk.startAgent(
+                ["--no-discovery", "--web"], environment: ["SHARE_TEST_HTTP_HEAD_SECONDS": "2"])
+            defer { agent.stop() }
+            let (port, _) = try page(of: agent)
+            let fd = try connectToPage(port)
+            defer { close(fd) }
+            let started = ContinuousClock.now
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var closed = false
+            let head = Array("GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Pad: ".utf8)
+            // One byte every 200 ms for at most 8 s, reading what comes back in between.
+            for index in 0..<40 where !closed {
+                var byte: UInt8 = index < head.count ? head[index] : 0x61
+                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
+                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&ready, 1, 200) > 0 {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    if n <= 0 {
+                        closed = true
+                        break
+                    }
+                    answer += buffer[0..<n]
+                }
+            }
+            let held = ContinuousClock.now - started
+            #expect(
+                String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"),
+                "\(String(decoding: answer, as: UTF8.self))")
+            #expect(closed, "the connection was still open after 8 s of trickling")
+            #expect(held < .seconds(6), "held for \(held)")
+        }
+
         @Test func aDrippedBodyAfterARefusalDoesNotHoldTheConnection() throws {
             let desk = try TestDevice("desk")
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])

@@ -228,8 +228,8 @@ final class TestDevice: @unchecked Sendable {
     }
 
     /// Starts this device's agent on a free port and returns it with the port.
-    func startAgent(_ extra: [String] = []) throws -> (BackgroundShare, Int) {
-        let agent = try background(["agent", "--port", "0", "--listen", "127.0.0.1"] + extra)
+    func startAgent(_ extra: [String] = [], environment: [String: String] = [:]) throws -> (BackgroundShare, Int) {
+        let agent = try background(["agent", "--port", "0", "--listen", "127.0.0.1"] + extra, environment: environment)
         guard let line = agent.stderr.waitForLine(containing: "listening on port", timeout: 30),
             let port = Self.port(in: line)
         else {
