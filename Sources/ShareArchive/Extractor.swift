@@ -6,6 +6,8 @@ import ShareDisk
 public struct ExtractionPolicy: Sendable {
     /// Most entries one archive may hold.
     public var maxEntries = 100_000
+    /// Files (entries with data) at most, when set: what a sender said its folder holds.
+    public var maxFiles: Int?
     /// Most bytes all files together may hold.
     public var maxTotalBytes: UInt64 = 1 << 50
     /// Most bytes extracted per input byte, when the input size is known (a compressed bomb), above `ratioFloor`.
@@ -140,7 +142,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
     /// names, link targets, entry kinds, entry count, total size and expansion ratio. Returns the entry count and
     /// the total file bytes. Extracting a file after this refuses a hostile archive before its first byte lands.
     public static func inspect(file: URL, policy: ExtractionPolicy = ExtractionPolicy()) throws -> (
-        entries: Int, bytes: UInt64
+        entries: Int, bytes: UInt64, files: Int
     ) {
         let reader = try ArchiveReader(file: file.path)
         var entries = 0
@@ -190,6 +192,9 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             case .file:
                 files.insert(name)
                 links[name] = nil
+                if let maxFiles = policy.maxFiles, files.count > maxFiles {
+                    throw ArchiveError(.limit, "the archive holds more than the \(maxFiles) files its sender announced")
+                }
                 let (sum, overflow) = total.addingReportingOverflow(info.size ?? 0)
                 guard !overflow, sum <= policy.maxTotalBytes else {
                     throw ArchiveError(
@@ -212,7 +217,7 @@ public final class Extractor: @unchecked Sendable {  // runs on one thread; `che
             throw ArchiveError(
                 .unsafeEntry, "refused entry '\(link)': it links to '\(target)', outside the target folder")
         }
-        return (entries, total)
+        return (entries, total, files.count)
     }
 
     private func capture(reader: ArchiveReader, info: ArchiveEntryInfo, base: Int64) {

@@ -185,7 +185,7 @@ extension ReceiveCommand {
             default:
                 if !output.quiet, let saved = report.saved {
                     tell(
-                        "received \(report.offer.summary) from a wormhole client into \(saved.path), "
+                        "received \(report.summary) from a wormhole client into \(saved.path), "
                             + "\(String(format: "%.2f", report.seconds)) s, \(report.route ?? "")")
                 }
             }

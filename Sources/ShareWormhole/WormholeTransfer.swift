@@ -104,6 +104,10 @@ public struct WormholeTransferOptions: Sendable {
     /// in one buffer, so records no larger than a socket read suit it best).
     public var recordSize = 16 << 10
     public var progress: (@Sendable (_ done: UInt64, _ total: UInt64) -> Void)?
+    /// Receiving: the largest item taken (a file's size, a folder's bytes, counted again as they are unpacked).
+    public var maxSize: UInt64?
+    /// Receiving: why an offer is refused before anything moves (the receiver's accept list), nil to take it.
+    public var refuse: (@Sendable (WormholeOffer) -> String?)?
 
     public init() {}
 }
@@ -117,6 +121,14 @@ public struct WormholeTransferReport: Sendable {
     public var seconds: Double = 0
     /// `direct to HOST:PORT`, `via relay HOST:PORT`, or nil for a text.
     public var route: String?
+    /// What was really written: files and their bytes (a folder's, counted as unpacked; not the sender's numbers).
+    public var written: (files: Int, bytes: UInt64)?
+
+    /// One line for a person, from what was written when something was.
+    public var summary: String {
+        guard let written, case .directory(let name, _, _, _) = offer else { return offer.summary }
+        return "the folder '\(name)' (\(written.files) files, \(WormholeOffer.bytes(written.bytes)))"
+    }
 }
 
 /// The transit key's purpose. The reference derives it with this application id whatever `--appid` says (its bug
@@ -295,6 +307,22 @@ public enum WormholeReceiver {
                 try? session.send(["error": error.message])
                 throw error
             }
+            // The receiver's own rules first, on the sender's description; the bytes are held to them again as
+            // they arrive and are unpacked.
+            var refusal = options.refuse?(offer)
+            if refusal == nil, let max = options.maxSize {
+                switch offer {
+                case .file(_, let size) where size > max:
+                    refusal = "\(offer.summary) is over this receiver's limit of \(WormholeOffer.bytes(max))"
+                case .directory(_, _, let bytes, _) where bytes > max:
+                    refusal = "\(offer.summary) is over this receiver's limit of \(WormholeOffer.bytes(max))"
+                default: break
+                }
+            }
+            if let refusal {
+                try? session.send(["error": "transfer rejected: \(refusal)"])
+                throw WormholeError(.refused, refusal)
+            }
             if case .decline(let reason) = decide(offer) {
                 try? session.send(["error": "transfer rejected: \(reason)"])
                 throw WormholeError(.refused, "declined \(offer.summary)")
@@ -335,8 +363,14 @@ public enum WormholeReceiver {
                     throw WormholeError(.disk, "cannot save \(final) in \(folderURL.path): \(error)")
                 }
                 report.saved = folderURL.appendingPathComponent(final)
-            case .directory(let name, _, _, _):
-                report.saved = try unpack(partial, in: folder, folderURL: folderURL, name: name)
+            case .file:
+                report.written = (1, size)
+            case .directory(let name, _, let bytes, let files):
+                let (saved, written) = try unpack(
+                    partial, in: folder, folderURL: folderURL, name: name,
+                    limits: (bytes: min(bytes, options.maxSize ?? .max), files: files))
+                report.saved = saved
+                report.written = written
             }
             try connection.send(
                 Array(#"{"ack": "ok", "sha256": "\#(Hex.string(digest))"}"#.utf8))
@@ -387,15 +421,22 @@ public enum WormholeReceiver {
     }
 
     /// Inspects the zip (every rule that needs no disk), then extracts it into a new folder named after the offer.
-    private static func unpack(_ zip: String, in folder: Directory, folderURL: URL, name: String)
-        throws(WormholeError) -> URL
-    {
+    /// `limits`: the bytes and files the folder may hold (what its sender offered, within the receiver's limits): a
+    /// zip that holds more is a lie about the folder, refused before anything lands.
+    private static func unpack(
+        _ zip: String, in folder: Directory, folderURL: URL, name: String, limits: (bytes: UInt64, files: Int)
+    ) throws(WormholeError) -> (URL, (files: Int, bytes: UInt64)) {
         let zipURL = folderURL.appendingPathComponent(zip)
         var policy = ExtractionPolicy()
-        if let free = folder.freeSpace { policy.maxTotalBytes = free > (16 << 20) ? free - (16 << 20) : 0 }
+        policy.maxTotalBytes = limits.bytes
+        if let free = folder.freeSpace {
+            policy.maxTotalBytes = min(policy.maxTotalBytes, free > (16 << 20) ? free - (16 << 20) : 0)
+        }
         policy.maxEntries = 100_000
+        policy.maxFiles = limits.files
+        let inventory: (entries: Int, bytes: UInt64, files: Int)
         do {
-            _ = try Extractor.inspect(file: zipURL, policy: policy)
+            inventory = try Extractor.inspect(file: zipURL, policy: policy)
         } catch {
             throw WormholeError(.hostile, "the folder's zip file was refused: \(error)")
         }
@@ -408,6 +449,6 @@ public enum WormholeReceiver {
             _ = try? folder.removeTree(final)
             throw WormholeError(.hostile, "the folder's zip file was refused: \(error)")
         }
-        return folderURL.appendingPathComponent(final)
+        return (folderURL.appendingPathComponent(final), (inventory.files, inventory.bytes))
     }
 }

@@ -180,6 +180,28 @@ extension EndToEnd {
             #expect(shareSender.wait(timeout: 30) == 0, "\(shareSender.stderr.text)")
         }
 
+        /// `share receive CODE` applies its accept list and --max-size to what the `wormhole` command offers: a
+        /// text file to an images-only receiver, and 6 bytes to a 3-byte limit, are refused and nothing is written
+        /// (both were taken).
+        @Test func aCodeReceiveObeysItsAcceptListAndLimits() throws {
+            let desk = try TestDevice("desk")
+            let scratch = try desk.folder("scratch")
+            try Data("sixsix".utf8).write(to: scratch.appendingPathComponent("notes.txt"))
+            for limits in [["--accept", "public.image"], ["--max-size", "3"]] {
+                let sender = try wormhole(["send", "notes.txt"], in: scratch)
+                defer { sender.stop() }
+                let line = try #require(sender.waitForLine(containing: "Wormhole code is: "), "\(sender.output)")
+                let code = line.components(separatedBy: "Wormhole code is: ").last!.trimmingCharacters(in: .whitespaces)
+                let inbox = try desk.folder("inbox-\(limits[0].dropFirst(2))")
+                let received = desk.run(["receive", code, "--yes", "--into", inbox.path] + limits + serverFlags)
+                #expect(received.status == 3, "\(limits): \(received.stderr)")
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: inbox.path).isEmpty,
+                    "\(limits): something was written")
+                #expect(sender.wait(timeout: 30) != 0, "\(sender.output)")
+            }
+        }
+
         /// Several items for a wormhole client, which takes one per code: the client is told why and exits, as it
         /// does when wormhole's own sender fails, instead of waiting.
         @Test func severalItemsToTheWormholeCommandTellItWhy() throws {

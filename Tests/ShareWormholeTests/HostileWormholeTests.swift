@@ -35,14 +35,15 @@ import Testing
 
     /// Runs share's receiver against a sender that offers `offer` and then calls `send` on the transit connection.
     func receive(
-        offer: [String: Any], send: @escaping @Sendable (TransitConnection) throws -> Void
+        offer: [String: Any], send: @escaping @Sendable (TransitConnection) throws -> Void,
+        transfer given: WormholeTransferOptions? = nil
     ) throws -> (Result<WormholeTransferReport, WormholeError>, URL) {
         let inbox = scratch.appendingPathComponent("inbox-\(UUID().uuidString.prefix(6))")
         let sender = try WormholeSession.allocate(options: options)
         defer { sender.close(mood: "errory") }
         let code = sender.code
         let options = self.options
-        let transfer = self.transfer()
+        let transfer = given ?? self.transfer()
         let box = ResultBox()
         let thread = Thread {
             box.set(
@@ -67,7 +68,10 @@ import Testing
         try sender.send(["offer": offer])
         var answered = false
         while !answered {
-            let message = try sender.receive()
+            // A refusal comes as an `error` message, thrown here: the receiver's result tells the rest.
+            guard let message = try? sender.receive() else {
+                return (try #require(box.wait(timeout: 30)), inbox)
+            }
             if let hints = message["transit"] as? [String: Any] {
                 transit.add(theirHints: hints["hints-v1"] as? [Any] ?? [])
             }
@@ -167,6 +171,45 @@ import Testing
         let (result, inbox) = try receive(offer: offer, send: records(bytes))
         #expect(throws: WormholeError.self) { try result.get() }
         #expect(contents(inbox).isEmpty, "\(contents(inbox))")
+    }
+
+    /// A folder offer that says 100 bytes in 2 files and holds a 20 MiB file, or 600 files: refused as the zip is
+    /// inspected, on what it holds, before anything lands (both were unpacked whole, "2 files, 10 bytes" printed).
+    @Test(arguments: ["bytes", "files"])
+    func aFolderOfferThatLiesIsRefusedOnWhatItHolds(_ lie: String) throws {
+        var entries: [String: String] = [:]
+        if lie == "files" { for index in 0..<600 { entries["f\(index).txt"] = "x" } }
+        let bytes = try zip(entries.isEmpty ? ["a.txt": "a"] : entries, zeros: lie == "bytes" ? 20 << 20 : 0)
+        let offer: [String: Any] = [
+            "directory": [
+                "mode": "zipfile/deflated", "dirname": "Small", "zipsize": bytes.count, "numbytes": 100,
+                "numfiles": 2,
+            ]
+        ]
+        let (result, inbox) = try receive(offer: offer, send: records(bytes))
+        #expect(throws: WormholeError.self) { try result.get() }
+        #expect(contents(inbox).isEmpty, "\(contents(inbox))")
+    }
+
+    /// The receiver's own limits apply to what a wormhole client offers: its largest item, and the types it takes.
+    @Test func theReceiversLimitsApplyToAWormholeOffer() throws {
+        var limited = transfer()
+        limited.maxSize = 3
+        let (tooLarge, inbox) = try receive(
+            offer: ["file": ["filename": "six.txt", "filesize": 6]], send: records(Array("sixsix".utf8)),
+            transfer: limited)
+        #expect(throws: WormholeError.self) { try tooLarge.get() }
+        #expect(contents(inbox).isEmpty, "\(contents(inbox))")
+        var picky = transfer()
+        picky.refuse = { offer in
+            if case .file(let name, _) = offer, !name.hasSuffix(".png") { return "this receiver takes only images" }
+            return nil
+        }
+        let (refused, second) = try receive(
+            offer: ["file": ["filename": "notes.txt", "filesize": 5]], send: records(Array("notes".utf8)),
+            transfer: picky)
+        #expect(throws: WormholeError.self) { try refused.get() }
+        #expect(contents(second).isEmpty, "\(contents(second))")
     }
 
     @Test func aZipBombIsRefusedBeforeItsFirstFileLands() throws {

@@ -196,6 +196,27 @@ package enum CodeReceive {
                 }
                 var transfer = options.transfer
                 transfer.progress = progress.wormholeProgress(label: "from \(code)")
+                // The receiver's accept list and limits, as for any sender: on the offer, then on what arrives.
+                transfer.maxSize = receive.maxSize
+                let negotiator = Negotiator(accept: receive.accept)
+                transfer.refuse = { offer in
+                    let offered: OfferedRepresentation
+                    switch offer {
+                    case .text(let text):
+                        offered = OfferedRepresentation(
+                            contentType: UTType.utf8PlainText.identifier, kind: .data, size: UInt64(text.utf8.count))
+                    case .file(let name, let size):
+                        let type = UTType(filenameExtension: (name as NSString).pathExtension) ?? .data
+                        offered = OfferedRepresentation(contentType: type.identifier, kind: .file, size: size)
+                    case .directory(_, _, let bytes, _):
+                        offered = OfferedRepresentation(
+                            contentType: UTType.folder.identifier, kind: .archive, size: bytes)
+                    }
+                    if case .failure(let failure) = negotiator.choose(from: [offered], senderDeclarations: []) {
+                        return failure.description
+                    }
+                    return nil
+                }
                 let report = try WormholeReceiver.receive(
                     over: session, into: folder, folderURL: receive.directory, options: transfer,
                     decide: { offer in ask(offer) ? .accept : .decline("declined by the receiver") })
