@@ -18,8 +18,9 @@ import ShareLocalSend
 public final class WebServer: @unchecked Sendable {  // mutable state guarded by `lock`
     static let log = Log.logger("share.web")
     public struct Limits: Sendable {
-        /// Connections at once (the page holds one for its events and a few for requests).
+        /// Connections at once (the page holds one for its events and a few for requests), and from one address.
         public var connections = 32
+        public var connectionsPerAddress = 24
         /// Event streams at once.
         public var streams = 8
         /// Seconds a connection may be idle between requests.
@@ -50,6 +51,7 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     private var stopping = false
     private var acceptDone = true
     private var connections: [Int32: Int32] = [:]
+    private var byAddress: [String: Int] = [:]
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port). `discovery`: where a pairing started on the page says
     /// that it waits, and looks for a device by name (LAN discovery's UDP port and interface, as `share pair`
@@ -80,7 +82,7 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
             }
             while !lock.withLock({ stopping }) {
                 guard let accepted = try? Syscalls.accept(fd, timeout: 0.25) else { continue }
-                admit(accepted.fd)
+                admit(accepted.fd, from: Syscalls.quotaKey(accepted.peer))
             }
         }
         thread.name = "share-web-accept"
@@ -104,10 +106,12 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
         Syscalls.close(fd)
     }
 
-    private func admit(_ client: Int32) {
+    private func admit(_ client: Int32, from address: String) {
         let admitted: Bool = lock.withLock {
-            guard !stopping, open < limits.connections else { return false }
+            guard !stopping, open < limits.connections, (byAddress[address] ?? 0) < limits.connectionsPerAddress
+            else { return false }
             open += 1
+            byAddress[address, default: 0] += 1
             connections[client] = client
             return true
         }
@@ -120,6 +124,8 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
                 lock.withLock {
                     connections[client] = nil
                     open -= 1
+                    byAddress[address, default: 1] -= 1
+                    if byAddress[address] == 0 { byAddress[address] = nil }
                     lock.broadcast()
                 }
                 Syscalls.close(client)

@@ -9,9 +9,19 @@ extension EndToEndAgents {
         static let browserScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Browser/page_test.py")
 
-        /// A TCP connection to the page on 127.0.0.1, reads bounded to 10 s.
-        func connectToPage(_ port: Int) throws -> Int32 {
+        /// A TCP connection to the page on 127.0.0.1 (from `source`, a loopback address), reads bounded to 10 s.
+        func connectToPage(_ port: Int, from source: String? = nil) throws -> Int32 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            if let source {
+                var local = sockaddr_in()
+                local.sin_family = sa_family_t(AF_INET)
+                inet_pton(AF_INET, source, &local.sin_addr)
+                _ = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -347,6 +357,25 @@ extension EndToEndAgents {
                 "\(String(decoding: answer, as: UTF8.self))")
             #expect(closed, "the connection was still open after 8 s of trickling")
             #expect(held < .seconds(6), "held for \(held)")
+        }
+
+        /// Connections held open from one address take at most its share: another address is still served (32
+        /// from one address once kept the page from everyone).
+        @Test func connectionsHeldFromOneAddressDoNotKeepAnotherOut() throws {
+            let desk = try TestDevice("desk")
+            let (agent, _) = try desk.startAgent(["--no-discovery", "--web"])
+            defer { agent.stop() }
+            let (port, _) = try page(of: agent)
+            var held: [Int32] = []
+            defer { for fd in held { close(fd) } }
+            for _ in 0..<32 { held.append(try connectToPage(port, from: "127.0.0.1")) }
+            let fd = try connectToPage(port, from: "127.0.0.5")
+            defer { close(fd) }
+            let request = Array("GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            #expect(n > 0 && String(decoding: buffer[0..<max(0, n)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         }
 
         @Test func aDrippedBodyAfterARefusalDoesNotHoldTheConnection() throws {
