@@ -47,21 +47,7 @@ extension EndToEndAgents {
         func startAgent(_ desk: TestDevice) throws -> (BackgroundShare, Int, Int) {
             try Data(#"{"localsend": {"answerTimeout": 60}}"#.utf8).write(
                 to: desk.config.appendingPathComponent("agent.json"))
-            let agent = try desk.background([
-                "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend", "--localsend-port",
-                "0", "--localsend-multicast-port", "0",
-            ])
-            guard let line = agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30),
-                let port = line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first
-                    .flatMap({ Int($0) })
-            else {
-                agent.stop()
-                throw TestFailure("no LocalSend port: \(agent.stderr.text)")
-            }
-            let own = agent.stderr.waitForLine(containing: "listening on port", timeout: 30).flatMap {
-                TestDevice.port(in: $0)
-            }
-            return (agent, port, own ?? 0)
+            return try desk.startLocalSendAgent()
         }
 
         func flood(port: Int, count: Int, files: Int, from source: String, hold: Double) throws -> Spawned {
@@ -79,9 +65,15 @@ extension EndToEndAgents {
             let friend = try TestDevice("friend")
             desk.trust(friend, flags: ["--group", "climbing"], asks: true)
             friend.trust(desk, address: "127.0.0.1:\(agentPort)", flags: ["--group", "climbing"])
-            let sent = friend.run(["send", "--text", "lunch?", "--to", "desk", "--direct", "--answer-timeout", "5"])
+            // Tried again while the agent is too busy to answer at all (a loaded machine); held once it answers.
+            var sent = CommandResult(status: -1, stdout: "", stderr: "")
+            for _ in 0..<3 {
+                sent = friend.run(["send", "--text", "lunch?", "--to", "desk", "--direct", "--answer-timeout", "5"])
+                if sent.stderr.contains("asks before accepting") || sent.stderr.contains("too many offers") { break }
+            }
             #expect(
-                sent.stderr.contains("did not answer") && !sent.stderr.contains("too many offers"), "\(sent.stderr)")
+                sent.stderr.contains("asks before accepting") && !sent.stderr.contains("too many offers"),
+                "\(sent.stderr)")
             let pending = desk.run(["pending"]).stdout
             #expect(pending.contains("from friend"), "\(pending)")
         }

@@ -25,17 +25,8 @@ extension EndToEnd {
         /// 408: 96 such connections from 8 addresses kept every new LocalSend device out for hours.
         @Test func aTrickledHeadIsCutAtItsDeadline() throws {
             let desk = try TestDevice("desk")
-            let agent = try desk.background(
-                [
-                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend",
-                    "--localsend-port", "0", "--localsend-multicast-port", "0",
-                ], environment: ["SHARE_TEST_HTTP_HEAD_SECONDS": "2"])
+            let (agent, port, _) = try desk.startLocalSendAgent(environment: ["SHARE_TEST_HTTP_HEAD_SECONDS": "2"])
             defer { agent.stop() }
-            let line = try #require(agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30))
-            let port = try #require(
-                line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first.flatMap {
-                    Int($0)
-                })
             let script = """
                 import socket, ssl, sys, time
                 context = ssl.create_default_context(); context.check_hostname = False; context.verify_mode = ssl.CERT_NONE
@@ -70,17 +61,8 @@ extension EndToEnd {
             // An offer with the right PIN waits for the desk's user a second, not two minutes.
             try Data(#"{"localsend": {"answerTimeout": 1}}"#.utf8).write(
                 to: desk.config.appendingPathComponent("agent.json"))
-            let agent = try desk.background(
-                [
-                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend",
-                    "--localsend-port", "0", "--localsend-multicast-port", "0",
-                ], environment: ["SHARE_LOCALSEND_PIN": "4711"])
+            let (agent, port, _) = try desk.startLocalSendAgent(environment: ["SHARE_LOCALSEND_PIN": "4711"])
             defer { agent.stop() }
-            let line = try #require(agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30))
-            let port = try #require(
-                line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first.flatMap {
-                    Int($0)
-                })
 
             // Asking without a PIN is no guess: the right PIN still works from the same address afterwards.
             for _ in 0..<5 { #expect(Self.prepare(port: port, from: "127.0.0.2", pin: nil) == 401) }

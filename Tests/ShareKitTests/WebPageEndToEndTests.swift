@@ -322,6 +322,23 @@ extension EndToEndAgents {
         /// A client without a session announces a large body and drips it a byte at a time: it is refused at once and
         /// the connection is closed within about a second, however slowly the body comes (it held a thread for as
         /// long as the drip went on before).
+        /// Sends `bytes` one at a time, one every `every` milliseconds, reading what comes back in between, until the
+        /// server closes the connection; what it answered, and whether it closed.
+        func drip(_ fd: Int32, bytes: [UInt8], every: Int32) -> (answer: [UInt8], closed: Bool) {
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            for var byte in bytes {
+                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
+                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&ready, 1, every) > 0 {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    if n <= 0 { return (answer, true) }
+                    answer += buffer[0..<n]
+                }
+            }
+            return (answer, false)
+        }
+
         /// A head trickled a byte at a time (each byte well within the idle timeout) is cut when the head's own
         /// deadline passes (2 s here), with 408: 32 such connections kept the page from answering its own user.
         @Test func aTrickledHeadIsCutAtItsDeadline() throws {
@@ -333,24 +350,9 @@ extension EndToEndAgents {
             let fd = try connectToPage(port)
             defer { close(fd) }
             let started = ContinuousClock.now
-            var answer: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            var closed = false
             let head = Array("GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Pad: ".utf8)
-            // One byte every 200 ms for at most 8 s, reading what comes back in between.
-            for index in 0..<40 where !closed {
-                var byte: UInt8 = index < head.count ? head[index] : 0x61
-                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
-                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                while poll(&ready, 1, 200) > 0 {
-                    let n = recv(fd, &buffer, buffer.count, 0)
-                    if n <= 0 {
-                        closed = true
-                        break
-                    }
-                    answer += buffer[0..<n]
-                }
-            }
+            // One byte every 200 ms for at most 8 s.
+            let (answer, closed) = drip(fd, bytes: head + [UInt8](repeating: 0x61, count: 40 - head.count), every: 200)
             let held = ContinuousClock.now - started
             #expect(
                 String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"),
@@ -389,23 +391,8 @@ extension EndToEndAgents {
                 "POST /api/upload?name=x HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Length: 4194304\r\n\r\n".utf8)
             _ = head.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
             let started = ContinuousClock.now
-            var answer: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            var closed = false
-            // One byte every 100 ms for at most 10 s, reading what comes back in between.
-            for _ in 0..<100 where !closed {
-                var byte: UInt8 = 0x61
-                _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL))
-                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                while poll(&ready, 1, 100) > 0 {
-                    let n = recv(fd, &buffer, buffer.count, 0)
-                    if n <= 0 {
-                        closed = true
-                        break
-                    }
-                    answer += buffer[0..<n]
-                }
-            }
+            // One byte every 100 ms for at most 10 s.
+            let (answer, closed) = drip(fd, bytes: [UInt8](repeating: 0x61, count: 100), every: 100)
             let held = ContinuousClock.now - started
             #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 401"))
             #expect(closed, "the connection was still open after 10 s of dripping")

@@ -239,6 +239,25 @@ final class TestDevice: @unchecked Sendable {
         return (agent, port)
     }
 
+    /// Starts this device's agent with LocalSend on a free port (multicast off); returns it, its LocalSend port and
+    /// its own port.
+    func startLocalSendAgent(environment: [String: String] = [:]) throws -> (BackgroundShare, Int, Int) {
+        let agent = try background(
+            [
+                "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend", "--localsend-port",
+                "0", "--localsend-multicast-port", "0",
+            ], environment: environment)
+        guard let line = agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30),
+            let port = line.components(separatedBy: "LocalSend on port ").last?.split(separator: ",").first
+                .flatMap({ Int($0) })
+        else {
+            agent.stop()
+            throw TestFailure("no LocalSend port: \(agent.stderr.text)")
+        }
+        let own = agent.stderr.waitForLine(containing: "listening on port", timeout: 30).flatMap { Self.port(in: $0) }
+        return (agent, port, own ?? 0)
+    }
+
     /// Trusts `other` under its name, optionally with an address and a relation flag. Its offers go straight in
     /// unless `asks` (the product's default for a device that is not the owner's is to ask: `AskFirstEndToEndTests`).
     func trust(_ other: TestDevice, address: String? = nil, flags: [String] = [], asks: Bool = false) {
