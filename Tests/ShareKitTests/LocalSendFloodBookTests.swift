@@ -121,7 +121,7 @@ extension EndToEndAgents {
             if let kib = residentKiB(agent.pid) { #expect(kib < 128 << 10, "agent at \(kib) KiB") }
             // A friend's offer beside them is kept, and so is the book.
             try aFriendIsHeld(desk, agentPort: agentPort)
-            #expect(pendingCount(desk) == 11)
+            #expect(waitUntil(timeout: 30) { pendingCount(desk) == 11 }, "\(pendingCount(desk))")
             flooding.stop()
         }
 

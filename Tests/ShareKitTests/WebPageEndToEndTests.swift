@@ -352,7 +352,8 @@ extension EndToEndAgents {
             let started = ContinuousClock.now
             let head = Array("GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Pad: ".utf8)
             // One byte every 200 ms for at most 8 s.
-            let (answer, closed) = drip(fd, bytes: head + [UInt8](repeating: 0x61, count: 40 - head.count), every: 200)
+            let (answer, closed) = drip(
+                fd, bytes: Array((head + [UInt8](repeating: 0x61, count: 40)).prefix(40)), every: 200)
             let held = ContinuousClock.now - started
             #expect(
                 String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"),
