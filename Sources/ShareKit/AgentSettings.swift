@@ -1,6 +1,15 @@
 import Foundation
 import ShareReach
 
+/// `CONFIG/agent.json` as a JSON object, read without writing anything (nil when it is missing or not an object).
+package enum AgentConfigObject {
+    package static func read(_ paths: DevicePaths) -> [String: Any]? {
+        PosixFiles.read(paths.agentConfigFile.path).flatMap {
+            (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+        }
+    }
+}
+
 /// The agent's port, kept across restarts: the one `agent.json` names, else one chosen once and written there, so a
 /// device that paired with this one (which learned the port) still reaches its agent after it restarts.
 package enum AgentPort {
@@ -17,10 +26,7 @@ package enum AgentPort {
 
     /// The port in `agent.json`, if one was chosen (the port other devices learned at pairing); nothing is written.
     package static func saved(_ paths: DevicePaths) -> Int? {
-        guard let data = PosixFiles.read(paths.agentConfigFile.path),
-            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-            let port = object["port"] as? Int, (1...65535).contains(port)
-        else { return nil }
+        guard let port = AgentConfigObject.read(paths)?["port"] as? Int, (1...65535).contains(port) else { return nil }
         return port
     }
 

@@ -33,21 +33,13 @@ public enum Console {
     /// disk behind a redirection) drop the text: output must never be the reason a transfer fails.
     public static func write(_ text: String, to stream: Stream) throws(ReaderGone) {
         if gone.withLock({ $0 == stream }) { throw ReaderGone(stream: stream) }
-        var bytes = Array(text.utf8)
-        let failed: Int32 = bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let n = Glibc.write(stream.descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0, errno == EINTR { continue }
-                if n <= 0 { return n < 0 ? errno : EIO }
-                offset += n
-            }
-            return 0
-        }
-        bytes.removeAll()
-        if failed == EPIPE {
+        do {
+            try Syscalls.writeAll(stream.descriptor, Array(text.utf8))
+        } catch let error as Syscalls.SocketError where error.code == EPIPE {
             gone.withLock { $0 = $0 ?? stream }
             throw ReaderGone(stream: stream)
+        } catch {
+            return
         }
     }
 

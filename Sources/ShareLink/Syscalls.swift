@@ -62,11 +62,15 @@ public enum Syscalls {
             _ = write(Syscalls.interruptWriter, &byte, 1)
         }
         sigemptyset(&action.sa_mask)
-        for signal in [SIGINT, SIGTERM, SIGHUP] { _ = sigaction(signal, &action, nil) }
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            let installed = sigaction(signal, &action, nil)
+            precondition(installed == 0, "sigaction(\(signal)) failed: \(String(cString: strerror(errno)))")
+        }
         var set = sigset_t()
         sigemptyset(&set)
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, signal) }
-        _ = pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        let unblocked = pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        precondition(unblocked == 0, "pthread_sigmask failed: \(unblocked)")
         return fds[0]
     }
 

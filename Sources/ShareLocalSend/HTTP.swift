@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ShareLink
+import ShareProtocol
 import ShareTLS
 
 /// What an HTTP connection is carried on: TLS (LocalSend) or a plain loopback socket (the local web page).
@@ -205,9 +206,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             if let deadline {
                 let left = deadline - .now
                 guard left > .zero else { throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s") }
-                Syscalls.setTimeouts(
-                    socket,
-                    seconds: max(0.001, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18))
+                Syscalls.setTimeouts(socket, seconds: max(0.001, left.seconds))
             }
             let filled: Bool
             do {

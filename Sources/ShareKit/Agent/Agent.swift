@@ -5,6 +5,7 @@ import ServiceLifecycle
 import ShareDisk
 import ShareProtocol
 import ShareTLS
+import Synchronization
 
 /// What an agent receives and where it keeps it.
 package struct AgentInbox: Sendable {
@@ -29,7 +30,23 @@ package struct AgentInbox: Sendable {
         package var modified: Int64
     }
 
-    /// The bytes of the files in `folder` and below (links not followed), counting at most `limit` entries: what a
+    /// Sizes already walked, by folder path and the folder's modification time: a received folder is moved into
+    /// place whole, so its size is walked once, not each time the page asks for its state (three times a second).
+    private static let walked = Mutex<[String: (modified: Int64, size: UInt64)]>([:])
+
+    /// `contentSize` of the received folder `name` in `peer`, walked once per version of it.
+    static func folderSize(_ name: String, in peer: Directory, modified: Int64) -> UInt64 {
+        let key = peer.path + "/" + name
+        if let known = walked.withLock({ $0[key] }), known.modified == modified { return known.size }
+        let size = (try? peer.directory(name)).map(contentSize) ?? 0
+        walked.withLock { cache in
+            if cache.count > 4096 { cache.removeAll() }
+            cache[key] = (modified, size)
+        }
+        return size
+    }
+
+    /// The bytes of the files in `folder` and below (links not followed), counting at most 100,000 entries: what a
     /// received folder holds, as a person reads its size.
     static func contentSize(_ folder: Directory) -> UInt64 {
         var total: UInt64 = 0
@@ -58,7 +75,8 @@ package struct AgentInbox: Sendable {
             guard let peer = try? root.directory(name) else { return nil }
             let items = peer.entries().filter { !$0.hasPrefix(".") }.sorted().compactMap { item -> Received? in
                 guard let info = peer.info(item), info.kind == .file || info.kind == .directory else { return nil }
-                let size = info.kind == .directory ? (try? peer.directory(item)).map(Self.contentSize) ?? 0 : info.size
+                let size =
+                    info.kind == .directory ? Self.folderSize(item, in: peer, modified: info.modified) : info.size
                 return Received(name: item, folder: info.kind == .directory, size: size, modified: info.modified)
             }
             return (name, items)

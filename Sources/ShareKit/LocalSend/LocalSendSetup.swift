@@ -8,10 +8,8 @@ package struct LocalSendSettings: Sendable, Codable, Equatable {
     /// The HTTPS port this device's LocalSend server listens on (agent.json's `localsend.port`, else LocalSend's):
     /// what its info object says in every message, as LocalSend's protocol asks.
     package static func configuredPort(_ paths: DevicePaths) -> Int {
-        guard let data = PosixFiles.read(paths.agentConfigFile.path),
-            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-            let localsend = object["localsend"] as? [String: Any], let port = localsend["port"] as? Int,
-            (1...65535).contains(port)
+        guard let localsend = AgentConfigObject.read(paths)?["localsend"] as? [String: Any],
+            let port = localsend["port"] as? Int, (1...65535).contains(port)
         else { return LocalSend.defaultPort }
         return port
     }
