@@ -32,11 +32,11 @@ let package = Package(
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
         .target(
-            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
+            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",
-            dependencies: ["ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
@@ -46,26 +46,31 @@ let package = Package(
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
         .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
+        // Sockets and system calls, the one acceptor every server runs on, and the one HTTP/1.1 (and WebSocket
+        // client) layer every HTTP speaker uses: LocalSend, the page, Global Discovery and the wormhole mailbox.
+        .target(
+            name: "ShareNet",
+            dependencies: ["ShareTLS", "ShareThreads", "CShareSystem", .product(name: "Logging", package: "swift-log")]),
         // Device identity, trust, addresses and sessions: what every device needs to talk to a peer, and nothing
         // more (the watch links only this, TLS and the protocol, to stay small).
         .target(
             name: "ShareLink",
             dependencies: [
-                "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk", "ShareThreads",
+                "ShareNet", "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk", "ShareThreads",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Beyond the LAN: Syncthing's Global Discovery v3 and Relay Protocol v1 clients, and the choice of a path to
         // a trusted device (its known addresses, then what it announced, then a relay).
         .target(
             name: "ShareReach",
-            dependencies: ["ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
+                "ShareNet", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
                 "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -74,13 +79,13 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
-                "ShareKit", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "ShareArchive",
+                "ShareKit", "ShareNet", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "ShareArchive",
                 "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
+                "ShareKit", "ShareNet", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -88,12 +93,12 @@ let package = Package(
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
         // Exit statuses and the one-line errors of the command-line programs (`share`, `share-watch`): the
         // libraries throw typed failures; only these programs turn them into exit codes.
-        .target(name: "ShareCommandLine", dependencies: ["ShareLink"]),
+        .target(name: "ShareCommandLine", dependencies: ["ShareNet", "ShareLink"]),
         // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
         .target(
             name: "ShareWatch",
-            dependencies: ["ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
+            dependencies: ["ShareNet", "ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
         // Release builds, for the watch's memory budget (16 MiB): not position-independent (the loader has no
         // relocations to apply to the binary's data: about 1 MiB resident); no dynamic export of every symbol (the
         // loader looks up every library's symbols in the executable first: 330 KiB of tables touched); and the few
@@ -115,7 +120,7 @@ let package = Package(
         .target(
             name: "ShareFuzzTargets",
             dependencies: [
-                "ShareProtocol", "ShareTLS", "ShareLink", "ShareArchive", "ShareReach", "CoreTransferable",
+                "ShareProtocol", "ShareTLS", "ShareNet", "ShareLink", "ShareArchive", "ShareReach", "CoreTransferable",
                 "UniformTypeIdentifiers",
             ]),
         .executableTarget(
@@ -132,9 +137,9 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
-        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareLink", "ShareTLS"]),
+        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareNet", "ShareLink", "ShareTLS"]),
         .testTarget(
-            name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
+            name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
@@ -142,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets", "ShareTLS", "ShareArchive"]),
         .testTarget(
-            name: "ShareKitTests", dependencies: ["ShareKit", "ShareCLI", "share", "share-watch", "ShareTestSupport"],
+            name: "ShareKitTests", dependencies: ["ShareKit", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch", "ShareTestSupport"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CoreTransferableTests",

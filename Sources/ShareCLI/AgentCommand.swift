@@ -6,6 +6,7 @@ import Logging
 import CoreTransferable
 import ShareKit
 import ShareWeb
+import ShareNet
 
 struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

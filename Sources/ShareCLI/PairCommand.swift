@@ -3,6 +3,7 @@ import Foundation
 import ShareCommandLine
 import ShareKit
 import ShareTLS
+import ShareNet
 
 struct PairCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ShareKit
+import ShareNet
 
 struct PeersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,6 +6,7 @@ import ShareCommandLine
 import ShareKit
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 struct ReceiveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,7 @@ import Foundation
 import ShareCommandLine
 import ShareKit
 import ShareProfiles
+import ShareNet
 
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -5,6 +5,7 @@ import Glibc
 import ShareCommandLine
 import ShareKit
 import ShareWeb
+import ShareNet
 
 struct WebCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

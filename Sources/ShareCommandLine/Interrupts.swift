@@ -1,4 +1,5 @@
 import ShareLink
+import ShareNet
 
 /// A transfer stopped by Ctrl-C, `kill` or a closed terminal exits with 75 (interrupted: running the same command
 /// again resumes it), as documented, instead of the shell's 130 or 143. What was verified is already on disk (the

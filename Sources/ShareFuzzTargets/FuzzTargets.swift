@@ -6,6 +6,7 @@ import ShareProtocol
 import ShareReach
 import ShareTLS
 import UniformTypeIdentifiers
+import ShareNet
 
 /// Every decoder that reads bytes a peer controls, as a function of those bytes. Errors are the expected answer to
 /// bad input; a crash, a trap or a sanitizer report is a bug. The fuzzer (`share-fuzz` built by `scripts/fuzz.sh`)

@@ -1,5 +1,6 @@
 import Foundation
 import ShareReach
+import ShareNet
 
 /// `CONFIG/agent.json` as a JSON object, read without writing anything (nil when it is missing or not an object).
 package enum AgentConfigObject {

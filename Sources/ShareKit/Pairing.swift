@@ -3,6 +3,7 @@ import Logging
 import ShareProtocol
 import ShareTLS
 import Synchronization
+import ShareNet
 
 /// Pairing: two devices that do not trust each other yet connect over TLS, check each other's certificate, commit to
 /// fresh nonces and reveal them (`PairingMachine`), and both show the same code derived from both certificates, both
@@ -64,9 +65,12 @@ package enum Pairing {
     package static func listen(
         device: LocalDevice, host: String, port: Int, options: Options, ready: (Int) -> Void, confirm: Confirm
     ) throws -> Outcome {
-        Syscalls.ignoreSIGPIPE()
-        let (fd, bound) = try Syscalls.listen(host: host, port: port)
-        defer { Syscalls.close(fd) }
+        // One pairing at a time: a connection waits in the backlog while another is being decided.
+        let acceptor = try Acceptor(
+            host: host, port: port, name: "pairing",
+            limits: .serial)
+        defer { acceptor.close() }
+        let bound = acceptor.port
         let announcer = options.announce.flatMap {
             try? PairingAnnouncer(device: device, pairingPort: bound, discoveryPort: $0.port, interface: $0.interface)
         }
@@ -77,9 +81,8 @@ package enum Pairing {
         var failures = 0
         var lastFailure: ShareFailure?
         while Date() < deadline {
-            guard let (client, peer) = try Syscalls.accept(fd, timeout: min(1, deadline.timeIntervalSinceNow)) else {
-                continue
-            }
+            guard let accepted = try acceptor.next(timeout: min(1, deadline.timeIntervalSinceNow)) else { continue }
+            let (client, peer) = (accepted.fd, accepted.peer)
             do {
                 let session = try SessionOpener.accept(
                     fileDescriptor: client, remoteAddress: peer, context: context,

@@ -4,6 +4,7 @@ import Logging
 import ShareDisk
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// Offers waiting for this device's user to accept or decline (`share pending`, `share accept`, `share decline`),
 /// kept in `STATE/pending/offers.json` (0600, changed under its lock) with each preview image beside it. A pending

@@ -1,5 +1,6 @@
 import Foundation
 import ShareProtocol
+import ShareNet
 
 /// A transfer's position, as `share status` shows a running job: the item in progress and the whole session.
 package struct TransferProgress: Codable, Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import ShareTLS
+import ShareNet
 
 /// The trust store as a long-running process sees it: reloaded when the file changes, so `share trust add` takes
 /// effect without a restart. A file that turns corrupt keeps the last good contents in force (and says so once).

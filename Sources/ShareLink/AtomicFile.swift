@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareNet
 
 /// Writes files so that a reader sees either the old contents or the new, never a mix, even after a crash.
 public enum AtomicFile {

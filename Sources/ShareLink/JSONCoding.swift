@@ -1,5 +1,6 @@
 import Foundation
 import ShareDisk
+import ShareNet
 
 extension JSONEncoder {
     public static var iso8601: JSONEncoder {

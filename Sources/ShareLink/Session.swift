@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// An authenticated session after both hellos: the connection, the peer's identity and what it said.
 public struct Session: @unchecked Sendable {  // the connection is confined to the thread that opened the session

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import ShareNet
 
 /// Shuts a socket down if a phase (TLS handshake and hello) is not over by its deadline, so a peer that trickles
 /// one byte at a time cannot hold a connection thread forever: per-read timeouts alone would never fire.

@@ -1,6 +1,7 @@
 import Foundation
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// What went wrong talking to a LocalSend device, in one sentence.
 public struct LocalSendError: Error, Sendable, CustomStringConvertible {

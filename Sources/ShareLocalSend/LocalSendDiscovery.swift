@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ShareLink
+import ShareNet
 
 /// A LocalSend device seen on the network.
 public struct LocalSendPeer: Sendable, Equatable {

@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// Who sent a request: its address, and the fingerprint of the certificate it showed (nil: none, as LocalSend
 /// clients before 2.2 do). Only that fingerprint proves anything; the one in a JSON body is a claim.
@@ -18,91 +19,54 @@ public typealias LocalSendRoute = @Sendable (HTTPHead, HTTPConnection, LocalSend
 /// certificate (a client certificate asked for, not required). Connections are counted per address and in all
 /// (beyond either the new one is closed at once), every read has the idle timeout, and a handshake that does not
 /// finish in `handshakeTimeout` is cut: slow clients hold at most their own share.
-public final class LocalSendServer: @unchecked Sendable {  // mutable state guarded by `lock`
+public final class LocalSendServer: Sendable {
     static let log = Log.logger("share.localsend")
     public struct Limits: Sendable {
         public var connections = 96
         public var perAddress = 12
         public var idleTimeout = 30.0
         public var handshakeTimeout = 10.0
+        /// Seconds a request head may take once its first byte came.
+        public var headTimeout = HTTPConnection.defaultHeadSeconds
         public init() {}
     }
 
     public let port: Int
-    private let fd: Int32
+    private let acceptor: Acceptor
     private let context: TLSContext
     private let limits: Limits
     private let route: LocalSendRoute
-    private let lock = NSCondition()
-    private var open: [String: Int] = [:]
-    private var total = 0
-    private var stopping = false
-    private var acceptDone = false
-    /// A duplicate of each open connection's socket (valid until its entry is gone), to end it at `stop`.
-    private var connections: [String: [Int32]] = [:]
 
-    public init(
+    public convenience init(
         identity: TLSIdentity, host: String, port: Int, limits: Limits = Limits(), route: @escaping LocalSendRoute
-    )
-        throws
-    {
-        Syscalls.ignoreSIGPIPE()
-        (fd, self.port) = try Syscalls.listen(host: host, port: port)
+    ) throws {
+        try self.init(identity: identity, host: host, port: port, limits: limits, accept: nil, route: route)
+    }
+
+    /// `accept`: how tests make accepting fail.
+    package init(
+        identity: TLSIdentity, host: String, port: Int, limits: Limits = Limits(), accept: AcceptOverride?,
+        route: @escaping LocalSendRoute
+    ) throws {
+        acceptor = try Acceptor(
+            host: host, port: port, name: "localsend",
+            limits: AcceptorLimits(
+                total: limits.connections, perAddress: limits.perAddress, whenFull: .refuseNew, key: .address),
+            override: accept)
+        self.port = acceptor.port
         context = try TLSContext(
             identity: identity, role: .server, verifier: { _ in true }, peerCertificate: .optional, minimumTLS12: true)
         self.limits = limits
         self.route = route
     }
 
-    public func start() {
-        let thread = Thread { [self] in
-            defer {
-                lock.withLock {
-                    acceptDone = true; lock.broadcast()
-                }
-            }
-            while !lock.withLock({ stopping }) {
-                guard let accepted = try? Syscalls.accept(fd, timeout: 0.25) else { continue }
-                admit(accepted.fd, peer: accepted.peer)
-            }
-        }
-        thread.name = "share-localsend-accept"
-        thread.start()
-    }
-
-    private func admit(_ client: Int32, peer: String) {
-        let host = Self.host(of: peer)
-        let duplicate = dup(client)
-        let admitted: Bool = lock.withLock {
-            guard !stopping, total < limits.connections, open[host, default: 0] < limits.perAddress else {
-                return false
-            }
-            open[host, default: 0] += 1
-            total += 1
-            connections[host, default: []].append(duplicate)
-            return true
-        }
-        guard admitted else {
-            Self.log.debug("closed a connection over its limit", metadata: ["from": "\(host)"])
-            Syscalls.close(client)
-            Syscalls.close(duplicate)
-            return
-        }
-        let thread = Thread { [self] in
-            serve(client, host: host)
-            lock.withLock {
-                open[host, default: 1] -= 1
-                if open[host] == 0 { open[host] = nil }
-                total -= 1
-                connections[host]?.removeAll { $0 == duplicate }
-                if connections[host]?.isEmpty == true { connections[host] = nil }
-                Syscalls.close(duplicate)
-                lock.broadcast()
-            }
-            TLSLibrary.threadFinished()
-        }
-        thread.stackSize = 512 << 10
-        thread.start()
+    /// Starts accepting; `failed` hears once if accepting stops for another reason than `stop`.
+    public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
+        acceptor.start(
+            handler: { [self] connection in
+                // The TLS connection made of the socket closes it.
+                serve(connection.fd, host: Syscalls.host(of: connection.peer))
+            }, failed: failed)
     }
 
     private func serve(_ client: Int32, host: String) {
@@ -119,8 +83,9 @@ public final class LocalSendServer: @unchecked Sendable {  // mutable state guar
             host: host, certificateFingerprint: tls.peerCertificateDER.map(LocalSend.fingerprint(ofCertificateDER:)))
         let http = HTTPConnection(tls)
         http.idleSeconds = limits.idleTimeout
+        http.headSeconds = limits.headTimeout
         defer { tls.shutdown() }
-        while !lock.withLock({ stopping }) {
+        while true {
             do {
                 guard let head = try http.readHead(request: true) else { return }
                 guard try route(head, http, caller) else { return }
@@ -140,28 +105,8 @@ public final class LocalSendServer: @unchecked Sendable {  // mutable state guar
     }
 
     /// Connections open now.
-    public var openConnections: Int { lock.withLock { total } }
+    public var openConnections: Int { acceptor.countedConnections }
 
     /// Stops accepting and ends open connections (their reads fail at once); waits for their threads.
-    public func stop() {
-        lock.lock()
-        stopping = true
-        Syscalls.shutdownSocket(fd)
-        let deadline = Date().addingTimeInterval(5)
-        while !acceptDone && Date() < deadline { _ = lock.wait(until: deadline) }
-        Syscalls.close(fd)
-        for connection in connections.values.joined() { Syscalls.shutdownSocket(connection) }
-        let end = Date().addingTimeInterval(10)
-        while total > 0 && Date() < end { _ = lock.wait(until: end) }
-        lock.unlock()
-    }
-
-    /// `1.2.3.4` of `1.2.3.4:5678`, `::1` of `[::1]:5678`.
-    static func host(of peer: String) -> String {
-        if peer.hasPrefix("["), let close = peer.firstIndex(of: "]") {
-            return String(peer[peer.index(after: peer.startIndex)..<close])
-        }
-        if let colon = peer.lastIndex(of: ":"), peer.filter({ $0 == ":" }).count == 1 { return String(peer[..<colon]) }
-        return peer
-    }
+    public func stop() { acceptor.stop(grace: 10) }
 }

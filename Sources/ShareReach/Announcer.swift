@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ShareLink
+import ShareNet
 
 /// Announces an agent to its Global Discovery servers: at start, again when the server's `Reannounce-After` says,
 /// at once when what it announces changes (it joined or left a relay), and after a failure on a backoff (30 s,

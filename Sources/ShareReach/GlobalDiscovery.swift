@@ -1,6 +1,7 @@
 import Foundation
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// A Global Discovery v3 client (Syncthing's protocol, served by `stdiscosrv`): announces this device's addresses
 /// with an HTTPS POST authenticated by its certificate, and looks trusted devices up by ID with a GET. Blocking.

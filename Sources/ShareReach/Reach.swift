@@ -3,6 +3,7 @@ import Logging
 import ShareLink
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// Which servers beyond the LAN this device uses: none by default (then nothing leaves the LAN).
 public struct ReachSettings: Sendable, Equatable {

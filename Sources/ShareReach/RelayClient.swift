@@ -1,6 +1,7 @@
 import Foundation
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// The client side of Syncthing's Relay Protocol v1: asking a relay for a session with a device (temporary mode),
 /// and joining a session the relay offered (session mode). What comes back is a plain socket: the relay's byte pipe,

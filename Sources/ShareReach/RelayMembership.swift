@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// An agent's place on a relay (Relay Protocol v1, permanent mode): it joins the first relay that takes it, stays
 /// joined (pings every 20 s; a relay silent for a minute is left), rejoins with backoff (1 s, 2 s … 60 s, trying

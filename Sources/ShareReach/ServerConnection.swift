@@ -1,6 +1,7 @@
 import Foundation
 import ShareLink
 import ShareTLS
+import ShareNet
 
 /// A TLS 1.3 connection to a discovery server or a relay: this device's certificate goes out (the server derives our
 /// device ID from it), and the server's certificate must have the digest its URL pins. Blocking; one thread.

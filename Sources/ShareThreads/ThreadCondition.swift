@@ -93,3 +93,39 @@ package enum Threads {
         precondition(created == 0, "pthread_create failed: \(created)")
     }
 }
+
+/// State behind one lock, with waits for a condition on it: every `withLock` wakes the waiters, so a wait is always
+/// for a predicate, never for a signal that may come before it.
+package final class Guarded<State>: @unchecked Sendable {  // `state` is only touched with `condition` locked
+    private let condition = ThreadCondition()
+    private var state: State
+
+    package init(_ state: State) { self.state = state }
+
+    /// Runs `body` on the state, locked, and wakes every waiter.
+    package func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return try body(&state)
+    }
+
+    /// Waits at most `seconds` for `predicate` to hold; whether it does.
+    @discardableResult
+    package func wait(seconds: Double, until predicate: (State) -> Bool) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let deadline = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(0, seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate(state) {
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let left = deadline - (Double(now.tv_sec) + Double(now.tv_nsec) / 1e9)
+            guard left > 0 else { return false }
+            _ = condition.wait(seconds: left)
+        }
+        return true
+    }
+}

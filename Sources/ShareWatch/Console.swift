@@ -1,5 +1,6 @@
 import FoundationEssentials
 import ShareLink
+import ShareNet
 
 /// The watch's output: what arrives on standard output (plain, or one JSON object a line), what happens to the link
 /// on standard error. Each line is one `write(2)`, so a reader sees whole lines as they happen.

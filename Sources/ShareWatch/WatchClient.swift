@@ -3,6 +3,7 @@ import Glibc
 import ShareLink
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// The attached watch: connects out to its agent, says it is a watch and what it accepts, then answers the agent's
 /// keepalives and receives what the agent delivers, batch after batch. When the link drops (the agent restarts, the

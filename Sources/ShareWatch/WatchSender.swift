@@ -3,6 +3,7 @@ import ShareLink
 import ShareProfileModel
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// `share watch send`: the watch offers its items to its agent, naming the device they are for. The agent
 /// negotiates with that device's accept list and keeps what it chose to deliver it; only the chosen representation

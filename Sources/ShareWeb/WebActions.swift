@@ -9,6 +9,7 @@ import ShareLocalSend
 import ShareReach
 import ShareTLS
 import UniformTypeIdentifiers
+import ShareNet
 
 /// What the page shows and does, through the same code the command line uses: the agent's control socket for its
 /// jobs, sends and cancels (`share jobs`, `share send`, `share cancel`), the pending book (`share accept`, `share

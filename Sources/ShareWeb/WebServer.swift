@@ -4,6 +4,7 @@ import Logging
 import ShareKit
 import ShareLink
 import ShareLocalSend
+import ShareNet
 
 /// The agent's own page (`share web`, or `share agent --web`): HTTP on 127.0.0.1 only, for the user of this machine.
 ///
@@ -25,6 +26,8 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
         public var streams = 8
         /// Seconds a connection may be idle between requests.
         public var idleTimeout = 30.0
+        /// Seconds a request head may take once its first byte came.
+        public var headTimeout = HTTPConnection.defaultHeadSeconds
         public init() {}
     }
 
@@ -32,7 +35,6 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     /// The secret in the address; a session is opened with it.
     public let secret: String
     let actions: WebActions
-    private let fd: Int32
     private let limits: Limits
     private let lock = NSCondition()
     /// The sessions' tokens, sent by the page's script as `Authorization: Bearer TOKEN`.
@@ -46,22 +48,32 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     /// One-use links to received files.
     private var tickets: [String: Ticket] = [:]
     private var sessionOrder: [String] = []
-    private var open = 0
     private var streams = 0
     private var stopping = false
-    private var acceptDone = true
-    private var connections: [Int32: Int32] = [:]
-    private var byAddress: [String: Int] = [:]
+    private let acceptor: Acceptor
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port). `discovery`: where a pairing started on the page says
     /// that it waits, and looks for a device by name (LAN discovery's UDP port and interface, as `share pair`
-    /// takes them); nil: it does not, and a device is named by HOST:PORT.
-    public init(
+    /// takes them); nil: it does not, and a device is named by HOST:PORT. `accept`: the acceptor's system call,
+    /// replaced by tests that make it fail.
+    public convenience init(
         device: LocalDevice, port: Int = 0, limits: Limits = Limits(),
         discovery: (port: Int, interface: String?)? = (21_847, nil)
     ) throws {
-        Syscalls.ignoreSIGPIPE()
-        (fd, self.port) = try Syscalls.listen(host: "127.0.0.1", port: port)
+        try self.init(device: device, port: port, limits: limits, discovery: discovery, accept: nil)
+    }
+
+    package init(
+        device: LocalDevice, port: Int = 0, limits: Limits = Limits(), discovery: (port: Int, interface: String?)?,
+        accept: AcceptOverride?
+    ) throws {
+        acceptor = try Acceptor(
+            host: "127.0.0.1", port: port, name: "web",
+            limits: AcceptorLimits(
+                total: limits.connections, perAddress: limits.connectionsPerAddress, whenFull: .refuseNew,
+                key: .network),
+            override: accept)
+        self.port = acceptor.port
         secret = Self.randomToken()
         self.limits = limits
         actions = WebActions(device: device, discovery: discovery)
@@ -70,23 +82,19 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     /// The address to open: it carries the secret.
     public var address: String { "http://127.0.0.1:\(port)/?token=\(secret)" }
 
-    public func start() {
-        lock.withLock { acceptDone = false }
+    /// Starts accepting; `failed` hears once if accepting stops for another reason than `stop`.
+    public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
         actions.start()
-        let thread = Thread { [self] in
-            defer {
-                lock.withLock {
-                    acceptDone = true
-                    lock.broadcast()
-                }
-            }
-            while !lock.withLock({ stopping }) {
-                guard let accepted = try? Syscalls.accept(fd, timeout: 0.25) else { continue }
-                admit(accepted.fd, from: Syscalls.quotaKey(accepted.peer))
-            }
-        }
-        thread.name = "share-web-accept"
-        thread.start()
+        acceptor.start(
+            stackSize: 1 << 20,
+            handler: { [self] connection in
+                defer { Syscalls.close(connection.fd) }
+                Syscalls.setTimeouts(connection.fd, seconds: limits.idleTimeout)
+                let http = HTTPConnection(plain: PlainSocket(fd: connection.fd))
+                http.idleSeconds = limits.idleTimeout
+                http.headSeconds = limits.headTimeout
+                serve(http, connection.fd)
+            }, failed: failed)
     }
 
     /// Stops accepting, ends every open connection and waits (bounded) for their threads.
@@ -94,50 +102,10 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
         let wasRunning = lock.withLock { () -> Bool in
             guard !stopping else { return false }
             stopping = true
-            for socket in connections.values { Syscalls.shutdownSocket(socket) }
             return true
         }
         guard wasRunning else { return }
-        actions.stop()
-        let deadline = Date().addingTimeInterval(5)
-        lock.withLock {
-            while (!acceptDone || open > 0) && lock.wait(until: deadline) {}
-        }
-        Syscalls.close(fd)
-    }
-
-    private func admit(_ client: Int32, from address: String) {
-        let admitted: Bool = lock.withLock {
-            guard !stopping, open < limits.connections, (byAddress[address] ?? 0) < limits.connectionsPerAddress
-            else { return false }
-            open += 1
-            byAddress[address, default: 0] += 1
-            connections[client] = client
-            return true
-        }
-        guard admitted else {
-            Syscalls.close(client)
-            return
-        }
-        let thread = Thread { [self] in
-            defer {
-                lock.withLock {
-                    connections[client] = nil
-                    open -= 1
-                    byAddress[address, default: 1] -= 1
-                    if byAddress[address] == 0 { byAddress[address] = nil }
-                    lock.broadcast()
-                }
-                Syscalls.close(client)
-            }
-            Syscalls.setTimeouts(client, seconds: limits.idleTimeout)
-            let http = HTTPConnection(plain: PlainSocket(fd: client))
-            http.idleSeconds = limits.idleTimeout
-            serve(http, client)
-        }
-        thread.name = "share-web"
-        thread.stackSize = 1 << 20
-        thread.start()
+        acceptor.stop(grace: 5, cut: { actions.stop() })
     }
 
     private func serve(_ http: HTTPConnection, _ client: Int32) {

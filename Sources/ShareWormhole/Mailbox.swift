@@ -1,4 +1,5 @@
 import Foundation
+import ShareNet
 
 /// One connection to a magic-wormhole mailbox (rendezvous) server: JSON requests with an id, the server's answers
 /// and the messages both sides add to the mailbox, in the order the server relays them. Our own messages come back
@@ -17,7 +18,11 @@ final class Mailbox {
     }
 
     init(url: String, appID: String, side: String, timeout: Double) throws(WormholeError) {
-        socket = try WebSocket(url: url, timeout: timeout)
+        do {
+            socket = try WebSocket(url: url, role: "mailbox server", timeout: timeout)
+        } catch {
+            throw WormholeError(.server, error.message)
+        }
         self.side = side
         _ = try expect("welcome", deadline: Date().addingTimeInterval(timeout))
         try request(["type": "bind", "appid": appID, "side": side, "client_version": ["share", "0.1"]])
@@ -29,7 +34,11 @@ final class Mailbox {
         guard let data = try? JSONSerialization.data(withJSONObject: body),
             let text = String(data: data, encoding: .utf8)
         else { throw WormholeError(.badMessage, "cannot encode a mailbox request") }
-        try socket.send(text)
+        do {
+            try socket.send(text)
+        } catch {
+            throw WormholeError(.server, error.message)
+        }
     }
 
     /// Waits for the server's answer of `type` (messages that arrive meanwhile are kept for `next`).
@@ -70,7 +79,7 @@ final class Mailbox {
                 if deadline.timeIntervalSinceNow <= 0.05 {
                     throw WormholeError(.expired, "nobody used the code in time")
                 }
-                throw error
+                throw WormholeError(.server, error.message)
             }
             guard let text else { throw WormholeError(.server, "the mailbox server closed the connection") }
             guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {

@@ -1,5 +1,6 @@
 import Foundation
 import ShareLink
+import ShareNet
 
 /// A TCP address in a transit hint.
 public struct TransitHint: Sendable, Equatable, CustomStringConvertible {
@@ -124,7 +125,7 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         running = 0
         condition.unlock()
         if let listener {
-            start { self.acceptLoop(listener.fd, expectations, deadline: deadline) }
+            start { self.acceptLoop(listener.fd, port: listener.port, expectations, deadline: deadline) }
         }
         for hint in theirDirect {
             start { self.attempt(hint, relay: false, expectations, delay: 0, deadline: deadline) }
@@ -171,12 +172,17 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         return finished || winner != nil
     }
 
-    private func acceptLoop(_ listener: Int32, _ expectations: Handshakes, deadline: Date) {
-        defer { Syscalls.close(listener) }
+    private func acceptLoop(_ listener: Int32, port: Int, _ expectations: Handshakes, deadline: Date) {
+        let acceptor = Acceptor(
+            listening: listener, port: port, name: "transit",
+            limits: .serial)
+        defer { acceptor.close() }
         while !isFinished, Date() < deadline {
-            guard let accepted = try? Syscalls.accept(listener, timeout: 0.2) else { continue }
-            let (fd, peer) = accepted
-            start { self.negotiate(fd, description: "direct from \(peer)", expectations, deadline: deadline) }
+            guard let accepted = try? acceptor.next(timeout: 0.2) else { continue }
+            start {
+                self.negotiate(
+                    accepted.fd, description: "direct from \(accepted.peer)", expectations, deadline: deadline)
+            }
         }
     }
 

@@ -3,6 +3,7 @@ import ShareCommandLine
 import ShareLink
 import ShareTLS
 import ShareWatch
+import ShareNet
 
 // `share watch` (the `share` command runs this executable): the small watch-style client.
 // One malloc arena for the watch's few threads: each thread's own arena would keep pages of its own.

@@ -4,6 +4,7 @@ import ShareKit
 import ShareProtocol
 import ShareTLS
 import Testing
+import ShareNet
 
 /// The frame channel as the wire uses it, tested four ways over a real TLS pair: one byte per TLS record, everything at
 /// once, one frame per write, and truncated or oversized input.

@@ -3,6 +3,7 @@ import Glibc
 import ShareLocalSend
 import ShareTLS
 import Testing
+import ShareNet
 
 extension EndToEnd {
     /// Hostile LocalSend peers against the agent (LocalSend on loopback, multicast off): names that climb out, sizes

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ShareReach
+import ShareNet
 
 /// The discovery client's HTTP, read as it arrives: by length, chunked, or to the end of the stream, with limits.
 @Suite struct HTTPResponseTests {

@@ -6,6 +6,7 @@ import ShareDisk
 import ShareProtocol
 import ShareTLS
 import Synchronization
+import ShareNet
 
 /// What an agent receives and where it keeps it.
 package struct AgentInbox: Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import CoreTransferable
 import Logging
 import ShareProtocol
+import ShareNet
 
 /// The agent's answers to its control socket, one per request kind.
 struct ControlAPI {

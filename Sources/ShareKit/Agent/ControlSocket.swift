@@ -1,6 +1,7 @@
 import Foundation
 import CoreTransferable
 import Glibc
+import ShareNet
 
 /// A request to the local agent over its control socket: one JSON object per line, one request per connection.
 /// On the socket it is `{"op": "send" | "status" | "wait" | "copy", …}`, as every version has written it.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// What an agent announces on the local network: who it is and where it listens. No secrets: anyone on the network
 /// may hear it, and only a device already trusted is ever sent to.

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// The frame body of `trustNotices`.
 struct TrustNoticesMessage: Codable {

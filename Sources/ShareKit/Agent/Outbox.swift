@@ -1,4 +1,5 @@
 import Foundation
+import ShareNet
 
 /// A send the agent owns: what to send, to whom, and how far it got. Persisted as JSON in the outbox, so it
 /// survives the agent being stopped or killed; a job that was running is resumed (the receiver's ledger says what

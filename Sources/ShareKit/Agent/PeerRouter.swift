@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// Serves each authenticated session of the agent: tells what the device asks (a ping, a send into the inbox, a
 /// paste, a watch attaching, a forwarding), asks `AccessPolicy` whether it may, and hands the session to the one

@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import Logging
 import ShareProtocol
+import ShareNet
 
 /// The program receiving through the agent, when one is (`ShareClient.receive`): while its control connection is
 /// open, what peers send to this device is negotiated with its accept list, kept in its folder and handed to it;

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareTLS
+import ShareNet
 
 /// The watches of an agent: devices that connect out to it (they open no port), say they are watches and what they
 /// accept, and stay connected. The agent delivers their outbox jobs over that link, keeps it alive with a ping every

@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareLink
 import ShareProtocol
+import ShareNet
 
 extension ShareClient {
     /// How a program receives.

@@ -4,6 +4,7 @@ import Logging
 import ShareDisk
 import ShareLocalSend
 import ShareTLS
+import ShareNet
 
 /// LocalSend's upload API on the agent: what a phone's LocalSend app calls to send here. An upload is an offer
 /// like any other: the policy decides (a LocalSend device may deliver into the inbox and nothing else), the user

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ShareLocalSend
 import ShareTLS
+import ShareNet
 
 /// The agent's LocalSend part: the HTTPS server LocalSend devices upload to (`LocalSendInbox`), LocalSend's
 /// discovery (multicast, and registration with addresses given by hand), and the list of devices seen, kept in
@@ -75,7 +76,7 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
     package var port: Int { server.port }
 
     func start(failed: @escaping @Sendable (Error) -> Void) throws {
-        server.start()
+        server.start(failed: failed)
         discovery.start()
         let thread = Thread { [self] in
             // Writes the list of devices seen when it changes, at most once a second.

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import ShareLink
 import ShareTestSupport
+import ShareNet
 
 /// A network namespace of the test's own, with loopback up and multicast routed on it: LocalSend's discovery
 /// (multicast on 224.0.0.167) runs there without touching any real network. Removed when released.

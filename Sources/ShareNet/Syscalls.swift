@@ -4,6 +4,11 @@ import Glibc
 
 /// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
 public enum Syscalls {
+    /// A duration in seconds, for the timeouts below.
+    public static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     /// Renames `from` to `to` only if `to` does not exist; false with errno set (EEXIST) otherwise.
     public static func renameNoReplace(_ from: String, to: String) -> Bool {
         cshare_rename_noreplace(from, to) == 0
@@ -487,13 +492,22 @@ public enum Syscalls {
         }
         if fd < 0 {
             if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
-            // Out of descriptors: back off instead of spinning; the caller retries.
-            if errno == EMFILE || errno == ENFILE { return nil }
+            // Out of descriptors or memory: thrown, for the acceptor to back off (the listening socket stays
+            // readable, so retrying at once would spin).
             throw failure("accept")
         }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         setNoDelay(fd)
         return (fd, describe(storage))
+    }
+
+    /// `1.2.3.4` of `1.2.3.4:5678`, `::1` of `[::1]:5678`.
+    public static func host(of peer: String) -> String {
+        if peer.hasPrefix("["), let close = peer.firstIndex(of: "]") {
+            return String(peer[peer.index(after: peer.startIndex)..<close])
+        }
+        if let colon = peer.lastIndex(of: ":"), peer.filter({ $0 == ":" }).count == 1 { return String(peer[..<colon]) }
+        return peer
     }
 
     /// Whom a connection from `peer` (`host:port`, as `describe` writes it) counts against: an IPv4 address, or an

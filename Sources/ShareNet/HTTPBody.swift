@@ -1,5 +1,3 @@
-import ShareProtocol
-
 /// A request's body as it arrives: counted by Content-Length, or in chunks (`Transfer-Encoding: chunked`, as some
 /// LocalSend apps upload), decoded here with every size line, chunk and trailer bounded, so the caller sees only the
 /// bytes and their end.
@@ -18,7 +16,7 @@ public final class HTTPBody {
     /// Once a body has taken `rateGraceSeconds`, it must have come at `minimumRate` bytes a second on average: a body
     /// dripped a byte at a time held a server thread for as long as its sender liked.
     public static let minimumRate: Double = 1024
-    public static var rateGraceSeconds: Double { HTTPConnection.headSeconds }
+    public static var rateGraceSeconds: Double { HTTPConnection.defaultHeadSeconds }
     private let started = ContinuousClock.now
 
     /// Size lines and trailer lines at most this long; at most this many trailer lines.
@@ -45,7 +43,7 @@ public final class HTTPBody {
         guard n > 0 else { throw HTTPFailure(400, "the stream ended inside a body") }
         left -= UInt64(n)
         count += UInt64(n)
-        let seconds = (ContinuousClock.now - started).seconds
+        let seconds = Syscalls.seconds(ContinuousClock.now - started)
         if seconds > Self.rateGraceSeconds, Double(count) / seconds < Self.minimumRate {
             throw HTTPFailure(408, "the body came slower than \(Int(Self.minimumRate)) bytes a second")
         }

@@ -1,7 +1,5 @@
 import Foundation
 import Glibc
-import ShareLink
-import ShareProtocol
 import ShareTLS
 
 /// What an HTTP connection is carried on: TLS (LocalSend) or a plain loopback socket (the local web page).
@@ -138,8 +136,10 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
 
     /// Seconds a whole request head may take once its first byte came (a head trickled a few bytes at a time was
     /// never cut by the per-read idle timeout); `SHARE_TEST_HTTP_HEAD_SECONDS` shortens it for tests.
-    public static let headSeconds: Double =
+    public static let defaultHeadSeconds: Double =
         ProcessInfo.processInfo.environment["SHARE_TEST_HTTP_HEAD_SECONDS"].flatMap(Double.init) ?? 10
+    /// This connection's head deadline (its server's limit).
+    public var headSeconds: Double = HTTPConnection.defaultHeadSeconds
     /// Seconds a connection may wait between reads (the servers' idle timeout), restored after a head.
     public var idleSeconds: Double = 30
 
@@ -188,7 +188,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
     public func readHead(request: Bool, limit: Int = 16 << 10) throws -> HTTPHead? {
         // Bytes after `start` already searched: `fill` may move the buffered bytes, never drop them.
         var searched = 0
-        var deadline: ContinuousClock.Instant? = start < end ? .now + .seconds(Self.headSeconds) : nil
+        var deadline: ContinuousClock.Instant? = start < end ? .now + .seconds(headSeconds) : nil
         defer { if deadline != nil { Syscalls.setTimeouts(socket, seconds: idleSeconds) } }
         while true {
             var index = start + max(0, searched - 3)
@@ -205,22 +205,22 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             let hadBytes = end > start
             if let deadline {
                 let left = deadline - .now
-                guard left > .zero else { throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s") }
-                Syscalls.setTimeouts(socket, seconds: max(0.001, left.seconds))
+                guard left > .zero else { throw HTTPFailure(408, "the request head took over \(headSeconds) s") }
+                Syscalls.setTimeouts(socket, seconds: max(0.001, Syscalls.seconds(left)))
             }
             let filled: Bool
             do {
                 filled = try fill()
             } catch let error as Syscalls.SocketError where deadline != nil && error.isTimeout {
-                throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s")
+                throw HTTPFailure(408, "the request head took over \(headSeconds) s")
             } catch let error as TLSError where deadline != nil && error.kind == .timeout {
-                throw HTTPFailure(408, "the request head took over \(Self.headSeconds) s")
+                throw HTTPFailure(408, "the request head took over \(headSeconds) s")
             }
             guard filled else {
                 if hadBytes { throw HTTPFailure(400, "the stream ended inside a head") }
                 return nil
             }
-            if deadline == nil { deadline = .now + .seconds(Self.headSeconds) }
+            if deadline == nil { deadline = .now + .seconds(headSeconds) }
         }
     }
 

@@ -1,0 +1,331 @@
+import Glibc
+import Logging
+import ShareTLS
+import ShareThreads
+
+/// How a server counts the connections it accepted and has not let go of yet.
+package struct AcceptorLimits: Sendable {
+    /// What to do with a new connection when a count is full.
+    package enum WhenFull: Sendable {
+        /// Close the new one at once: the ones being served keep their place.
+        case refuseNew
+        /// Cut the oldest counted connection of the same address (or of all) and count the new one: a flood cannot
+        /// keep a newcomer out, and every counted connection has its own deadline to finish.
+        case evictOldest
+    }
+
+    /// Whom a connection counts against.
+    package enum Key: Sendable {
+        /// Its address (`::1`, `192.0.2.4`).
+        case address
+        /// Its IPv4 address or its IPv6 /64 network (one host usually owns a whole /64).
+        case network
+    }
+
+    /// Connections counted at once, in all.
+    package var total: Int
+    /// Connections counted at once from one key.
+    package var perAddress: Int
+    package var whenFull: WhenFull
+    package var key: Key
+    /// Seconds accepting may keep failing (out of descriptors or memory) before the acceptor stops and reports it.
+    package var failingFor: Double = 60
+
+    /// For a server that takes its connections with `next`, one at a time: nothing is counted.
+    package static let serial = AcceptorLimits(total: 1, perAddress: 1, whenFull: .refuseNew, key: .address)
+
+    package init(total: Int, perAddress: Int, whenFull: WhenFull, key: Key) {
+        self.total = total
+        self.perAddress = perAddress
+        self.whenFull = whenFull
+        self.key = key
+    }
+}
+
+/// A connection the acceptor took: its socket (the handler's to close), its peer and the key it counts against.
+package struct AcceptedConnection: Sendable {
+    package let fd: Int32
+    package let peer: String
+    package let key: String
+    let id: Int
+}
+
+/// Accepting as a test makes it happen: `call` instead of the system's accept (failing as a full descriptor table
+/// makes it fail), and `failingFor` instead of the limits' minute.
+package struct AcceptOverride: Sendable {
+    package var call: Acceptor.Call
+    package var failingFor: Double
+
+    package init(failingFor: Double, call: @escaping Acceptor.Call) {
+        self.call = call
+        self.failingFor = failingFor
+    }
+}
+
+/// Accepting could not go on: the listening socket failed, or accepting failed for `failingFor` seconds in a row.
+package struct AcceptorFailure: Error, Sendable, CustomStringConvertible {
+    package let message: String
+    package var description: String { message }
+}
+
+/// The one accept loop: every server of share (the trusted-device listener, LocalSend's HTTPS server, the page, a
+/// pairing's port and a wormhole transit's direct port) takes its connections here.
+///
+/// Each accepted connection is counted against its address and in all (`AcceptorLimits`), served by a handler on a
+/// thread of its own, and cut when the server stops. When accepting fails for want of descriptors or memory, the loop
+/// backs off (50 ms doubling to 1 s; the failure is logged once a streak and every 10 s) instead of spinning on a
+/// listening socket that stays readable; after `failingFor` seconds of nothing but failures it stops and reports
+/// the failure, so the part that owns it can fail in the open. Servers that take one connection at a time call
+/// `next` instead of `start`, with the same back-off.
+package final class Acceptor: Sendable {
+    /// The system call under `accept`, replaceable (`AcceptOverride`) to make it fail.
+    package typealias Call = @Sendable (_ listener: Int32, _ timeout: Double) throws -> (fd: Int32, peer: String)?
+    static let log = Log.logger("share.acceptor")
+
+    package let name: String
+    package let port: Int
+    private let fd: Int32
+    private let limits: AcceptorLimits
+    private let call: Call
+
+    private struct Entry {
+        let id: Int
+        let key: String
+        /// A duplicate of the connection's socket, valid until the entry is gone: cutting it can never touch a
+        /// descriptor number reused by another connection.
+        var socket: Int32
+    }
+
+    private struct State {
+        var counted: [Entry] = []
+        var running = 0
+        var nextID = 0
+        var stopping = false
+        var loopRunning = false
+        var listenerClosed = false
+        /// Failures since the last connection accepted, and when the first of them happened.
+        var failures = 0
+        var failingSince: Double?
+    }
+    private let state = Guarded(State())
+
+    /// Takes over a listening socket bound to `port`.
+    package init(
+        listening fd: Int32, port: Int, name: String, limits: AcceptorLimits, override: AcceptOverride? = nil
+    ) {
+        self.fd = fd
+        self.port = port
+        self.name = name
+        var limits = limits
+        if let override { limits.failingFor = override.failingFor }
+        self.limits = limits
+        let system: Call = { listener, timeout in try Syscalls.accept(listener, timeout: timeout) }
+        self.call = override?.call ?? system
+    }
+
+    /// Binds `host:port` (port 0 picks one) and takes it over.
+    package convenience init(
+        host: String, port: Int, name: String, limits: AcceptorLimits, override: AcceptOverride? = nil
+    ) throws {
+        Syscalls.ignoreSIGPIPE()
+        let (fd, bound) = try Syscalls.listen(host: host, port: port)
+        self.init(listening: fd, port: bound, name: name, limits: limits, override: override)
+    }
+
+    // MARK: Serving on threads
+
+    /// Accepts on a thread of its own until stopped; each connection is served by `handler` on a new thread (with
+    /// `stackSize` bytes of stack, its priority lowered by `nice`). `failed` is called once if accepting stops for any
+    /// other reason than `stop`.
+    package func start(
+        stackSize: Int = 512 << 10, nice: Int32 = 0, handler: @escaping @Sendable (AcceptedConnection) -> Void,
+        failed: @escaping @Sendable (Error) -> Void = { _ in }
+    ) {
+        guard
+            state.withLock({ state in
+                guard !state.stopping, !state.loopRunning else { return false }
+                state.loopRunning = true
+                return true
+            })
+        else { return }
+        Threads.start(name: "share-\(name)") { [self] in
+            defer { state.withLock { $0.loopRunning = false } }
+            while true {
+                let accepted: (fd: Int32, peer: String)?
+                do {
+                    accepted = try acceptOnce(timeout: 0.25)
+                } catch {
+                    if state.withLock({ $0.stopping }) { return }
+                    Self.log.error("stopped accepting", metadata: ["server": "\(name)", "error": "\(error)"])
+                    failed(error)
+                    return
+                }
+                if state.withLock({ $0.stopping }) {
+                    if let accepted { Syscalls.close(accepted.fd) }
+                    return
+                }
+                guard let accepted else { continue }
+                adopt(accepted.fd, peer: accepted.peer, stackSize: stackSize, nice: nice, handler: handler)
+            }
+        }
+    }
+
+    /// Serves a connection accepted elsewhere (a relay's session) exactly as one accepted here: counted against
+    /// `key` (its address's key when nil), on a thread of its own.
+    package func adopt(
+        _ client: Int32, peer: String, key: String? = nil, stackSize: Int = 512 << 10, nice: Int32 = 0,
+        handler: @escaping @Sendable (AcceptedConnection) -> Void
+    ) {
+        guard let connection = admit(client, peer: peer, key: key ?? keyOf(peer)) else {
+            Self.log.debug("closed a connection over its limit", metadata: ["server": "\(name)", "from": "\(peer)"])
+            Syscalls.close(client)
+            return
+        }
+        Threads.start(name: "share-\(name)", stackSize: stackSize) { [self] in
+            if nice > 0 { Syscalls.setThreadPriority(lowerBy: nice) }
+            handler(connection)
+            release(connection)
+            TLSLibrary.threadFinished()
+            state.withLock { $0.running -= 1 }
+        }
+    }
+
+    /// Stops counting `connection` against its address and the total (a listener's connection once authenticated:
+    /// sessions have a pool of their own). It is no longer cut by `stop` either.
+    package func release(_ connection: AcceptedConnection) {
+        state.withLock { state in
+            guard let index = state.counted.firstIndex(where: { $0.id == connection.id }) else { return }
+            Syscalls.close(state.counted[index].socket)
+            state.counted.remove(at: index)
+        }
+    }
+
+    /// Whether `stop` has begun.
+    package var isStopping: Bool { state.withLock { $0.stopping } }
+
+    /// Connections counted now (not yet released).
+    package var countedConnections: Int { state.withLock { $0.counted.count } }
+
+    /// Handler threads running now.
+    package var runningConnections: Int { state.withLock { $0.running } }
+
+    private func admit(_ client: Int32, peer: String, key: String) -> AcceptedConnection? {
+        state.withLock { state in
+            guard !state.stopping else { return nil }
+            let sameKey = state.counted.filter { $0.key == key }
+            if sameKey.count >= limits.perAddress || state.counted.count >= limits.total {
+                guard limits.whenFull == .evictOldest,
+                    let oldest = sameKey.count >= limits.perAddress ? sameKey.first : state.counted.first
+                else { return nil }
+                Self.log.debug(
+                    "evicted the oldest connection", metadata: ["server": "\(name)", "from": "\(oldest.key)"])
+                Syscalls.shutdownSocket(oldest.socket)
+                Syscalls.close(oldest.socket)
+                state.counted.removeAll { $0.id == oldest.id }
+            }
+            state.nextID += 1
+            state.counted.append(Entry(id: state.nextID, key: key, socket: dup(client)))
+            state.running += 1
+            return AcceptedConnection(fd: client, peer: peer, key: key, id: state.nextID)
+        }
+    }
+
+    private func keyOf(_ peer: String) -> String {
+        switch limits.key {
+        case .network: return Syscalls.quotaKey(peer)
+        case .address: return Syscalls.host(of: peer)
+        }
+    }
+
+    // MARK: One connection at a time
+
+    /// The next connection within `timeout` seconds (nil if none came), for a server that serves one at a time: it
+    /// is not counted, and is the caller's to close. Throws once accepting has failed for `failingFor` seconds.
+    package func next(timeout: Double) throws -> AcceptedConnection? {
+        guard let accepted = try acceptOnce(timeout: timeout) else { return nil }
+        return AcceptedConnection(fd: accepted.fd, peer: accepted.peer, key: keyOf(accepted.peer), id: 0)
+    }
+
+    /// One accept; a failure for want of resources waits (backing off) and answers nil until it has lasted
+    /// `failingFor` seconds.
+    private func acceptOnce(timeout: Double) throws -> (fd: Int32, peer: String)? {
+        do {
+            let accepted = try call(fd, timeout)
+            if accepted != nil {
+                state.withLock {
+                    $0.failures = 0; $0.failingSince = nil
+                }
+            }
+            return accepted
+        } catch {
+            if state.withLock({ $0.stopping }) { return nil }
+            let now = Self.now()
+            let (failures, since) = state.withLock { state -> (Int, Double) in
+                state.failures += 1
+                if state.failingSince == nil { state.failingSince = now }
+                return (state.failures, state.failingSince!)
+            }
+            if now - since >= limits.failingFor {
+                let seconds =
+                    limits.failingFor.rounded() == limits.failingFor
+                    ? "\(Int(limits.failingFor))" : "\(limits.failingFor)"
+                throw AcceptorFailure(message: "\(name) cannot accept connections (\(error)) for \(seconds) s")
+            }
+            let pause = min(1.0, 0.05 * Double(1 << min(failures - 1, 5)))
+            if failures == 1 || Int((now - since) / 10) != Int((now - since - pause) / 10) {
+                Self.log.error(
+                    "accept failed; still listening", metadata: ["server": "\(name)", "error": "\(error)"])
+            }
+            _ = state.wait(seconds: pause) { $0.stopping }
+            return nil
+        }
+    }
+
+    private static func now() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    // MARK: Stopping
+
+    /// Stops accepting, cuts every counted connection, calls `cut` (for what else the handlers wait on), waits up
+    /// to `grace` seconds for the handlers, then calls `interrupt` (to end released connections through their own
+    /// error path), cuts again and waits up to 10 s more: the process never exits under a thread that is still
+    /// using a connection.
+    package func stop(grace: Double = 5, cut: () -> Void = {}, interrupt: () -> Void = {}) {
+        let first = state.withLock { state -> Bool in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+        guard first else { return }
+        // Wakes the accept thread from its wait now rather than at its next poll.
+        Syscalls.shutdownSocket(fd)
+        state.wait(seconds: 5) { !$0.loopRunning }
+        state.withLock { state in
+            if !state.listenerClosed { Syscalls.close(fd) }
+            state.listenerClosed = true
+        }
+        cutCounted()
+        cut()
+        guard !state.wait(seconds: grace, until: { $0.running == 0 }) else { return }
+        interrupt()
+        cutCounted()
+        state.wait(seconds: 10) { $0.running == 0 }
+    }
+
+    /// Closes the listening socket of a server that takes one connection at a time (`next`), when it is done.
+    package func close() {
+        state.withLock { state in
+            state.stopping = true
+            if !state.listenerClosed { Syscalls.close(fd) }
+            state.listenerClosed = true
+        }
+    }
+
+    private func cutCounted() {
+        state.withLock { state in
+            for entry in state.counted { Syscalls.shutdownSocket(entry.socket) }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import Glibc
+import ShareKit
+import ShareLink
+import ShareLocalSend
+import ShareNet
+import ShareProtocol
+import ShareTLS
+import ShareWeb
+import Synchronization
+import Testing
+
+/// Every server of share takes its connections through the one acceptor, and every HTTP server reads its heads
+/// through the one HTTP layer: what a full descriptor table and a trickled head do is checked here once, for each of
+/// them.
+@Suite struct AcceptorTests {
+    /// The servers, each made with `override` as its accept.
+    enum Server: CaseIterable, CustomStringConvertible {
+        case listener, localSend, web
+        var description: String {
+            switch self {
+            case .listener: "the trusted-device listener"
+            case .localSend: "LocalSend's server"
+            case .web: "the page"
+            }
+        }
+    }
+
+    /// A running server, with a way to see that it accepted a connection and a way to stop it.
+    struct Running {
+        let port: Int
+        /// Whether a connection made to it was taken (counted or answered).
+        let took: @Sendable (Int32) -> Bool
+        let stop: () -> Void
+    }
+
+    static func start(
+        _ server: Server, override: AcceptOverride?, headTimeout: Double = 10,
+        failed: @escaping @Sendable (Error) -> Void = { _ in }
+    ) throws -> Running {
+        let paths = scratchPaths("acceptor")
+        let device = try LocalDevice.loadOrCreate(paths: paths, defaultName: "desk")
+        switch server {
+        case .listener:
+            let listener = try Listener(
+                device: device, host: "127.0.0.1", port: 0, verifier: { _ in true },
+                hello: { Hello(name: "desk", role: .agent) }, accept: override
+            ) { _ in }
+            listener.start(failed: failed)
+            return Running(
+                port: listener.port, took: { _ in waitUntil(timeout: 10) { listener.handshakingConnections == 1 } },
+                stop: { listener.stop(grace: 1) })
+        case .localSend:
+            var limits = LocalSendServer.Limits()
+            limits.headTimeout = headTimeout
+            let server = try LocalSendServer(
+                identity: try p256Identity(), host: "127.0.0.1", port: 0, limits: limits, accept: override
+            ) { _, http, _ in
+                try http.writeResponse(200, json: Array("{}".utf8))
+                return true
+            }
+            server.start(failed: failed)
+            return Running(
+                port: server.port, took: { _ in waitUntil(timeout: 10) { server.openConnections == 1 } },
+                stop: { server.stop() })
+        case .web:
+            var limits = WebServer.Limits()
+            limits.headTimeout = headTimeout
+            let web = try WebServer(device: device, port: 0, limits: limits, discovery: nil, accept: override)
+            web.start(failed: failed)
+            return Running(
+                port: web.port,
+                took: { fd in
+                    let request = "GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1:\(web.port)\r\n\r\n"
+                    guard (try? Syscalls.writeAll(fd, Array(request.utf8))) != nil,
+                        let status = try? Syscalls.readLine(fd, limit: 200)
+                    else { return false }
+                    return String(decoding: status, as: UTF8.self).hasPrefix("HTTP/1.1 200")
+                }, stop: { web.stop() })
+        }
+    }
+
+    /// A run of EMFILE (the listening socket stays readable all the while) is waited out with a back-off, not spun
+    /// on: a second of failures costs a handful of calls (the
+    /// back-off's 50 ms doubling: 5; a fixed 100 ms pause would be 10, a spin thousands), and the next connection is served.
+    @Test(arguments: Server.allCases) func aFullDescriptorTableIsWaitedOut(_ server: Server) throws {
+        let calls = Mutex((failing: 0, started: ContinuousClock.now))
+        let override = AcceptOverride(failingFor: 60) { listener, timeout in
+            let failing = calls.withLock { calls -> Bool in
+                guard ContinuousClock.now - calls.started < .seconds(1) else { return false }
+                calls.failing += 1
+                return true
+            }
+            if failing { throw Syscalls.failure("accept", EMFILE) }
+            return try Syscalls.accept(listener, timeout: timeout)
+        }
+        let running = try Self.start(server, override: override)
+        defer { running.stop() }
+        let fd = try Syscalls.connect(host: "127.0.0.1", port: running.port, timeout: 5)
+        defer { Syscalls.close(fd) }
+        Syscalls.setTimeouts(fd, seconds: 10)
+        #expect(running.took(fd), "\(server) did not take a connection after the failures ended")
+        let failing = calls.withLock { $0.failing }
+        #expect(failing >= 1 && failing <= 8, "\(server) called accept \(failing) times in a second of EMFILE")
+    }
+
+    /// Accepting that never recovers is reported (the agent's part fails in the open) instead of spinning forever.
+    @Test(arguments: Server.allCases) func acceptingThatNeverRecoversIsReported(_ server: Server) throws {
+        let reported = Mutex<String?>(nil)
+        let override = AcceptOverride(failingFor: 0.5) { _, _ in throw Syscalls.failure("accept", EMFILE) }
+        let running = try Self.start(server, override: override) { error in reported.withLock { $0 = "\(error)" } }
+        defer { running.stop() }
+        #expect(waitUntil(timeout: 10) { reported.withLock { $0 } != nil }, "\(server) never reported")
+        let said = reported.withLock { $0 } ?? ""
+        #expect(said.contains("cannot accept connections") && said.contains("Too many open files"), "\(said)")
+    }
+
+    /// A request head trickled a byte at a time (each read well within the idle timeout) is cut at the head's
+    /// deadline with a 408, by each HTTP server.
+    @Test(arguments: [Server.localSend, .web]) func aTrickledHeadIsCutAtItsDeadline(_ server: Server) throws {
+        let running = try Self.start(server, override: nil, headTimeout: 1)
+        defer { running.stop() }
+        let fd = try Syscalls.connect(host: "127.0.0.1", port: running.port, timeout: 5)
+        Syscalls.setTimeouts(fd, seconds: 10)
+        var tls: TLSConnection?
+        if server == .localSend {
+            let context = try TLSContext(
+                identity: try p256Identity(), role: .client, verifier: { _ in true }, minimumTLS12: true)
+            tls = try TLSConnection(context: context, fileDescriptor: fd)
+            try tls!.handshake()
+        }
+        defer { if tls == nil { Syscalls.close(fd) } }
+        let http = tls.map { HTTPConnection($0) } ?? HTTPConnection(plain: PlainSocket(fd: fd))
+        let started = ContinuousClock.now
+        let head = Array("GET /api/localsend/v2/info HTTP/1.1\r\nHost: 127.0.0.1:\(running.port)\r\nX-Drip: ".utf8)
+        var answer: HTTPHead?
+        for byte in head + Array(repeating: UInt8(ascii: "a"), count: 50) {
+            guard (try? http.write([byte])) != nil else { break }
+            if ContinuousClock.now - started > .seconds(1.5) { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        answer = try? http.readHead(request: false)
+        let took = ContinuousClock.now - started
+        #expect(answer?.status == 408, "\(server) answered \(answer.map { "\($0.status)" } ?? "nothing")")
+        #expect(took < .seconds(5), "\(server) took \(took) to cut a trickled head")
+    }
+}
