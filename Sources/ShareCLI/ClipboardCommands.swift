@@ -100,7 +100,7 @@ struct PasteCommand: ParsableCommand {
                 target = try PeerTarget.resolve(
                     from, trust: trust, discovered: heard, reached: reached, beyondLAN: !reach.isEmpty)
             } else {
-                let own = trust.devices.filter { $0.relation == .team }.compactMap {
+                let own = AccessPolicy.clipboardSources(trust.devices).compactMap {
                     try? PeerTarget.resolve(
                         $0.id.description, trust: trust, discovered: heard, reached: reached, beyondLAN: !reach.isEmpty)
                 }

@@ -92,7 +92,8 @@ struct TrustCommand: ParsableCommand {
                     let entry = TrustedDevice(
                         id: id, name: name ?? existing?.name ?? id.short,
                         address: address.flatMap(PeerAddress.init(parsing:)) ?? existing?.address, relation: relation,
-                        watch: watch ?? (relation == .team && existing?.watch == true), ask: ask ?? existing?.ask)
+                        watch: watch ?? (AccessPolicy.mayBeWatch(relation) && existing?.watch == true),
+                        ask: ask ?? existing?.ask)
                     try store.add(entry)
                     return (entry, existing != nil)
                 }

@@ -123,6 +123,39 @@ public enum AccessPolicy {
         "\(localName) passes items on only between its owner's devices and their watches; this one was not passed on"
     }
 
+    /// What a stranger may see of an item: what every trusted device may see, never more.
+    public static func visibility(for stranger: Stranger) -> PeerRelation { .trusted }
+
+    /// What may be seen of an item built before its receiver is known — an outbox job kept on disk, an item a watch
+    /// hands its agent to pass on — : what every trusted device may see, never more (a representation only the
+    /// owner's devices may see is never written down for a receiver that may not be one).
+    public static let visibilityBeforeTheReceiverIsKnown: PeerRelation = .trusted
+
+    /// Whether a device of `relation` may be added as a watch (attach to this agent and be sent to through it):
+    /// only the owner's devices.
+    public static func mayBeWatch(_ relation: TrustRelation) -> Bool { relation == .team }
+
+    /// Whether offers from a device of `relation` wait for the user's answer when its entry does not say: yes for
+    /// every device that is not one of the owner's (AirDrop's "Contacts Only" asks too; one's own devices go
+    /// straight in).
+    public static func asksByDefault(_ relation: TrustRelation) -> Bool { relation != .team }
+
+    /// Whether this device follows `subject`'s signed key rotation on its own (keeps it trusted under its new key):
+    /// only for the owner's devices; any other must be paired again.
+    public static func followsRotation(of subject: TrustedDevice) -> Bool { subject.relation == .team }
+
+    /// Whether `device` should be given a trust notice: a rotation the rotating device sends itself goes to every
+    /// device it trusts; a revocation, or a rotation passed on, only to the owner's devices.
+    public static func receivesNotice(_ device: TrustedDevice, fromItsSubject: Bool) -> Bool {
+        fromItsSubject || device.relation == .team
+    }
+
+    /// The devices whose clipboard `share paste` reads when no device is named: those that would let this one read
+    /// it, the owner's own.
+    public static func clipboardSources(_ devices: [TrustedDevice]) -> [TrustedDevice] {
+        devices.filter { decide(.pasteClipboard, peer: $0).isAllowed }
+    }
+
     /// What a peer may see of an item: the visibility its relation reaches (`.team` for the owner's devices,
     /// `.group` for a named group, `.all` otherwise).
     public static func visibility(for peer: TrustedDevice?) -> PeerRelation {

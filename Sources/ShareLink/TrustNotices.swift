@@ -104,7 +104,7 @@ extension TrustStore {
             return .revoked(name: subject.name)
         case .rotate:
             guard let newID = notice.replacementID else { return .nothing }
-            guard subject.relation == .team else {
+            guard AccessPolicy.followsRotation(of: subject) else {
                 _ = remove(subject.id.description)
                 return .mustPairAgain(name: subject.name)
             }

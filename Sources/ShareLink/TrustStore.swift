@@ -41,14 +41,13 @@ public struct TrustedDevice: Hashable, Sendable {
         self.name = name
         self.address = address
         self.relation = relation
-        self.watch = watch && relation == .team
+        self.watch = watch && AccessPolicy.mayBeWatch(relation)
         self.added = added
         self.ask = ask
     }
 
-    /// Whether an offer from this device waits for the user: as set, else yes for every device that is not one of
-    /// the owner's (AirDrop's "Contacts Only" asks too; one's own devices go straight in).
-    public var asks: Bool { ask ?? (relation != .team) }
+    /// Whether an offer from this device waits for the user: as set, else as the policy says for its relation.
+    public var asks: Bool { ask ?? AccessPolicy.asksByDefault(relation) }
 }
 
 /// The list of trusted devices, kept as a human-readable JSON file (`trust.json` in the config directory), written

@@ -72,7 +72,9 @@ public final class WatchSender {
     /// A `Transferable` value as the representations it offers to any trusted device (the agent passes them on),
     /// in its own order. File representations are left out: the watch sends what it holds in memory.
     static func item<T: Transferable>(_ value: T, label: String, id: String? = nil) -> ItemSource {
-        let entries = value.offeredRepresentations(for: .trusted).filter { $0.payload != .file }
+        let entries = value.offeredRepresentations(for: AccessPolicy.visibilityBeforeTheReceiverIsKnown).filter {
+            $0.payload != .file
+        }
         let offered = entries.map {
             OfferedRepresentation(
                 contentType: $0.contentType.identifier, kind: .data, size: nil,

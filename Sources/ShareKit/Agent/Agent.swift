@@ -246,7 +246,7 @@ package final class Agent: @unchecked Sendable {  // immutable after init
             try TrustStore.update(paths.trustFile) { store in
                 for id in known {
                     guard let parsed = try? DeviceID(parsing: id), var entry = store.device(parsed),
-                        entry.relation == .team, !entry.watch
+                        AccessPolicy.mayBeWatch(entry.relation), !entry.watch
                     else { continue }
                     entry.watch = true
                     try store.add(entry)

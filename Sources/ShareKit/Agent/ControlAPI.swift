@@ -134,7 +134,8 @@ enum OutboxRunner {
                     throw ShareFailure(.unavailable, "\(job.to) (LocalSend) is not on the network now")
                 }
                 let sent = try LocalSendSend.run(
-                    outgoing: makeItems(.trusted), to: phone, pin: job.localsendPin, name: device.name,
+                    outgoing: makeItems(AccessPolicy.visibility(for: .localSend)), to: phone, pin: job.localsendPin,
+                    name: device.name,
                     paths: device.paths, progress: ProgressReporter(mode: .quiet, observer: progress),
                     cancellation: cancellation)
                 report = SendReport(localSend: sent)

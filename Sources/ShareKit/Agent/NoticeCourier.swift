@@ -93,7 +93,7 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
             guard device.id != entry.notice.subject, device.id != issuer, device.id != entry.notice.replacementID,
                 !entry.deliveredTo.contains(device.id.description)
             else { return false }
-            return ownRotation || device.relation == .team
+            return AccessPolicy.receivesNotice(device, fromItsSubject: ownRotation)
         }
     }
 

@@ -87,7 +87,8 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
                 try serveClipboard(
-                    session, peer: peer, request: MessageCoding.decode(ClipboardRequest.self, from: first))
+                    session, peer: peer, visibility: AccessPolicy.visibility(for: entry),
+                    request: MessageCoding.decode(ClipboardRequest.self, from: first))
             default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
             }
         } catch let error as TLSError where error.kind == .timeout {
@@ -190,13 +191,15 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
 
     /// Answers a paste: the item's representations for the peer are offered and only the one it chooses is
     /// produced.
-    private func serveClipboard(_ session: Session, peer: String, request: ClipboardRequest) throws {
+    private func serveClipboard(
+        _ session: Session, peer: String, visibility: PeerRelation, request: ClipboardRequest
+    ) throws {
         guard let item = ClipboardItem.load(device.paths) else {
             throw ProtocolError(.refused, "nothing is copied on \(device.name) (or the copy expired)")
         }
         let items: [OutgoingItem]
         do {
-            items = try item.items(device: device, relation: .ownDevice)
+            items = try item.items(device: device, relation: visibility)
         } catch let error as ShareFailure {
             throw ProtocolError(.refused, "the copied item on \(device.name) is gone: \(error.message)")
         }

@@ -49,11 +49,13 @@ public struct QueuedItem: Codable, Sendable, Equatable {
         case .file:
             let type = contentType.flatMap { UTType($0) }
             item = try ItemBuilder.item(
-                SharedFile(URL(fileURLWithPath: path ?? ""), contentType: type), relation: .trusted, label: label,
+                SharedFile(URL(fileURLWithPath: path ?? ""), contentType: type),
+                relation: AccessPolicy.visibilityBeforeTheReceiverIsKnown, label: label,
                 id: id, preview: nil)
         case .folder:
             item = try ItemBuilder.item(
-                SharedFolder(URL(fileURLWithPath: path ?? "")), relation: .trusted, label: label, id: id,
+                SharedFolder(URL(fileURLWithPath: path ?? "")),
+                relation: AccessPolicy.visibilityBeforeTheReceiverIsKnown, label: label, id: id,
                 preview: nil)
         case .profiles:
             let catalog = try ProfileCatalog.load(catalogFile)
@@ -63,7 +65,8 @@ public struct QueuedItem: Codable, Sendable, Equatable {
                 throw ShareFailure(.noInput, "the profiles of \(label) are gone from the catalog")
             }
             item = try ItemBuilder.item(
-                ProfilesArchive(profiles: found), relation: .trusted, label: label, id: id, preview: nil)
+                ProfilesArchive(profiles: found), relation: AccessPolicy.visibilityBeforeTheReceiverIsKnown,
+                label: label, id: id, preview: nil)
         case .exported:
             let representations = try (self.representations ?? []).map { exported -> OutgoingRepresentation in
                 let url = URL(fileURLWithPath: exported.path)

@@ -140,7 +140,7 @@ public final class ShareClient: @unchecked Sendable {  // immutable after init
             job.localsendPin = options.localSendPin
             job.foreground = options.waiting ? true : nil
             let folder = Outbox.exportFolder(device.paths, job: job.id)
-            job.items = try items.map { try $0.queued(for: .trusted, into: folder) }
+            job.items = try items.map { try $0.queued(for: AccessPolicy.visibility(for: .localSend), into: folder) }
             let answer = try ControlClient.request(.send(job), paths: device.paths)
             delivery.job = answer.job?.id ?? job.id
             return delivery

@@ -36,7 +36,8 @@ package enum LocalSendSend {
         progress: ProgressReporter, answerTimeout: Double = 130
     ) throws -> Report {
         try run(
-            outgoing: items.map { try $0.outgoing(for: .trusted) }, to: target, pin: pin, name: name, paths: paths,
+            outgoing: items.map { try $0.outgoing(for: AccessPolicy.visibility(for: .localSend)) }, to: target,
+            pin: pin, name: name, paths: paths,
             progress: progress, answerTimeout: answerTimeout)
     }
 
