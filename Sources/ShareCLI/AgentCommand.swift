@@ -219,12 +219,12 @@ struct AgentCommand: ParsableCommand {
                     device: local, port: webPort ?? config.web?.port ?? 0,
                     discovery: discover
                         ? (discoveryPort ?? config.discoveryPort ?? Discovery.defaultPort, discoveryInterface) : nil)
-                server.start()
                 page = server
                 say("share agent: page at \(server.address)")
             }
-            defer { page?.stop() }
-            try agent.runUntilStopped()
+            // The page is one of the agent's services: started with them, stopped with them, and its failure ends
+            // the agent as any other part's does.
+            try agent.runUntilStopped(with: page.map { [$0] } ?? [])
             tell("share agent: stopped")
         }
     }

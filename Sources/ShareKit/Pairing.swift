@@ -259,7 +259,8 @@ package enum Pairing {
         defer { Syscalls.close(fd) }
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            guard let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: min(0.5, deadline.timeIntervalSinceNow)),
+            guard
+                let (bytes, from) = try? Syscalls.receiveDatagram(fd, timeout: min(0.5, deadline.timeIntervalSinceNow)),
                 let heard = try? JSONDecoder().decode(PairingAnnouncement.self, from: Data(bytes)),
                 heard.magic == PairingAnnouncement.magic, (1...65535).contains(heard.port),
                 heard.name.caseInsensitiveCompare(name) == .orderedSame

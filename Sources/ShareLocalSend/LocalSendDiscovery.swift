@@ -138,7 +138,9 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
         guard let fd else { return }
         spawn("share-localsend-listen") { [self] in
             while !lock.withLock({ stopping }) {
-                guard let (bytes, from) = Syscalls.receiveDatagram(fd, limit: 8192, timeout: 0.25) else { continue }
+                guard let (bytes, from) = try? Syscalls.receiveDatagram(fd, limit: 8192, timeout: 0.25) else {
+                    continue
+                }
                 heard(bytes, from: from)
             }
         }

@@ -81,6 +81,8 @@ package final class Acceptor: Sendable {
     /// The system call under `accept`, replaceable (`AcceptOverride`) to make it fail.
     package typealias Call = @Sendable (_ listener: Int32, _ timeout: Double) throws -> (fd: Int32, peer: String)?
     static let log = Log.logger("share.acceptor")
+    /// `SHARE_TEST_ACCEPT_FAILING_SECONDS`: how long accepting may fail before it is reported, shortened for tests.
+    static let testFailingFor = getenv("SHARE_TEST_ACCEPT_FAILING_SECONDS").flatMap { Double(String(cString: $0)) }
 
     package let name: String
     package let port: Int
@@ -110,16 +112,23 @@ package final class Acceptor: Sendable {
     private let state = Guarded(State())
 
     /// Takes over a listening socket bound to `port`.
+    /// What a listening socket is: TCP (peers are addresses) or a Unix socket (every peer is "local").
+    package enum Family: Sendable { case network, local }
+
     package init(
-        listening fd: Int32, port: Int, name: String, limits: AcceptorLimits, override: AcceptOverride? = nil
+        listening fd: Int32, port: Int, name: String, limits: AcceptorLimits, family: Family = .network,
+        override: AcceptOverride? = nil
     ) {
         self.fd = fd
         self.port = port
         self.name = name
         var limits = limits
+        if let seconds = Self.testFailingFor { limits.failingFor = seconds }
         if let override { limits.failingFor = override.failingFor }
         self.limits = limits
-        let system: Call = { listener, timeout in try Syscalls.accept(listener, timeout: timeout) }
+        let local: Call = { listener, timeout in try Syscalls.unixAccept(listener, timeout: timeout) }
+        let network: Call = { listener, timeout in try Syscalls.accept(listener, timeout: timeout) }
+        let system = family == .local ? local : network
         self.call = override?.call ?? system
     }
 

@@ -274,11 +274,14 @@ public enum Syscalls {
     }
 
     /// The next datagram (at most `limit` bytes) and its sender's IPv4 address, or nil after `timeout` seconds.
-    public static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) -> (
+    public static func receiveDatagram(_ fd: Int32, limit: Int = 2048, timeout: Double) throws -> (
         bytes: [UInt8], from: String
     )? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return nil }
+        let ready = poll(&poller, 1, Int32(timeout * 1000))
+        if ready < 0 && errno != EINTR { throw failure("poll") }
+        guard ready == 1 else { return nil }
+        if poller.revents & Int16(POLLNVAL) != 0 { throw failure("poll", EBADF) }
         var buffer = [UInt8](repeating: 0, count: limit)
         var source = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -289,6 +292,7 @@ public enum Syscalls {
                 }
             }
         }
+        if n < 0 && errno != EINTR && errno != EAGAIN { throw failure("recvfrom") }
         guard n > 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &source.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
@@ -369,16 +373,22 @@ public enum Syscalls {
     }
 
     /// Accepts one connection on a Unix socket, or nil when it was shut down.
-    public static func unixAccept(_ listener: Int32) -> Int32? {
-        while true {
-            let fd = Glibc.accept(listener, nil, nil)
-            if fd >= 0 {
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                return fd
-            }
-            if errno == EINTR || errno == ECONNABORTED { continue }
-            return nil
+    /// The next connection to a Unix socket within `timeout` seconds (nil if none came); its peer is "local".
+    public static func unixAccept(_ listener: Int32, timeout: Double) throws -> (fd: Int32, peer: String)? {
+        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&pfd, 1, Int32(timeout * 1000))
+        if ready == 0 { return nil }
+        if ready < 0 {
+            if errno == EINTR { return nil }
+            throw failure("poll")
         }
+        let fd = Glibc.accept(listener, nil, nil)
+        if fd < 0 {
+            if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
+            throw failure("accept")
+        }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return (fd, "local")
     }
 
     /// Reads up to a newline (not included), at most `limit` bytes; nil at end of input.

@@ -34,6 +34,8 @@ public final class Announcer: @unchecked Sendable {  // `states` guarded by `loc
 
     public var standings: [Standing] { lock.withLock { states } }
 
+    /// Starts the rounds. They end only when stopped; a server that cannot be reached is tried again with a back-off
+    /// and its problem is shown in `standings` (`share status`), so there is nothing for `failed` to hear.
     public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
         guard !states.isEmpty else { return }
         let thread = RepeatingThread(name: "share-announce", interval: 1) { [weak self] in self?.round() }

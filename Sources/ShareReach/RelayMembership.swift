@@ -46,16 +46,19 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
     /// Why the last attempt to join or stay joined ended, if it did.
     public var problem: String? { condition.withLock { lastError } }
 
-    /// Starts the membership thread. `failed` is never called: a relay that is down is retried, not fatal.
+    /// Starts the membership thread. A relay that is down is retried, not fatal (`problem` says why, and `share
+    /// status` shows it); `failed` hears only if the thread ever ended without being stopped.
     public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
         guard !relays.isEmpty else { return }
         condition.withLock { running = true }
         let thread = Thread { [self] in
             run()
-            condition.withLock {
+            let asked = condition.withLock {
                 running = false
                 condition.broadcast()
+                return stopping
             }
+            if !asked { failed(RelayProtocolError("the relay membership ended")) }
         }
         thread.name = "share-relay"
         thread.start()

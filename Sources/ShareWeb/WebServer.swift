@@ -16,7 +16,7 @@ import ShareNet
 /// DNS-rebinding page names its own), and one that carries an Origin must be this page's. Without a session, only the
 /// page's shell (nothing secret in it) and a one-line refusal are served. Every action goes through the same code as
 /// the command line (`WebActions`).
-public final class WebServer: @unchecked Sendable {  // mutable state guarded by `lock`
+public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state guarded by `lock`
     static let log = Log.logger("share.web")
     public struct Limits: Sendable {
         /// Connections at once (the page holds one for its events and a few for requests), and from one address.
@@ -32,6 +32,7 @@ public final class WebServer: @unchecked Sendable {  // mutable state guarded by
     }
 
     public let port: Int
+    package let partName = "page"
     /// The secret in the address; a session is opened with it.
     public let secret: String
     let actions: WebActions

@@ -195,7 +195,7 @@ package final class Agent: @unchecked Sendable {  // immutable after init
     /// falls silent, the control socket closes, the outbox finishes its current attempt, and the listener lets its
     /// sessions end (their partials kept) before the process exits. A part whose threads fail ends the group, and
     /// with it the process, with that failure logged.
-    package var services: [any Service] {
+    package func services(with others: [any AgentPart] = []) -> [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
             PartService(courier), PartService(control),
@@ -203,24 +203,26 @@ package final class Agent: @unchecked Sendable {  // immutable after init
         if let discovery { services.append(PartService(discovery)) }
         if let localSend { services.append(PartService(localSend)) }
         services += reach.parts.map { PartService($0) }
+        services += others.map { PartService($0) }
         return services
     }
 
-    /// Runs the services until SIGTERM or SIGINT asks for a graceful shutdown, or one of them fails.
-    package func run() async throws {
+    /// Runs the services (and `others`, parts the agent's program adds: the page) until SIGTERM or SIGINT asks for
+    /// a graceful shutdown, or one of them fails.
+    package func run(with others: [any AgentPart] = []) async throws {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))
+                services: services(with: others), gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))
         try await group.run()
         Self.log.info("stopped", metadata: ["uptime": "\(Int(Date().timeIntervalSince(started)))s"])
     }
 
     /// `run()` for a synchronous caller: blocks the calling thread until the agent has stopped.
-    package func runUntilStopped() throws {
+    package func runUntilStopped(with others: [any AgentPart] = []) throws {
         let outcome = Outcome()
         Task { [self] in
             do {
-                try await run()
+                try await run(with: others)
             } catch {
                 outcome.error = error
             }

@@ -172,18 +172,22 @@ package struct ControlResponse: Codable, Sendable {
 /// whose user ID differs from the agent's is turned away even if it could open the socket.
 package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`, `handler` guarded by `lock`
     package let path: String
-    private let fd: Int32
+    private let acceptor: Acceptor
     private let lock = NSLock()
     private var stopped = false
     private var answer: (@Sendable (ControlRequest) -> ControlResponse)?
     private var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
     private var streams: [ObjectIdentifier: ControlStream] = [:]
-    let partName = "control socket"
+    package let partName = "control socket"
 
     package init(path: String) throws {
         self.path = path
         do {
-            fd = try Syscalls.unixListen(path)
+            // Requests are short; the connections that stay open are programs' streams and event watchers.
+            acceptor = Acceptor(
+                listening: try Syscalls.unixListen(path), port: 0, name: "control",
+                limits: AcceptorLimits(total: 128, perAddress: 128, whenFull: .refuseNew, key: .address),
+                family: .local)
         } catch let error as Syscalls.SocketError {
             throw ShareFailure(.configuration, "cannot open the control socket: \(error.message)")
         }
@@ -202,32 +206,19 @@ package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped
         set { lock.withLock { attach = newValue } }
     }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) {
-        let thread = Thread { [self] in
-            Syscalls.setThreadPriority(lowerBy: 0)
-            while let client = Syscalls.unixAccept(fd) {
-                let worker = Thread { [self] in serve(client) }
-                worker.name = "share-control"
-                worker.start()
-            }
-            let code = errno
-            if !lock.withLock({ stopped }) {
-                failed(Syscalls.failure("accepting on \(path) failed", code))
-            }
-        }
-        thread.name = "share-control-accept"
-        thread.start()
+    package func start(failed: @escaping @Sendable (Error) -> Void) {
+        acceptor.start(stackSize: 1 << 20, handler: { [self] in serve($0.fd) }, failed: failed)
     }
 
     package func stop() {
-        lock.withLock {
-            guard !stopped else { return }
+        let streams = lock.withLock { () -> [ControlStream]? in
+            guard !stopped else { return nil }
             stopped = true
-            for stream in streams.values { stream.close() }
-            Syscalls.shutdownSocket(fd)
-            Syscalls.close(fd)
-            unlink(path)
+            return Array(self.streams.values)
         }
+        guard let streams else { return }
+        acceptor.stop(grace: 5, cut: { for stream in streams { stream.close() } })
+        unlink(path)
     }
 
     private func serve(_ client: Int32) {

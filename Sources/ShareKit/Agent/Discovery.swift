@@ -47,7 +47,7 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
     private var running = 0
     private let interface: String?
     private let trust: TrustCache
-    let partName = "discovery"
+    package let partName = "discovery"
 
     /// `interface`: announce and listen on that IPv4 interface only (127.0.0.1: this machine only); the socket is
     /// then bound to the group address, not to every address.
@@ -77,9 +77,11 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
             uniquingKeysWith: { $1 })
     }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) { start() }
+    package func start() { start(failed: { _ in }) }
 
-    package func start() {
+    /// `failed` hears once if the socket keeps failing for a minute (not a lost datagram: a socket that cannot be
+    /// read at all), so the agent ends and is restarted rather than going on deaf.
+    package func start(failed: @escaping @Sendable (Error) -> Void) {
         lock.withLock { running = 2 }
         let announcer = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
@@ -103,9 +105,21 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
         let listener = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
+            var failingSince: Date?
             while !lock.withLock({ stopped }) {
                 // What was heard is written within `writeInterval` whether announcements keep coming or not.
-                if let (bytes, from) = Syscalls.receiveDatagram(fd, timeout: 0.5) { heard(bytes, from: from) }
+                do {
+                    if let (bytes, from) = try Syscalls.receiveDatagram(fd, timeout: 0.5) { heard(bytes, from: from) }
+                    failingSince = nil
+                } catch {
+                    let since = failingSince ?? Date()
+                    failingSince = since
+                    if Date().timeIntervalSince(since) > 60 {
+                        failed(error)
+                        break
+                    }
+                    lock.withLock { _ = lock.wait(until: Date().addingTimeInterval(0.5)) }
+                }
                 flush(force: false)
             }
             flush(force: true)

@@ -38,7 +38,7 @@ package final class Listener: AgentPart, Sendable {
     private let sessionNice: Int32
     /// Authenticated sessions being served.
     private let sessions = Guarded([ObjectIdentifier: PeerConnection]())
-    let partName = "listener"
+    package let partName = "listener"
 
     /// Binds `host:port` (port 0 picks one). Peers are checked with `verifier`. `accept`: how tests make accepting
     /// fail.

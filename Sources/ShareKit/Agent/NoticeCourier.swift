@@ -38,7 +38,9 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
         rounds = RepeatingThread(name: "share-notices", interval: interval) { [unowned self] in deliverDue() }
     }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) { rounds.start() }
+    /// Starts the rounds. They end only when stopped; a device that cannot be reached is tried again later, so there
+    /// is nothing for `failed` to hear.
+    package func start(failed: @escaping @Sendable (Error) -> Void) { rounds.start() }
 
     func stop() { rounds.stop() }
 

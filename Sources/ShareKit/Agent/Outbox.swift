@@ -221,11 +221,11 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
         paths.state.appendingPathComponent("outbox/\(job)", isDirectory: true)
     }
 
-    let partName = "outbox"
+    package let partName = "outbox"
 
     package func start() { start(failed: { _ in }) }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) {
+    package func start(failed: @escaping @Sendable (Error) -> Void) {
         condition.lock()
         stopping = false
         workerDone = false
@@ -235,6 +235,8 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
         let thread = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             work()
+            // The worker leaves only when asked to; if it ever left otherwise, no job would go out again.
+            if !condition.withLock({ stopping }) { failed(PartFailure(part: partName, reason: "its worker ended")) }
         }
         thread.name = "share-outbox"
         thread.start()

@@ -3,7 +3,7 @@ import ServiceLifecycle
 import Synchronization
 
 /// A part of the agent that runs on threads of its own (blocking sockets never run on Swift's cooperative pool).
-protocol AgentPart: AnyObject, Sendable {
+package protocol AgentPart: AnyObject, Sendable {
     /// For logs: "listener", "outbox", "control socket", "discovery".
     var partName: String { get }
     /// Starts the part's threads. `failed` is called (at most once) if they stop on their own, not asked to.

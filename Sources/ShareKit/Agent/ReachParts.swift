@@ -80,9 +80,9 @@ private final class WakeBox: @unchecked Sendable {  // `action` guarded by `lock
 }
 
 extension RelayMembership: AgentPart {
-    var partName: String { "relay" }
+    package var partName: String { "relay" }
 }
 
 extension Announcer: AgentPart {
-    var partName: String { "discovery announcements" }
+    package var partName: String { "discovery announcements" }
 }

@@ -9,7 +9,7 @@ import ShareNet
 /// `STATE/localsend/peers.json` for `share peers` and `share send --to`.
 package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutable after init; parts are thread-safe
     static let log = Log.logger("share.localsend")
-    let partName = "LocalSend"
+    package let partName = "LocalSend"
     package let server: LocalSendServer
     package let inbox: LocalSendInbox
     let discovery: LocalSendDiscovery
@@ -75,7 +75,7 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
 
     package var port: Int { server.port }
 
-    func start(failed: @escaping @Sendable (Error) -> Void) throws {
+    package func start(failed: @escaping @Sendable (Error) -> Void) throws {
         server.start(failed: failed)
         discovery.start()
         let thread = Thread { [self] in
@@ -103,7 +103,7 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
         Self.log.info("LocalSend on", metadata: ["port": "\(server.port)", "fingerprint": "\(fingerprint)"])
     }
 
-    func stop() {
+    package func stop() {
         saver.withLock {
             stopping = true
             saver.broadcast()

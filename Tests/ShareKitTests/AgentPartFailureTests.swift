@@ -1,0 +1,68 @@
+import Foundation
+import Glibc
+import ShareKit
+import ShareNet
+import Testing
+
+extension EndToEndAgents {
+    /// A part of the agent that can no longer do its work ends the agent, which says which part and why and exits
+    /// non-zero (systemd's `Restart=on-failure` starts it again): never an agent that looks healthy with a dead part.
+    /// Each server part is made to fail for real: its process is left without a free descriptor (prlimit), and a few
+    /// connections arrive, so accepting fails with EMFILE until the failure is reported.
+    @Suite(.serialized) struct AgentPartFailureTests {
+        enum Part: String, CaseIterable {
+            case listener, localSend = "LocalSend", page, control = "control socket"
+        }
+
+        @Test(arguments: Part.allCases) func aPartThatCannotAcceptEndsTheAgentSayingWhy(_ part: Part) throws {
+            let desk = try TestDevice("desk")
+            let agent = try desk.background(
+                [
+                    "agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--localsend",
+                    "--localsend-port", "0", "--localsend-multicast-port", "0", "--web-port", "0",
+                ], environment: ["SHARE_TEST_ACCEPT_FAILING_SECONDS": "2"])
+            defer { agent.stop() }
+            guard let own = agent.stderr.waitForLine(containing: "listening on port", timeout: 30),
+                let localSend = agent.stderr.waitForLine(containing: "LocalSend on port", timeout: 30),
+                let page = agent.stdout.waitForLine(containing: "page at", timeout: 30)
+            else { throw TestFailure("the agent did not start: \(agent.stderr.text)") }
+            func port(_ line: String, after marker: String) -> Int? {
+                line.components(separatedBy: marker).last.flatMap {
+                    Int($0.prefix { $0.isNumber })
+                }
+            }
+            // Every descriptor the agent may have is in use: the next accept fails with EMFILE.
+            let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.pid)/fd").count
+            let limited = Process()
+            limited.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            limited.arguments = ["--pid", "\(agent.pid)", "--nofile=\(open):\(open)"]
+            try limited.run()
+            limited.waitUntilExit()
+            #expect(limited.terminationStatus == 0)
+            var clients: [Int32] = []
+            defer { clients.forEach(Syscalls.close) }
+            for _ in 0..<3 {
+                let fd: Int32
+                switch part {
+                case .listener:
+                    fd = try Syscalls.connect(host: "127.0.0.1", port: port(own, after: "port ")!, timeout: 5)
+                case .localSend:
+                    fd = try Syscalls.connect(
+                        host: "127.0.0.1", port: port(localSend, after: "LocalSend on port ")!, timeout: 5)
+                case .page:
+                    fd = try Syscalls.connect(host: "127.0.0.1", port: port(page, after: "127.0.0.1:")!, timeout: 5)
+                case .control:
+                    fd = try Syscalls.unixConnect(
+                        ControlClient.socketPath(DevicePaths.resolve(configOverride: desk.config.path)))
+                }
+                clients.append(fd)
+            }
+            let status = agent.wait(timeout: 30)
+            #expect(status != nil && status != 0, "the agent did not end: \(agent.stderr.text)")
+            let said = agent.stderr.text
+            #expect(
+                said.contains("the agent's \(part.rawValue) stopped") && said.contains("Too many open files"),
+                "\(said)")
+        }
+    }
+}
