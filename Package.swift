@@ -70,7 +70,7 @@ let package = Package(
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareNet", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
+                "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
                 "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

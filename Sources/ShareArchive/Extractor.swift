@@ -55,7 +55,7 @@ public struct ExtractionCheckpoint: Codable, Sendable, Equatable {
 /// as it stands (links already in it followed), stays inside, and every link is checked again once the archive has
 /// ended. Device nodes are refused; entry count, total size, expansion ratio and free space are limited; received
 /// modes lose group and other write. A violation stops with an error naming the entry.
-public final class Extractor: @unchecked Sendable {  // runs on one thread; `checkpoint` may be read from another
+public final class Extractor {
     public let root: Directory
     public let policy: ExtractionPolicy
     private let lock = NSLock()

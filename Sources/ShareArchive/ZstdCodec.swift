@@ -7,7 +7,7 @@ import Foundation
 /// a later one). Frames written by earlier versions (through libarchive's zstd filter) decode the same.
 ///
 /// A context is reused from call to call; it is used by one thread at a time.
-public final class ZstdCodec: @unchecked Sendable {  // one thread at a time (the sending or the receiving thread)
+public final class ZstdCodec {
     private let compression: OpaquePointer?
     private let decompression: OpaquePointer?
 

@@ -2,7 +2,7 @@ import Foundation
 import ShareThreads
 
 /// A buffer for one chunk, allocated once and reused (no copy-on-write: it is handed between threads, never copied).
-final class ChunkBuffer: @unchecked Sendable {  // used by one thread at a time, handed over under a lock
+final class ChunkBuffer {
     let bytes: UnsafeMutableRawBufferPointer
 
     init(size: Int) { bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64) }

@@ -73,8 +73,10 @@ package enum Threads {
         }
     }
 
-    /// Runs `body` on a new detached thread named `name` (the first 15 bytes show in `top -H`).
-    package static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` on a new detached thread named `name` (the first 15 bytes show in `top -H`). `body` is sent to
+    /// that thread: what it captures without being `Sendable` (a session, a source) is handed over, and the compiler
+    /// checks that the starting thread no longer touches it.
+    package static func start(name: String, stackSize: Int = 1 << 20, _ body: sending @escaping () -> Void) {
         let start = Unmanaged.passRetained(Start(body: body, name: name)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)

@@ -294,7 +294,7 @@ struct Handshakes: Sendable {
 
 /// The connection a transit race chose: encrypted records both ways (or, between two share ends, the raw byte
 /// pipe for share's own TLS session: `takeDescriptor`).
-public final class TransitConnection: @unchecked Sendable {  // one reader and one writer thread at most
+public final class TransitConnection {
     public let route: String
     private var fd: Int32
     private let sendKey: [UInt8]

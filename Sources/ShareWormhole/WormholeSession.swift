@@ -20,7 +20,7 @@ public struct WormholeOptions: Sendable {
 /// One magic-wormhole exchange through a mailbox: a code (made here or typed), SPAKE2 and the version exchange that
 /// proves both sides know it, then numbered encrypted messages each way. A wrong code is found at the version
 /// exchange: both sides stop, and the mailbox is closed as "scary" (the nameplate is burnt).
-public final class WormholeSession: @unchecked Sendable {  // used by one thread at a time
+public final class WormholeSession {
     public let code: WormholeCode
     public let options: WormholeOptions
     private let mailbox: Mailbox

@@ -88,7 +88,7 @@ package struct AgentInbox: Sendable {
 /// The long-running service of one device, as a composition of services: the TLS listener (sessions routed by
 /// `PeerRouter` under `AccessPolicy`), the outbox, the control socket and discovery. `run()` runs them as a service
 /// group until SIGTERM or SIGINT, or until one of them fails.
-package final class Agent: @unchecked Sendable {  // immutable after init
+package final class Agent: Sendable {
     static let log = Log.logger("share.agent")
     /// With `lowPriority`, transfers (sessions and the outbox) run this many nice steps below the agent's control
     /// socket and discovery, as Syncthing's low-priority setting does: a bulk transfer yields the CPU to the user's

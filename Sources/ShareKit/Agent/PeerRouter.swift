@@ -2,6 +2,7 @@ import CoreTransferable
 import Foundation
 import Logging
 import ShareProtocol
+import ShareThreads
 import ShareTLS
 import ShareNet
 
@@ -290,8 +291,8 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
         }
         let finished = DispatchSemaphore(value: 0)
         let farConnection = far.connection
-        nonisolated(unsafe) let farHasher = far.chunkHasher()
-        let thread = Thread {
+        let farHasher = far.chunkHasher()
+        Threads.start(name: "share-forward") {
             let driver = SenderDriver(channel: farConnection.channel, hasher: farHasher) { event in
                 switch event {
                 case .answered(let choices): bridge.chosen(choices)
@@ -311,8 +312,6 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
             }
             finished.signal()
         }
-        thread.name = "share-forward"
-        thread.start()
         defer { finished.wait() }
         let machine = ReceiverMachine(
             negotiator: Negotiator(accept: ReceiveOptions.everything),

@@ -127,7 +127,7 @@ final class ChunkPipe: @unchecked Sendable {  // guarded by `condition`
 }
 
 /// The far side's view of a forwarded item: the near item, naming its origin, streamed from its pipe.
-final class ForwardedSource: ItemSource, SequentialSource, @unchecked Sendable {  // used by the far side's thread only
+final class ForwardedSource: ItemSource, SequentialSource {
     let offer: OfferItem
     private let pipe: ChunkPipe
 

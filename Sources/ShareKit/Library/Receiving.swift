@@ -248,7 +248,7 @@ final class AgentReception: @unchecked Sendable {  // `stopping`, `open`, `runni
 
 /// A program listening itself: its own listener over the same identity and trust as the agent's, each trusted
 /// sender's session received into the program's folder.
-final class ListeningReception: @unchecked Sendable {  // immutable after init
+final class ListeningReception: Sendable {
     private let listener: Listener
     let port: Int
 

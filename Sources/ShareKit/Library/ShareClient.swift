@@ -12,7 +12,7 @@ import ShareProtocol
 ///     for try await item in try client.receive(accepting: [Recipe.self, String.self]) {
 ///         if let recipe = try? await item.load(Recipe.self) { … } else { print(try await item.load(String.self)) }
 ///     }
-public final class ShareClient: @unchecked Sendable {  // immutable after init
+public final class ShareClient: Sendable {
     /// This device: its name, identity and folders.
     public let device: LocalDevice
 

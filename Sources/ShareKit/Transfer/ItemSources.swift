@@ -32,7 +32,7 @@ final class OutgoingItemSource: ItemSource {
 
 /// A file read at chunk positions. The chunks a receiver already holds are hashed on a thread of their own while
 /// the missing ones are sent; the file's version is checked again after the last chunk.
-final class FileChunks: PositionalSource, @unchecked Sendable {  // reads are positional: safe from two threads
+final class FileChunks: PositionalSource, Sendable {
     let file: OpenFile
     let url: URL
     let version: String?

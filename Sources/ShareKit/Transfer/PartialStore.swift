@@ -10,7 +10,7 @@ import ShareTLS
 /// completion is a rename), a partial file — or, for an archive, a partial folder being extracted — beside a small
 /// ledger of verified chunks. Everything goes through directory handles. A partial belongs to one session at a time:
 /// its lock file is held while the session runs, so two sessions can never write the same partial.
-package final class PartialStore: @unchecked Sendable {  // used by one receiving thread
+package final class PartialStore: Sendable {
     /// The target folder.
     package let folder: Directory
     /// `.share-partial` inside it.

@@ -90,7 +90,7 @@ package final class SendCancellation: @unchecked Sendable {  // guarded by `lock
 
 /// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
 /// relation once the peer is known (visibility decides what may be offered to it).
-package final class SendSession: @unchecked Sendable {  // used by one thread
+package final class SendSession: Sendable {
     let device: LocalDevice
     let progress: ProgressReporter
     let options: SendOptions
@@ -275,7 +275,7 @@ package struct ReceiveReport: Sendable {
 }
 
 /// A receive into a folder: the receiver driver over a disk sink, for one sending session at a time.
-package final class ReceiveSession: @unchecked Sendable {  // used by one thread
+package final class ReceiveSession: Sendable {
     let options: ReceiveOptions
     let progress: ProgressReporter
     package let store: PartialStore
