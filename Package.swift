@@ -32,7 +32,7 @@ let package = Package(
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
         .target(
-            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
+            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareThreads", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",

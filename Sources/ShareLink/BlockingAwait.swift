@@ -1,18 +1,16 @@
 import Dispatch
+import Synchronization
 
 /// Runs async work from a dedicated (non-pool) thread and waits for it.
 public func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let box = AwaitBox<T>()
+    let result = Mutex<Result<T, Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
-        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        let outcome: Result<T, Error>
+        do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+        result.withLock { $0 = outcome }
         done.signal()
     }
     done.wait()
-    return try box.result!.get()
-}
-
-/// Written once before the semaphore is signalled, read after.
-private final class AwaitBox<T>: @unchecked Sendable {
-    var result: Result<T, Error>?
+    return try result.withLock { $0 }!.get()
 }

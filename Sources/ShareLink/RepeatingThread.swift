@@ -2,11 +2,13 @@ import ShareThreads
 
 /// A thread that runs `body` at once, then again every `interval` seconds or as soon as it is woken, until stopped;
 /// `stop()` returns once the thread has finished its round and left.
-public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `running`, `woken` guarded by `condition`
-    private let condition = ThreadCondition()
-    private var stopped = false
-    private var running = false
-    private var woken = false
+public final class RepeatingThread: Sendable {
+    private struct State {
+        var stopped = false
+        var running = false
+        var woken = false
+    }
+    private let state = Guarded(State())
     private let name: String
     private let interval: Double
     private let body: @Sendable () -> Void
@@ -18,23 +20,15 @@ public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `runnin
     }
 
     public func start() {
-        condition.withLock { running = true }
+        state.withLock { $0.running = true }
         Threads.start(name: name) { [self] in
             while true {
                 body()
-                condition.lock()
-                let deadline = ContinuousClock.now + .seconds(interval)
-                while !stopped && !woken, case let left = deadline - ContinuousClock.now, left > .zero,
-                    condition.wait(
-                        seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
-                {}
-                woken = false
-                let stop = stopped
-                if stop {
-                    running = false
-                    condition.broadcast()
+                let stop = state.withLock(when: { $0.stopped || $0.woken }, seconds: interval) { state, _ in
+                    state.woken = false
+                    if state.stopped { state.running = false }
+                    return state.stopped
                 }
-                condition.unlock()
                 if stop { return }
             }
         }
@@ -42,17 +36,11 @@ public final class RepeatingThread: @unchecked Sendable {  // `stopped`, `runnin
 
     /// Runs the next round now.
     public func wake() {
-        condition.withLock {
-            woken = true
-            condition.broadcast()
-        }
+        state.withLock { $0.woken = true }
     }
 
     public func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
+        state.withLock { $0.stopped = true }
+        state.wait { !$0.running }
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import ShareThreads
 
@@ -14,32 +15,36 @@ public protocol ChunkCodec: AnyObject {
 /// last second or so of writing. While the link is the bottleneck, writes block and this is the link's rate; when
 /// something before it is slower (compression), writes return at once and the rate reads high, which makes the
 /// compressor back off — the two settle where the send is fastest.
-public final class LinkMeter: @unchecked Sendable {  // guarded by `lock`
-    private let lock = ThreadCondition()
-    private var window: [(bytes: Int, seconds: Double)] = []
-    private var bytes = 0
-    private var seconds = 0.0
+public final class LinkMeter: Sendable {
+    private struct Window {
+        var writes: [(bytes: Int, seconds: Double)] = []
+        var bytes = 0
+        var seconds = 0.0
+    }
+    private let window = Mutex(Window())
 
     public init() {}
 
     /// `bytes` went out in `seconds` of writing.
     public func record(bytes count: Int, seconds elapsed: Double) {
-        lock.withLock {
-            window.append((count, elapsed))
-            bytes += count
-            seconds += elapsed
+        window.withLock { window in
+            window.writes.append((count, elapsed))
+            window.bytes += count
+            window.seconds += elapsed
             // About a second of writing, and at least 4 MiB, is enough to tell.
-            while window.count > 1, seconds - window[0].seconds > 1, bytes - window[0].bytes > 4 << 20 {
-                bytes -= window[0].bytes
-                seconds -= window[0].seconds
-                window.removeFirst()
+            while window.writes.count > 1, window.seconds - window.writes[0].seconds > 1,
+                window.bytes - window.writes[0].bytes > 4 << 20
+            {
+                window.bytes -= window.writes[0].bytes
+                window.seconds -= window.writes[0].seconds
+                window.writes.removeFirst()
             }
         }
     }
 
     /// Bytes per second, once 1 MiB has been measured.
     public var rate: Double? {
-        lock.withLock { bytes >= 1 << 20 && seconds > 0 ? Double(bytes) / seconds : nil }
+        window.withLock { $0.bytes >= 1 << 20 && $0.seconds > 0 ? Double($0.bytes) / $0.seconds : nil }
     }
 }
 

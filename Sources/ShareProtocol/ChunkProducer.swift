@@ -25,14 +25,16 @@ struct PreparedChunk {
 /// thread that sends them: the two overlap on two cores, and a busy neighbour on one core slows only half the work.
 /// At most `depth` buffers exist; each is reused. Whatever ends the item, `stop()` returns only once the producer
 /// thread has left its source alone.
-final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
-    private let condition = ThreadCondition()
-    private var ready: [PreparedChunk] = []
-    private var free: [ChunkBuffer] = []
-    private var finished = false
-    private var stopped = false
-    private var running = true
-    private var failure: Error?
+final class ChunkProducer: Sendable {
+    private struct State {
+        var ready: [PreparedChunk] = []
+        var free: [ChunkBuffer] = []
+        var finished = false
+        var stopped = false
+        var running = true
+        var failure: Error?
+    }
+    private let state = Guarded(State())
 
     /// What the producer's body uses to hand chunks over.
     final class Emitter {
@@ -107,7 +109,8 @@ final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
         chunkSize: Int, depth: Int, hasher: ChunkHasher, compressor: AdaptiveCompressor?,
         held: @escaping (Int) -> Bool, body: @escaping (Emitter) throws -> Void
     ) {
-        free = (0..<depth).map { _ in ChunkBuffer(size: chunkSize) }
+        let buffers = (0..<depth).map { _ in ChunkBuffer(size: chunkSize) }
+        state.withLock { $0.free = buffers }
         // The emitter, the body and what it captures are used by the producer thread alone from here on.
         nonisolated(unsafe) let emitter = Emitter(
             producer: self, chunkSize: chunkSize, hasher: hasher, compressor: compressor, held: held)
@@ -119,60 +122,47 @@ final class ChunkProducer: @unchecked Sendable {  // guarded by `condition`
             } catch {
                 outcome = error
             }
-            condition.withLock {
-                if let outcome, !(outcome is Stopped) { failure = outcome }
-                finished = true
-                running = false
-                condition.broadcast()
+            state.withLock { state in
+                if let outcome, !(outcome is Stopped) { state.failure = outcome }
+                state.finished = true
+                state.running = false
             }
         }
     }
 
     /// The next chunk, in order; nil once the body has made them all. The body's error is thrown here.
     func next() throws -> PreparedChunk? {
-        try condition.withLock {
-            while ready.isEmpty && !finished { condition.wait() }
-            if !ready.isEmpty {
-                condition.broadcast()
-                return ready.removeFirst()
-            }
-            if let failure { throw failure }
+        try state.withLock(when: { !$0.ready.isEmpty || $0.finished }) { state, _ in
+            if !state.ready.isEmpty { return state.ready.removeFirst() }
+            if let failure = state.failure { throw failure }
             return nil
         }
     }
 
     /// Gives a chunk's buffer back for the next chunk.
     func recycle(_ buffer: ChunkBuffer) {
-        condition.withLock {
-            free.append(buffer)
-            condition.broadcast()
-        }
+        state.withLock { $0.free.append(buffer) }
     }
 
     /// Stops the producer and waits until its thread has left the source.
     func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
+        state.withLock { $0.stopped = true }
+        state.wait { !$0.running }
     }
 
     private struct Stopped: Error {}
 
     fileprivate func takeBuffer() throws -> ChunkBuffer {
-        try condition.withLock {
-            while free.isEmpty && !stopped { condition.wait() }
-            if stopped { throw Stopped() }
-            return free.removeLast()
+        try state.withLock(when: { !$0.free.isEmpty || $0.stopped }) { state, _ in
+            if state.stopped { throw Stopped() }
+            return state.free.removeLast()
         }
     }
 
     fileprivate func put(_ chunk: PreparedChunk) throws {
-        try condition.withLock {
-            if stopped { throw Stopped() }
-            ready.append(chunk)
-            condition.broadcast()
+        try state.withLock { state in
+            if state.stopped { throw Stopped() }
+            state.ready.append(chunk)
         }
     }
 }

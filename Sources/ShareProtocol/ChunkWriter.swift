@@ -6,7 +6,7 @@ import ShareThreads
 /// its digest is recorded. At most `depth` chunks wait (`ReceiverDriver.writeAhead`); a chunk that does not match its
 /// digest stops everything after it (nothing more is written), and the mismatch is what the receiving thread throws
 /// next.
-final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
+final class ChunkWriter: Sendable {
     private struct Job {
         var index: Int
         var buffer: ChunkBuffer
@@ -17,35 +17,33 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
         var hasher: ChunkHasher
     }
 
-    private let condition = ThreadCondition()
-    private var jobs: [Job] = []
-    private var free: [ChunkBuffer]
-    private var recorded: [(index: Int, digest: [UInt8])] = []
-    private var busy = false
-    private var failure: Error?
-    private var stopping = false
-    private var running = true
+    private struct State {
+        var jobs: [Job] = []
+        var free: [ChunkBuffer]
+        var recorded: [(index: Int, digest: [UInt8])] = []
+        var busy = false
+        var failure: Error?
+        var stopping = false
+        var running = true
+    }
+    private let state: Guarded<State>
 
     init(depth: Int) {
-        free = (0..<depth).map { _ in ChunkBuffer(size: Limits.maxChunkPayload) }
+        state = Guarded(State(free: (0..<depth).map { _ in ChunkBuffer(size: Limits.maxChunkPayload) }))
         Threads.start(name: "share-write") { [self] in work() }
     }
 
     /// A free buffer to read the next chunk into (waits while every buffer holds a chunk not written yet).
     func takeBuffer() throws -> ChunkBuffer {
-        try condition.withLock {
-            while free.isEmpty && failure == nil { condition.wait() }
-            if let failure { throw failure }
-            return free.removeLast()
+        try state.withLock(when: { !$0.free.isEmpty || $0.failure != nil }) { state, _ in
+            if let failure = state.failure { throw failure }
+            return state.free.removeLast()
         }
     }
 
     /// Gives back a buffer that held no chunk after all (a control frame arrived).
     func giveBack(_ buffer: ChunkBuffer) {
-        condition.withLock {
-            free.append(buffer)
-            condition.broadcast()
-        }
+        state.withLock { $0.free.append(buffer) }
     }
 
     /// Queues chunk `index` (its `length` bytes in `buffer`) for `payload`: checked against `digest` with `hasher`
@@ -53,48 +51,43 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
     func submit(
         index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload, hasher: ChunkHasher
     ) throws {
-        try condition.withLock {
-            if let failure { throw failure }
-            jobs.append(
+        try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            state.jobs.append(
                 Job(index: index, buffer: buffer, length: length, digest: digest, payload: payload, hasher: hasher))
-            condition.broadcast()
         }
     }
 
     /// Waits until every queued chunk is written; returns the digests recorded since the last drain, or throws what
     /// went wrong.
     func drain() throws -> [(index: Int, digest: [UInt8])] {
-        try condition.withLock {
-            while (!jobs.isEmpty || busy) && failure == nil { condition.wait() }
-            if let failure { throw failure }
-            defer { recorded.removeAll() }
-            return recorded
+        try state.withLock(when: { ($0.jobs.isEmpty && !$0.busy) || $0.failure != nil }) { state, _ in
+            if let failure = state.failure { throw failure }
+            defer { state.recorded.removeAll() }
+            return state.recorded
         }
     }
 
     /// Stops once the chunk being written is done; queued chunks are dropped. Returns when the thread has left.
     func stop() {
-        condition.lock()
-        stopping = true
-        jobs.removeAll()
-        condition.broadcast()
-        while running { condition.wait() }
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = true
+            state.jobs.removeAll()
+        }
+        state.wait { !$0.running }
     }
 
     private func work() {
         while true {
-            condition.lock()
-            while jobs.isEmpty && !stopping { condition.wait() }
-            if stopping || failure != nil {
-                running = false
-                condition.broadcast()
-                condition.unlock()
-                return
+            let next: Job? = state.withLock(when: { !$0.jobs.isEmpty || $0.stopping }) { state, _ in
+                if state.stopping || state.failure != nil {
+                    state.running = false
+                    return nil
+                }
+                state.busy = true
+                return state.jobs.removeFirst()
             }
-            let job = jobs.removeFirst()
-            busy = true
-            condition.unlock()
+            guard let job = next else { return }
             var outcome: Error?
             let data = UnsafeRawBufferPointer(rebasing: job.buffer.bytes[0..<job.length])
             if job.hasher.digest(data) != job.digest {
@@ -106,16 +99,15 @@ final class ChunkWriter: @unchecked Sendable {  // guarded by `condition`
                     outcome = error
                 }
             }
-            condition.withLock {
-                busy = false
-                free.append(job.buffer)
+            state.withLock { state in
+                state.busy = false
+                state.free.append(job.buffer)
                 if let outcome {
-                    if failure == nil { failure = outcome }
-                    jobs.removeAll()
+                    if state.failure == nil { state.failure = outcome }
+                    state.jobs.removeAll()
                 } else {
-                    recorded.append((job.index, job.digest))
+                    state.recorded.append((job.index, job.digest))
                 }
-                condition.broadcast()
             }
         }
     }

@@ -114,20 +114,45 @@ package final class Guarded<State>: @unchecked Sendable {  // `state` is only to
         return try body(&state)
     }
 
-    /// Waits at most `seconds` for `predicate` to hold; whether it does.
+    /// Waits until `predicate` holds (at most `seconds`; nil: as long as it takes), then runs `body` on the state
+    /// within the same hold of the lock, told whether the predicate held; wakes every waiter.
+    package func withLock<T>(
+        when predicate: (State) -> Bool, seconds: Double? = nil, _ body: (inout State, Bool) throws -> T
+    ) rethrows -> T {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        let held = waitLocked(seconds: seconds, until: predicate)
+        return try body(&state, held)
+    }
+
+    /// Waits at most `seconds` (nil: as long as it takes) for `predicate` to hold; whether it does.
     @discardableResult
-    package func wait(seconds: Double, until predicate: (State) -> Bool) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let deadline = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 + max(0, seconds)
+    package func wait(seconds: Double? = nil, until predicate: (State) -> Bool) -> Bool {
         condition.lock()
         defer { condition.unlock() }
+        return waitLocked(seconds: seconds, until: predicate)
+    }
+
+    private func waitLocked(seconds: Double?, until predicate: (State) -> Bool) -> Bool {
+        guard let seconds else {
+            while !predicate(state) { condition.wait() }
+            return true
+        }
+        let deadline = Self.now() + max(0, seconds)
         while !predicate(state) {
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let left = deadline - (Double(now.tv_sec) + Double(now.tv_nsec) / 1e9)
+            let left = deadline - Self.now()
             guard left > 0 else { return false }
             _ = condition.wait(seconds: left)
         }
         return true
+    }
+
+    private static func now() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }

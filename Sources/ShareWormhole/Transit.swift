@@ -1,4 +1,5 @@
 import Foundation
+import ShareThreads
 import ShareLink
 import ShareNet
 
@@ -32,7 +33,7 @@ public struct TransitHint: Sendable, Equatable, CustomStringConvertible {
 /// path wins when there is one); each connection proves knowledge of the transit key with a handshake line, the
 /// sender picks the first to finish and says "go" on it ("nevermind" on the others). The winner then carries
 /// records: a 4-byte length and a secret box whose nonce is a counter, one key per direction.
-public final class Transit: @unchecked Sendable {  // configured by one thread, then raced under `condition`
+public final class Transit: Sendable {
     public enum Role: Sendable { case sender, receiver }
 
     public static var abilities: [[String: Any]] { [["type": "direct-tcp-v1"], ["type": "relay-v1"]] }
@@ -43,16 +44,20 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
     /// This side's id at the relay (8 random bytes in hex).
     let side = Hex.string(Sodium.randomBytes(8))
     private let relays: [TransitHint]
-    private var listener: (fd: Int32, port: Int)?
-    private var advertised: [String] = []
-    private var theirDirect: [TransitHint] = []
-    private var theirRelays: [TransitHint] = []
+    private let listener: (fd: Int32, port: Int)?
+    private let advertised: [String]
 
-    private let condition = NSCondition()
-    private var winner: TransitConnection?
-    private var running = 0
-    private var finished = false
-    private var failures: [String] = []
+    private struct State {
+        /// Whether the accept loop owns (and will close) the listening socket.
+        var listening = false
+        var theirDirect: [TransitHint] = []
+        var theirRelays: [TransitHint] = []
+        var winner: TransitConnection?
+        var running = 0
+        var finished = false
+        var failures: [String] = []
+    }
+    private let state = Guarded(State())
 
     /// `listen`: accept direct connections, advertised under `addresses` (nil: every non-loopback address of this
     /// machine, or 127.0.0.1 when it has none).
@@ -62,11 +67,14 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         if listen, let socket = try? Syscalls.listen(host: "::", port: 0) {
             listener = socket
             advertised = addresses ?? Syscalls.interfaceAddresses()
+        } else {
+            listener = nil
+            advertised = []
         }
     }
 
     deinit {
-        if let listener { Syscalls.close(listener.fd) }
+        if let listener, !state.withLock({ $0.listening }) { Syscalls.close(listener.fd) }
     }
 
     /// Our `hints-v1`: each listening address, then each relay.
@@ -95,20 +103,26 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
             else { return nil }
             return TransitHint(host: host, port: port)
         }
+        var direct: [TransitHint] = []
+        var relayed: [TransitHint] = []
         for case let hint as [String: Any] in hints {
             switch hint["type"] as? String {
             case "direct-tcp-v1":
-                if let parsed = parse(hint), theirDirect.count < 32, !theirDirect.contains(parsed) {
-                    theirDirect.append(parsed)
-                }
+                if let parsed = parse(hint) { direct.append(parsed) }
             case "relay-v1":
                 for inner in hint["hints"] as? [Any] ?? [] {
-                    if let parsed = parse(inner), theirRelays.count < 32, !theirRelays.contains(parsed) {
-                        theirRelays.append(parsed)
-                    }
+                    if let parsed = parse(inner) { relayed.append(parsed) }
                 }
             default:
                 continue
+            }
+        }
+        state.withLock { state in
+            for hint in direct where state.theirDirect.count < 32 && !state.theirDirect.contains(hint) {
+                state.theirDirect.append(hint)
+            }
+            for hint in relayed where state.theirRelays.count < 32 && !state.theirRelays.contains(hint) {
+                state.theirRelays.append(hint)
             }
         }
     }
@@ -118,14 +132,16 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
     public func connect(key: [UInt8], timeout: Double = 60) throws(WormholeError) -> TransitConnection {
         Syscalls.ignoreSIGPIPE()
         let expectations = Handshakes(key: key, role: role)
+        let (theirDirect, theirRelays, listening) = state.withLock { state in
+            state.running = 0
+            defer { state.listening = listener != nil }
+            return (state.theirDirect, state.theirRelays, !state.listening ? listener : nil)
+        }
         var relaysToTry = relays
         for relay in theirRelays where !relaysToTry.contains(relay) { relaysToTry.append(relay) }
         let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        running = 0
-        condition.unlock()
-        if let listener {
-            start { self.acceptLoop(listener.fd, port: listener.port, expectations, deadline: deadline) }
+        if let listening {
+            start { self.acceptLoop(listening.fd, port: listening.port, expectations, deadline: deadline) }
         }
         for hint in theirDirect {
             start { self.attempt(hint, relay: false, expectations, delay: 0, deadline: deadline) }
@@ -134,15 +150,14 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
         for hint in relaysToTry {
             start { self.attempt(hint, relay: true, expectations, delay: delay, deadline: deadline) }
         }
-        condition.lock()
-        defer { condition.unlock() }
-        while winner == nil, running > 0, Date() < deadline {
-            _ = condition.wait(until: deadline)
-        }
-        finished = true
         // The accept loop closes the listening socket as it ends (closing it here could let its number be reused
         // by another socket while the loop still polls it).
-        listener = nil
+        let (winner, running, failures) = state.withLock(
+            when: { $0.winner != nil || $0.running == 0 }, seconds: max(0, deadline.timeIntervalSinceNow)
+        ) { state, _ in
+            state.finished = true
+            return (state.winner, state.running, state.failures)
+        }
         if let winner { return winner }
         if running > 0 {
             throw WormholeError(.transit, "no connection to the other side within \(Int(timeout)) s")
@@ -152,25 +167,14 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
     }
 
     private func start(_ body: @escaping @Sendable () -> Void) {
-        condition.lock()
-        running += 1
-        condition.unlock()
-        let thread = Thread {
+        state.withLock { $0.running += 1 }
+        Threads.start(name: "share-transit", stackSize: 256 << 10) {
             body()
-            self.condition.lock()
-            self.running -= 1
-            self.condition.broadcast()
-            self.condition.unlock()
+            self.state.withLock { $0.running -= 1 }
         }
-        thread.stackSize = 256 << 10
-        thread.start()
     }
 
-    private var isFinished: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return finished || winner != nil
-    }
+    private var isFinished: Bool { state.withLock { $0.finished || $0.winner != nil } }
 
     private func acceptLoop(_ listener: Int32, port: Int, _ expectations: Handshakes, deadline: Date) {
         let acceptor = Acceptor(
@@ -188,10 +192,7 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
 
     private func attempt(_ hint: TransitHint, relay: Bool, _ expectations: Handshakes, delay: Double, deadline: Date) {
         if delay > 0 {
-            let until = Date().addingTimeInterval(delay)
-            condition.lock()
-            while winner == nil, !finished, Date() < until { _ = condition.wait(until: until) }
-            condition.unlock()
+            state.wait(seconds: delay) { $0.winner != nil || $0.finished }
         }
         guard !isFinished else { return }
         let fd: Int32
@@ -230,19 +231,12 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
             case .sender:
                 // The decision is made under the lock, and "go" is on the wire before the winner is handed to
                 // the caller (whose first record must follow it).
-                condition.lock()
-                let wins = winner == nil && !finished
-                if wins {
-                    do {
-                        try Syscalls.writeAll(fd, Array("go\n".utf8))
-                    } catch {
-                        condition.unlock()
-                        throw error
-                    }
-                    winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description)
-                    condition.broadcast()
+                let wins = try state.withLock { state -> Bool in
+                    guard state.winner == nil && !state.finished else { return false }
+                    try Syscalls.writeAll(fd, Array("go\n".utf8))
+                    state.winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description)
+                    return true
                 }
-                condition.unlock()
                 if !wins {
                     try? Syscalls.writeAll(fd, Array("nevermind\n".utf8))
                     Syscalls.close(fd)
@@ -251,11 +245,11 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
                 guard try Syscalls.readExactly(fd, 3) == Array("go\n".utf8) else {
                     throw WormholeError(.transit, "the sender chose another connection")
                 }
-                condition.lock()
-                let wins = winner == nil && !finished
-                if wins { winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description) }
-                condition.broadcast()
-                condition.unlock()
+                let wins = state.withLock { state -> Bool in
+                    guard state.winner == nil && !state.finished else { return false }
+                    state.winner = TransitConnection(fd: fd, role: role, key: expectations.key, route: description)
+                    return true
+                }
                 if !wins { Syscalls.close(fd) }
             }
         } catch {
@@ -265,9 +259,9 @@ public final class Transit: @unchecked Sendable {  // configured by one thread, 
     }
 
     private func fail(_ message: String) {
-        condition.lock()
-        if failures.count < 16 { failures.append(message) }
-        condition.unlock()
+        state.withLock { state in
+            if state.failures.count < 16 { state.failures.append(message) }
+        }
     }
 }
 
