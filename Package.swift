@@ -36,7 +36,7 @@ let package = Package(
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",
-            dependencies: ["ShareNet", "ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareThreads", "ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),

@@ -283,11 +283,10 @@ struct PairingAnnouncement: Codable {
 }
 
 /// Announces once a second that this device waits to pair, until stopped.
-final class PairingAnnouncer: @unchecked Sendable {  // `closed` guarded by `lock`
+final class PairingAnnouncer: Sendable {
     private let fd: Int32
     private let rounds: RepeatingThread
-    private let lock = NSLock()
-    private var closed = false
+    private let closed = Atomic(false)
 
     init(device: LocalDevice, pairingPort: Int, discoveryPort: Int, interface: String?) throws {
         let fd = try Syscalls.discoverySocket(port: discoveryPort, group: Discovery.group, interface: interface)
@@ -304,10 +303,7 @@ final class PairingAnnouncer: @unchecked Sendable {  // `closed` guarded by `loc
     /// thread.
     func stop() {
         rounds.stop()
-        let close = lock.withLock {
-            defer { closed = true }
-            return !closed
-        }
+        let close = !closed.exchange(true, ordering: .acquiringAndReleasing)
         if close { Syscalls.close(fd) }
     }
 }

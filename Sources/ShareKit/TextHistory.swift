@@ -3,7 +3,7 @@ import ShareDisk
 
 /// Text and URLs an agent received, one JSON object per line in `history.jsonl` inside the inbox (mode 0600),
 /// newest last. Appends are serialized within the process and written with one `write` each.
-package final class TextHistory: @unchecked Sendable {  // appends guarded by `lock`
+package final class TextHistory: Sendable {
     package struct Entry: Codable, Sendable, Equatable {
         package var date: Date
         package var from: String

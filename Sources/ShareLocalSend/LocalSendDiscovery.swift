@@ -1,3 +1,5 @@
+import ShareThreads
+import Synchronization
 import Foundation
 import Logging
 import ShareLink
@@ -19,9 +21,8 @@ public struct LocalSendPeer: Sendable, Equatable {
 
 /// The LocalSend devices seen, bounded: at most `perHost` per address and `capacity` in all (the oldest go first),
 /// so hundreds of fake announcements from one host cannot push an honest device out.
-public final class LocalSendPeers: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var peers: [String: LocalSendPeer] = [:]
+public final class LocalSendPeers: Sendable {
+    private let seen = Mutex<[String: LocalSendPeer]>([:])
     let capacity: Int
     let perHost: Int
     let ownFingerprint: String
@@ -40,7 +41,7 @@ public final class LocalSendPeers: @unchecked Sendable {  // guarded by `lock`
         var info = info
         info.announce = nil
         if let type = info.deviceType, !LocalSend.deviceTypes.contains(type) { info.deviceType = "desktop" }
-        lock.withLock {
+        seen.withLock { peers in
             // A claim never replaces a proof from another address.
             if let known = peers[key], known.proved, !proved, known.host != host { return }
             peers[key] = LocalSendPeer(
@@ -59,7 +60,7 @@ public final class LocalSendPeers: @unchecked Sendable {  // guarded by `lock`
     }
 
     public var all: [LocalSendPeer] {
-        lock.withLock { peers.values.sorted { $0.info.alias.lowercased() < $1.info.alias.lowercased() } }
+        seen.withLock { $0.values.sorted { $0.info.alias.lowercased() < $1.info.alias.lowercased() } }
     }
 
     /// The device named `reference`: its alias (any case), a fingerprint or its start (at least 8 digits).
@@ -80,7 +81,7 @@ public final class LocalSendPeers: @unchecked Sendable {  // guarded by `lock`
 /// (else a multicast answer), and `register` requests to addresses given by hand (LocalSend's HTTP discovery,
 /// for networks without multicast). Answers are rate-limited: a flood of announcements costs a bounded number of
 /// requests.
-public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guarded by `lock`
+public final class LocalSendDiscovery: Sendable {
     static let log = Log.logger("share.localsend.discovery")
     let info: @Sendable () -> LocalSendInfo
     let peers: LocalSendPeers
@@ -89,15 +90,17 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
     let multicastPort: Int
     let addresses: [LocalSendAddress]
     let interval: Double
-    private let lock = NSCondition()
-    private var stopping = false
-    private var running = 0
-    private var lastAnswer: [String: Date] = [:]
-    private var answersThisSecond = (second: 0, count: 0)
-    private var answers = 0
+    private struct State {
+        var stopping = false
+        var running = 0
+        var lastAnswer: [String: Date] = [:]
+        var answersThisSecond = (second: 0, count: 0)
+        var answers = 0
+    }
+    private let state = Guarded(State())
 
     /// Announcements answered so far.
-    public var answered: Int { lock.withLock { answers } }
+    public var answered: Int { state.withLock { $0.answers } }
 
     /// `multicastPort`: nil for no multicast (HTTP discovery of `addresses` only).
     public init(
@@ -128,16 +131,13 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
             while true {
                 announce()
                 for address in addresses { register(at: address) }
-                let stop = lock.withLock { () -> Bool in
-                    if !stopping { _ = lock.wait(until: Date().addingTimeInterval(interval)) }
-                    return stopping
-                }
+                let stop = state.withLock(when: { $0.stopping }, seconds: interval) { state, _ in state.stopping }
                 if stop { return }
             }
         }
         guard let fd else { return }
         spawn("share-localsend-listen") { [self] in
-            while !lock.withLock({ stopping }) {
+            while !state.withLock({ $0.stopping }) {
                 guard let (bytes, from) = try? Syscalls.receiveDatagram(fd, limit: 8192, timeout: 0.25) else {
                     continue
                 }
@@ -147,13 +147,10 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
     }
 
     private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
-        lock.withLock { running += 1 }
+        state.withLock { $0.running += 1 }
         let thread = Thread { [self] in
             body()
-            lock.withLock {
-                running -= 1
-                lock.broadcast()
-            }
+            state.withLock { $0.running -= 1 }
         }
         thread.name = name
         thread.start()
@@ -187,16 +184,18 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
         else { return }
         // At most one answer per device every 5 s and 20 answers a second in all.
         let now = Date()
-        let allowed: Bool = lock.withLock {
+        let allowed: Bool = state.withLock { state in
             let key = seen.fingerprint.uppercased()
-            if let last = lastAnswer[key], now.timeIntervalSince(last) < 5 { return false }
+            if let last = state.lastAnswer[key], now.timeIntervalSince(last) < 5 { return false }
             let second = Int(now.timeIntervalSince1970)
-            if answersThisSecond.second != second { answersThisSecond = (second, 0) }
-            guard answersThisSecond.count < 20 else { return false }
-            answersThisSecond.count += 1
-            answers += 1
-            if lastAnswer.count > 1024 { lastAnswer = lastAnswer.filter { now.timeIntervalSince($0.value) < 5 } }
-            lastAnswer[key] = now
+            if state.answersThisSecond.second != second { state.answersThisSecond = (second, 0) }
+            guard state.answersThisSecond.count < 20 else { return false }
+            state.answersThisSecond.count += 1
+            state.answers += 1
+            if state.lastAnswer.count > 1024 {
+                state.lastAnswer = state.lastAnswer.filter { now.timeIntervalSince($0.value) < 5 }
+            }
+            state.lastAnswer[key] = now
             return true
         }
         guard allowed else { return }
@@ -215,12 +214,8 @@ public final class LocalSendDiscovery: @unchecked Sendable {  // `stopping` guar
     }
 
     public func stop() {
-        lock.lock()
-        stopping = true
-        lock.broadcast()
-        let deadline = Date().addingTimeInterval(10)
-        while running > 0 && Date() < deadline { _ = lock.wait(until: deadline) }
-        lock.unlock()
+        state.withLock { $0.stopping = true }
+        state.wait(seconds: 10) { $0.running == 0 }
         if let fd { Syscalls.close(fd) }
     }
 }

@@ -232,9 +232,13 @@ package final class Agent: Sendable {
         if let error = outcome.error { throw error }
     }
 
-    private final class Outcome: @unchecked Sendable {  // `error` is written before `done` is signalled, read after
+    private final class Outcome: Sendable {
         let done = DispatchSemaphore(value: 0)
-        var error: (any Error)?
+        let failure = Mutex<(any Error)?>(nil)
+        var error: (any Error)? {
+            get { failure.withLock { $0 } }
+            set { failure.withLock { $0 = newValue } }
+        }
     }
 
     /// Earlier versions let any device attach as a watch. A device of the owner's that attached before keeps doing

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import CoreTransferable
 import Glibc
@@ -96,10 +97,10 @@ package struct ProgramEvent: Codable, Sendable {
 
 /// The open connection of a request that stays (a registered program): lines written from any thread, never
 /// after the connection is gone.
-package final class ControlStream: @unchecked Sendable {  // `open` guarded by `lock`
+package final class ControlStream: Sendable {
     private let fd: Int32
-    private let lock = NSLock()
-    private var open = true
+    /// Whether the connection is open; held while a line is written, so none is written after it is gone.
+    private let open = Mutex(true)
 
     init(fd: Int32) { self.fd = fd }
 
@@ -107,7 +108,7 @@ package final class ControlStream: @unchecked Sendable {  // `open` guarded by `
     @discardableResult
     package func send<T: Encodable>(_ value: T) -> Bool {
         guard let data = try? JSONEncoder.iso8601.encode(value) else { return false }
-        return lock.withLock {
+        return open.withLock { open in
             guard open else { return false }
             do {
                 try Syscalls.writeAll(fd, Array(data) + [0x0A])
@@ -122,16 +123,16 @@ package final class ControlStream: @unchecked Sendable {  // `open` guarded by `
 
     /// Closes the connection (the other side sees its end); the server's thread then finishes.
     package func close() {
-        lock.withLock {
+        open.withLock { open in
             if open { Syscalls.shutdownSocket(fd) }
             open = false
         }
     }
 
-    var isOpen: Bool { lock.withLock { open } }
+    var isOpen: Bool { open.withLock { $0 } }
 
     fileprivate func ended() {
-        lock.withLock { open = false }
+        open.withLock { $0 = false }
     }
 }
 

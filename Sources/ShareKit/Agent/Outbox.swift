@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import ShareNet
 
@@ -302,21 +303,19 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
     private static func onThread(nice: Int32, _ body: @escaping @Sendable () -> Result<SendReport, ShareFailure>)
         -> Result<SendReport, ShareFailure>
     {
-        final class Box: @unchecked Sendable {  // written before `done` is signalled, read after
-            var result: Result<SendReport, ShareFailure>?
-            let done = DispatchSemaphore(value: 0)
-        }
-        let box = Box()
+        let result = Mutex<Result<SendReport, ShareFailure>?>(nil)
+        let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             Syscalls.setThreadPriority(lowerBy: nice)
-            box.result = body()
-            box.done.signal()
+            let outcome = body()
+            result.withLock { $0 = outcome }
+            done.signal()
         }
         thread.name = "share-send"
         thread.stackSize = 1 << 20
         thread.start()
-        box.done.wait()
-        return box.result!
+        done.wait()
+        return result.withLock { $0 }!
     }
 
     private func save(_ job: OutboxJob) throws {

@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import Logging
@@ -8,7 +9,7 @@ import ShareNet
 /// open, what peers send to this device is negotiated with its accept list, kept in its folder and handed to it;
 /// without one, the agent's own accept list and inbox apply. One program at a time: a second is told which one
 /// receives.
-final class RegisteredPrograms: @unchecked Sendable {  // `current` guarded by `lock`
+final class RegisteredPrograms: Sendable {
     static let log = Log.logger("share.agent")
 
     /// One registered program and its connection.
@@ -38,12 +39,11 @@ final class RegisteredPrograms: @unchecked Sendable {  // `current` guarded by `
         }
     }
 
-    private let lock = NSLock()
-    private var current: Program?
+    private let current = Mutex<Program?>(nil)
 
     /// The program receiving now (its connection still open), if any.
     var active: Program? {
-        lock.withLock {
+        current.withLock { current in
             if let program = current, !program.stream.isOpen { current = nil }
             return current
         }
@@ -61,7 +61,7 @@ final class RegisteredPrograms: @unchecked Sendable {  // `current` guarded by `
         if let bad = declared.first(where: { !UTTypeDeclaration.isValidIdentifier($0) }) {
             return .failure("the program declares a type with an invalid identifier: \(bad)")
         }
-        return lock.withLock {
+        return current.withLock { current in
             if let other = current, other.stream.isOpen {
                 return .failure(
                     "\(other.registration.name) already receives through this agent; stop it first, or receive "

@@ -1,13 +1,14 @@
+import Synchronization
 import Foundation
 import ShareReach
 
 /// The agent's presence beyond the LAN, when `agent.json` names servers: its place on a relay (relayed sessions go
 /// to the listener like any other) and its announcements to discovery servers (its port, and its relay while it is
 /// joined; announced again at once when that changes). Nothing of this runs with no server configured.
-final class ReachParts: @unchecked Sendable {  // `announcer` set once in init, before either part starts
+final class ReachParts: Sendable {
     let settings: ReachSettings
     let relay: RelayMembership?
-    private(set) var announcer: Announcer?
+    let announcer: Announcer?
 
     init(settings: ReachSettings, device: LocalDevice, trust: TrustCache, listener: Listener) {
         self.settings = settings
@@ -36,6 +37,8 @@ final class ReachParts: @unchecked Sendable {  // `announcer` set once in init, 
             }
             wake.set { announcer.reannounceNow() }
             self.announcer = announcer
+        } else {
+            announcer = nil
         }
     }
 
@@ -71,12 +74,11 @@ final class ReachParts: @unchecked Sendable {  // `announcer` set once in init, 
 }
 
 /// Lets the relay's "joined or left" reach the announcer, created after it.
-private final class WakeBox: @unchecked Sendable {  // `action` guarded by `lock`
-    private let lock = NSLock()
-    private var action: (@Sendable () -> Void)?
+private final class WakeBox: Sendable {
+    private let action = Mutex<(@Sendable () -> Void)?>(nil)
 
-    func set(_ action: @escaping @Sendable () -> Void) { lock.withLock { self.action = action } }
-    func wake() { lock.withLock { action }?() }
+    func set(_ action: @escaping @Sendable () -> Void) { self.action.withLock { $0 = action } }
+    func wake() { action.withLock { $0 }?() }
 }
 
 extension RelayMembership: AgentPart {

@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import ShareProtocol
@@ -99,13 +100,13 @@ final class ReceiveFolder: Sendable {
 }
 
 /// A receive folder seen without keeping it.
-final class HeldFolder: @unchecked Sendable {  // `reference` guarded by `lock`
-    private let lock = NSLock()
-    private weak var reference: ReceiveFolder?
+final class HeldFolder: Sendable {
+    private struct Reference: Sendable { weak var folder: ReceiveFolder? }
+    private let reference: Mutex<Reference>
 
-    init(_ folder: ReceiveFolder) { reference = folder }
+    init(_ folder: ReceiveFolder) { reference = Mutex(Reference(folder: folder)) }
 
-    var folder: ReceiveFolder? { lock.withLock { reference } }
+    var folder: ReceiveFolder? { reference.withLock { $0.folder } }
 }
 
 /// The items arriving for a program, as they are verified (an `AsyncSequence`). Leaving the loop, or `stop()`,

@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import ShareLink
@@ -146,16 +147,10 @@ extension ShareClient {
 }
 
 /// True the first time only.
-final class Once: @unchecked Sendable {  // `done` guarded by `lock`
-    private let lock = NSLock()
-    private var done = false
+final class Once: Sendable {
+    private let done = Atomic(false)
 
-    func first() -> Bool {
-        lock.withLock {
-            defer { done = true }
-            return !done
-        }
-    }
+    func first() -> Bool { !done.exchange(true, ordering: .acquiringAndReleasing) }
 }
 
 /// A program's registration with the running agent: the agent's answer, then one event per line until either side

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Logging
 import ShareLocalSend
@@ -71,7 +72,13 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
             multicastPort: multicast == 0 ? nil : multicast, interface: settings.interface, addresses: addresses)
     }
 
-    private final class InboxHolder: @unchecked Sendable { var inbox: LocalSendInbox? }
+    private final class InboxHolder: Sendable {
+        private let held = Mutex<LocalSendInbox?>(nil)
+        var inbox: LocalSendInbox? {
+            get { held.withLock { $0 } }
+            set { held.withLock { $0 = newValue } }
+        }
+    }
 
     package var port: Int { server.port }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import ShareArchive
@@ -59,33 +60,31 @@ package struct SendOptions: Sendable {
 
 /// Stops a send from another thread: the connection is shut down, the blocked read or write returns, and the send
 /// ends with "cancelled". The receiver keeps what it verified, as after any cut.
-package final class SendCancellation: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var cancelled = false
-    private var connection: PeerConnection?
+package final class SendCancellation: Sendable {
+    private let state = Mutex<(cancelled: Bool, connection: PeerConnection?)>((false, nil))
 
     package init() {}
 
-    package var isCancelled: Bool { lock.withLock { cancelled } }
+    package var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     package func cancel() {
-        let open = lock.withLock {
-            cancelled = true
-            return connection
+        let open = state.withLock {
+            $0.cancelled = true
+            return $0.connection
         }
         open?.interrupt()
     }
 
     /// The send's connection, once open: interrupted at once if the send was already cancelled.
     func attach(_ connection: PeerConnection) {
-        let interruptNow = lock.withLock {
-            self.connection = connection
-            return cancelled
+        let interruptNow = state.withLock {
+            $0.connection = connection
+            return $0.cancelled
         }
         if interruptNow { connection.interrupt() }
     }
 
-    func detach() { lock.withLock { connection = nil } }
+    func detach() { state.withLock { $0.connection = nil } }
 }
 
 /// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
