@@ -63,7 +63,7 @@ let package = Package(
         // a trusted device (its known addresses, then what it announced, then a relay).
         .target(
             name: "ShareReach",
-            dependencies: ["ShareNet", "ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareThreads", "ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),

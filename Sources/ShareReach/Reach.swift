@@ -1,3 +1,4 @@
+import ShareThreads
 import Foundation
 import Logging
 import ShareLink
@@ -145,31 +146,32 @@ public enum Reach {
 }
 
 /// Attempts running on threads of their own; the first session offered wins, later ones are closed.
-final class Race: @unchecked Sendable {  // guarded by `condition`
-    private let condition = NSCondition()
-    private var winner: Session?
-    private var errors: [Error] = []
-    private var running = 0
-    private var finished: Set<Int> = []
-    private var next = 0
+final class Race: Sendable {
+    private struct State {
+        var winner: Session?
+        var errors: [Error] = []
+        var running = 0
+        var finished: Set<Int> = []
+        var next = 0
+    }
+    private let state = Guarded(State())
 
-    var isDecided: Bool { condition.withLock { winner != nil } }
+    var isDecided: Bool { state.withLock { $0.winner != nil } }
 
     /// Runs `body` on a new thread; returns its number (for `wait(for:)`).
     @discardableResult
     func launch(_ body: @escaping @Sendable () -> Void) -> Int {
-        let number = condition.withLock {
-            running += 1
-            next += 1
-            return next
+        let number = state.withLock { state in
+            state.running += 1
+            state.next += 1
+            return state.next
         }
         let thread = Thread { [self] in
             body()
             TLSLibrary.threadFinished()
-            condition.withLock {
-                running -= 1
-                finished.insert(number)
-                condition.broadcast()
+            state.withLock { state in
+                state.running -= 1
+                state.finished.insert(number)
             }
         }
         thread.stackSize = 512 << 10
@@ -178,35 +180,28 @@ final class Race: @unchecked Sendable {  // guarded by `condition`
     }
 
     func offer(_ session: Session) {
-        let lost = condition.withLock { () -> Bool in
-            if winner != nil { return true }
-            winner = session
-            condition.broadcast()
+        let lost = state.withLock { state -> Bool in
+            if state.winner != nil { return true }
+            state.winner = session
             return false
         }
         if lost { session.connection.close() }
     }
 
     func failed(_ error: Error) {
-        condition.withLock {
-            errors.append(error)
-            condition.broadcast()
-        }
+        state.withLock { $0.errors.append(error) }
     }
 
     /// Waits until every attempt in `numbers` has finished, a session has won, or `seconds` pass.
     func wait(for numbers: [Int], atMost seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
-        condition.lock()
-        while winner == nil && !Set(numbers).isSubset(of: finished) && condition.wait(until: deadline) {}
-        condition.unlock()
+        state.wait(seconds: seconds) { $0.winner != nil || Set(numbers).isSubset(of: $0.finished) }
     }
 
     /// The winning session, or one line saying why every path failed.
     func result(peer: String) throws -> Session {
-        condition.lock()
-        defer { condition.unlock() }
-        while winner == nil && running > 0 { condition.wait() }
+        let (winner, errors) = state.withLock(when: { $0.winner != nil || $0.running == 0 }) { state, _ in
+            (state.winner, state.errors)
+        }
         if let winner { return winner }
         let failures = errors.map { ($0 as? ShareFailure) ?? ShareFailure(.unavailable, "\(peer): \($0)") }
         // A refusal says what to do; it outranks "could not reach".

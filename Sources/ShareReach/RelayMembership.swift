@@ -1,3 +1,4 @@
+import ShareThreads
 import Foundation
 import Logging
 import ShareLink
@@ -8,7 +9,7 @@ import ShareNet
 /// joined (pings every 20 s; a relay silent for a minute is left), rejoins with backoff (1 s, 2 s … 60 s, trying
 /// the next relay each time), and turns each session invitation into a socket for the listener. Invitations from a
 /// device `mayConnect` refuses are declined before anything is connected; at most 16 sessions are joined at once.
-public final class RelayMembership: @unchecked Sendable {  // mutable state guarded by `condition`
+public final class RelayMembership: Sendable {
     static let log = Log.logger("share.relay")
     public typealias Arrival = @Sendable (_ fd: Int32, _ from: DeviceID, _ relay: ServerURL) -> Void
 
@@ -18,15 +19,17 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
     private let arrived: Arrival
     private let changed: @Sendable (ServerURL?) -> Void
     private let timeout: Double
-    private let condition = NSCondition()
-    private var stopping = false
-    private var running = false
-    private var connection: ServerConnection?
-    private var current: ServerURL?
-    private var lastError: String?
-    private var joining = 0
+    private struct State {
+        var stopping = false
+        var running = false
+        var connection: ServerConnection?
+        var current: ServerURL?
+        var lastError: String?
+        var joining = 0
+    }
+    private let state = Guarded(State())
     /// Seconds between pings; a relay silent for three of them is left.
-    var pingInterval: Double = 20
+    let pingInterval: Double = 20
 
     public init(
         relays: [ServerURL], identity: TLSIdentity, timeout: Double = 10,
@@ -42,21 +45,20 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
     }
 
     /// The relay this agent is joined to now, if any.
-    public var joined: ServerURL? { condition.withLock { current } }
+    public var joined: ServerURL? { state.withLock { $0.current } }
     /// Why the last attempt to join or stay joined ended, if it did.
-    public var problem: String? { condition.withLock { lastError } }
+    public var problem: String? { state.withLock { $0.lastError } }
 
     /// Starts the membership thread. A relay that is down is retried, not fatal (`problem` says why, and `share
     /// status` shows it); `failed` hears only if the thread ever ended without being stopped.
     public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
         guard !relays.isEmpty else { return }
-        condition.withLock { running = true }
+        state.withLock { $0.running = true }
         let thread = Thread { [self] in
             run()
-            let asked = condition.withLock {
-                running = false
-                condition.broadcast()
-                return stopping
+            let asked = state.withLock { state in
+                state.running = false
+                return state.stopping
             }
             if !asked { failed(RelayProtocolError("the relay membership ended")) }
         }
@@ -65,15 +67,14 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
     }
 
     public func stop() {
-        condition.lock()
-        stopping = true
-        connection?.interrupt()
-        condition.broadcast()
-        while running || joining > 0 { condition.wait() }
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = true
+            state.connection?.interrupt()
+        }
+        state.wait { !$0.running && $0.joining == 0 }
     }
 
-    private var isStopping: Bool { condition.withLock { stopping } }
+    private var isStopping: Bool { state.withLock { $0.stopping } }
 
     private func run() {
         var failures = 0
@@ -85,24 +86,21 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
                 failures = 0
             } catch {
                 let reason = "\(error)"
-                condition.withLock { lastError = reason }
+                state.withLock { $0.lastError = reason }
                 if !isStopping {
                     Self.log.warning(
                         "not joined to the relay", metadata: ["relay": "\(relay.address)", "reason": "\(reason)"])
                 }
             }
-            let was = condition.withLock { () -> ServerURL? in
-                defer { current = nil; connection = nil }
-                return current
+            let was = state.withLock { state -> ServerURL? in
+                defer { (state.current, state.connection) = (nil, nil) }
+                return state.current
             }
             if was != nil { changed(nil) }
             failures += 1
             index += 1
             let delay = min(60, pow(2, Double(min(failures - 1, 6))))
-            condition.lock()
-            let deadline = Date().addingTimeInterval(delay)
-            while !stopping && condition.wait(until: deadline) {}
-            condition.unlock()
+            state.wait(seconds: delay) { $0.stopping }
         }
     }
 
@@ -112,9 +110,9 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
             to: relay, identity: identity, alpn: [RelayClient.alpn], timeout: timeout)
         defer { connection.close() }
         guard
-            condition.withLock({ () -> Bool in
-                if stopping { return false }
-                self.connection = connection
+            state.withLock({ state -> Bool in
+                if state.stopping { return false }
+                state.connection = connection
                 return true
             })
         else { return }
@@ -130,9 +128,9 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
         default:
             throw ShareFailure(.protocolError, "relay \(relay.address) answered the join out of turn")
         }
-        condition.withLock {
-            current = relay
-            lastError = nil
+        state.withLock { state in
+            state.current = relay
+            state.lastError = nil
         }
         Self.log.info("joined the relay", metadata: ["relay": "\(relay.address)"])
         changed(relay)
@@ -179,9 +177,9 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
                 "declined a relayed session that would make this agent a client", metadata: ["from": "\(from)"])
             return
         }
-        let admitted = condition.withLock { () -> Bool in
-            guard !stopping, joining < 16 else { return false }
-            joining += 1
+        let admitted = state.withLock { state -> Bool in
+            guard !state.stopping, state.joining < 16 else { return false }
+            state.joining += 1
             return true
         }
         guard admitted else {
@@ -190,10 +188,7 @@ public final class RelayMembership: @unchecked Sendable {  // mutable state guar
         }
         let thread = Thread { [self] in
             defer {
-                condition.withLock {
-                    joining -= 1
-                    condition.broadcast()
-                }
+                state.withLock { $0.joining -= 1 }
             }
             do {
                 let fd = try RelayClient.join(invitation, relay: relay, timeout: timeout)
