@@ -85,7 +85,7 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareNet", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
+                "ShareKit", "ShareNet", "ShareThreads", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

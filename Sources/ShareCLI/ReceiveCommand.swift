@@ -1,3 +1,4 @@
+import ShareThreads
 import ArgumentParser
 import CoreTransferable
 import Dispatch
@@ -171,24 +172,23 @@ struct ReceiveCommand: ParsableCommand {
 }
 
 /// The one session a `share receive` serves, and its result.
-final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
-    private let condition = NSCondition()
-    private var claimed = false
-    private var result: Result<ReceiveReport, Error>?
+final class SessionOutcome: Sendable {
+    private struct State {
+        var claimed = false
+        var result: Result<ReceiveReport, Error>?
+    }
+    private let state = Guarded(State())
 
     func claim() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        if claimed { return false }
-        claimed = true
-        return true
+        state.withLock { state in
+            if state.claimed { return false }
+            state.claimed = true
+            return true
+        }
     }
 
     func finish(_ value: Result<ReceiveReport, Error>) {
-        condition.lock()
-        result = value
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.result = value }
     }
 
     /// From now on SIGINT, SIGTERM and SIGHUP end the wait (as an error): the handlers are in place when this
@@ -213,18 +213,7 @@ final class SessionOutcome: @unchecked Sendable {  // guarded by `condition`
 
     /// Waits for the result, SIGINT/SIGTERM (an error, once `watchSignals` was called), or the timeout (nil).
     func wait(timeout: Double) -> Result<ReceiveReport, Error>? {
-        condition.lock()
-        defer { condition.unlock() }
-        // NSCondition.wait(until: .distantFuture) traps on Linux: wait without a deadline when there is none.
-        let deadline = timeout > 0 ? Date().addingTimeInterval(timeout) : nil
-        while result == nil {
-            if let deadline {
-                if !condition.wait(until: deadline) { break }
-            } else {
-                condition.wait()
-            }
-        }
-        return result
+        state.withLock(when: { $0.result != nil }, seconds: timeout > 0 ? timeout : nil) { state, _ in state.result }
     }
 }
 

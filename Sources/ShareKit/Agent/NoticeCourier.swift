@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Logging
 import ShareProtocol
@@ -18,15 +19,14 @@ struct TrustNoticesTaken: Codable {
 /// revocation to the owner's other devices, a key rotation to every device that trusted the old key (sent with the
 /// old key, which they still trust). A device that was away gets them when it is next reached; a device that
 /// receives a notice carries it on too, so the owner's devices converge even when the signer is away.
-final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` guarded by `lock`
+final class NoticeCourier: AgentPart, Sendable {
     static let log = Log.logger("share.trust")
     let partName = "trust notices"
     let device: LocalDevice
     let trust: TrustCache
     let interval: Double
-    private let lock = NSLock()
-    private var retryAfter: [String: Date] = [:]
-    private var rounds: RepeatingThread!
+    private let retryAfter = Mutex<[String: Date]>([:])
+    private let rounds = Mutex<RepeatingThread?>(nil)
 
     let reach: ReachSettings
 
@@ -35,19 +35,20 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
         self.device = device
         self.trust = trust
         self.interval = interval
-        rounds = RepeatingThread(name: "share-notices", interval: interval) { [unowned self] in deliverDue() }
+        let thread = RepeatingThread(name: "share-notices", interval: interval) { [weak self] in self?.deliverDue() }
+        rounds.withLock { $0 = thread }
     }
 
     /// Starts the rounds. They end only when stopped; a device that cannot be reached is tried again later, so there
     /// is nothing for `failed` to hear.
-    package func start(failed: @escaping @Sendable (Error) -> Void) { rounds.start() }
+    package func start(failed: @escaping @Sendable (Error) -> Void) { rounds.withLock { $0 }?.start() }
 
-    func stop() { rounds.stop() }
+    package func stop() { rounds.withLock { $0 }?.stop() }
 
     /// Tries again now, and at once for `device` (it just connected: it may have been away).
     func wake(for device: DeviceID? = nil) {
-        if let device { lock.withLock { retryAfter[device.description] = nil } }
-        rounds.wake()
+        if let device { retryAfter.withLock { $0[device.description] = nil } }
+        rounds.withLock { $0 }?.wake()
     }
 
     /// One round: every notice to every device that should have it and is due.
@@ -61,7 +62,7 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
             let ownRotation = entry.notice.kind == .rotate && entry.notice.subject == previous?.deviceID
             for target in Self.targets(of: entry, in: store, ownRotation: ownRotation) {
                 let key = target.id.description
-                if let after = lock.withLock({ retryAfter[key] }), after > Date() {
+                if let after = retryAfter.withLock({ $0[key] }), after > Date() {
                     if ownRotation { pendingOwnRotation = true }
                     continue
                 }
@@ -72,7 +73,7 @@ final class NoticeCourier: AgentPart, @unchecked Sendable {  // `retryAfter` gua
                     }
                 } else {
                     // A device that is away is tried again a few rounds later (at most every 30 s).
-                    lock.withLock { retryAfter[key] = Date().addingTimeInterval(min(30, 3 * interval)) }
+                    retryAfter.withLock { $0[key] = Date().addingTimeInterval(min(30, 3 * interval)) }
                     if ownRotation { pendingOwnRotation = true }
                 }
             }
