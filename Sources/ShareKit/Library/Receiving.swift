@@ -1,3 +1,5 @@
+import Glibc
+import ShareThreads
 import Synchronization
 import CoreTransferable
 import Foundation
@@ -155,13 +157,16 @@ final class Once: Sendable {
 
 /// A program's registration with the running agent: the agent's answer, then one event per line until either side
 /// ends it.
-final class AgentReception: @unchecked Sendable {  // `stopping`, `open`, `running`, `thread` guarded by `lock`
+final class AgentReception: Sendable {
     private let fd: Int32
-    private let lock = NSCondition()
-    private var stopping = false
-    private var open = true
-    private var running = true
-    private var thread: Thread?
+    private struct State {
+        var stopping = false
+        var open = true
+        var running = true
+    }
+    private let state = Guarded(State())
+    /// The event thread's ID, so that `stop` called from it does not wait for itself.
+    private let eventThread = Mutex<pthread_t?>(nil)
 
     init(
         paths: DevicePaths, registration: ProgramRegistration,
@@ -195,7 +200,8 @@ final class AgentReception: @unchecked Sendable {  // `stopping`, `open`, `runni
             throw ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
         }
         Syscalls.setTimeouts(fd, seconds: 0)
-        let thread = Thread { [self] in
+        Threads.start(name: "share-client-rx") { [self] in
+            eventThread.withLock { $0 = pthread_self() }
             var failure: Error?
             do {
                 while let line = try Syscalls.readLine(fd, limit: 1 << 20) {
@@ -203,41 +209,35 @@ final class AgentReception: @unchecked Sendable {  // `stopping`, `open`, `runni
                         event(decoded)
                     }
                 }
-                if !lock.withLock({ stopping }) {
+                if !state.withLock({ $0.stopping }) {
                     failure = ShareFailure(.unavailable, "the agent stopped; start it again and receive again")
                 }
             } catch {
-                if !lock.withLock({ stopping }) {
+                if !state.withLock({ $0.stopping }) {
                     failure = ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
                 }
             }
-            lock.withLock {
+            state.withLock { state in
                 Syscalls.close(fd)
-                open = false
+                state.open = false
             }
             ended(failure)
-            lock.withLock {
-                running = false
-                lock.broadcast()
-            }
+            state.withLock { $0.running = false }
         }
-        thread.name = "share-client-receive"
-        lock.withLock { self.thread = thread }
-        thread.start()
     }
 
     /// Ends the registration: the agent forgets the program, and returns once the event thread has finished (so no
     /// item is handed over after it, and nothing of the reception still holds the program's folder), unless called
     /// from that thread.
     func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        if !stopping {
-            stopping = true
-            if open { Syscalls.shutdownSocket(fd) }
+        state.withLock { state in
+            if !state.stopping {
+                state.stopping = true
+                if state.open { Syscalls.shutdownSocket(fd) }
+            }
         }
-        guard Thread.current !== thread else { return }
-        while running { lock.wait() }
+        if let thread = eventThread.withLock({ $0 }), pthread_equal(thread, pthread_self()) != 0 { return }
+        state.wait { !$0.running }
     }
 }
 

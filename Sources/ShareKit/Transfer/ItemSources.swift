@@ -1,3 +1,4 @@
+import ShareThreads
 import CoreTransferable
 import Foundation
 import ShareArchive
@@ -76,20 +77,23 @@ final class FileChunks: PositionalSource, Sendable {
 }
 
 /// Hashes the chunks a receiver already holds, on its own thread, while the missing ones are sent.
-final class ThreadedDigests: HeldDigests, @unchecked Sendable {  // result and cancelled guarded by `condition`
-    private let condition = NSCondition()
-    private var result: Result<[(index: Int, digest: [UInt8])], Error>?
-    private var cancelled = false
+final class ThreadedDigests: HeldDigests, Sendable {
+    private struct State {
+        var result: Result<[(index: Int, digest: [UInt8])], Error>?
+        var cancelled = false
+    }
+    private let state = Guarded(State())
 
     /// `hasher` is used by the hashing thread alone.
     init(source: PositionalSource & Sendable, indices: [Int], chunkSize: Int, hasher: ChunkHasher) {
+        // The hasher is the hashing thread's alone from here on.
         nonisolated(unsafe) let hasher = hasher
-        let thread = Thread { [self] in
+        Threads.start(name: "share-held") { [self] in
             var buffer = [UInt8](repeating: 0, count: chunkSize)
             var out: [(index: Int, digest: [UInt8])] = []
             do {
                 for index in indices {
-                    if condition.withLock({ cancelled }) { throw CancellationError() }
+                    if state.withLock({ $0.cancelled }) { throw CancellationError() }
                     let n = try buffer.withUnsafeMutableBytes {
                         try source.read(into: $0, at: UInt64(index) * UInt64(chunkSize))
                     }
@@ -101,30 +105,21 @@ final class ThreadedDigests: HeldDigests, @unchecked Sendable {  // result and c
                 finish(.failure(error))
             }
         }
-        thread.start()
     }
 
     private func finish(_ value: Result<[(index: Int, digest: [UInt8])], Error>) {
-        condition.lock()
-        result = value
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.result = value }
     }
 
     /// Stops hashing (after the chunk in progress) and waits until the thread is done with the source: OpenSSL's
     /// exit-time cleanup under a running hash crashes, and a closed descriptor could be reused.
     func cancel() {
-        condition.lock()
-        defer { condition.unlock() }
-        cancelled = true
-        while result == nil { condition.wait() }
+        state.withLock { $0.cancelled = true }
+        state.wait { $0.result != nil }
     }
 
     func wait() throws -> [(index: Int, digest: [UInt8])] {
-        condition.lock()
-        defer { condition.unlock() }
-        while result == nil { condition.wait() }
-        return try result!.get()
+        try state.withLock(when: { $0.result != nil }) { state, _ in try state.result!.get() }
     }
 }
 
