@@ -1,3 +1,4 @@
+import ShareThreads
 import Foundation
 import Logging
 import ShareProtocol
@@ -23,7 +24,7 @@ package struct Announcement: Codable, Sendable, Equatable {
 /// file is written at most once per `writeInterval`. An announcement is a hint only: a send tries the address a
 /// trusted device announced with the same pinned handshake as any other, and falls back to the last address that
 /// worked.
-package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `dirty`, `stopped` guarded by `lock`
+package final class Discovery: AgentPart, Sendable {
     package static let defaultPort = 21_847
     package static let group = "239.255.77.77"
     package static let maxRemembered = 1_024
@@ -39,12 +40,14 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
     /// Seconds after which a device not heard is forgotten.
     let expiry: Double
     private let fd: Int32
-    private let lock = NSCondition()
-    private var peers: [String: DiscoveredPeer]
-    private var dirty = false
-    private var lastWrite = Date.distantPast
-    private var stopped = false
-    private var running = 0
+    private struct State {
+        var peers: [String: DiscoveredPeer]
+        var dirty = false
+        var lastWrite = Date.distantPast
+        var stopped = false
+        var running = 0
+    }
+    private let state: Guarded<State>
     private let interface: String?
     private let trust: TrustCache
     package let partName = "discovery"
@@ -71,10 +74,11 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
                 .unavailable, "discovery: \(error.message); choose another --discovery-port or turn it off")
         }
         let now = Date()
-        peers = Dictionary(
+        let peers = Dictionary(
             DiscoveredPeer.load(device.paths).filter { now.timeIntervalSince($0.lastSeen) < max(10 * interval, 300) }
                 .prefix(Self.maxRemembered).map { ($0.id, $0) },
             uniquingKeysWith: { $1 })
+        state = Guarded(State(peers: peers))
     }
 
     package func start() { start(failed: { _ in }) }
@@ -82,7 +86,7 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
     /// `failed` hears once if the socket keeps failing for a minute (not a lost datagram: a socket that cannot be
     /// read at all), so the agent ends and is restarted rather than going on deaf.
     package func start(failed: @escaping @Sendable (Error) -> Void) {
-        lock.withLock { running = 2 }
+        state.withLock { $0.running = 2 }
         let announcer = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
@@ -91,12 +95,7 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
                 if interface == nil {
                     Syscalls.sendDatagram(fd, announcement, host: "255.255.255.255", port: port)
                 }
-                lock.lock()
-                let deadline = Date().addingTimeInterval(interval)
-                while !stopped && lock.wait(until: deadline) {}
-                let stop = stopped
-                lock.unlock()
-                if stop { return }
+                if state.wait(seconds: interval, until: { $0.stopped }) { return }
                 flush(force: false)
             }
         }
@@ -106,7 +105,7 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             var failingSince: Date?
-            while !lock.withLock({ stopped }) {
+            while !state.withLock({ $0.stopped }) {
                 // What was heard is written within `writeInterval` whether announcements keep coming or not.
                 do {
                     if let (bytes, from) = try Syscalls.receiveDatagram(fd, timeout: 0.5) { heard(bytes, from: from) }
@@ -118,7 +117,7 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
                         failed(error)
                         break
                     }
-                    lock.withLock { _ = lock.wait(until: Date().addingTimeInterval(0.5)) }
+                    state.wait(seconds: 0.5) { $0.stopped }
                 }
                 flush(force: false)
             }
@@ -129,24 +128,18 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
     }
 
     private func finished() {
-        lock.withLock {
-            running -= 1
-            lock.broadcast()
-        }
+        state.withLock { $0.running -= 1 }
     }
 
     /// Stops both threads and closes the socket.
     package func stop() {
-        lock.lock()
-        stopped = true
-        lock.broadcast()
-        while running > 0 { lock.wait() }
-        lock.unlock()
+        state.withLock { $0.stopped = true }
+        state.wait { $0.running == 0 }
         Syscalls.close(fd)
     }
 
     /// Devices remembered now (for tests and `share status`).
-    var remembered: Int { lock.withLock { peers.count } }
+    var remembered: Int { state.withLock { $0.peers.count } }
 
     private func heard(_ bytes: [UInt8], from host: String) {
         guard let message = try? JSONDecoder().decode(Announcement.self, from: Data(bytes)),
@@ -160,45 +153,49 @@ package final class Discovery: AgentPart, @unchecked Sendable {  // `peers`, `di
         let peer = DiscoveredPeer(
             id: id.description, name: message.name, address: PeerAddress(host: host, port: message.port),
             lastSeen: now, version: message.version)
-        lock.lock()
-        defer { lock.unlock() }
-        let known = peers[peer.id]
-        if known == nil { makeRoom(now: now, trusted: trustedIDs) }
-        guard known != nil || peers.count < Self.maxRemembered else { return }
-        if !trusted, known == nil, peers.keys.filter({ !trustedIDs.contains($0) }).count >= Self.maxStrangers {
-            return
+        state.withLock { state in
+            let known = state.peers[peer.id]
+            if known == nil { makeRoom(&state, now: now, trusted: trustedIDs) }
+            guard known != nil || state.peers.count < Self.maxRemembered else { return }
+            if !trusted, known == nil,
+                state.peers.keys.filter({ !trustedIDs.contains($0) }).count >= Self.maxStrangers
+            {
+                return
+            }
+            state.peers[peer.id] = peer
+            // A change of address or name is written soon; a device only heard again is written at the next flush.
+            if known.map({ $0.address != peer.address || $0.name != peer.name }) ?? true { state.dirty = true }
+            if let known, now.timeIntervalSince(known.lastSeen) > interval { state.dirty = true }
         }
-        peers[peer.id] = peer
-        // A change of address or name is written soon; a device only heard again is written at the next flush.
-        if known.map({ $0.address != peer.address || $0.name != peer.name }) ?? true { dirty = true }
-        if let known, now.timeIntervalSince(known.lastSeen) > interval { dirty = true }
     }
 
     /// Forgets expired entries, then, when full, the strangers heard longest ago (never a trusted device for a
-    /// stranger). Called with `lock` held.
-    private func makeRoom(now: Date, trusted: Set<String>) {
-        let before = peers.count
-        peers = peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
-        if peers.count >= Self.maxRemembered {
-            let strangers = peers.values.filter { !trusted.contains($0.id) }.sorted { $0.lastSeen < $1.lastSeen }
-            for stranger in strangers.prefix(peers.count - Self.maxRemembered + 1) { peers[stranger.id] = nil }
+    /// stranger). Called with the state locked.
+    private func makeRoom(_ state: inout State, now: Date, trusted: Set<String>) {
+        let before = state.peers.count
+        state.peers = state.peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
+        if state.peers.count >= Self.maxRemembered {
+            let strangers = state.peers.values.filter { !trusted.contains($0.id) }.sorted { $0.lastSeen < $1.lastSeen }
+            for stranger in strangers.prefix(state.peers.count - Self.maxRemembered + 1) {
+                state.peers[stranger.id] = nil
+            }
         }
-        if peers.count != before { dirty = true }
+        if state.peers.count != before { state.dirty = true }
     }
 
     /// Writes the file when something changed, at most once per `writeInterval` unless forced.
     private func flush(force: Bool) {
-        lock.lock()
-        guard dirty, force || Date().timeIntervalSince(lastWrite) >= Self.writeInterval else {
-            lock.unlock()
-            return
+        let due = state.withLock { state -> [DiscoveredPeer]? in
+            guard state.dirty, force || Date().timeIntervalSince(state.lastWrite) >= Self.writeInterval else {
+                return nil
+            }
+            let now = Date()
+            state.peers = state.peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
+            state.dirty = false
+            state.lastWrite = now
+            return Array(state.peers.values)
         }
-        let now = Date()
-        peers = peers.filter { now.timeIntervalSince($0.value.lastSeen) < expiry }
-        let snapshot = Array(peers.values)
-        dirty = false
-        lastWrite = now
-        lock.unlock()
+        guard let snapshot = due else { return }
         do {
             try AtomicFile.write(try JSONEncoder.iso8601.encode(snapshot), to: file, mode: 0o600, durable: false)
         } catch {
