@@ -5,7 +5,7 @@ import ShareTLS
 import ShareNet
 
 /// An authenticated session after both hellos: the connection, the peer's identity and what it said.
-public struct Session: @unchecked Sendable {  // the connection is confined to the thread that opened the session
+public struct Session: Sendable {
     public let connection: PeerConnection
     public let peerID: DeviceID
     public let peerHello: Hello

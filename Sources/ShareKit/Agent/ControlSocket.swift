@@ -1,3 +1,4 @@
+import ShareThreads
 import Synchronization
 import Foundation
 import CoreTransferable
@@ -171,14 +172,16 @@ package struct ControlResponse: Codable, Sendable {
 
 /// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
 /// whose user ID differs from the agent's is turned away even if it could open the socket.
-package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped`, `handler` guarded by `lock`
+package final class ControlServer: AgentPart, Sendable {
     package let path: String
     private let acceptor: Acceptor
-    private let lock = NSLock()
-    private var stopped = false
-    private var answer: (@Sendable (ControlRequest) -> ControlResponse)?
-    private var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
-    private var streams: [ObjectIdentifier: ControlStream] = [:]
+    private struct State {
+        var stopped = false
+        var answer: (@Sendable (ControlRequest) -> ControlResponse)?
+        var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
+        var streams: [ObjectIdentifier: ControlStream] = [:]
+    }
+    private let state = Mutex(State())
     package let partName = "control socket"
 
     package init(path: String) throws {
@@ -196,15 +199,15 @@ package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped
 
     /// Answers each request (set before the server starts).
     package var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
-        get { lock.withLock { answer } }
-        set { lock.withLock { answer = newValue } }
+        get { state.withLock { $0.answer } }
+        set { state.withLock { $0.answer = newValue } }
     }
 
     /// Answers a program's registration; when the answer is ok the connection stays open for the stream until the
     /// program closes it (set before the server starts).
     package var attachProgram: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)? {
-        get { lock.withLock { attach } }
-        set { lock.withLock { attach = newValue } }
+        get { state.withLock { $0.attach } }
+        set { state.withLock { $0.attach = newValue } }
     }
 
     package func start(failed: @escaping @Sendable (Error) -> Void) {
@@ -212,10 +215,10 @@ package final class ControlServer: AgentPart, @unchecked Sendable {  // `stopped
     }
 
     package func stop() {
-        let streams = lock.withLock { () -> [ControlStream]? in
-            guard !stopped else { return nil }
-            stopped = true
-            return Array(self.streams.values)
+        let streams = state.withLock { state -> [ControlStream]? in
+            guard !state.stopped else { return nil }
+            state.stopped = true
+            return Array(state.streams.values)
         }
         guard let streams else { return }
         acceptor.stop(grace: 5, cut: { for stream in streams { stream.close() } })
@@ -252,14 +255,14 @@ extension ControlServer {
     private func serve(_ client: Int32, program: ProgramRegistration) {
         let stream = ControlStream(fd: client)
         let key = ObjectIdentifier(stream)
-        let registered = lock.withLock { () -> Bool in
-            guard !stopped else { return false }
-            streams[key] = stream
+        let registered = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.streams[key] = stream
             return true
         }
         defer {
             stream.ended()
-            lock.withLock { streams[key] = nil }
+            state.withLock { $0.streams[key] = nil }
         }
         Syscalls.setTimeouts(client, seconds: 0)
         let response =

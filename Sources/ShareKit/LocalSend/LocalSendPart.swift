@@ -1,3 +1,4 @@
+import ShareThreads
 import Synchronization
 import Foundation
 import Logging
@@ -8,7 +9,7 @@ import ShareNet
 /// The agent's LocalSend part: the HTTPS server LocalSend devices upload to (`LocalSendInbox`), LocalSend's
 /// discovery (multicast, and registration with addresses given by hand), and the list of devices seen, kept in
 /// `STATE/localsend/peers.json` for `share peers` and `share send --to`.
-package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutable after init; parts are thread-safe
+package final class LocalSendPart: AgentPart, Sendable {
     static let log = Log.logger("share.localsend")
     package let partName = "LocalSend"
     package let server: LocalSendServer
@@ -17,10 +18,8 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
     package let peers: LocalSendPeers
     package let fingerprint: String
     let paths: DevicePaths
-    private let saver = NSCondition()
-    private var lastSaved: [LocalSendPeer] = []
-    private var seenAt: [String: Date] = [:]
-    private var stopping = false
+    /// Whether the part is stopping (the saver thread waits on it).
+    private let stopping = Guarded(false)
 
     /// Called with the names of devices seen again (proved), so that jobs queued for them are tried now.
     let seenAgain: @Sendable (Set<String>) -> Void
@@ -87,7 +86,9 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
         discovery.start()
         let thread = Thread { [self] in
             // Writes the list of devices seen when it changes, at most once a second.
-            while !saver.withLock({ stopping }) {
+            var lastSaved: [LocalSendPeer] = []
+            var seenAt: [String: Date] = [:]
+            while !stopping.withLock({ $0 }) {
                 let now = peers.all
                 // On a change, and every 30 s for the times last seen.
                 let stale = zip(now, lastSaved).contains { $0.lastSeen.timeIntervalSince($1.lastSeen) > 30 }
@@ -101,7 +102,7 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
                 }
                 for peer in now { seenAt[peer.info.fingerprint] = peer.lastSeen }
                 if !again.isEmpty { seenAgain(Set(again.map { $0.info.alias.lowercased() })) }
-                saver.withLock { if !stopping { _ = saver.wait(until: Date().addingTimeInterval(1)) } }
+                stopping.wait(seconds: 1) { $0 }
             }
             LocalSendSeen.save(peers.all, paths: paths)
         }
@@ -111,10 +112,7 @@ package final class LocalSendPart: AgentPart, @unchecked Sendable {  // immutabl
     }
 
     package func stop() {
-        saver.withLock {
-            stopping = true
-            saver.broadcast()
-        }
+        stopping.withLock { $0 = true }
         discovery.stop()
         server.stop()
     }
