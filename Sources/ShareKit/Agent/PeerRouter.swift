@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import Logging
@@ -9,7 +10,7 @@ import ShareNet
 /// Serves each authenticated session of the agent: tells what the device asks (a ping, a send into the inbox, a
 /// paste, a watch attaching, a forwarding), asks `AccessPolicy` whether it may, and hands the session to the one
 /// part that does it. A device has at most `maxSessionsPerDevice` sessions at once and one receiving session.
-final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` guarded by `lock`
+final class PeerRouter: Sendable {
     static let log = Log.logger("share.agent")
     /// Sessions one device may hold at once (a watch's link counts as one).
     static let maxSessionsPerDevice = 4
@@ -18,14 +19,23 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     let trust: TrustCache
     let inbox: AgentInbox
     let watches: WatchLinks
+    private let parts = Mutex<(outbox: Outbox?, courier: NoticeCourier?)>((nil, nil))
     /// Queues what is kept for a watch; set once the outbox exists.
-    var outbox: Outbox?
+    var outbox: Outbox? {
+        get { parts.withLock { $0.outbox } }
+        set { parts.withLock { $0.outbox = newValue } }
+    }
     /// Carries trust notices; woken when a device connects (it may have been away).
-    var courier: NoticeCourier?
-    private let lock = NSCondition()
-    private var sessions: [DeviceID: Int] = [:]
-    /// The connection of the session receiving from each device.
-    private var receiving: [DeviceID: PeerConnection] = [:]
+    var courier: NoticeCourier? {
+        get { parts.withLock { $0.courier } }
+        set { parts.withLock { $0.courier = newValue } }
+    }
+    private struct State {
+        var sessions: [DeviceID: Int] = [:]
+        /// The connection of the session receiving from each device.
+        var receiving: [DeviceID: PeerConnection] = [:]
+    }
+    private let state = Guarded(State())
 
     /// Discovery servers and relays, for reaching the device a watch sends to.
     let reach: ReachSettings
@@ -111,17 +121,17 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     }
 
     private func admit(_ id: DeviceID) -> Bool {
-        lock.withLock {
-            guard sessions[id, default: 0] < Self.maxSessionsPerDevice else { return false }
-            sessions[id, default: 0] += 1
+        state.withLock { state in
+            guard state.sessions[id, default: 0] < Self.maxSessionsPerDevice else { return false }
+            state.sessions[id, default: 0] += 1
             return true
         }
     }
 
     private func release(_ id: DeviceID) {
-        lock.withLock {
-            sessions[id, default: 1] -= 1
-            if sessions[id] == 0 { sessions[id] = nil }
+        state.withLock { state in
+            state.sessions[id, default: 1] -= 1
+            if state.sessions[id] == 0 { state.sessions[id] = nil }
         }
     }
 
@@ -134,23 +144,16 @@ final class PeerRouter: @unchecked Sendable {  // `sessions` and `receiving` gua
     /// session is still open has lost that connection (it crashed, or the network dropped): the old session is
     /// interrupted (its partial kept) and this one takes over.
     private func receive(_ session: Session, peer: String, entry: TrustedDevice?, first: Frame) throws {
-        let deadline = Date().addingTimeInterval(10)
-        lock.lock()
-        while let old = receiving[session.peerID] {
-            old.interrupt()
-            guard lock.wait(until: deadline) else {
-                lock.unlock()
-                throw ProtocolError(.refused, "\(device.name) is still finishing a session with \(peer); try again")
-            }
+        let old = state.withLock { $0.receiving[session.peerID] }
+        old?.interrupt()
+        let taken = state.withLock(when: { $0.receiving[session.peerID] == nil }, seconds: 10) { state, free in
+            if free { state.receiving[session.peerID] = session.connection }
+            return free
         }
-        receiving[session.peerID] = session.connection
-        lock.unlock()
-        defer {
-            lock.withLock {
-                receiving[session.peerID] = nil
-                lock.broadcast()
-            }
+        guard taken else {
+            throw ProtocolError(.refused, "\(device.name) is still finishing a session with \(peer); try again")
         }
+        defer { state.withLock { $0.receiving[session.peerID] = nil } }
         var options = ReceiveOptions(directory: inboxFolder(peer), accept: inbox.accept, maxSize: inbox.maxSize)
         options.folderMode = 0o700
         let program = programs.active

@@ -1,3 +1,5 @@
+import ShareThreads
+import Synchronization
 import CoreTransferable
 import Foundation
 import Logging
@@ -9,7 +11,7 @@ import ShareNet
 /// accept, and stay connected. The agent delivers their outbox jobs over that link, keeps it alive with a ping every
 /// `keepalive` seconds, and remembers each watch's accept list (`STATE/watches.json`, 0600) to negotiate on its
 /// behalf while it is away.
-package final class WatchLinks: @unchecked Sendable {  // all state guarded by `condition`
+package final class WatchLinks: Sendable {
     static let log = Log.logger("share.watch")
 
     /// A watch the agent has seen: who it is and what it accepts.
@@ -21,25 +23,30 @@ package final class WatchLinks: @unchecked Sendable {  // all state guarded by `
     }
 
     /// One attached watch: its session, used by one thread at a time (the keepalive or a delivery).
-    final class Link: @unchecked Sendable {  // `session` is used only under `use`
+    final class Link: Sendable {
         let session: Session
+        /// Held by whoever uses the session (the keepalive or a delivery).
         let use = NSLock()
-        var alive = true
+        private let up = Atomic(true)
 
         init(session: Session) { self.session = session }
 
+        var alive: Bool { up.load(ordering: .acquiring) }
+
         func drop() {
-            alive = false
+            up.store(false, ordering: .releasing)
             session.connection.interrupt()
         }
     }
 
     private let file: URL
     private let keepalive: Double
-    private let condition = NSCondition()
-    private var known: [String: Known]
-    private var links: [DeviceID: Link] = [:]
-    private var stopping = false
+    private struct State {
+        var known: [String: Known]
+        var links: [DeviceID: Link] = [:]
+        var stopping = false
+    }
+    private let state: Guarded<State>
 
     package init(stateDirectory: URL, keepalive: Double = 15) {
         file = stateDirectory.appendingPathComponent("watches.json")
@@ -48,27 +55,26 @@ package final class WatchLinks: @unchecked Sendable {  // all state guarded by `
             try? JSONDecoder.iso8601.decode([Known].self, from: $0)
         }
         // IDs written by earlier versions (other check characters) are keyed as this version prints them.
-        known = Dictionary(
+        let known = Dictionary(
             (saved ?? []).map { entry in
                 var entry = entry
                 entry.id = (try? DeviceID(parsing: entry.id))?.description ?? entry.id
                 return (entry.id, entry)
             }, uniquingKeysWith: { _, last in last })
+        state = Guarded(State(known: known))
     }
 
     /// The watch with this device ID, if it ever attached.
     package func watch(_ id: DeviceID) -> Known? {
-        condition.lock()
-        defer { condition.unlock() }
-        return known[id.description]
+        state.withLock { $0.known[id.description] }
     }
 
     /// Every watch ever attached, with whether it is attached now.
     package var all: [(watch: Known, attached: Bool)] {
-        condition.lock()
-        defer { condition.unlock() }
-        return known.values.sorted { $0.name < $1.name }.map { watch in
-            (watch, links.keys.contains { $0.description == watch.id })
+        state.withLock { state in
+            state.known.values.sorted { $0.name < $1.name }.map { watch in
+                (watch, state.links.keys.contains { $0.description == watch.id })
+            }
         }
     }
 
@@ -77,48 +83,41 @@ package final class WatchLinks: @unchecked Sendable {  // all state guarded by `
     func serve(_ session: Session, name: String, attached: @Sendable () -> Void) {
         guard let accept = session.peerHello.accept else { return }
         let link = Link(session: session)
-        condition.lock()
-        if stopping {
-            condition.unlock()
-            return
+        let registered = state.withLock { state -> Bool in
+            if state.stopping { return false }
+            state.links[session.peerID]?.drop()
+            state.links[session.peerID] = link
+            state.known[session.peerID.description] = Known(
+                id: session.peerID.description, name: name, accept: accept, lastSeen: Date())
+            save(state.known)
+            return true
         }
-        links[session.peerID]?.drop()
-        links[session.peerID] = link
-        known[session.peerID.description] = Known(
-            id: session.peerID.description, name: name, accept: accept, lastSeen: Date())
-        save()
-        condition.unlock()
+        guard registered else { return }
         // The welcome: the watch counts itself attached when the agent speaks first.
         link.use.lock()
         let welcomed = Self.ping(link.session)
         link.use.unlock()
         guard welcomed else {
             link.drop()
-            condition.withLock {
-                if links[session.peerID] === link { links[session.peerID] = nil }
+            state.withLock { state in
+                if state.links[session.peerID] === link { state.links[session.peerID] = nil }
             }
             return
         }
         Self.log.info("watch attached", metadata: ["watch": "\(name)", "from": "\(session.connection.remoteAddress)"])
         attached()
         defer {
-            condition.lock()
-            if links[session.peerID] === link { links[session.peerID] = nil }
-            known[session.peerID.description]?.lastSeen = Date()
-            save()
-            condition.broadcast()
-            condition.unlock()
+            state.withLock { state in
+                if state.links[session.peerID] === link { state.links[session.peerID] = nil }
+                state.known[session.peerID.description]?.lastSeen = Date()
+                save(state.known)
+            }
         }
         var lastPing = Date()
         while true {
             // Wake every second: a watch that went away closes its socket, and that is noticed within a second
             // rather than at the next keepalive.
-            condition.lock()
-            let wake = Date().addingTimeInterval(1)
-            while !stopping && link.alive && Date() < wake { _ = condition.wait(until: wake) }
-            let stop = stopping || !link.alive
-            condition.unlock()
-            if stop { break }
+            if state.wait(seconds: 1, until: { $0.stopping || !link.alive }) { break }
             guard link.use.try() else { continue }  // a delivery is using the link
             var lost = false
             // Between deliveries a watch sends nothing unasked: anything readable is its end of the connection.
@@ -156,9 +155,7 @@ package final class WatchLinks: @unchecked Sendable {  // all state guarded by `
         to id: DeviceID, name: String, items: [OutgoingItem], device: LocalDevice,
         progress: @escaping @Sendable (TransferProgress) -> Void
     ) throws -> SendReport {
-        condition.lock()
-        let link = links[id]
-        condition.unlock()
+        let link = state.withLock { $0.links[id] }
         guard let link, link.alive else {
             throw ShareFailure(.unavailable, "\(name) is not attached; the items wait until it attaches")
         }
@@ -171,23 +168,20 @@ package final class WatchLinks: @unchecked Sendable {  // all state guarded by `
             return try sender.serve(link.session, peerName: name, items: items)
         } catch {
             link.drop()
-            condition.lock()
-            condition.broadcast()
-            condition.unlock()
+            state.withLock { _ in }  // wakes the link's keepalive loop
             throw SessionErrors.describe(error, peer: name, localID: device.id)
         }
     }
 
     /// Ends every link (the agent is stopping): each watch reconnects to the agent when it is back.
     package func stop() {
-        condition.lock()
-        stopping = true
-        for link in links.values { link.drop() }
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = true
+            for link in state.links.values { link.drop() }
+        }
     }
 
-    private func save() {
+    private func save(_ known: [String: Known]) {
         guard let data = try? JSONEncoder.iso8601.encode(known.values.sorted { $0.name < $1.name }) else { return }
         try? AtomicFile.write(data, to: file, mode: 0o600, durable: false)
     }
