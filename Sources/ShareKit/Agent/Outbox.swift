@@ -1,3 +1,4 @@
+import ShareThreads
 import Synchronization
 import Foundation
 import ShareNet
@@ -122,7 +123,7 @@ package struct ForwardedItem: Codable, Sendable, Equatable {
 /// attempt that moved bytes before it broke is retried after 1 s (a dropped link, a restarted peer); errors that a
 /// retry cannot fix end the job. `share cancel` ends a queued job at once and a running one by interrupting its
 /// connection. Jobs that ended are kept for `keepFinished`, then pruned.
-package final class Outbox: AgentPart, @unchecked Sendable {  // all state guarded by `condition`
+package final class Outbox: AgentPart, Sendable {
     /// One attempt at a job; it reports its progress as it goes.
     package typealias Runner =
         @Sendable (
@@ -138,17 +139,21 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
     }
 
     package let directory: URL
-    private let condition = NSCondition()
-    private var jobs: [String: OutboxJob] = [:]
-    /// The session bytes of a running job at its first progress report, to tell whether an attempt moved any.
-    private var firstProgress: [String: UInt64] = [:]
-    private var stopping = false
-    private var workerDone = true
+    private struct State {
+        var jobs: [String: OutboxJob] = [:]
+        /// The session bytes of a running job at its first progress report, to tell whether an attempt moved any.
+        var firstProgress: [String: UInt64] = [:]
+        var stopping = false
+        var workerDone = true
+        /// The running job's cancellation.
+        var running: (id: String, cancellation: SendCancellation)?
+        /// Counts the changes the worker waits for (a job added, retried or cancelled; a stop).
+        var changes = 0
+    }
+    private let state = Guarded(State())
     private let runner: Runner
     private let nice: Int32
     private let lifetimes: Lifetimes
-    /// The running job's cancellation.
-    private var running: (id: String, cancellation: SendCancellation)?
 
     /// Loads the persisted jobs; a job that was running when the agent died is queued again.
     /// `nice`: how much lower than the agent's the worker's CPU priority is.
@@ -158,6 +163,7 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
         self.lifetimes = lifetimes
         self.runner = runner
         try DevicePaths.ensurePrivateDirectory(directory)
+        var jobs: [String: OutboxJob] = [:]
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         where name.hasSuffix(".json") {
             guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
@@ -171,15 +177,18 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
             job.progress = nil
             jobs[job.id] = job
         }
-        pruneFinished()
+        state.withLock { state in
+            state.jobs = jobs
+            pruneFinished(&state)
+        }
     }
 
     /// Removes jobs that ended more than `keepFinished` ago (jobs an earlier version finished count from their
-    /// creation). Called with `condition` held, or before the worker starts.
-    private func pruneFinished() {
+    /// creation). Called with the state locked.
+    private func pruneFinished(_ state: inout State) {
         let cutoff = Date().addingTimeInterval(-lifetimes.keepFinished)
-        for (id, job) in jobs where job.state.isFinal && (job.finished ?? job.created) < cutoff {
-            jobs[id] = nil
+        for (id, job) in state.jobs where job.state.isFinal && (job.finished ?? job.created) < cutoff {
+            state.jobs[id] = nil
             try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(id).json"))
         }
     }
@@ -187,27 +196,29 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
     /// Cancels a job: a queued one ends now; a running one when its connection has been interrupted (the receiver
     /// keeps what it verified). Returns the job as it is now, nil when there is no such job.
     package func cancel(_ id: String) -> OutboxJob? {
-        condition.lock()
-        defer { condition.unlock() }
-        guard var job = jobs[id] else { return nil }
-        switch job.state {
-        case .queued:
-            job.state = .cancelled
-            job.finished = Date()
-            job.lastError = "cancelled"
-            removeForwarded(job)
-            jobs[id] = job
-            try? save(job)
-            condition.broadcast()
-        case .running:
-            if let running, running.id == id { running.cancellation.cancel() }
-            // The worker ends it as cancelled when the attempt returns.
-            while let current = jobs[id], !current.state.isFinal, condition.wait(until: Date().addingTimeInterval(10)) {
+        let running = state.withLock { state -> Bool? in
+            guard var job = state.jobs[id] else { return nil }
+            switch job.state {
+            case .queued:
+                job.state = .cancelled
+                job.finished = Date()
+                job.lastError = "cancelled"
+                removeForwarded(job)
+                state.jobs[id] = job
+                state.changes += 1
+                try? save(job)
+                return false
+            case .running:
+                if let running = state.running, running.id == id { running.cancellation.cancel() }
+                return true
+            case .delivered, .declined, .refused, .failed, .cancelled:
+                return false
             }
-        case .delivered, .declined, .refused, .failed, .cancelled:
-            break
         }
-        return jobs[id]
+        guard let running else { return nil }
+        // The worker ends a running job as cancelled when the attempt returns.
+        let finished: (OutboxJob?) -> Bool = { $0.map { $0.state.isFinal } ?? true }
+        return state.withLock(when: { !running || finished($0.jobs[id]) }, seconds: 10) { state, _ in state.jobs[id] }
     }
 
     private func removeForwarded(_ job: OutboxJob) {
@@ -227,17 +238,17 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
     package func start() { start(failed: { _ in }) }
 
     package func start(failed: @escaping @Sendable (Error) -> Void) {
-        condition.lock()
-        stopping = false
-        workerDone = false
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = false
+            state.workerDone = false
+        }
         // The worker keeps the agent's priority; each attempt runs on a thread of its own, lowered unless someone
         // waits for the job (a thread can lower its own priority but not raise it again).
         let thread = Thread { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             work()
             // The worker leaves only when asked to; if it ever left otherwise, no job would go out again.
-            if !condition.withLock({ stopping }) { failed(PartFailure(part: partName, reason: "its worker ended")) }
+            if !state.withLock({ $0.stopping }) { failed(PartFailure(part: partName, reason: "its worker ended")) }
         }
         thread.name = "share-outbox"
         thread.start()
@@ -246,57 +257,54 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
     /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first),
     /// and waits for it.
     package func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        while !workerDone { condition.wait() }
-        condition.unlock()
+        state.withLock { state in
+            state.stopping = true
+            state.changes += 1
+        }
+        state.wait { $0.workerDone }
     }
 
     /// Queues a job and wakes the worker.
     package func add(_ job: OutboxJob) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        try save(job)
-        jobs[job.id] = job
-        condition.broadcast()
+        try state.withLock { state in
+            try save(job)
+            state.jobs[job.id] = job
+            state.changes += 1
+        }
     }
 
     package var all: [OutboxJob] {
-        condition.lock()
-        defer { condition.unlock() }
-        return jobs.values.sorted { $0.created < $1.created }
+        state.withLock { $0.jobs.values.sorted { $0.created < $1.created } }
     }
 
     /// The device named `names` (a watch) has just become reachable: its queued jobs are tried now, not after
     /// their backoff.
     package func retryNow(to names: Set<String>) {
-        condition.lock()
-        defer { condition.unlock() }
-        let now = Date()
-        for (id, job) in jobs where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
-            jobs[id]?.nextAttempt = now
-            jobs[id]?.failuresWithoutProgress = nil
+        state.withLock { state in
+            let now = Date()
+            for (id, job) in state.jobs
+            where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
+                state.jobs[id]?.nextAttempt = now
+                state.jobs[id]?.failuresWithoutProgress = nil
+            }
+            state.changes += 1
         }
-        condition.broadcast()
     }
 
     /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
     package func wait(for id: String, timeout: Double) -> OutboxJob? {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while let job = jobs[id], !job.state.isFinal, condition.wait(until: deadline) {}
-        return jobs[id]
+        state.withLock(when: { $0.jobs[id].map { $0.state.isFinal } ?? true }, seconds: timeout) { state, _ in
+            state.jobs[id]
+        }
     }
 
     /// Progress lives in memory only: it is shown while the job runs, and a restarted agent asks the receiver again.
     private func update(_ id: String, _ progress: TransferProgress) {
-        condition.lock()
-        defer { condition.unlock() }
-        guard jobs[id]?.state == .running else { return }
-        if firstProgress[id] == nil { firstProgress[id] = progress.bytes }
-        jobs[id]?.progress = progress
+        state.withLock { state in
+            guard state.jobs[id]?.state == .running else { return }
+            if state.firstProgress[id] == nil { state.firstProgress[id] = progress.bytes }
+            state.jobs[id]?.progress = progress
+        }
     }
 
     /// Runs `body` on a new thread `nice` steps below the agent's priority and waits for its result.
@@ -324,43 +332,51 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
             durable: false)
     }
 
+    private enum Step {
+        case stop
+        case wait(changes: Int, until: Date?)
+        case run(OutboxJob, SendCancellation)
+    }
+
     private func work() {
-        condition.lock()
-        defer {
-            workerDone = true
-            condition.broadcast()
-            condition.unlock()
-        }
-        while !stopping {
-            // Due first; among jobs due at the same moment (a watch that just attached), the oldest first.
-            let waiting = jobs.values.filter { $0.state == .queued }.sorted {
-                ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created)
+        defer { state.withLock { $0.workerDone = true } }
+        while true {
+            let step = state.withLock { state -> Step in
+                if state.stopping { return .stop }
+                // Due first; among jobs due at the same moment (a watch that just attached), the oldest first.
+                let waiting = state.jobs.values.filter { $0.state == .queued }.sorted {
+                    ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created)
+                }
+                guard var job = waiting.first else { return .wait(changes: state.changes, until: nil) }
+                if job.nextAttempt > Date() { return .wait(changes: state.changes, until: job.nextAttempt) }
+                job.state = .running
+                job.attempts += 1
+                state.jobs[job.id] = job
+                try? save(job)
+                let cancellation = SendCancellation()
+                state.running = (job.id, cancellation)
+                return .run(job, cancellation)
             }
-            guard var job = waiting.first else {
-                condition.wait()
-                continue
+            guard case .run(var job, let cancellation) = step else {
+                if case .wait(let changes, let until) = step {
+                    state.wait(seconds: until.map { max(0, $0.timeIntervalSinceNow) }) { $0.changes != changes }
+                    continue
+                }
+                return
             }
-            if job.nextAttempt > Date() {
-                _ = condition.wait(until: job.nextAttempt)
-                continue
-            }
-            job.state = .running
-            job.attempts += 1
-            jobs[job.id] = job
-            try? save(job)
-            let cancellation = SendCancellation()
-            running = (job.id, cancellation)
-            condition.unlock()
             let id = job.id
             let attempt = job
             let result = Self.onThread(nice: job.foreground == true ? 0 : nice) { [runner] in
                 runner(attempt, cancellation) { [weak self] progress in self?.update(id, progress) }
             }
-            condition.lock()
-            running = nil
+            let progressed = state.withLock { state -> Bool in
+                state.running = nil
+                let progressed =
+                    state.jobs[job.id]?.progress.map { $0.bytes > state.firstProgress[job.id] ?? $0.bytes } ?? false
+                state.firstProgress[job.id] = nil
+                return progressed
+            }
             job.progress = nil
-            let progressed = jobs[job.id]?.progress.map { $0.bytes > firstProgress[job.id] ?? $0.bytes } ?? false
-            firstProgress[job.id] = nil
             switch result {
             case .success(let report):
                 job.delivered = report.delivered.count
@@ -410,10 +426,12 @@ package final class Outbox: AgentPart, @unchecked Sendable {  // all state guard
                 job.finished = Date()
                 removeForwarded(job)
             }
-            jobs[job.id] = job
-            try? save(job)
-            pruneFinished()
-            condition.broadcast()
+            let ended = job
+            state.withLock { state in
+                state.jobs[ended.id] = ended
+                try? save(ended)
+                pruneFinished(&state)
+            }
         }
     }
 
