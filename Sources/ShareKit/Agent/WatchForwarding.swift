@@ -1,3 +1,4 @@
+import ShareThreads
 import CoreTransferable
 import Foundation
 import ShareProtocol
@@ -8,119 +9,107 @@ import ShareTLS
 /// own accept list (its choices answer the watch), every chunk is verified here and streamed on through a small
 /// bounded pipe (never kept whole), and the far device's acknowledgement of each item is the watch's.
 /// (Not to be confused with relays: servers that carry a TLS session between two devices.)
-final class ForwardingBridge: @unchecked Sendable {  // all state guarded by `condition`
-    private let condition = NSCondition()
-    private var choices: [Choice]?
-    private var acks: [Int: Ack] = [:]
-    private var failure: Error?
-    private var pipes: [Int: ChunkPipe] = [:]
-    private var farEnded = false
+final class ForwardingBridge: Sendable {
+    private struct State {
+        var choices: [Choice]?
+        var acks: [Int: Ack] = [:]
+        var failure: Error?
+        var pipes: [Int: ChunkPipe] = [:]
+        var farEnded = false
+    }
+    private let state = Guarded(State())
 
     /// The pipe of item `index` (made on first use by either side).
     func pipe(_ index: Int) -> ChunkPipe {
-        condition.withLock {
-            if let pipe = pipes[index] { return pipe }
+        state.withLock { state in
+            if let pipe = state.pipes[index] { return pipe }
             let pipe = ChunkPipe()
-            pipes[index] = pipe
-            if let failure { pipe.fail(failure) }
+            state.pipes[index] = pipe
+            if let failure = state.failure { pipe.fail(failure) }
             return pipe
         }
     }
 
     /// The far device answered the offer.
     func chosen(_ choices: [Choice]) {
-        condition.withLock {
-            self.choices = choices
-            condition.broadcast()
-        }
+        state.withLock { $0.choices = choices }
     }
 
     /// The far device acknowledged item `index`.
     func delivered(_ index: Int, _ ack: Ack) {
-        condition.withLock {
-            acks[index] = ack
-            condition.broadcast()
-        }
+        state.withLock { $0.acks[index] = ack }
     }
 
     /// The far side ended, well or not; its error (if any) stops the near side.
     func farFinished(_ error: Error?) {
-        condition.withLock {
-            farEnded = true
-            if let error, failure == nil { failure = error }
-            for pipe in pipes.values { pipe.fail(failure ?? StreamEnded("the far device ended the session")) }
-            condition.broadcast()
+        state.withLock { state in
+            state.farEnded = true
+            if let error, state.failure == nil { state.failure = error }
+            for pipe in state.pipes.values {
+                pipe.fail(state.failure ?? StreamEnded("the far device ended the session"))
+            }
         }
     }
 
     /// The near side stopped: the far side's sources fail.
     func nearFailed(_ error: Error) {
-        condition.withLock {
-            if failure == nil { failure = error }
-            for pipe in pipes.values { pipe.fail(error) }
-            condition.broadcast()
+        state.withLock { state in
+            if state.failure == nil { state.failure = error }
+            for pipe in state.pipes.values { pipe.fail(error) }
         }
     }
 
     /// Waits for the far device's choices (or its failure).
     func awaitChoices() throws -> [Choice] {
-        try condition.withLock {
-            while choices == nil && failure == nil && !farEnded { condition.wait() }
-            if let choices { return choices }
-            throw failure ?? ProtocolError(.cancelled, "the far device ended the session before choosing")
+        try state.withLock(when: { $0.choices != nil || $0.failure != nil || $0.farEnded }) { state, _ in
+            if let choices = state.choices { return choices }
+            throw state.failure ?? ProtocolError(.cancelled, "the far device ended the session before choosing")
         }
     }
 
     /// Waits for the far device's acknowledgement of item `index`.
     func awaitAck(_ index: Int) throws -> Ack {
-        try condition.withLock {
-            while acks[index] == nil && failure == nil && !farEnded { condition.wait() }
-            if let ack = acks[index] { return ack }
-            throw failure ?? ProtocolError(.cancelled, "the far device ended the session before acknowledging")
+        try state.withLock(when: { $0.acks[index] != nil || $0.failure != nil || $0.farEnded }) { state, _ in
+            if let ack = state.acks[index] { return ack }
+            throw state.failure
+                ?? ProtocolError(.cancelled, "the far device ended the session before acknowledging")
         }
     }
 }
 
 /// Chunks of one item on their way from the receiver driver to the sender driver: at most four at a time.
-final class ChunkPipe: @unchecked Sendable {  // guarded by `condition`
-    private let condition = NSCondition()
-    private var queue: [[UInt8]] = []
-    private var ended = false
-    private var failure: Error?
+final class ChunkPipe: Sendable {
+    private struct State {
+        var queue: [[UInt8]] = []
+        var ended = false
+        var failure: Error?
+    }
+    private let state = Guarded(State())
     static let capacity = 4
 
     func push(_ bytes: UnsafeRawBufferPointer) throws {
-        try condition.withLock {
-            while queue.count >= Self.capacity && failure == nil { condition.wait() }
-            if let failure { throw failure }
-            queue.append(Array(bytes))
-            condition.broadcast()
+        let piece = Array(bytes)
+        try state.withLock(when: { $0.queue.count < Self.capacity || $0.failure != nil }) { state, _ in
+            if let failure = state.failure { throw failure }
+            state.queue.append(piece)
         }
     }
 
     func finish() {
-        condition.withLock {
-            ended = true
-            condition.broadcast()
-        }
+        state.withLock { $0.ended = true }
     }
 
     func fail(_ error: Error) {
-        condition.withLock {
-            if failure == nil { failure = error }
-            condition.broadcast()
+        state.withLock { state in
+            if state.failure == nil { state.failure = error }
         }
     }
 
     /// The next piece; nil at the end.
     func pull() throws -> [UInt8]? {
-        try condition.withLock {
-            while queue.isEmpty && !ended && failure == nil { condition.wait() }
-            if !queue.isEmpty {
-                condition.broadcast()
-                return queue.removeFirst()
-            }
-            if let failure { throw failure }
+        try state.withLock(when: { !$0.queue.isEmpty || $0.ended || $0.failure != nil }) { state, _ in
+            if !state.queue.isEmpty { return state.queue.removeFirst() }
+            if let failure = state.failure { throw failure }
             return nil
         }
     }
