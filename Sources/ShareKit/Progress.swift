@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import ShareProtocol
 import ShareNet
@@ -20,30 +21,39 @@ package struct TransferProgress: Codable, Sendable, Equatable {
 /// few seconds otherwise, JSON events for scripts, or nothing. Narrative and progress go to standard error; standard
 /// output carries only what was received (and JSON events), so `share receive > file` and `share paste | wc -c` get
 /// exactly the content. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
-package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock`
+package final class ProgressReporter: Sendable {
     package enum Mode: Sendable { case terminal, lines, json, quiet }
 
     package let mode: Mode
+    private let observer: (@Sendable (TransferProgress) -> Void)?
+
+    /// What is shown, behind one lock: every event of a transfer updates it and may draw it.
+    private struct Display {
+        var verbose = false
+        /// The offered items, for the plain line of the one chosen (its size).
+        var offeredItems: [OfferItem] = []
+        var lastObserved = ContinuousClock.now
+        var label = ""
+        var itemNumber = 0
+        var itemCount = 0
+        var itemTotal: UInt64?
+        var itemDone: UInt64 = 0
+        var sessionTotal: UInt64 = 0
+        var sessionDone: UInt64 = 0
+        var moved: UInt64 = 0
+        var itemStart = ContinuousClock.now
+        var lastDraw = ContinuousClock.now
+        /// The rate a shown snapshot reported (it did not move through this process).
+        var drawnRate: UInt64?
+    }
+    private let display = Mutex(Display())
+
     /// Lines about the negotiation too (what was offered, what the receiver chose and why): `-v`. By default one
     /// plain line per item and the summary.
-    package var verbose = false
-    /// The offered items, for the plain line of the one chosen (its size).
-    private var offeredItems: [OfferItem] = []
-    private let observer: (@Sendable (TransferProgress) -> Void)?
-    private var lastObserved = ContinuousClock.now
-    private let lock = NSLock()
-    private var label = ""
-    private var itemNumber = 0
-    private var itemCount = 0
-    private var itemTotal: UInt64?
-    private var itemDone: UInt64 = 0
-    private var sessionTotal: UInt64 = 0
-    private var sessionDone: UInt64 = 0
-    private var moved: UInt64 = 0
-    private var itemStart = ContinuousClock.now
-    private var lastDraw = ContinuousClock.now
-    /// The rate a shown snapshot reported (it did not move through this process).
-    private var drawnRate: UInt64?
+    package var verbose: Bool {
+        get { display.withLock { $0.verbose } }
+        set { display.withLock { $0.verbose = newValue } }
+    }
 
     /// Every transfer event as it comes, besides the lines and the bar (a library caller's own handling).
     private let events: (@Sendable (TransferEvent) -> Void)?
@@ -88,21 +98,21 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     /// A line of narrative (what was offered, chosen, why). `detail`: shown on a terminal or in lines only with
     /// `verbose` (a JSON event is always written).
     package func note(_ text: String, event: String, fields: [String: Any] = [:], detail: Bool = false) {
-        lock.lock()
-        defer { lock.unlock() }
-        switch mode {
-        case .quiet: return
-        case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
-        case .terminal, .lines:
-            if !detail || verbose { Self.status(text) }
+        display.withLock { display in
+            switch mode {
+            case .quiet: return
+            case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
+            case .terminal, .lines:
+                if !detail || display.verbose { Self.status(text) }
+            }
         }
     }
 
     /// The plain line of an item the receiver chose: "sending holiday.mov (1.2 GiB, MPEG-4 movie)".
     private func sendingLine(item: Int, label: String, contentType: String) -> String {
-        let size = lock.withLock {
-            item < offeredItems.count
-                ? offeredItems[item].representations.first { $0.contentType == contentType }?.size : nil
+        let size = display.withLock { display in
+            item < display.offeredItems.count
+                ? display.offeredItems[item].representations.first { $0.contentType == contentType }?.size : nil
         }
         let name = PendingOffers.kind(of: contentType, label: label)
         let what = [size.map { Self.bytes($0) }, name == label ? nil : name].compactMap { $0 }
@@ -115,17 +125,24 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     /// text must not drive the terminal (escape sequences). Throws when the reader of standard output went away:
     /// the text cannot be delivered, and the transfer stops (the sender is told why).
     package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) throws(Console.ReaderGone) {
-        lock.lock()
-        defer { lock.unlock() }
-        if mode == .json {
-            try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
-        } else if Syscalls.stdoutIsTerminal {
-            Self.endLine()
-            let shown = Self.neutralized(text)
-            try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
-        } else {
-            try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
+        // Under the display's lock: the text and a progress line are never written over each other.
+        let result: Result<Void, Console.ReaderGone> = display.withLock { _ in
+            do throws(Console.ReaderGone) {
+                if mode == .json {
+                    try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
+                } else if Syscalls.stdoutIsTerminal {
+                    Self.endLine()
+                    let shown = Self.neutralized(text)
+                    try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
+                } else {
+                    try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
         }
+        try result.get()
     }
 
     /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`.
@@ -143,25 +160,25 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     }
 
     package func setSessionTotal(_ bytes: UInt64, count: Int) {
-        lock.lock()
-        sessionTotal = bytes
-        itemCount = count
-        lock.unlock()
+        display.withLock { display in
+            display.sessionTotal = bytes
+            display.itemCount = count
+        }
     }
 
     package func startItem(_ label: String, number: Int, total: UInt64?, alreadyHeld: UInt64) {
-        lock.lock()
-        defer { lock.unlock() }
-        self.label = label
-        itemNumber = number
-        itemTotal = total
-        itemDone = alreadyHeld
-        sessionDone += alreadyHeld
-        moved = 0
-        itemStart = ContinuousClock.now
-        // The first line comes after one interval: small items finish without any progress noise.
-        lastDraw = ContinuousClock.now
-        observe(lastDraw, force: true)
+        display.withLock { display in
+            display.label = label
+            display.itemNumber = number
+            display.itemTotal = total
+            display.itemDone = alreadyHeld
+            display.sessionDone += alreadyHeld
+            display.moved = 0
+            display.itemStart = ContinuousClock.now
+            // The first line comes after one interval: small items finish without any progress noise.
+            display.lastDraw = ContinuousClock.now
+            observe(&display, display.lastDraw, force: true)
+        }
     }
 
     /// Testing only (`SHARE_TEST_SEND_RATE`, bytes per second): a sender waits after each chunk, so that a test
@@ -171,62 +188,69 @@ package final class ProgressReporter: @unchecked Sendable {  // guarded by `lock
     ).flatMap { $0 > 0 ? $0 : nil }
 
     package func advance(_ bytes: Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        itemDone += UInt64(bytes)
-        sessionDone += UInt64(bytes)
-        moved += UInt64(bytes)
-        let now = ContinuousClock.now
-        observe(now, force: false)
-        let interval: Duration = mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
-        guard now - lastDraw >= interval else { return }
-        lastDraw = now
-        draw(now)
+        display.withLock { display in
+            display.itemDone += UInt64(bytes)
+            display.sessionDone += UInt64(bytes)
+            display.moved += UInt64(bytes)
+            let now = ContinuousClock.now
+            observe(&display, now, force: false)
+            let interval: Duration =
+                mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
+            guard now - display.lastDraw >= interval else { return }
+            display.lastDraw = now
+            draw(display, now)
+        }
     }
 
     /// Shows a transfer that runs elsewhere (an agent's job, for `share send --wait`), as if it ran here.
     package func show(_ snapshot: TransferProgress) {
-        lock.lock()
-        defer { lock.unlock() }
-        let now = ContinuousClock.now
-        if snapshot.item != label || snapshot.number != itemNumber {
-            label = snapshot.item
-            itemNumber = snapshot.number
-            itemStart = now
-            lastDraw = now - .seconds(10)
+        display.withLock { display in
+            let now = ContinuousClock.now
+            if snapshot.item != display.label || snapshot.number != display.itemNumber {
+                display.label = snapshot.item
+                display.itemNumber = snapshot.number
+                display.itemStart = now
+                display.lastDraw = now - .seconds(10)
+            }
+            display.itemCount = snapshot.count
+            display.itemTotal = snapshot.itemTotal
+            display.itemDone = snapshot.itemBytes
+            display.drawnRate = snapshot.rate
+            let interval: Duration =
+                mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
+            guard now - display.lastDraw >= interval else { return }
+            display.lastDraw = now
+            draw(display, now)
+            display.drawnRate = nil
         }
-        itemCount = snapshot.count
-        itemTotal = snapshot.itemTotal
-        itemDone = snapshot.itemBytes
-        drawnRate = snapshot.rate
-        let interval: Duration = mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
-        guard now - lastDraw >= interval else { return }
-        lastDraw = now
-        draw(now)
-        drawnRate = nil
     }
 
     package func finishItem() {
-        lock.lock()
-        defer { lock.unlock() }
-        if mode == .terminal { draw(ContinuousClock.now) }
-        Self.endLine()
+        display.withLock { display in
+            if mode == .terminal { draw(display, ContinuousClock.now) }
+            Self.endLine()
+        }
     }
 
-    /// Called with `lock` held.
-    private func observe(_ now: ContinuousClock.Instant, force: Bool) {
-        guard let observer, force || now - lastObserved >= .milliseconds(250) else { return }
-        lastObserved = now
-        let seconds = max((now - itemStart).seconds, 0.001)
+    /// Called with the display locked.
+    private func observe(_ display: inout Display, _ now: ContinuousClock.Instant, force: Bool) {
+        guard let observer, force || now - display.lastObserved >= .milliseconds(250) else { return }
+        display.lastObserved = now
+        let seconds = max((now - display.itemStart).seconds, 0.001)
         observer(
             TransferProgress(
-                item: label, number: itemNumber, count: itemCount, itemBytes: itemDone, itemTotal: itemTotal,
-                bytes: sessionDone, total: sessionTotal, rate: UInt64(Double(moved) / seconds)))
+                item: display.label, number: display.itemNumber, count: display.itemCount,
+                itemBytes: display.itemDone, itemTotal: display.itemTotal, bytes: display.sessionDone,
+                total: display.sessionTotal, rate: UInt64(Double(display.moved) / seconds)))
     }
 
-    private func draw(_ now: ContinuousClock.Instant) {
-        let seconds = max((now - itemStart).seconds, 0.001)
-        let rate = drawnRate.map(Double.init) ?? Double(moved) / seconds
+    /// Called with the display locked.
+    private func draw(_ display: Display, _ now: ContinuousClock.Instant) {
+        let (label, itemNumber, itemCount, itemDone, itemTotal) = (
+            display.label, display.itemNumber, display.itemCount, display.itemDone, display.itemTotal
+        )
+        let seconds = max((now - display.itemStart).seconds, 0.001)
+        let rate = display.drawnRate.map(Double.init) ?? Double(display.moved) / seconds
         var left: String?
         if let total = itemTotal, rate > 0, total >= itemDone {
             left = Self.duration(Double(total - itemDone) / rate) + " left"
@@ -344,7 +368,7 @@ extension ProgressReporter {
             events?(event)
             switch event {
             case .offered(let items):
-                lock.withLock { offeredItems = items }
+                display.withLock { $0.offeredItems = items }
                 for item in items {
                     note(
                         "offered \(item.label): " + item.representations.map(\.contentType).joined(separator: ", "),
