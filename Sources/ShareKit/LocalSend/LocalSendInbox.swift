@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import Logging
@@ -11,7 +12,7 @@ import ShareNet
 /// accepts or declines it in `share pending` unless the device's fingerprint is trusted without asking, and files
 /// land in that device's inbox folder through the directory-handle layer, counted as bytes arrive, checked against
 /// the size and SHA-256 announced, and named only once complete.
-package final class LocalSendInbox: @unchecked Sendable {  // mutable state guarded by `lock`
+package final class LocalSendInbox: Sendable {
     static let log = Log.logger("share.localsend")
     /// Files in one upload, at most (LocalSend sends a folder as its files).
     package static let maxFiles = 4_000
@@ -24,26 +25,28 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
     let settings: LocalSendSettings
     let info: LocalSendInfo
     let peers: LocalSendPeers
-    private let lock = NSLock()
-    private var sessions: [String: Upload] = [:]
-    private var pinFailures: [String: (count: Int, since: Date)] = [:]
-    /// Wrong PINs of the last minute from every address together: an attacker moving to a new address every three
-    /// guesses (5,165 tries found a 4-digit PIN in 46 s) meets this bound instead.
-    private var recentWrongPins: [Date] = []
-    /// While set, no PIN is taken from anyone (shown by `share status`).
-    private(set) var pinLockedUntil: Date?
+    private struct State {
+        var sessions: [String: Upload] = [:]
+        var pinFailures: [String: (count: Int, since: Date)] = [:]
+        /// Wrong PINs of the last minute from every address together: an attacker moving to a new address every
+        /// three guesses (5,165 tries found a 4-digit PIN in 46 s) meets this bound instead.
+        var recentWrongPins: [Date] = []
+        /// While set, no PIN is taken from anyone (shown by `share status`).
+        var pinLockedUntil: Date?
+    }
+    private let state = Mutex(State())
     static let maxWrongPinsPerMinute = 10
 
     /// "PIN locked for 42 s after 10 wrong PINs from every address together", while it is.
     package var pinLock: String? {
-        lock.withLock {
-            guard let until = pinLockedUntil, until > Date() else { return nil }
+        state.withLock { state in
+            guard let until = state.pinLockedUntil, until > Date() else { return nil }
             return "PIN locked for \(Int(until.timeIntervalSinceNow.rounded(.up))) s after "
                 + "\(Self.maxWrongPinsPerMinute) wrong PINs in a minute"
         }
     }
 
-    final class Upload: @unchecked Sendable {  // guarded by the inbox's lock
+    final class Upload: Sendable {
         let id: String
         let alias: String
         let fingerprint: String
@@ -51,10 +54,15 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         let files: [String: LocalSendFile]
         let tokens: [String: String]
         let folder: Directory
-        var done: Set<String> = []
-        var busy: Set<String> = []
-        var stored: [String] = []
-        var touched = Date()
+        struct Progress {
+            var done: Set<String> = []
+            var busy: Set<String> = []
+            var stored: [String] = []
+            var touched = Date()
+        }
+        let progress = Mutex(Progress())
+        var done: Set<String> { progress.withLock { $0.done } }
+        var touched: Date { progress.withLock { $0.touched } }
 
         init(
             id: String, alias: String, fingerprint: String, host: String, files: [String: LocalSendFile],
@@ -201,10 +209,10 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         let upload = Upload(
             id: SecureRandom.bytes(16).hexString, alias: name, fingerprint: who, host: caller.host,
             files: body.files, folder: folder)
-        let admitted: Bool = lock.withLock {
-            sessions = sessions.filter { -$0.value.touched.timeIntervalSinceNow < 3600 }
-            guard sessions.count < Self.maxSessions else { return false }
-            sessions[upload.id] = upload
+        let admitted: Bool = state.withLock { state in
+            state.sessions = state.sessions.filter { -$0.value.touched.timeIntervalSinceNow < 3600 }
+            guard state.sessions.count < Self.maxSessions else { return false }
+            state.sessions[upload.id] = upload
             return true
         }
         guard admitted else { throw HTTPFailure(409, "\(Self.maxSessions) uploads are under way; try again soon") }
@@ -220,26 +228,28 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         // Asking without a PIN is how every LocalSend app learns that one is needed: no guess.
         guard let given else { throw HTTPFailure(401, "a PIN is required") }
         let now = Date()
-        let locked: String? = lock.withLock {
-            if let until = pinLockedUntil, until > now {
+        let locked: String? = state.withLock { state in
+            if let until = state.pinLockedUntil, until > now {
                 return
                     "PIN locked after too many wrong PINs; try again in \(Int(until.timeIntervalSince(now).rounded(.up))) s"
             }
-            if let failures = pinFailures[host], now.timeIntervalSince(failures.since) > 60 { pinFailures[host] = nil }
-            return (pinFailures[host]?.count ?? 0) >= 3 ? "too many wrong PINs from \(host)" : nil
+            if let failures = state.pinFailures[host], now.timeIntervalSince(failures.since) > 60 {
+                state.pinFailures[host] = nil
+            }
+            return (state.pinFailures[host]?.count ?? 0) >= 3 ? "too many wrong PINs from \(host)" : nil
         }
         if let locked { throw HTTPFailure(429, locked) }
         guard Array(given.utf8).count == Array(pin.utf8).count,
             zip(given.utf8, pin.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0
         else {
-            lock.withLock {
-                let earlier = pinFailures[host] ?? (0, now)
-                pinFailures[host] = (earlier.count + 1, earlier.since)
-                if pinFailures.count > 4096 { pinFailures = pinFailures.filter { $0.key == host } }
-                recentWrongPins = recentWrongPins.filter { now.timeIntervalSince($0) < 60 } + [now]
-                if recentWrongPins.count >= Self.maxWrongPinsPerMinute {
-                    pinLockedUntil = now.addingTimeInterval(60)
-                    recentWrongPins = []
+            state.withLock { state in
+                let earlier = state.pinFailures[host] ?? (0, now)
+                state.pinFailures[host] = (earlier.count + 1, earlier.since)
+                if state.pinFailures.count > 4096 { state.pinFailures = state.pinFailures.filter { $0.key == host } }
+                state.recentWrongPins = state.recentWrongPins.filter { now.timeIntervalSince($0) < 60 } + [now]
+                if state.recentWrongPins.count >= Self.maxWrongPinsPerMinute {
+                    state.pinLockedUntil = now.addingTimeInterval(60)
+                    state.recentWrongPins = []
                     Self.log.warning(
                         "LocalSend PIN locked for a minute", metadata: ["wrong PINs": "\(Self.maxWrongPinsPerMinute)"])
                 }
@@ -304,17 +314,20 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         else {
             throw HTTPFailure(400, "an upload without sessionId, fileId and token")
         }
-        let claimed: (Upload, LocalSendFile)? = lock.withLock {
-            guard let upload = sessions[id], upload.host == caller.host, let expected = upload.tokens[fileID],
-                Self.same(expected, token), let file = upload.files[fileID], !upload.done.contains(fileID),
-                !upload.busy.contains(fileID)
+        let claimed: (Upload, LocalSendFile)? = state.withLock { state in
+            guard let upload = state.sessions[id], upload.host == caller.host, let expected = upload.tokens[fileID],
+                Self.same(expected, token), let file = upload.files[fileID]
             else { return nil }
-            upload.busy.insert(fileID)
-            upload.touched = Date()
-            return (upload, file)
+            let taken = upload.progress.withLock { progress -> Bool in
+                guard !progress.done.contains(fileID), !progress.busy.contains(fileID) else { return false }
+                progress.busy.insert(fileID)
+                progress.touched = Date()
+                return true
+            }
+            return taken ? (upload, file) : nil
         }
         guard let (upload, file) = claimed else { throw HTTPFailure(403, "no such upload, or a wrong token") }
-        defer { lock.withLock { _ = upload.busy.remove(fileID) } }
+        defer { upload.progress.withLock { _ = $0.busy.remove(fileID) } }
         if let length = body.declaredLength, length != file.size {
             throw HTTPFailure(400, "\(file.fileName): \(length) bytes sent for \(file.size) announced")
         }
@@ -354,14 +367,14 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
         let final = upload.folder.freeName(for: name)
         try upload.folder.rename(temporary, to: final, in: upload.folder)
         kept = true
-        let finished: Bool = lock.withLock {
-            upload.done.insert(fileID)
-            upload.stored.append(final)
-            if upload.done.count == upload.files.count {
-                sessions[upload.id] = nil
-                return true
+        let finished: Bool = state.withLock { state in
+            let all = upload.progress.withLock { progress in
+                progress.done.insert(fileID)
+                progress.stored.append(final)
+                return progress.done.count == upload.files.count
             }
-            return false
+            if all { state.sessions[upload.id] = nil }
+            return all
         }
         if finished {
             Self.log.notice(
@@ -388,9 +401,9 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
     }
 
     private func cancel(_ id: String, from host: String) {
-        let removed: Upload? = lock.withLock {
-            guard let upload = sessions[id], upload.host == host else { return nil }
-            sessions[id] = nil
+        let removed: Upload? = state.withLock { state in
+            guard let upload = state.sessions[id], upload.host == host else { return nil }
+            state.sessions[id] = nil
             return upload
         }
         if let removed {
@@ -401,5 +414,5 @@ package final class LocalSendInbox: @unchecked Sendable {  // mutable state guar
     }
 
     /// Uploads accepted and not finished.
-    package var openUploads: Int { lock.withLock { sessions.count } }
+    package var openUploads: Int { state.withLock { $0.sessions.count } }
 }
