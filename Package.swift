@@ -79,7 +79,8 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
-                "ShareKit", "ShareNet", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS", "ShareArchive",
+                "ShareKit", "ShareNet", "ShareThreads", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS",
+                "ShareArchive",
                 "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(

@@ -1,3 +1,4 @@
+import ShareThreads
 import CoreTransferable
 import Foundation
 import Logging
@@ -16,15 +17,17 @@ import ShareNet
 /// decline`), the inbox as `share inbox` lists it, pairing as `share pair` runs it. Files dropped on the page are
 /// kept under `STATE/web/uploads` (through directory handles, free space checked first, bytes counted as they
 /// arrive) until the jobs that send them have ended.
-final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping` guarded by `lock`
+final class WebActions: Sendable {
     static let log = Log.logger("share.web")
     let device: LocalDevice
-    private let lock = NSCondition()
-    private var cached: (at: ContinuousClock.Instant, state: WebState)?
-    private var pairing = PairingState()
-    private var pairingAnswer: Bool?
-    private var stopping = false
-    private var sweeping = false
+    private struct State {
+        var cached: (at: ContinuousClock.Instant, state: WebState)?
+        var pairing = PairingState()
+        var pairingAnswer: Bool?
+        var stopping = false
+        var sweeping = false
+    }
+    private let guarded = Guarded(State())
 
     let discovery: (port: Int, interface: String?)?
 
@@ -36,20 +39,16 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
     var paths: DevicePaths { device.paths }
 
     func start() {
-        lock.withLock { sweeping = true }
+        guarded.withLock { $0.sweeping = true }
         let thread = Thread { [self] in
-            defer {
-                lock.withLock {
-                    sweeping = false; lock.broadcast()
-                }
-            }
+            defer { guarded.withLock { $0.sweeping = false } }
             var next = Date()
-            while !lock.withLock({ stopping }) {
+            while !guarded.withLock({ $0.stopping }) {
                 if Date() >= next {
                     sweepUploads()
                     next = Date().addingTimeInterval(60)
                 }
-                lock.withLock { _ = lock.wait(until: Date().addingTimeInterval(1)) }
+                guarded.wait(seconds: 1) { $0.stopping }
             }
         }
         thread.name = "share-web-sweep"
@@ -57,13 +56,11 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
     }
 
     func stop() {
-        lock.withLock {
-            stopping = true
-            pairingAnswer = false
-            lock.broadcast()
+        guarded.withLock { state in
+            state.stopping = true
+            state.pairingAnswer = false
         }
-        let deadline = Date().addingTimeInterval(3)
-        lock.withLock { while sweeping && lock.wait(until: deadline) {} }
+        guarded.wait(seconds: 3) { !$0.sweeping }
     }
 
     // MARK: state
@@ -71,7 +68,7 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
     /// The page's state, made at most about three times a second whoever asks.
     func state() -> WebState {
         let now = ContinuousClock.now
-        if let cached = lock.withLock({ cached }), now - cached.at < .milliseconds(300) { return cached.state }
+        if let cached = guarded.withLock({ $0.cached }), now - cached.at < .milliseconds(300) { return cached.state }
         var state = WebState(device: .init(name: device.name, id: device.id.description))
         let status = try? ControlClient.request(.status, paths: paths)
         state.agent = .init(
@@ -139,12 +136,12 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                         ? "folder" : PendingOffers.kind(of: Self.type(of: $0.name).identifier, label: $0.name))
             }
         }.sorted { $0.modified > $1.modified }.prefix(Self.listed).map { $0 }
-        state.pairing = lock.withLock { pairing }
-        lock.withLock { cached = (now, state) }
+        state.pairing = guarded.withLock { $0.pairing }
+        guarded.withLock { [state] in $0.cached = (now, state) }
         return state
     }
 
-    private func invalidate() { lock.withLock { cached = nil } }
+    private func invalidate() { guarded.withLock { $0.cached = nil } }
 
     /// The most jobs and received items the page lists (the newest): its state stays small whatever the inbox holds.
     static let listed = 200
@@ -409,10 +406,10 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
             throw HTTPFailure(400, "discovery is off here: name the device by HOST:PORT")
         }
         let discovery = self.discovery
-        let busy = lock.withLock { () -> Bool in
-            if pairing.state == "waiting" || pairing.state == "connecting" || pairing.state == "confirm" { return true }
-            pairing = PairingState(state: request.peer == nil ? "waiting" : "connecting")
-            pairingAnswer = nil
+        let busy = guarded.withLock { state -> Bool in
+            if ["waiting", "connecting", "confirm"].contains(state.pairing.state) { return true }
+            state.pairing = PairingState(state: request.peer == nil ? "waiting" : "connecting")
+            state.pairingAnswer = nil
             return false
         }
         guard !busy else { throw HTTPFailure(409, "a pairing is under way") }
@@ -420,17 +417,19 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
         let device = self.device
         let settings = options
         let confirm: Pairing.Confirm = { [self] name, id, code in
-            lock.withLock {
-                pairing.state = "confirm"
-                pairing.peer = name
-                pairing.id = id.description
-                pairing.code = code
-                cached = nil
-                let deadline = Date().addingTimeInterval(settings.decisionTimeout)
-                while pairingAnswer == nil && !stopping && lock.wait(until: deadline) {}
-                let yes = pairingAnswer ?? false
-                pairingAnswer = nil
-                pairing.state = yes ? "confirmed" : "declined"
+            guarded.withLock { state in
+                state.pairing.state = "confirm"
+                state.pairing.peer = name
+                state.pairing.id = id.description
+                state.pairing.code = code
+                state.cached = nil
+            }
+            return guarded.withLock(
+                when: { $0.pairingAnswer != nil || $0.stopping }, seconds: settings.decisionTimeout
+            ) { state, _ in
+                let yes = state.pairingAnswer ?? false
+                state.pairingAnswer = nil
+                state.pairing.state = yes ? "confirmed" : "declined"
                 return yes
             }
         }
@@ -450,10 +449,10 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
                     result = try Pairing.listen(
                         device: device, host: "::", port: 0, options: settings,
                         ready: { [self] bound in
-                            lock.withLock {
-                                pairing.message =
+                            guarded.withLock { state in
+                                state.pairing.message =
                                     "waiting to pair as \(device.name); on the other device run: share pair \(device.name) (or share pair HOST:\(bound))"
-                                cached = nil
+                                state.cached = nil
                             }
                         }, confirm: confirm)
                 }
@@ -464,10 +463,10 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
             } catch {
                 message = "\(error)"
             }
-            lock.withLock {
-                pairing.state = outcome
-                pairing.message = message
-                cached = nil
+            guarded.withLock { [message, outcome] state in
+                state.pairing.state = outcome
+                state.pairing.message = message
+                state.cached = nil
             }
         }
         thread.name = "share-web-pair"
@@ -477,11 +476,10 @@ final class WebActions: @unchecked Sendable {  // `cached`, `pairing`, `stopping
 
     /// The user's answer to "does the other device show the same code?".
     func confirmPairing(_ yes: Bool) throws -> String {
-        try lock.withLock {
-            guard pairing.state == "confirm" else { throw HTTPFailure(409, "no pairing waits for an answer") }
-            pairingAnswer = yes
-            lock.broadcast()
-            cached = nil
+        try guarded.withLock { state in
+            guard state.pairing.state == "confirm" else { throw HTTPFailure(409, "no pairing waits for an answer") }
+            state.pairingAnswer = yes
+            state.cached = nil
             return yes ? "confirmed" : "declined"
         }
     }

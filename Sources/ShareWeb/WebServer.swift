@@ -1,3 +1,4 @@
+import ShareThreads
 import Foundation
 import Glibc
 import Logging
@@ -16,7 +17,7 @@ import ShareNet
 /// DNS-rebinding page names its own), and one that carries an Origin must be this page's. Without a session, only the
 /// page's shell (nothing secret in it) and a one-line refusal are served. Every action goes through the same code as
 /// the command line (`WebActions`).
-public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state guarded by `lock`
+public final class WebServer: AgentPart, Sendable {
     static let log = Log.logger("share.web")
     public struct Limits: Sendable {
         /// Connections at once (the page holds one for its events and a few for requests), and from one address.
@@ -37,20 +38,22 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
     public let secret: String
     let actions: WebActions
     private let limits: Limits
-    private let lock = NSCondition()
     /// The sessions' tokens, sent by the page's script as `Authorization: Bearer TOKEN`.
-    private var sessions: Set<String> = []
     private struct Ticket {
         var from: String
         var name: String
         var download: Bool
         var expires: Date
     }
-    /// One-use links to received files.
-    private var tickets: [String: Ticket] = [:]
-    private var sessionOrder: [String] = []
-    private var streams = 0
-    private var stopping = false
+    private struct State {
+        var sessions: Set<String> = []
+        /// One-use links to received files.
+        var tickets: [String: Ticket] = [:]
+        var sessionOrder: [String] = []
+        var streams = 0
+        var stopping = false
+    }
+    private let state = Guarded(State())
     private let acceptor: Acceptor
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port). `discovery`: where a pairing started on the page says
@@ -100,9 +103,9 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
 
     /// Stops accepting, ends every open connection and waits (bounded) for their threads.
     public func stop() {
-        let wasRunning = lock.withLock { () -> Bool in
-            guard !stopping else { return false }
-            stopping = true
+        let wasRunning = state.withLock { state -> Bool in
+            guard !state.stopping else { return false }
+            state.stopping = true
             return true
         }
         guard wasRunning else { return }
@@ -110,7 +113,7 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
     }
 
     private func serve(_ http: HTTPConnection, _ client: Int32) {
-        while !lock.withLock({ stopping }) {
+        while !state.withLock({ $0.stopping }) {
             let head: HTTPHead
             do {
                 guard let next = try http.readHead(request: true) else { return }
@@ -288,13 +291,13 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
 
     /// Server-sent events: the page's state whenever it changes (looked at twice a second), a comment every 15 s.
     private func events(_ http: HTTPConnection) throws -> Bool {
-        let admitted = lock.withLock { () -> Bool in
-            guard streams < limits.streams else { return false }
-            streams += 1
+        let admitted = state.withLock { state -> Bool in
+            guard state.streams < limits.streams else { return false }
+            state.streams += 1
             return true
         }
         guard admitted else { throw HTTPFailure(429, "too many event streams open; close a tab of this page") }
-        defer { lock.withLock { streams -= 1 } }
+        defer { state.withLock { $0.streams -= 1 } }
         try http.writeHead(
             200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")], length: nil,
             close: true)
@@ -302,10 +305,10 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
         var quiet = 0
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
-        while !lock.withLock({ stopping }) {
-            let state = try encoder.encode(actions.state())
-            if Array(state) != last {
-                last = Array(state)
+        while !state.withLock({ $0.stopping }) {
+            let now = try encoder.encode(actions.state())
+            if Array(now) != last {
+                last = Array(now)
                 try http.write(Array("event: state\ndata: ".utf8) + last + Array("\n\n".utf8))
                 quiet = 0
             } else if quiet >= 30 {
@@ -313,7 +316,7 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
                 quiet = 0
             }
             quiet += 1
-            lock.withLock { _ = lock.wait(until: Date().addingTimeInterval(0.5)) }
+            self.state.wait(seconds: 0.5) { $0.stopping }
         }
         return false
     }
@@ -353,10 +356,10 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
 
     private func openSession() -> String {
         let token = Self.randomToken()
-        lock.withLock {
-            sessions.insert(token)
-            sessionOrder.append(token)
-            if sessionOrder.count > 64 { sessions.remove(sessionOrder.removeFirst()) }
+        state.withLock { state in
+            state.sessions.insert(token)
+            state.sessionOrder.append(token)
+            if state.sessionOrder.count > 64 { state.sessions.remove(state.sessionOrder.removeFirst()) }
         }
         return token
     }
@@ -365,28 +368,30 @@ public final class WebServer: AgentPart, @unchecked Sendable {  // mutable state
     private func session(of head: HTTPHead) -> Bool {
         guard let header = head.headers["authorization"], header.hasPrefix("Bearer ") else { return false }
         let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
-        return lock.withLock { sessions.contains { Self.same($0, token) } }
+        return state.withLock { $0.sessions.contains { Self.same($0, token) } }
     }
 
     /// A link for one received file, usable once within a minute.
     private func makeTicket(from: String, name: String, download: Bool) -> String {
         let ticket = Self.randomToken()
-        lock.withLock {
+        state.withLock { state in
             let now = Date()
-            tickets = tickets.filter { $0.value.expires > now }
-            if tickets.count >= 256, let oldest = tickets.min(by: { $0.value.expires < $1.value.expires }) {
-                tickets[oldest.key] = nil
+            state.tickets = state.tickets.filter { $0.value.expires > now }
+            if state.tickets.count >= 256,
+                let oldest = state.tickets.min(by: { $0.value.expires < $1.value.expires })
+            {
+                state.tickets[oldest.key] = nil
             }
-            tickets[ticket] = Ticket(from: from, name: name, download: download, expires: now.addingTimeInterval(60))
+            state.tickets[ticket] = Ticket(from: from, name: name, download: download, expires: now.addingTimeInterval(60))
         }
         return ticket
     }
 
     /// Takes the ticket when it names this file this way and has not expired.
     private func useTicket(_ ticket: String, from: String, name: String, download: Bool) -> Bool {
-        lock.withLock {
-            guard let found = tickets.first(where: { Self.same($0.key, ticket) }) else { return false }
-            tickets[found.key] = nil
+        state.withLock { state in
+            guard let found = state.tickets.first(where: { Self.same($0.key, ticket) }) else { return false }
+            state.tickets[found.key] = nil
             let t = found.value
             return t.from == from && t.name == name && t.download == download && t.expires > Date()
         }
