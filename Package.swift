@@ -38,7 +38,10 @@ let package = Package(
             name: "ShareLocalSend",
             dependencies: ["ShareNet", "ShareThreads", "ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
         .target(
-            name: "ShareArchive", dependencies: ["CShareArchive", "CShareZstd", "ShareDisk", "UniformTypeIdentifiers"]),
+            name: "ShareArchive",
+            dependencies: [
+                "CShareArchive", "CShareZstd", "ShareDisk", "ShareThreads", "UniformTypeIdentifiers",
+            ]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
         // Locks, conditions and threads on pthreads: Foundation's NSObject-based ones would link CoreFoundation, the
         // rest of Foundation and ICU into the watch.

@@ -3,7 +3,7 @@ import Foundation
 /// A transfer representation for types that are `Codable`: JSON by default, or any encoder/decoder pair.
 ///
 /// A custom `contentType` should be declared (exported by its owner) so that receivers know what it conforms to.
-public struct CodableRepresentation<Item, Encoder, Decoder>: TransferRepresentation, @unchecked Sendable
+public struct CodableRepresentation<Item, Encoder, Decoder>: TransferRepresentation, @unchecked Sendable  // see below
 where
     Item: Transferable, Item: Decodable, Item: Encodable, Encoder: TopLevelEncoder, Decoder: TopLevelDecoder,
     Encoder.Output == Data, Decoder.Input == Data
@@ -40,7 +40,7 @@ where
 }
 
 /// Carries the coders into `@Sendable` closures (see the note on `CodableRepresentation`).
-private struct CoderBox<Encoder, Decoder>: @unchecked Sendable {
+private struct CoderBox<Encoder, Decoder>: @unchecked Sendable {  // coders used only to encode and decode
     let encoder: Encoder
     let decoder: Decoder
 }

@@ -34,7 +34,7 @@ private final class Resolved<T: Transferable>: Sendable {
 /// A small locked dictionary; reads vastly outnumber writes.
 private final class ResolutionCache: Sendable {
     /// A resolved list: immutable once stored, so it may be shared between threads.
-    private struct Entry: @unchecked Sendable {
+    private struct Entry: @unchecked Sendable {  // the list it holds is never changed after it is stored
         let object: AnyObject
     }
 

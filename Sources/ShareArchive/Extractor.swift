@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Glibc
 import ShareDisk
@@ -48,6 +49,32 @@ public struct ExtractionCheckpoint: Codable, Sendable, Equatable {
     public var safeOffset: Int64 { dataOffset + Int64(written) }
 }
 
+/// Where an extraction stands, readable from any thread while the extracting thread moves on: the entry in
+/// progress and the folders made so far, from which `checkpoint` is built.
+public final class ExtractionMark: Sendable {
+    struct State {
+        var directories: [DirectoryMeta] = []
+        var progress:
+            (
+                path: String, header: [UInt8], headerOffset: Int64, entries: Int, bytes: UInt64,
+                directories: Int, written: UInt64
+            )?
+    }
+    let state = Mutex(State())
+
+    /// The latest consistent point of a streamed extraction (nil before the first entry, or when the current entry's
+    /// header could not be captured).
+    public var checkpoint: ExtractionCheckpoint? {
+        state.withLock { state in
+            guard let p = state.progress else { return nil }
+            return ExtractionCheckpoint(
+                headerOffset: p.headerOffset, header: Data(p.header), path: p.path, written: p.written,
+                entriesBefore: p.entries, bytesBefore: p.bytes,
+                directories: Array(state.directories[0..<p.directories]))
+        }
+    }
+}
+
 /// Extracts an archive into a folder, safely. Every entry is created through the folder's directory handle
 /// (`ShareDisk`): its parents are opened from the handle one checked name at a time, never through a link, so an
 /// entry can never land outside, whatever earlier entries (or a racing session) did to the tree. Names are checked
@@ -58,17 +85,12 @@ public struct ExtractionCheckpoint: Codable, Sendable, Equatable {
 public final class Extractor {
     public let root: Directory
     public let policy: ExtractionPolicy
-    private let lock = NSLock()
-    private var directories: [DirectoryMeta] = []
+    /// Where the extraction stands, for any thread.
+    public let mark = ExtractionMark()
     private var entries = 0
     private var totalBytes: UInt64 = 0
     /// The links this extraction created (relative paths), checked again against the final tree.
     private var links: [[String]] = []
-    private var progress:
-        (
-            path: String, header: [UInt8], headerOffset: Int64, entries: Int, bytes: UInt64,
-            directories: Int, written: UInt64
-        )?
     private let resume: ExtractionCheckpoint?
     /// Files written, for a summary.
     public private(set) var fileCount = 0
@@ -81,7 +103,7 @@ public final class Extractor {
         self.policy = policy
         resume = resuming
         if let resuming {
-            directories = resuming.directories
+            mark.state.withLock { $0.directories = resuming.directories }
             entries = resuming.entriesBefore
             totalBytes = resuming.bytesBefore
         }
@@ -100,14 +122,7 @@ public final class Extractor {
 
     /// The latest consistent point of a streamed extraction (nil before the first entry, or when the current entry's
     /// header could not be captured).
-    public var checkpoint: ExtractionCheckpoint? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let p = progress else { return nil }
-        return ExtractionCheckpoint(
-            headerOffset: p.headerOffset, header: Data(p.header), path: p.path, written: p.written,
-            entriesBefore: p.entries, bytesBefore: p.bytes, directories: Array(directories[0..<p.directories]))
-    }
+    public var checkpoint: ExtractionCheckpoint? { mark.checkpoint }
 
     /// Extracts every entry `reader` yields. `streamBase` is the stream offset of the reader's first byte (for
     /// checkpoints). When resuming, the first entry must be the checkpoint's, and its first `written` data bytes
@@ -131,9 +146,7 @@ public final class Extractor {
             entries += 1
             try extract(info, reader: reader, skip: skip)
         }
-        lock.lock()
-        progress = nil
-        lock.unlock()
+        mark.state.withLock { $0.progress = nil }
         try checkLinks()
         try applyDirectoryMetadata()
     }
@@ -228,17 +241,16 @@ public final class Extractor {
         {
             header = Array(bytes[0..<length])
         }
-        lock.lock()
-        defer { lock.unlock() }
-        if let header {
-            progress = (info.path, header, headerOffset, entries, totalBytes, directories.count, 0)
+        let (entries, totalBytes) = (self.entries, self.totalBytes)
+        mark.state.withLock { mark in
+            if let header {
+                mark.progress = (info.path, header, headerOffset, entries, totalBytes, mark.directories.count, 0)
+            }
         }
     }
 
     private func record(written: UInt64) {
-        lock.lock()
-        progress?.written = written
-        lock.unlock()
+        mark.state.withLock { $0.progress?.written = written }
     }
 
     private func extract(_ info: ArchiveEntryInfo, reader: ArchiveReader, skip: UInt64) throws {
@@ -248,9 +260,9 @@ public final class Extractor {
         }
         if parts.isEmpty {
             if info.kind == .directory {  // the root itself ("./")
-                lock.lock()
-                directories.append(DirectoryMeta(path: "", mode: info.mode & 0o777, modified: info.modified))
-                lock.unlock()
+                mark.state.withLock {
+                    $0.directories.append(DirectoryMeta(path: "", mode: info.mode & 0o777, modified: info.modified))
+                }
                 return
             }
             throw ArchiveError(.unsafeEntry, "refused entry '\(info.path)': it has no name")
@@ -263,10 +275,11 @@ public final class Extractor {
                 try disk(info.path) { try parent.remove(name) }
             }
             _ = try folder(parts, entry: info.path, create: true)
-            lock.lock()
-            directories.append(
-                DirectoryMeta(path: parts.joined(separator: "/"), mode: info.mode & 0o777, modified: info.modified))
-            lock.unlock()
+            mark.state.withLock {
+                $0.directories.append(
+                    DirectoryMeta(
+                        path: parts.joined(separator: "/"), mode: info.mode & 0o777, modified: info.modified))
+            }
         case .file:
             let parent = try folder(Array(parts.dropLast()), entry: info.path, create: true)
             try reserve(info.size ?? 0, entry: info.path, reader: reader)
@@ -455,7 +468,7 @@ public final class Extractor {
     /// group and other write, and stay open to their owner.
     private func applyDirectoryMetadata() throws {
         var seen: Set<String> = []
-        for meta in directories.reversed() where seen.insert(meta.path).inserted {
+        for meta in mark.state.withLock({ $0.directories }).reversed() where seen.insert(meta.path).inserted {
             guard let parts = SafePath.components(meta.path),
                 let folder = try? root.directory(components: parts)
             else { continue }

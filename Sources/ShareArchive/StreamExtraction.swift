@@ -1,3 +1,4 @@
+import ShareThreads
 import Foundation
 import ShareDisk
 
@@ -7,17 +8,25 @@ import ShareDisk
 /// Resuming: given the checkpoint of an interrupted extraction and the offset where the new input starts (a chunk
 /// boundary at or before the checkpoint's safe offset), libarchive is restarted at the interrupted entry's header:
 /// the saved header blocks, then zeros standing for the data already on disk, then the new bytes.
-public final class StreamExtraction: @unchecked Sendable {  // queue state guarded by `condition`
-    public let extractor: Extractor
-    private let condition = NSCondition()
-    private var queue: [[UInt8]] = []
-    private var headOffset = 0
-    private var inputEnded = false
-    private var cancelled = false
-    private var finished = false
-    private var failure: Error?
-    private var starving = false
+public final class StreamExtraction: Sendable {
+    /// The folder extracted into.
+    public let root: Directory
+    /// Where the extraction stands (its checkpoint), for any thread.
+    public let mark: ExtractionMark
+    private struct State {
+        var queue: [[UInt8]] = []
+        var headOffset = 0
+        var inputEnded = false
+        var cancelled = false
+        var finished = false
+        var failure: Error?
+        var starving = false
+    }
+    private let state = Guarded(State())
     private let capacity: Int
+
+    /// The latest consistent point of the extraction (`Extractor.checkpoint`).
+    public var checkpoint: ExtractionCheckpoint? { mark.checkpoint }
 
     /// Where a resumed input must start for `checkpoint`: the chunk boundary at or before its safe offset.
     public static func resumeOffset(for checkpoint: ExtractionCheckpoint, chunkSize: Int) -> Int64 {
@@ -55,19 +64,19 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
             }
             adjusted = resume
         }
-        extractor = Extractor(root: root, policy: policy, resuming: adjusted)
+        let extractor = Extractor(root: root, policy: policy, resuming: adjusted)
+        self.root = root
+        mark = extractor.mark
         let (start, skip, streamBase) = (prefix, skipInput, base)
-        // The thread holds this object only while it runs; keeping the Thread in a property would make a cycle
-        // (object → thread → closure → object) that LeakSanitizer found leaking every extraction's buffers.
-        let thread = Thread { [self] in
-            run(prefix: start, skip: skip, base: streamBase)
+        // The extractor is the thread's alone. The thread holds this object only while it runs; keeping the thread
+        // in a property would make a cycle (object → thread → closure → object) that LeakSanitizer found leaking
+        // every extraction's buffers.
+        Threads.start(name: "share-extract") { [self] in
+            run(extractor, prefix: start, skip: skip, base: streamBase)
         }
-        thread.name = "share-extract"
-        thread.stackSize = 1 << 20
-        thread.start()
     }
 
-    private func run(prefix: [UInt8], skip: Int64, base: Int64) {
+    private func run(_ extractor: Extractor, prefix: [UInt8], skip: Int64, base: Int64) {
         var prefixLeft = prefix[...]
         var skipLeft = skip
         do {
@@ -100,12 +109,11 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
     }
 
     private func end(_ error: Error?) {
-        condition.lock()
-        failure = error
-        finished = true
-        queue.removeAll()
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { state in
+            state.failure = error
+            state.finished = true
+            state.queue.removeAll()
+        }
     }
 
     /// Extracts into the folder at `path`, created (private) if missing.
@@ -125,71 +133,56 @@ public final class StreamExtraction: @unchecked Sendable {  // queue state guard
 
     /// Copies the next queued bytes into `buffer`; 0 at the end of input.
     private func pull(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.isEmpty && !inputEnded && !cancelled {
-            starving = true
-            condition.broadcast()
-            condition.wait()
+        // Said to be starving (for `drain`) while it waits.
+        state.withLock { state in
+            if state.queue.isEmpty && !state.inputEnded && !state.cancelled { state.starving = true }
         }
-        starving = false
-        if cancelled { throw ArchiveError(.cancelled, "the transfer stopped") }
-        guard let head = queue.first else { return 0 }
-        let n = min(buffer.count, head.count - headOffset)
-        head.withUnsafeBytes {
-            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[headOffset..<(headOffset + n)]))
+        return try state.withLock(when: { !$0.queue.isEmpty || $0.inputEnded || $0.cancelled }) { state, _ in
+            state.starving = false
+            if state.cancelled { throw ArchiveError(.cancelled, "the transfer stopped") }
+            guard let head = state.queue.first else { return 0 }
+            let offset = state.headOffset
+            let n = min(buffer.count, head.count - offset)
+            head.withUnsafeBytes {
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[offset..<(offset + n)]))
+            }
+            state.headOffset += n
+            if state.headOffset == head.count {
+                state.queue.removeFirst()
+                state.headOffset = 0
+            }
+            return n
         }
-        headOffset += n
-        if headOffset == head.count {
-            queue.removeFirst()
-            headOffset = 0
-            condition.broadcast()
-        }
-        return n
     }
 
     /// Queues the next bytes of the stream. Throws the extraction's error once it has failed.
     public func push(_ bytes: ArraySlice<UInt8>) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.count >= capacity && !finished && !cancelled { condition.wait() }
-        if let failure { throw failure }
-        if finished || cancelled { return }  // the archive ended; trailing padding is not needed
-        queue.append(Array(bytes))
-        condition.broadcast()
+        let piece = Array(bytes)
+        try state.withLock(when: { $0.queue.count < capacity || $0.finished || $0.cancelled }) { state, _ in
+            if let failure = state.failure { throw failure }
+            if state.finished || state.cancelled { return }  // the archive ended; trailing padding is not needed
+            state.queue.append(piece)
+        }
     }
 
     /// Ends the input and waits for the extraction; throws its error, or `corrupt` if the archive was incomplete.
     public func finish() throws {
-        condition.lock()
-        inputEnded = true
-        condition.broadcast()
-        while !finished { condition.wait() }
-        let failure = self.failure
-        condition.unlock()
+        state.withLock { $0.inputEnded = true }
+        let failure = state.withLock(when: { $0.finished }) { state, _ in state.failure }
         if let failure { throw failure }
     }
 
     /// Waits until the extractor has taken everything pushed and waits for more (or has ended).
     public func drain() {
-        condition.lock()
-        while !finished && !(queue.isEmpty && starving) { condition.wait() }
-        condition.unlock()
+        state.wait { $0.finished || ($0.queue.isEmpty && $0.starving) }
     }
 
     /// Stops the extraction (the connection failed) and waits for its thread; the checkpoint stays readable.
     public func cancel() {
-        condition.lock()
-        cancelled = true
-        condition.broadcast()
-        while !finished { condition.wait() }
-        condition.unlock()
+        state.withLock { $0.cancelled = true }
+        state.wait { $0.finished }
     }
 
     /// The error the extraction stopped with, if it has.
-    public var error: Error? {
-        condition.lock()
-        defer { condition.unlock() }
-        return failure
-    }
+    public var error: Error? { state.withLock { $0.failure } }
 }

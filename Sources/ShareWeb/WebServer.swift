@@ -382,7 +382,8 @@ public final class WebServer: AgentPart, Sendable {
             {
                 state.tickets[oldest.key] = nil
             }
-            state.tickets[ticket] = Ticket(from: from, name: name, download: download, expires: now.addingTimeInterval(60))
+            state.tickets[ticket] = Ticket(
+                from: from, name: name, download: download, expires: now.addingTimeInterval(60))
         }
         return ticket
     }

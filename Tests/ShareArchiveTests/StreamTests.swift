@@ -68,7 +68,7 @@ import Testing
             // Let the extractor take what it was given, then stop it as a dropped connection would.
             first.drain()
             first.cancel()
-            let checkpoint = first.extractor.checkpoint
+            let checkpoint = first.checkpoint
             var start: Int64 = 0
             if let checkpoint {
                 start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunk)

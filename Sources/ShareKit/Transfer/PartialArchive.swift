@@ -130,7 +130,7 @@ final class PartialArchive: IncomingPayload {
     /// Journals the chunks the extraction has put on disk since the last line (it runs a few chunks behind the
     /// ones handed to it): a resume may skip exactly those, so the journal, like the ledger, holds nothing else.
     private func journalExtractedChunks() throws {
-        guard let mark = extraction.extractor.checkpoint else { return }
+        guard let mark = extraction.checkpoint else { return }
         let safe = Int(StreamExtraction.resumeOffset(for: mark, chunkSize: ledger.chunkSize)) / ledger.chunkSize
         guard safe > journaled else { return }
         for chunk in journaled..<safe {
@@ -144,7 +144,7 @@ final class PartialArchive: IncomingPayload {
     /// second or 64 chunks unless forced.
     func checkpoint(force: Bool) throws {
         guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
-        ledger.archive = extraction.extractor.checkpoint ?? ledger.archive
+        ledger.archive = extraction.checkpoint ?? ledger.archive
         if let saved = ledger.archive {
             let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: ledger.chunkSize)) / ledger.chunkSize
             ledger.chunks = Dictionary(
@@ -167,7 +167,7 @@ final class PartialArchive: IncomingPayload {
             throw fail(error)
         }
         stopped = true
-        let root = extraction.extractor.root
+        let root = extraction.root
         if durable { Self.sync(root) }
         return root
     }
