@@ -153,9 +153,9 @@ package enum Pairing {
         guard let mine else { throw cancelled }
         let theirs: PairDecision
         do {
-            try session.connection.send(.pairDecision, PairDecision(accept: mine))
+            try Exchange.sendPairDecision(session.connection.channel, accept: mine)
             session.connection.setTimeout(options.decisionTimeout)
-            theirs = try session.connection.receive(.pairDecision, as: PairDecision.self)
+            theirs = PairDecision(accept: try Exchange.receivePairDecision(session.connection.channel))
         } catch is StreamEnded {
             throw cancelled
         } catch let error as TLSError where error.kind == .connectionLost {
@@ -225,24 +225,7 @@ package enum Pairing {
         var machine = PairingMachine(
             role: role, ownCertificate: own, peerCertificate: peer, nonce: SecureRandom.bytes(32),
             exporter: try session.connection.exportKeyingMaterial(label: "EXPORTER-share-pairing"), digits: digits)
-        try session.connection.send(.pairCommit, machine.commitment(using: hasher))
-        var frame = try session.connection.receive()
-        if frame.type == .error { throw MessageCoding.peerError(from: frame) }
-        switch frame.type {
-        case .pairCommit:
-            let reveal = try machine.received(MessageCoding.decode(PairCommit.self, from: frame))
-            try session.connection.send(.pairReveal, reveal)
-        case .pairReveal:
-            _ = try machine.received(MessageCoding.decode(PairReveal.self, from: frame), using: hasher)
-        default:
-            throw ProtocolError(.badMessage, "expected the other device's commitment, it sent \(frame.type)")
-        }
-        frame = try session.connection.receive()
-        if frame.type == .error { throw MessageCoding.peerError(from: frame) }
-        guard frame.type == .pairReveal else {
-            throw ProtocolError(.badMessage, "expected the other device's nonce, it sent \(frame.type)")
-        }
-        return try machine.received(MessageCoding.decode(PairReveal.self, from: frame), using: hasher)
+        return try Exchange.pairCommitments(session.connection.channel, machine: &machine, hasher: hasher)
     }
 
     /// Finds the device called `name` that waits to pair on the local network (it announces itself while it waits);

@@ -31,13 +31,7 @@ package enum PasteClient {
             from: device, to: target, trust: trust, hello: Hello(name: device.name, role: .cli), timeouts: timeouts,
             settings: reach)
         defer { session.connection.close() }
-        try session.connection.send(.clipboardRequest, ClipboardRequest(peek: true))
-        let frame = try session.connection.receive()
-        switch frame.type {
-        case .clipboardInfo: return try MessageCoding.decode(ClipboardInfo.self, from: frame)
-        case .error: throw MessageCoding.peerError(from: frame)
-        default: throw ProtocolError(.badMessage, "the peer answered a clipboard request with \(frame.type)")
-        }
+        return try Exchange.peekClipboard(session.connection.channel)
     }
 
     /// Receives the clipboard item of `target` under `options` (its accept list decides the representation).
@@ -51,7 +45,7 @@ package enum PasteClient {
         defer { session.connection.close() }
         let name = trust.device(session.peerID)?.name ?? session.peerHello.name
         do {
-            try session.connection.send(.clipboardRequest, ClipboardRequest())
+            try Exchange.requestClipboard(session.connection.channel)
             let receiver = try ReceiveSession(options: options, progress: progress)
             return try receiver.serve(session, peerName: name, peer: trust.device(session.peerID))
         } catch {

@@ -138,15 +138,8 @@ public enum PingClient {
         defer { session.connection.close() }
         var trips: [Double] = []
         do {
-            for _ in 0..<max(1, count) {
-                let nonce = UInt64.random(in: 0...UInt64.max)
-                let start = ContinuousClock.now
-                try session.connection.send(.ping, Ping(nonce: nonce))
-                let pong = try session.connection.receive(.pong, as: Ping.self)
-                guard pong.nonce == nonce else { throw ProtocolError(.badMessage, "the peer answered another ping") }
-                trips.append((ContinuousClock.now - start).seconds)
-            }
-            try session.connection.send(.bye, Bye())
+            for _ in 0..<max(1, count) { trips.append(try Exchange.ping(session.connection.channel)) }
+            try Exchange.bye(session.connection.channel)
         } catch {
             throw SessionErrors.describe(error, peer: place, localID: device.id)
         }
@@ -167,19 +160,6 @@ public enum PingClient {
 
     /// Answers pings until the peer says bye (nil) or sends anything else, which is returned unhandled.
     public static func answerPings(_ session: Session) throws -> Frame? {
-        while true {
-            let frame = try session.connection.receive()
-            switch frame.type {
-            case .ping:
-                let ping = try MessageCoding.decode(Ping.self, from: frame)
-                try session.connection.send(.pong, ping)
-            case .bye:
-                return nil
-            case .error:
-                throw MessageCoding.peerError(from: frame)
-            default:
-                return frame
-            }
-        }
+        try Exchange.answerPings(session.connection.channel)
     }
 }

@@ -110,9 +110,7 @@ public enum SessionOpener {
         connection.frameDeadline = .seconds(timeouts.handshake)
         do {
             try tls.handshake()
-            try connection.send(.hello, hello)
-            let peerHello = try connection.receive(.hello, as: Hello.self)
-            try peerHello.validate()
+            let peerHello = try Exchange.openHello(connection.channel, hello)
             guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
             watchdog.disarm()
             connection.frameDeadline = .seconds(120)
@@ -197,13 +195,12 @@ public enum SessionOpener {
         }
         let peerHello: Hello
         do {
-            peerHello = try connection.receive(.hello, as: Hello.self)
-            try peerHello.validate()
+            peerHello = try Exchange.receiveHello(connection.channel)
         } catch let error as ProtocolError {
             connection.fail(with: error)
             throw error
         }
-        try connection.send(.hello, hello)
+        try Exchange.answerHello(connection.channel, hello)
         guard let peerID = tls.peerID else { throw TLSError(.handshake, "the peer presented no certificate") }
         watchdog.disarm()
         connection.frameDeadline = .seconds(120)

@@ -73,26 +73,20 @@ public final class WatchClient {
     private func serve(_ session: Session, agent: String, address: String, delay: inout Double) throws -> Bool {
         var attached = false
         while true {
-            let frame = try session.connection.receive()
-            if !attached, frame.type == .ping || frame.type == .offer {
+            let event = try Exchange.nextOnWatchLink(session.connection.channel)
+            if !attached, event.saysAttached {
                 attached = true
                 delay = 1
                 console.status(
                     Console.Event(event: "attached", from: agent, text: address),
                     plain: "attached to \(agent) at \(address)")
             }
-            switch frame.type {
-            case .ping:
-                try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))
-            case .offer:
+            switch event {
+            case .keepalive, .bye:
+                continue
+            case .offer(let frame):
                 try receiveBatch(session, offer: frame, agent: agent)
                 if let count = options.count, received >= count { return true }
-            case .bye:
-                continue
-            case .error:
-                throw MessageCoding.peerError(from: frame)
-            default:
-                throw ProtocolError(.badMessage, "the agent sent \(frame.type) to a watch waiting for items")
             }
         }
     }

@@ -5,16 +5,6 @@ import ShareProtocol
 import ShareTLS
 import ShareNet
 
-/// The frame body of `trustNotices`.
-struct TrustNoticesMessage: Codable {
-    var notices: [TrustNotice]
-}
-
-/// The frame body of `trustNoticesTaken`: how many were new to the receiver.
-struct TrustNoticesTaken: Codable {
-    var taken: Int
-}
-
 /// Carries the signed trust notices this device holds to every device that should have them, until each has: a
 /// revocation to the owner's other devices, a key rotation to every device that trusted the old key (sent with the
 /// old key, which they still trust). A device that was away gets them when it is next reached; a device that
@@ -111,8 +101,7 @@ final class NoticeCourier: AgentPart, Sendable {
                 from: speaker, to: address, trust: trust, hello: Hello(name: speaker.name, role: .agent),
                 timeouts: SessionTimeouts(connect: 3, handshake: 5, idle: 10), settings: reach)
             defer { session.connection.close() }
-            try session.connection.send(.trustNotices, TrustNoticesMessage(notices: [notice]))
-            _ = try session.connection.receive(.trustNoticesTaken, as: TrustNoticesTaken.self)
+            try Exchange.deliverNotices(session.connection.channel, [notice])
             Self.log.info("trust notice delivered", metadata: ["kind": "\(notice.kind)", "to": "\(target.name)"])
             return true
         } catch {

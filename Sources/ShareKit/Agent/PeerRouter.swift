@@ -86,20 +86,20 @@ final class PeerRouter: Sendable {
                 }
             case .trustNotices:
                 try check(.sendNotices, entry)
-                let message = try MessageCoding.decode(TrustNoticesMessage.self, from: first)
+                let notices = try Exchange.notices(in: first, as: TrustNotice.self)
                 let taken: Int
                 do {
-                    taken = try NoticeCourier.take(message.notices, from: session.peerID, paths: device.paths)
+                    taken = try NoticeCourier.take(notices, from: session.peerID, paths: device.paths)
                 } catch let failure as ShareFailure {
                     throw ProtocolError(.refused, failure.message)
                 }
-                try session.connection.send(.trustNoticesTaken, TrustNoticesTaken(taken: taken))
+                try Exchange.answerNotices(session.connection.channel, taken: taken)
                 if taken > 0 { courier?.wake() }
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
                 try serveClipboard(
                     session, peer: peer, visibility: AccessPolicy.visibility(for: entry),
-                    request: MessageCoding.decode(ClipboardRequest.self, from: first))
+                    request: Exchange.clipboardRequest(in: first))
             default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
             }
         } catch let error as TLSError where error.kind == .timeout {
@@ -211,7 +211,7 @@ final class PeerRouter: Sendable {
             let info = ClipboardInfo(
                 copied: item.copied.timeIntervalSince1970, expires: item.expires.timeIntervalSince1970,
                 labels: items.map(\.label), types: items.map { $0.representations.map(\.offered.contentType) })
-            try session.connection.send(.clipboardInfo, info)
+            try Exchange.answerPeek(session.connection.channel, info)
             return
         }
         let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
@@ -271,8 +271,7 @@ final class PeerRouter: Sendable {
     private func forwardFromWatch(
         _ session: Session, watch: TrustedDevice, first: Frame, to target: TrustedDevice, trust: TrustStore
     ) throws {
-        let offer = try MessageCoding.decode(Offer.self, from: first)
-        try offer.validate()
+        let offer = try Exchange.requireOffer(in: first)
         let far: Session
         do {
             let address = try PeerTarget.resolve(

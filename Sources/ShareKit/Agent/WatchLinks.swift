@@ -138,15 +138,9 @@ package final class WatchLinks: Sendable {
 
     /// One keepalive round trip, within 10 s.
     private static func ping(_ session: Session) -> Bool {
-        let nonce = UInt64.random(in: 0...UInt64.max)
         session.connection.setTimeout(10)
         defer { session.connection.setTimeout(0) }
-        do {
-            try session.connection.send(.ping, Ping(nonce: nonce))
-            return try session.connection.receive(.pong, as: Ping.self).nonce == nonce
-        } catch {
-            return false
-        }
+        return (try? Exchange.ping(session.connection.channel)) != nil
     }
 
     /// Sends `items` to the attached watch `id` over its link: the watch negotiates with its own accept list, as any

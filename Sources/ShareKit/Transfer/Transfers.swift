@@ -323,20 +323,18 @@ package final class ReceiveSession: Sendable {
         var first = first
         var decide: ((Offer) throws -> [Choice])?
         if let gate = options.gate {
-            let frame = try first ?? session.connection.receive()
+            let (frame, opening) = try Exchange.opening(session.connection.channel, first: first)
             first = frame
             // An offer that does not decode is left to the driver, which reports it as any other.
-            if frame.type == .offer, let offer = try? MessageCoding.decode(Offer.self, from: frame),
-                (try? offer.validate()) != nil
-            {
+            if let offer = opening {
                 var refusal: String?
                 switch try gate(offer, peerName) {
                 case .proceed:
                     break
                 case .decline(let reason):
                     refusal = reason
-                case .hold(let held) where session.peerHello.agreedVersion >= 3:
-                    try session.connection.send(.held, held)
+                case .hold(let held) where Exchange.canHold(agreedVersion: session.peerHello.agreedVersion):
+                    try Exchange.hold(session.connection.channel, held)
                     progress.note(
                         "from \(peerName): \(offer.items.count) item(s) wait for an answer (\(held.id))", event: "held",
                         fields: ["id": held.id])
