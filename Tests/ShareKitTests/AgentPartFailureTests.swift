@@ -39,23 +39,27 @@ extension EndToEndAgents {
             try limited.run()
             limited.waitUntilExit()
             #expect(limited.terminationStatus == 0)
+            // Connections keep coming (and are held) until the agent ends: however many descriptors other threads
+            // had open for a moment when the limit was set, accepting soon fails and keeps failing.
             var clients: [Int32] = []
             defer { clients.forEach(Syscalls.close) }
-            for _ in 0..<3 {
-                let fd: Int32
+            let deadline = Date().addingTimeInterval(30)
+            while agent.process.isRunning, Date() < deadline, clients.count < 256 {
+                let fd: Int32?
                 switch part {
                 case .listener:
-                    fd = try Syscalls.connect(host: "127.0.0.1", port: port(own, after: "port ")!, timeout: 5)
+                    fd = try? Syscalls.connect(host: "127.0.0.1", port: port(own, after: "port ")!, timeout: 5)
                 case .localSend:
-                    fd = try Syscalls.connect(
+                    fd = try? Syscalls.connect(
                         host: "127.0.0.1", port: port(localSend, after: "LocalSend on port ")!, timeout: 5)
                 case .page:
-                    fd = try Syscalls.connect(host: "127.0.0.1", port: port(page, after: "127.0.0.1:")!, timeout: 5)
+                    fd = try? Syscalls.connect(host: "127.0.0.1", port: port(page, after: "127.0.0.1:")!, timeout: 5)
                 case .control:
-                    fd = try Syscalls.unixConnect(
+                    fd = try? Syscalls.unixConnect(
                         ControlClient.socketPath(DevicePaths.resolve(configOverride: desk.config.path)))
                 }
-                clients.append(fd)
+                if let fd { clients.append(fd) }
+                Thread.sleep(forTimeInterval: 0.05)
             }
             let status = agent.wait(timeout: 30)
             #expect(status != nil && status != 0, "the agent did not end: \(agent.stderr.text)")
