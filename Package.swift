@@ -70,26 +70,47 @@ let package = Package(
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
+        // The engine: sessions, sinks, partials and ledgers, the job model, the control socket's protocol, the
+        // listener that authenticates sessions, and the glue to each adapter (codes, LocalSend sends).
+        .target(
+            name: "ShareEngine",
+            dependencies: [
+                "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
+                "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The agent: its parts (outbox, router, discovery, notices, watches, LocalSend's inbox) as services.
+        .target(
+            name: "ShareAgent",
+            dependencies: [
+                "ShareEngine", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol",
+                "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The library product: ShareClient, ShareItem, IncomingItem over the engine.
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareArchive",
-                "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "ShareEngine", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol",
+                "ShareProfiles", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers", "ShareDisk",
+                "ShareLocalSend", .product(name: "Logging", package: "swift-log"),
             ]),
         // The agent's own page on 127.0.0.1 (`share web`, `share agent --web`), on LocalSend's HTTP/1.1 code.
         .target(
             name: "ShareWeb",
             dependencies: [
-                "ShareKit", "ShareNet", "ShareThreads", "ShareLink", "ShareLocalSend", "ShareDisk", "ShareReach", "ShareTLS",
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareLink", "ShareLocalSend",
+                "ShareDisk", "ShareReach", "ShareTLS",
                 "ShareArchive",
                 "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareNet", "ShareThreads", "ShareTLS", "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS",
+                "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -118,7 +139,7 @@ let package = Package(
                     ], .when(configuration: .release))
             ]),
         .executableTarget(
-            name: "share-bench-tls", dependencies: ["ShareKit", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
+            name: "share-bench-tls", dependencies: ["ShareEngine", "ShareLink", "ShareProtocol", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
         .target(
@@ -151,7 +172,10 @@ let package = Package(
         .testTarget(
             name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets", "ShareTLS", "ShareArchive"]),
         .testTarget(
-            name: "ShareKitTests", dependencies: ["ShareKit", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch", "ShareTestSupport"],
+            name: "ShareKitTests", dependencies: [
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch",
+                "ShareTestSupport",
+            ],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CoreTransferableTests",

@@ -3,9 +3,11 @@
 //   share-bench-tls serve   --config DIR [--port 0]          (prints "port N", serves one stream, exits)
 //   share-bench-tls stream  --config DIR --peer HOST:PORT --bytes N [--buffer 262144]
 import Foundation
-import ShareKit
 import ShareProtocol
 import ShareTLS
+import ShareLink
+import ShareReach
+import ShareEngine
 
 func option(_ name: String) -> String? {
     let args = CommandLine.arguments

@@ -7,6 +7,11 @@ import CoreTransferable
 import ShareKit
 import ShareWeb
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,6 +3,11 @@ import CoreTransferable
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct CopyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

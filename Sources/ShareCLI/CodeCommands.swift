@@ -5,6 +5,10 @@ import ShareCommandLine
 import ShareKit
 import ShareProtocol
 import ShareWormhole
+import ShareLink
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 /// Where a send by code meets the other side: magic-wormhole's servers by default (so a code works with any wormhole
 /// client), else agent.json's `"wormhole"` object, else these options.
@@ -88,7 +92,7 @@ extension SendCommand {
                 throw ShareError(.usage, error.message)
             }
         }
-        var sending = ShareKit.SendOptions()
+        var sending = ShareEngine.SendOptions()
         sending.chunkSize = Int(parseSize(chunkSize)!)
         sending.compression = !noCompress
         sending.timeouts = SessionTimeouts(connect: timeout, handshake: timeout, idle: answerTimeout)

@@ -3,6 +3,11 @@ import ShareCommandLine
 import ArgumentParser
 import ShareKit
 import ShareTLS
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct IdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

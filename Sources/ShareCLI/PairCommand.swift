@@ -4,6 +4,11 @@ import ShareCommandLine
 import ShareKit
 import ShareTLS
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct PairCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,6 +2,11 @@ import ArgumentParser
 import Foundation
 import ShareKit
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct PeersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

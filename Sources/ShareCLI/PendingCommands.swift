@@ -2,6 +2,11 @@ import ArgumentParser
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct PendingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

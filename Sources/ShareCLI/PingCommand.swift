@@ -1,6 +1,11 @@
 import ArgumentParser
 import Foundation
 import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct PingCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,6 +6,11 @@ import ShareArchive
 import ShareDisk
 import ShareKit
 import ShareProfiles
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct ProfileCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

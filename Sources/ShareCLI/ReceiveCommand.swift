@@ -8,6 +8,10 @@ import ShareKit
 import ShareProtocol
 import ShareTLS
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 struct ReceiveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -5,6 +5,11 @@ import ShareCommandLine
 import ShareKit
 import ShareProfiles
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,6 +2,11 @@ import ArgumentParser
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// `share servers`: the discovery servers and relays this device uses beyond the LAN (kept in agent.json).
 struct ServersCommand: ParsableCommand {

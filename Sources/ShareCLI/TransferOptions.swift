@@ -3,6 +3,11 @@ import CoreTransferable
 import Foundation
 import ShareCommandLine
 import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// Output options shared by send and receive.
 struct OutputOptions: ParsableArguments {

@@ -4,6 +4,11 @@ import ShareCommandLine
 import ShareKit
 import ShareLocalSend
 import ShareTLS
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct TrustCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,11 @@ import ShareCommandLine
 import Glibc
 import ShareKit
 import ShareWatch
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// `share watch …` runs `share-watch`, installed beside `share`: the watch-style client is a separate, much smaller
 /// program (no ArgumentParser, no archive library, only FoundationEssentials), so that a device short of memory

@@ -6,6 +6,11 @@ import ShareCommandLine
 import ShareKit
 import ShareWeb
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 struct WebCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,13 +4,16 @@ import Foundation
 import Logging
 import ShareArchive
 import ShareDisk
-import ShareKit
 import ShareLink
 import ShareLocalSend
 import ShareReach
 import ShareTLS
 import UniformTypeIdentifiers
 import ShareNet
+import ShareProtocol
+import ShareEngine
+import ShareKit
+import ShareAgent
 
 /// What the page shows and does, through the same code the command line uses: the agent's control socket for its
 /// jobs, sends and cancels (`share jobs`, `share send`, `share cancel`), the pending book (`share accept`, `share

@@ -2,10 +2,13 @@ import ShareThreads
 import Foundation
 import Glibc
 import Logging
-import ShareKit
 import ShareLink
 import ShareLocalSend
 import ShareNet
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// The agent's own page (`share web`, or `share agent --web`): HTTP on 127.0.0.1 only, for the user of this machine.
 ///

@@ -9,6 +9,9 @@ import ShareTLS
 import ShareWeb
 import Synchronization
 import Testing
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 /// Every server of share takes its connections through the one acceptor, and every HTTP server reads its heads
 /// through the one HTTP layer: what a full descriptor table and a trickled head do is checked here once, for each of

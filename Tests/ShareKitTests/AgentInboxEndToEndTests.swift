@@ -4,6 +4,11 @@ import ShareArchive
 import ShareKit
 import ShareTestSupport
 import Testing
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEnd {
     /// The agent receives while nobody watches: each trusted device's items in its own inbox folder, text in the

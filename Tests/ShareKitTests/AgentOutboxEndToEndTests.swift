@@ -1,6 +1,11 @@
 import Foundation
 import ShareKit
 import Testing
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEnd {
     /// `share send` with an agent running hands the job to the agent's outbox through the control socket: it

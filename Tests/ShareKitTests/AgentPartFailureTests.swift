@@ -3,6 +3,11 @@ import Glibc
 import ShareKit
 import ShareNet
 import Testing
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEndAgents {
     /// A part of the agent that can no longer do its work ends the agent, which says which part and why and exits

@@ -4,6 +4,9 @@ import ShareLink
 import ShareProtocol
 import ShareTLS
 import Testing
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 /// The discovery part of an agent on its own, on loopback multicast.
 @Suite struct DiscoveryTests {

@@ -5,6 +5,10 @@ import ShareKit
 import ShareProtocol
 import ShareTestSupport
 import Testing
+import ShareLink
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 extension EndToEnd {
     /// Folders over loopback between two devices: extracted as they arrive, identical on arrival, resumable, and

@@ -5,6 +5,10 @@ import ShareProtocol
 import ShareTLS
 import Testing
 import ShareNet
+import ShareLink
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 /// The frame channel as the wire uses it, tested four ways over a real TLS pair: one byte per TLS record, everything at
 /// once, one frame per write, and truncated or oversized input.

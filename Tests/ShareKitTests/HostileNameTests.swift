@@ -3,6 +3,10 @@ import Foundation
 import ShareKit
 import ShareProtocol
 import Testing
+import ShareLink
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 @Suite struct FileNameSanitizingTests {
     @Test(arguments: [

@@ -3,6 +3,11 @@ import Foundation
 import ShareKit
 import Testing
 import UniformTypeIdentifiers
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension UTType {
     fileprivate static let recipe = UTType(exportedAs: "com.example.recipe", conformingTo: .json)

@@ -2,6 +2,11 @@ import Foundation
 import Testing
 
 @testable import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// What share says of itself to LocalSend devices.
 @Suite struct LocalSendInfoTests {

@@ -3,6 +3,11 @@ import Synchronization
 import Testing
 
 @testable import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// The agent's outbox with a runner of the test's own: what ends a job and how it is told.
 @Suite struct OutboxTests {

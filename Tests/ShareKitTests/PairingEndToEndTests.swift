@@ -3,6 +3,10 @@ import ShareKit
 import ShareLink
 import ShareTLS
 import Testing
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEndAgents {
     /// Pairing through the binaries: commit, then reveal; certificates checked; attempts bounded; ready to send

@@ -1,6 +1,11 @@
 import Testing
 
 @testable import ShareKit
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 /// The progress line fits the terminal, shortens long names in the middle, and keeps the numbers a person reads.
 @Suite struct ProgressBarTests {

@@ -3,6 +3,11 @@ import Glibc
 import ShareKit
 import ShareTLS
 import Testing
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEndAgents {
     /// The outside review's attacks on a running agent, each written as the attack (`Fixtures/attacker.py` speaks the

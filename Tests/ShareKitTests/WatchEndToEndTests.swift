@@ -2,6 +2,11 @@ import Foundation
 import ShareKit
 import ShareWatch
 import Testing
+import ShareLink
+import ShareReach
+import ShareProtocol
+import ShareEngine
+import ShareAgent
 
 extension EndToEndAgents {
     /// The watch-style client (`share watch`, the small `share-watch` program) attached to its owner's agent, with a

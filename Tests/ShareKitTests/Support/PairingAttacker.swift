@@ -4,6 +4,9 @@ import ShareLink
 import ShareProtocol
 import ShareTLS
 import ShareNet
+import ShareReach
+import ShareEngine
+import ShareAgent
 
 /// A man in the middle of a pairing, over the project's own TLS: he accepts the laptop's connection as if he were the
 /// desk and connects to the desk as if he were the laptop, each side with a certificate of his own, and runs the

@@ -1,0 +1,336 @@
+import ShareThreads
+import Synchronization
+import Foundation
+import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import CoreTransferable
+import UniformTypeIdentifiers
+import ShareEngine
+
+/// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
+/// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is, for at most `giveUpAfter` from the job's creation; an
+/// attempt that moved bytes before it broke is retried after 1 s (a dropped link, a restarted peer); errors that a
+/// retry cannot fix end the job. `share cancel` ends a queued job at once and a running one by interrupting its
+/// connection. Jobs that ended are kept for `keepFinished`, then pruned.
+package final class Outbox: AgentPart, Sendable {
+    /// One attempt at a job; it reports its progress as it goes.
+    package typealias Runner =
+        @Sendable (
+            OutboxJob, SendCancellation, _ progress: @escaping @Sendable (TransferProgress) -> Void
+        ) -> Result<SendReport, ShareFailure>
+
+    package struct Lifetimes: Sendable {
+        /// How long a job keeps trying a device that cannot be reached (7 days).
+        package var giveUpAfter: TimeInterval = 7 * 86_400
+        /// How long an ended job stays listed (7 days).
+        package var keepFinished: TimeInterval = 7 * 86_400
+        package init() {}
+    }
+
+    package let directory: URL
+    private struct State {
+        var jobs: [String: OutboxJob] = [:]
+        /// The session bytes of a running job at its first progress report, to tell whether an attempt moved any.
+        var firstProgress: [String: UInt64] = [:]
+        var stopping = false
+        var workerDone = true
+        /// The running job's cancellation.
+        var running: (id: String, cancellation: SendCancellation)?
+        /// Counts the changes the worker waits for (a job added, retried or cancelled; a stop).
+        var changes = 0
+    }
+    private let state = Guarded(State())
+    private let runner: Runner
+    private let nice: Int32
+    private let lifetimes: Lifetimes
+
+    /// Loads the persisted jobs; a job that was running when the agent died is queued again.
+    /// `nice`: how much lower than the agent's the worker's CPU priority is.
+    package init(directory: URL, nice: Int32 = 0, lifetimes: Lifetimes = Lifetimes(), runner: @escaping Runner) throws {
+        self.directory = directory
+        self.nice = nice
+        self.lifetimes = lifetimes
+        self.runner = runner
+        try DevicePaths.ensurePrivateDirectory(directory)
+        var jobs: [String: OutboxJob] = [:]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        where name.hasSuffix(".json") {
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path),
+                var job = try? JSONDecoder.iso8601.decode(OutboxJob.self, from: data)
+            else { continue }
+            if job.state == .running {
+                job.state = .queued
+                job.nextAttempt = Date()
+            }
+            job.upgradeFinalState()
+            job.progress = nil
+            jobs[job.id] = job
+        }
+        state.withLock { state in
+            state.jobs = jobs
+            pruneFinished(&state)
+        }
+    }
+
+    /// Removes jobs that ended more than `keepFinished` ago (jobs an earlier version finished count from their
+    /// creation). Called with the state locked.
+    private func pruneFinished(_ state: inout State) {
+        let cutoff = Date().addingTimeInterval(-lifetimes.keepFinished)
+        for (id, job) in state.jobs where job.state.isFinal && (job.finished ?? job.created) < cutoff {
+            state.jobs[id] = nil
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(id).json"))
+        }
+    }
+
+    /// Cancels a job: a queued one ends now; a running one when its connection has been interrupted (the receiver
+    /// keeps what it verified). Returns the job as it is now, nil when there is no such job.
+    package func cancel(_ id: String) -> OutboxJob? {
+        let running = state.withLock { state -> Bool? in
+            guard var job = state.jobs[id] else { return nil }
+            switch job.state {
+            case .queued:
+                job.state = .cancelled
+                job.finished = Date()
+                job.lastError = "cancelled"
+                removeForwarded(job)
+                state.jobs[id] = job
+                state.changes += 1
+                try? save(job)
+                return false
+            case .running:
+                if let running = state.running, running.id == id { running.cancellation.cancel() }
+                return true
+            case .delivered, .declined, .refused, .failed, .cancelled:
+                return false
+            }
+        }
+        guard let running else { return nil }
+        // The worker ends a running job as cancelled when the attempt returns.
+        let finished: (OutboxJob?) -> Bool = { $0.map { $0.state.isFinal } ?? true }
+        return state.withLock(when: { !running || finished($0.jobs[id]) }, seconds: 10) { state, _ in state.jobs[id] }
+    }
+
+    private func removeForwarded(_ job: OutboxJob) {
+        // What was kept only to be passed on goes once the job has ended, delivered or not, and so do the values
+        // exported for it.
+        for item in job.forwarded ?? [] { try? FileManager.default.removeItem(atPath: item.path) }
+        if job.items != nil { try? FileManager.default.removeItem(at: directory.appendingPathComponent(job.id)) }
+    }
+
+    /// Where a job's exported values are kept until it ends: `STATE/outbox/<job>/` (0700).
+    package static func exportFolder(_ paths: DevicePaths, job: String) -> URL {
+        OutboxJob.exportFolder(paths, job: job)
+    }
+
+    package let partName = "outbox"
+
+    package func start() { start(failed: { _ in }) }
+
+    package func start(failed: @escaping @Sendable (Error) -> Void) {
+        state.withLock { state in
+            state.stopping = false
+            state.workerDone = false
+        }
+        // The worker keeps the agent's priority; each attempt runs on a thread of its own, lowered unless someone
+        // waits for the job (a thread can lower its own priority but not raise it again).
+        let thread = Thread { [self] in
+            Syscalls.setThreadPriority(lowerBy: 0)
+            work()
+            // The worker leaves only when asked to; if it ever left otherwise, no job would go out again.
+            if !state.withLock({ $0.stopping }) { failed(PartFailure(part: partName, reason: "its worker ended")) }
+        }
+        thread.name = "share-outbox"
+        thread.start()
+    }
+
+    /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first),
+    /// and waits for it.
+    package func stop() {
+        state.withLock { state in
+            state.stopping = true
+            state.changes += 1
+        }
+        state.wait { $0.workerDone }
+    }
+
+    /// Queues a job and wakes the worker.
+    package func add(_ job: OutboxJob) throws {
+        try state.withLock { state in
+            try save(job)
+            state.jobs[job.id] = job
+            state.changes += 1
+        }
+    }
+
+    package var all: [OutboxJob] {
+        state.withLock { $0.jobs.values.sorted { $0.created < $1.created } }
+    }
+
+    /// The device named `names` (a watch) has just become reachable: its queued jobs are tried now, not after
+    /// their backoff.
+    package func retryNow(to names: Set<String>) {
+        state.withLock { state in
+            let now = Date()
+            for (id, job) in state.jobs
+            where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
+                state.jobs[id]?.nextAttempt = now
+                state.jobs[id]?.failuresWithoutProgress = nil
+            }
+            state.changes += 1
+        }
+    }
+
+    /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
+    package func wait(for id: String, timeout: Double) -> OutboxJob? {
+        state.withLock(when: { $0.jobs[id].map { $0.state.isFinal } ?? true }, seconds: timeout) { state, _ in
+            state.jobs[id]
+        }
+    }
+
+    /// Progress lives in memory only: it is shown while the job runs, and a restarted agent asks the receiver again.
+    private func update(_ id: String, _ progress: TransferProgress) {
+        state.withLock { state in
+            guard state.jobs[id]?.state == .running else { return }
+            if state.firstProgress[id] == nil { state.firstProgress[id] = progress.bytes }
+            state.jobs[id]?.progress = progress
+        }
+    }
+
+    /// Runs `body` on a new thread `nice` steps below the agent's priority and waits for its result.
+    private static func onThread(nice: Int32, _ body: @escaping @Sendable () -> Result<SendReport, ShareFailure>)
+        -> Result<SendReport, ShareFailure>
+    {
+        let result = Mutex<Result<SendReport, ShareFailure>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            Syscalls.setThreadPriority(lowerBy: nice)
+            let outcome = body()
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        thread.name = "share-send"
+        thread.stackSize = 1 << 20
+        thread.start()
+        done.wait()
+        return result.withLock { $0 }!
+    }
+
+    private func save(_ job: OutboxJob) throws {
+        try AtomicFile.write(
+            try JSONEncoder.iso8601.encode(job), to: directory.appendingPathComponent("\(job.id).json"), mode: 0o600,
+            durable: false)
+    }
+
+    private enum Step {
+        case stop
+        case wait(changes: Int, until: Date?)
+        case run(OutboxJob, SendCancellation)
+    }
+
+    private func work() {
+        defer { state.withLock { $0.workerDone = true } }
+        while true {
+            let step = state.withLock { state -> Step in
+                if state.stopping { return .stop }
+                // Due first; among jobs due at the same moment (a watch that just attached), the oldest first.
+                let waiting = state.jobs.values.filter { $0.state == .queued }.sorted {
+                    ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created)
+                }
+                guard var job = waiting.first else { return .wait(changes: state.changes, until: nil) }
+                if job.nextAttempt > Date() { return .wait(changes: state.changes, until: job.nextAttempt) }
+                job.state = .running
+                job.attempts += 1
+                state.jobs[job.id] = job
+                try? save(job)
+                let cancellation = SendCancellation()
+                state.running = (job.id, cancellation)
+                return .run(job, cancellation)
+            }
+            guard case .run(var job, let cancellation) = step else {
+                if case .wait(let changes, let until) = step {
+                    state.wait(seconds: until.map { max(0, $0.timeIntervalSinceNow) }) { $0.changes != changes }
+                    continue
+                }
+                return
+            }
+            let id = job.id
+            let attempt = job
+            let result = Self.onThread(nice: job.foreground == true ? 0 : nice) { [runner] in
+                runner(attempt, cancellation) { [weak self] progress in self?.update(id, progress) }
+            }
+            let progressed = state.withLock { state -> Bool in
+                state.running = nil
+                let progressed =
+                    state.jobs[job.id]?.progress.map { $0.bytes > state.firstProgress[job.id] ?? $0.bytes } ?? false
+                state.firstProgress[job.id] = nil
+                return progressed
+            }
+            job.progress = nil
+            switch result {
+            case .success(let report):
+                job.delivered = report.delivered.count
+                job.refused = report.refused.count
+                job.bytesSent += report.bytesSent
+                job.bytesSkipped = report.bytesSkipped
+                job.state = OutboxJob.finalState(
+                    delivered: report.delivered.count, refusals: report.refused.map(\.reason))
+                job.failure = report.refused.isEmpty ? nil : .refused
+                job.lastError =
+                    report.refused.isEmpty
+                    ? nil : report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
+            case .failure(let error) where cancellation.isCancelled:
+                job.lastError = "cancelled: \(error.message)"
+                job.state = .cancelled
+            case .failure(let error)
+            where job.localsend != nil && ![.unavailable, .ioError].contains(error.code) && !progressed
+                && job.attempts > 1 && job.lastError == error.message:
+                // A LocalSend device was reached and failed the same way twice without taking a byte: trying again
+                // would fail again (a name it refuses, a request it does not take). Said, not repeated. (A device
+                // away or a full disk there can change: those are tried until the job gives up. A share device's
+                // cut transfer resumes, so it is always tried again.)
+                job.state = .failed
+                job.failure = error.code
+                job.lastError = "\(error.message) (failed the same way twice; not tried again)"
+            case .failure(let error):
+                job.lastError = error.message
+                if [.unavailable, .interrupted, .ioError].contains(error.code),
+                    Date().timeIntervalSince(job.created) >= lifetimes.giveUpAfter
+                {
+                    job.state = .failed
+                    job.failure = .unavailable
+                    job.lastError =
+                        "gave up after \(Self.describe(lifetimes.giveUpAfter)) of trying: \(error.message)"
+                } else if [.unavailable, .interrupted, .ioError].contains(error.code) {
+                    job.state = .queued
+                    let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1
+                    job.failuresWithoutProgress = failures
+                    let delay = min(30, pow(2, Double(min(failures - 1, 5))))
+                    job.nextAttempt = Date().addingTimeInterval(delay)
+                } else {
+                    job.state = .failed
+                    job.failure = error.code
+                }
+            }
+            if job.state.isFinal {
+                job.finished = Date()
+                removeForwarded(job)
+            }
+            let ended = job
+            state.withLock { state in
+                state.jobs[ended.id] = ended
+                try? save(ended)
+                pruneFinished(&state)
+            }
+        }
+    }
+
+    static func describe(_ seconds: TimeInterval) -> String {
+        if seconds >= 86_400, seconds.truncatingRemainder(dividingBy: 86_400) == 0 {
+            return "\(Int(seconds / 86_400)) days"
+        }
+        if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600)) hours" }
+        return "\(Int(seconds)) s"
+    }
+}

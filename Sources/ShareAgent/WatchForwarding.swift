@@ -1,0 +1,200 @@
+import ShareThreads
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareTLS
+import ShareLink
+import ShareReach
+import UniformTypeIdentifiers
+import ShareEngine
+
+/// Watch forwarding, from a watch to one of the owner's devices: the agent receives the watch's items with the
+/// receiver driver and, at the same time, sends them on with the sender driver. The far device negotiates with its
+/// own accept list (its choices answer the watch), every chunk is verified here and streamed on through a small
+/// bounded pipe (never kept whole), and the far device's acknowledgement of each item is the watch's.
+/// (Not to be confused with relays: servers that carry a TLS session between two devices.)
+final class ForwardingBridge: Sendable {
+    private struct State {
+        var choices: [Choice]?
+        var acks: [Int: Ack] = [:]
+        var failure: Error?
+        var pipes: [Int: ChunkPipe] = [:]
+        var farEnded = false
+    }
+    private let state = Guarded(State())
+
+    /// The pipe of item `index` (made on first use by either side).
+    func pipe(_ index: Int) -> ChunkPipe {
+        state.withLock { state in
+            if let pipe = state.pipes[index] { return pipe }
+            let pipe = ChunkPipe()
+            state.pipes[index] = pipe
+            if let failure = state.failure { pipe.fail(failure) }
+            return pipe
+        }
+    }
+
+    /// The far device answered the offer.
+    func chosen(_ choices: [Choice]) {
+        state.withLock { $0.choices = choices }
+    }
+
+    /// The far device acknowledged item `index`.
+    func delivered(_ index: Int, _ ack: Ack) {
+        state.withLock { $0.acks[index] = ack }
+    }
+
+    /// The far side ended, well or not; its error (if any) stops the near side.
+    func farFinished(_ error: Error?) {
+        state.withLock { state in
+            state.farEnded = true
+            if let error, state.failure == nil { state.failure = error }
+            for pipe in state.pipes.values {
+                pipe.fail(state.failure ?? StreamEnded("the far device ended the session"))
+            }
+        }
+    }
+
+    /// The near side stopped: the far side's sources fail.
+    func nearFailed(_ error: Error) {
+        state.withLock { state in
+            if state.failure == nil { state.failure = error }
+            for pipe in state.pipes.values { pipe.fail(error) }
+        }
+    }
+
+    /// Waits for the far device's choices (or its failure).
+    func awaitChoices() throws -> [Choice] {
+        try state.withLock(when: { $0.choices != nil || $0.failure != nil || $0.farEnded }) { state, _ in
+            if let choices = state.choices { return choices }
+            throw state.failure ?? ProtocolError(.cancelled, "the far device ended the session before choosing")
+        }
+    }
+
+    /// Waits for the far device's acknowledgement of item `index`.
+    func awaitAck(_ index: Int) throws -> Ack {
+        try state.withLock(when: { $0.acks[index] != nil || $0.failure != nil || $0.farEnded }) { state, _ in
+            if let ack = state.acks[index] { return ack }
+            throw state.failure
+                ?? ProtocolError(.cancelled, "the far device ended the session before acknowledging")
+        }
+    }
+}
+
+/// Chunks of one item on their way from the receiver driver to the sender driver: at most four at a time.
+final class ChunkPipe: Sendable {
+    private struct State {
+        var queue: [[UInt8]] = []
+        var ended = false
+        var failure: Error?
+    }
+    private let state = Guarded(State())
+    static let capacity = 4
+
+    func push(_ bytes: UnsafeRawBufferPointer) throws {
+        let piece = Array(bytes)
+        try state.withLock(when: { $0.queue.count < Self.capacity || $0.failure != nil }) { state, _ in
+            if let failure = state.failure { throw failure }
+            state.queue.append(piece)
+        }
+    }
+
+    func finish() {
+        state.withLock { $0.ended = true }
+    }
+
+    func fail(_ error: Error) {
+        state.withLock { state in
+            if state.failure == nil { state.failure = error }
+        }
+    }
+
+    /// The next piece; nil at the end.
+    func pull() throws -> [UInt8]? {
+        try state.withLock(when: { !$0.queue.isEmpty || $0.ended || $0.failure != nil }) { state, _ in
+            if !state.queue.isEmpty { return state.queue.removeFirst() }
+            if let failure = state.failure { throw failure }
+            return nil
+        }
+    }
+}
+
+/// The far side's view of a forwarded item: the near item, naming its origin, streamed from its pipe.
+final class ForwardedSource: ItemSource, SequentialSource {
+    let offer: OfferItem
+    private let pipe: ChunkPipe
+
+    init(_ item: OfferItem, origin: String, pipe: ChunkPipe) {
+        var forwarded = item
+        forwarded.origin = origin
+        // What a watch sends is made on request and cannot be resumed: no version, so no partial is kept for it.
+        forwarded.version = nil
+        offer = forwarded
+        self.pipe = pipe
+    }
+
+    func produce(representation index: Int) throws -> ProducedChunks { .sequential(self) }
+
+    /// Sizes are not announced: the far device counts the bytes against its limits as they arrive.
+    var size: UInt64? { nil }
+
+    func produce(_ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        while let piece = try pipe.pull() {
+            try piece.withUnsafeBytes { try emit($0) }
+        }
+    }
+
+    func close() {}
+}
+
+/// The near side's sink: each verified chunk goes into the item's pipe; completing an item waits for the far
+/// device's acknowledgement, which becomes the watch's.
+final class ForwardingSink: ItemSink {
+    let bridge: ForwardingBridge
+    let target: String
+    private var index: [String: Int] = [:]
+
+    init(bridge: ForwardingBridge, target: String, offer: Offer) {
+        self.bridge = bridge
+        self.target = target
+        for (position, item) in offer.items.enumerated() { index[item.id] = position }
+    }
+
+    /// Forwarded items are streamed on as they arrive; nothing is kept to resume.
+    func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks { .nothing }
+
+    func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
+        throws -> IncomingPayload
+    {
+        guard let position = index[item.id] else { throw ProtocolError(.internalError, "unknown item \(item.id)") }
+        return Forwarded(pipe: bridge.pipe(position), position: position, item: item, bridge: bridge, target: target)
+    }
+
+    final class Forwarded: IncomingPayload {
+        let pipe: ChunkPipe
+        let position: Int
+        let item: OfferItem
+        let bridge: ForwardingBridge
+        let target: String
+        let held: [Int: [UInt8]] = [:]
+
+        init(pipe: ChunkPipe, position: Int, item: OfferItem, bridge: ForwardingBridge, target: String) {
+            self.pipe = pipe
+            self.position = position
+            self.item = item
+            self.bridge = bridge
+            self.target = target
+        }
+
+        func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws { try pipe.push(bytes) }
+
+        func complete(done: Done) throws -> Ack {
+            pipe.finish()
+            let far = try bridge.awaitAck(position)
+            return Ack(item: item.id, outcome: "\(far.outcome) on \(target)", savedAs: far.savedAs)
+        }
+
+        func discard() { pipe.fail(ProtocolError(.digestMismatch, "\(item.label) did not match its digest")) }
+        func suspend() { pipe.fail(ProtocolError(.cancelled, "the watch's session ended")) }
+    }
+}

@@ -1,0 +1,327 @@
+import ShareThreads
+import Synchronization
+import Foundation
+import CoreTransferable
+import Glibc
+import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import UniformTypeIdentifiers
+
+/// A request to the local agent over its control socket: one JSON object per line, one request per connection.
+/// On the socket it is `{"op": "send" | "status" | "wait" | "copy", …}`, as every version has written it.
+package enum ControlRequest: Codable, Sendable {
+    /// Queue a job in the outbox.
+    case send(OutboxJob)
+    /// The agent's state: jobs, peers, watches, clipboard.
+    case status
+    /// Wait until the job has ended (or `timeout` seconds pass).
+    case wait(id: String, timeout: Double?)
+    /// Publish a clipboard item.
+    case copy(ClipboardItem)
+    /// Carry the trust notices now (one was just added).
+    case notices
+    /// Cancel a queued or running job.
+    case cancel(id: String)
+    /// A program receives through the agent (`ShareClient.receive`): what peers send is negotiated with its accept
+    /// list and handed to it, one `ProgramEvent` per line on this connection, for as long as it stays open.
+    case receive(ProgramRegistration)
+
+    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel, receive }
+
+    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program }
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        switch try container.decode(Operation.self, forKey: .op) {
+        case .send: self = .send(try container.decode(OutboxJob.self, forKey: .job))
+        case .status: self = .status
+        case .wait:
+            self = .wait(
+                id: try container.decode(String.self, forKey: .id),
+                timeout: try container.decodeIfPresent(Double.self, forKey: .timeout))
+        case .copy: self = .copy(try container.decode(ClipboardItem.self, forKey: .clipboard))
+        case .notices: self = .notices
+        case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
+        case .receive: self = .receive(try container.decode(ProgramRegistration.self, forKey: .program))
+        }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .send(let job):
+            try container.encode(Operation.send, forKey: .op)
+            try container.encode(job, forKey: .job)
+        case .status:
+            try container.encode(Operation.status, forKey: .op)
+        case .wait(let id, let timeout):
+            try container.encode(Operation.wait, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(timeout, forKey: .timeout)
+        case .copy(let item):
+            try container.encode(Operation.copy, forKey: .op)
+            try container.encode(item, forKey: .clipboard)
+        case .notices:
+            try container.encode(Operation.notices, forKey: .op)
+        case .cancel(let id):
+            try container.encode(Operation.cancel, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .receive(let program):
+            try container.encode(Operation.receive, forKey: .op)
+            try container.encode(program, forKey: .program)
+        }
+    }
+}
+
+/// A program that receives through the agent: its name (shown by `share status`), its accept list, and the folder
+/// the agent keeps its items in.
+package struct ProgramRegistration: Codable, Sendable, Equatable {
+    package var name: String
+    package var accept: AcceptList
+    package var directory: String
+
+    package init(name: String, accept: AcceptList, directory: String) {
+        self.name = name
+        self.accept = accept
+        self.directory = directory
+    }
+}
+
+/// What the agent tells a registered program, one JSON object per line: an item kept for it, or one refused.
+package struct ProgramEvent: Codable, Sendable {
+    package var item: ReceivedItem?
+    package var refused: RefusedItem?
+
+    package init(item: ReceivedItem? = nil, refused: RefusedItem? = nil) {
+        self.item = item
+        self.refused = refused
+    }
+}
+
+/// The open connection of a request that stays (a registered program): lines written from any thread, never
+/// after the connection is gone.
+package final class ControlStream: Sendable {
+    private let fd: Int32
+    /// Whether the connection is open; held while a line is written, so none is written after it is gone.
+    private let open = Mutex(true)
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Writes one JSON line; false once the other side has gone.
+    @discardableResult
+    package func send<T: Encodable>(_ value: T) -> Bool {
+        guard let data = try? JSONEncoder.iso8601.encode(value) else { return false }
+        return open.withLock { open in
+            guard open else { return false }
+            do {
+                try Syscalls.writeAll(fd, Array(data) + [0x0A])
+                return true
+            } catch {
+                open = false
+                Syscalls.shutdownSocket(fd)
+                return false
+            }
+        }
+    }
+
+    /// Closes the connection (the other side sees its end); the server's thread then finishes.
+    package func close() {
+        open.withLock { open in
+            if open { Syscalls.shutdownSocket(fd) }
+            open = false
+        }
+    }
+
+    package var isOpen: Bool { open.withLock { $0 } }
+
+    fileprivate func ended() {
+        open.withLock { $0 = false }
+    }
+}
+
+package struct ControlResponse: Codable, Sendable {
+    package var ok: Bool
+    package var error: String?
+    package var job: OutboxJob?
+    package var jobs: [OutboxJob]?
+    package var name: String?
+    package var id: String?
+    package var port: Int?
+    package var version: String?
+    package var uptime: Double?
+    package var clipboard: ClipboardItem?
+    /// Trusted devices (name and address) and what discovery heard.
+    package var trusted: [String]?
+    package var discovered: [DiscoveredPeer]?
+    /// The agent's watches: name, and whether attached now.
+    package var watches: [String]?
+    /// Beyond the LAN: the relay it is joined to and each discovery server's standing, one line each.
+    package var reach: [String]?
+    /// The program receiving through the agent, when one is.
+    package var program: String?
+    /// LocalSend, when on: its port, fingerprint, the devices seen and the uploads under way, in one line.
+    package var localsend: String?
+    /// The agent's inbox folder.
+    package var inbox: String?
+
+    package init(ok: Bool, error: String? = nil) {
+        self.ok = ok
+        self.error = error
+    }
+
+    package static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+}
+
+/// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
+/// whose user ID differs from the agent's is turned away even if it could open the socket.
+package final class ControlServer: AgentPart, Sendable {
+    package let path: String
+    private let acceptor: Acceptor
+    private struct State {
+        var stopped = false
+        var answer: (@Sendable (ControlRequest) -> ControlResponse)?
+        var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
+        var streams: [ObjectIdentifier: ControlStream] = [:]
+    }
+    private let state = Mutex(State())
+    package let partName = "control socket"
+
+    package init(path: String) throws {
+        self.path = path
+        do {
+            // Requests are short; the connections that stay open are programs' streams and event watchers.
+            acceptor = Acceptor(
+                listening: try Syscalls.unixListen(path), port: 0, name: "control",
+                limits: AcceptorLimits(total: 128, perAddress: 128, whenFull: .refuseNew, key: .address),
+                family: .local)
+        } catch let error as Syscalls.SocketError {
+            throw ShareFailure(.configuration, "cannot open the control socket: \(error.message)")
+        }
+    }
+
+    /// Answers each request (set before the server starts).
+    package var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
+        get { state.withLock { $0.answer } }
+        set { state.withLock { $0.answer = newValue } }
+    }
+
+    /// Answers a program's registration; when the answer is ok the connection stays open for the stream until the
+    /// program closes it (set before the server starts).
+    package var attachProgram: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)? {
+        get { state.withLock { $0.attach } }
+        set { state.withLock { $0.attach = newValue } }
+    }
+
+    package func start(failed: @escaping @Sendable (Error) -> Void) {
+        acceptor.start(stackSize: 1 << 20, handler: { [self] in serve($0.fd) }, failed: failed)
+    }
+
+    package func stop() {
+        let streams = state.withLock { state -> [ControlStream]? in
+            guard !state.stopped else { return nil }
+            state.stopped = true
+            return Array(state.streams.values)
+        }
+        guard let streams else { return }
+        acceptor.stop(grace: 5, cut: { for stream in streams { stream.close() } })
+        unlink(path)
+    }
+
+    private func serve(_ client: Int32) {
+        defer { Syscalls.close(client) }
+        Syscalls.setTimeouts(client, seconds: 30)
+        var response: ControlResponse
+        if Syscalls.peerUID(client) != geteuid() {
+            response = .failure("the control socket serves only its owner")
+        } else if let line = try? Syscalls.readLine(client),
+            let request = try? JSONDecoder.iso8601.decode(ControlRequest.self, from: Data(line))
+        {
+            if case .receive(let registration) = request {
+                serve(client, program: registration)
+                return
+            }
+            if case .wait = request { Syscalls.setTimeouts(client, seconds: 0) }
+            response = handler?(request) ?? .failure("the agent is starting")
+        } else {
+            response = .failure("not a control request")
+        }
+        if let data = try? JSONEncoder.iso8601.encode(response) {
+            try? Syscalls.writeAll(client, Array(data) + [0x0A])
+        }
+    }
+}
+
+extension ControlServer {
+    /// A program's connection: the answer, then (when it was ok) the stream until the program closes it or the
+    /// server stops.
+    private func serve(_ client: Int32, program: ProgramRegistration) {
+        let stream = ControlStream(fd: client)
+        let key = ObjectIdentifier(stream)
+        let registered = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.streams[key] = stream
+            return true
+        }
+        defer {
+            stream.ended()
+            state.withLock { $0.streams[key] = nil }
+        }
+        Syscalls.setTimeouts(client, seconds: 0)
+        let response =
+            registered
+            ? (attachProgram?(program, stream) ?? .failure("the agent is starting")) : .failure("the agent is stopping")
+        guard stream.send(response), response.ok else { return }
+        // The program says nothing more; its end (or the server's stop) ends the stream.
+        while stream.isOpen, (try? Syscalls.readLine(client)).flatMap({ $0 }) != nil {}
+    }
+}
+
+/// The CLI's side of the control socket.
+package enum ControlClient {
+    /// The control socket of the device at `paths`.
+    package static func socketPath(_ paths: DevicePaths) -> String {
+        paths.state.appendingPathComponent("agent.sock").path
+    }
+
+    /// Whether an agent is listening on the control socket.
+    package static func agentIsRunning(_ paths: DevicePaths) -> Bool {
+        guard let fd = try? Syscalls.unixConnect(socketPath(paths)) else { return false }
+        Syscalls.close(fd)
+        return true
+    }
+
+    /// Sends one request and returns the answer. A missing or foreign socket is `unavailable`.
+    package static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
+        let path = socketPath(paths)
+        let fd: Int32
+        do {
+            fd = try Syscalls.unixConnect(path)
+        } catch let error as Syscalls.SocketError {
+            if error.code == EACCES || error.code == EPERM {
+                throw ShareFailure(
+                    .notTrusted, "\(path): permission denied; the agent's control socket serves only its owner")
+            }
+            throw ShareFailure(
+                .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
+        }
+        defer { Syscalls.close(fd) }
+        if case .wait = request {} else { Syscalls.setTimeouts(fd, seconds: 30) }
+        do {
+            try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
+            guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {
+                throw ShareFailure(.unavailable, "the agent closed the control socket without answering")
+            }
+            let response = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
+            if !response.ok {
+                throw ShareFailure(.failure, response.error ?? "the agent refused the request")
+            }
+            return response
+        } catch let error as ShareFailure {
+            throw error
+        } catch {
+            throw ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
+        }
+    }
+}

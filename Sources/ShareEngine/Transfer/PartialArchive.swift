@@ -1,0 +1,257 @@
+import CoreTransferable
+import Foundation
+import ShareArchive
+import ShareDisk
+import ShareProtocol
+import ShareTLS
+import ShareLink
+import ShareReach
+import UniformTypeIdentifiers
+
+/// An archive being received and extracted as it arrives into a partial folder beside its ledger. Chunks come in
+/// order (the receiver machine refuses anything else); the extraction's checkpoint decides which chunks count as
+/// held after an interruption. Only the driver's verified chunks reach it.
+final class PartialArchive: IncomingPayload {
+    let store: PartialStore
+    let key: String
+    private let lock: FileLock
+    private var ledger: PartialStore.Ledger
+    private let extraction: StreamExtraction
+    private var digests: [Int: String]
+    private var nextIndex: Int
+    private var unflushed = 0
+    private var lastCheckpoint = ContinuousClock.now
+    /// Each extracted chunk and where the extraction stands, between checkpoints.
+    private let journal: LedgerJournal
+    /// Chunks below this index are in the ledger or the journal.
+    private var journaled = 0
+    private var stopped = false
+    private var released = false
+    let held: [Int: [UInt8]]
+    /// The digest of `held` and of the chunks written.
+    let digest: DigestAlgorithm
+    let label: String
+    /// Whether the item can resume (it has a version): only then is progress journaled.
+    private let resumable: Bool
+
+    /// A ledger from another version, size, chunk size or digest (`digest`; nil when looking up what is held: any),
+    /// or written before a reboot (extracted files may have lost unflushed writes and cannot be re-hashed against
+    /// stream chunks), starts the item over.
+    init(
+        store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
+        policy: ExtractionPolicy, digest wanted: DigestAlgorithm?
+    ) throws {
+        self.store = store
+        label = item.label
+        resumable = item.version != nil
+        key = PartialStore.key(sender: sender, item: item.id, contentType: representation.contentType, archive: true)
+        lock = try store.lock(key, label: item.label)
+        var ledger = PartialStore.Ledger(
+            sender: sender.description, item: item.id, version: item.version,
+            contentType: representation.contentType, size: representation.size, chunkSize: chunkSize,
+            suggestedName: representation.suggestedFileName, chunks: [:], boot: PartialStore.bootID)
+        if item.version != nil, let old = store.readLedger(key), old.version == item.version,
+            old.chunkSize == chunkSize, old.size == representation.size, old.contentType == representation.contentType,
+            old.boot == PartialStore.bootID, let checkpoint = old.archive,
+            wanted == nil || wanted == old.recordedDigest,
+            store.partials.info("\(key).dir")?.kind == .directory
+        {
+            ledger.chunks = old.chunks
+            ledger.archive = checkpoint
+            ledger.digest = old.digest
+        } else {
+            ledger.digest = wanted == .sha256 ? nil : wanted
+            _ = try? store.partials.remove("\(key).json")
+            _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
+            _ = try? store.partials.removeTree("\(key).dir")
+        }
+        journal = LedgerJournal(store: store, key: key)
+        var start: Int64 = 0
+        if let checkpoint = ledger.archive {
+            start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunkSize)
+        }
+        var next = Int(start / Int64(chunkSize))
+        var digests: [Int: String] = [:]
+        for index in 0..<next {
+            guard let digest = ledger.chunks[String(index)] else {
+                // A gap in the ledger: start over.
+                next = 0
+                start = 0
+                break
+            }
+            digests[index] = digest
+        }
+        if next == 0 {
+            digests = [:]
+            ledger.archive = nil
+            ledger.chunks = [:]
+            _ = try? store.partials.removeTree("\(key).dir")
+        }
+        digest = ledger.recordedDigest
+        self.ledger = ledger
+        self.digests = digests
+        nextIndex = next
+        journaled = next
+        held = digests.reduce(into: [:]) { held, entry in
+            if let digest = Hex.bytes(entry.value) { held[entry.key] = digest }
+        }
+        do {
+            let root = try store.partials.directory("\(key).dir", create: true, mode: 0o700)
+            extraction = try StreamExtraction(
+                root: root, policy: policy, resuming: ledger.archive, inputOffset: start)
+        } catch let error as DiskError {
+            lock.release()
+            throw ProtocolError(.storage, "the receiver cannot extract \(item.label): \(error.message)")
+        } catch {
+            lock.release()
+            throw Self.protocolError(error)
+        }
+        try checkpoint(force: true)
+    }
+
+    deinit {
+        if !stopped { extraction.cancel() }
+    }
+
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+        guard index == nextIndex else {
+            throw ProtocolError(.badMessage, "archive chunk \(index) arrived out of order (expected \(nextIndex))")
+        }
+        do {
+            try extraction.push(Array(bytes)[...])
+        } catch {
+            throw fail(error)
+        }
+        let hex = Hex.string(digest)
+        digests[index] = hex
+        nextIndex += 1
+        unflushed += 1
+        if resumable { try journalExtractedChunks() }
+        try checkpoint(force: false)
+    }
+
+    /// Journals the chunks the extraction has put on disk since the last line (it runs a few chunks behind the
+    /// ones handed to it): a resume may skip exactly those, so the journal, like the ledger, holds nothing else.
+    private func journalExtractedChunks() throws {
+        guard let mark = extraction.checkpoint else { return }
+        let safe = Int(StreamExtraction.resumeOffset(for: mark, chunkSize: ledger.chunkSize)) / ledger.chunkSize
+        guard safe > journaled else { return }
+        for chunk in journaled..<safe {
+            guard let digest = digests[chunk] else { return }
+            try journal.record(chunk: chunk, digest: digest, checkpoint: chunk == safe - 1 ? mark : nil)
+            journaled = chunk + 1
+        }
+    }
+
+    /// Records the chunks up to the extraction's checkpoint in the ledger (emptying the journal): at most every
+    /// second or 64 chunks unless forced.
+    func checkpoint(force: Bool) throws {
+        guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
+        ledger.archive = extraction.checkpoint ?? ledger.archive
+        if let saved = ledger.archive {
+            let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: ledger.chunkSize)) / ledger.chunkSize
+            ledger.chunks = Dictionary(
+                uniqueKeysWithValues: (0..<held).compactMap { index in digests[index].map { (String(index), $0) } })
+            journaled = held
+        }
+        ledger.boot = PartialStore.bootID
+        try store.writeLedger(ledger, key: key)
+        try journal.reset(directoriesInLedger: ledger.archive?.directories.count ?? 0)
+        unflushed = 0
+        lastCheckpoint = ContinuousClock.now
+    }
+
+    /// Ends the extraction (every chunk is in and verified): any last entry error surfaces here. Returns the
+    /// extracted folder, still inside the partials.
+    func finish(durable: Bool) throws -> Directory {
+        do {
+            try extraction.finish()
+        } catch {
+            throw fail(error)
+        }
+        stopped = true
+        let root = extraction.root
+        if durable { Self.sync(root) }
+        return root
+    }
+
+    /// Moves the extracted folder into the target folder under `name` (or a free variant); returns the name.
+    func place(as name: String) throws -> String {
+        let placed = try store.place("\(key).dir", as: name)
+        _ = try? store.partials.remove("\(key).json")
+        journal.remove()
+        release()
+        return placed
+    }
+
+    func complete(done: Done) throws -> Ack {
+        preconditionFailure("a disk sink completes its items itself")
+    }
+
+    /// Stops after an extraction error: a hostile or broken archive leaves nothing behind.
+    private func fail(_ error: Error) -> Error {
+        let mapped = Self.protocolError(error)
+        if mapped.code == .unsafeArchive || mapped.code == .digestMismatch {
+            discard()
+        } else {
+            suspend()
+        }
+        return mapped
+    }
+
+    static func protocolError(_ error: Error) -> ProtocolError {
+        guard let error = error as? ArchiveError else {
+            return error as? ProtocolError ?? ProtocolError(.internalError, "\(error)")
+        }
+        switch error.kind {
+        case .unsafeEntry, .limit, .corrupt: return ProtocolError(.unsafeArchive, error.message)
+        case .noSpace: return ProtocolError(.storage, "the receiver's disk is full: \(error.message)")
+        case .io: return ProtocolError(.storage, "the receiver cannot write: \(error.message)")
+        case .sourceChanged: return ProtocolError(.sourceChanged, error.message)
+        case .cancelled: return ProtocolError(.cancelled, error.message)
+        }
+    }
+
+    func discard() {
+        if !stopped {
+            extraction.cancel()
+            stopped = true
+        }
+        _ = try? store.partials.remove("\(key).json")
+        journal.remove()
+        _ = try? store.partials.removeTree("\(key).dir")
+        release()
+    }
+
+    func suspend() {
+        if !stopped {
+            extraction.cancel()
+            stopped = true
+            try? checkpoint(force: true)
+        }
+        journal.close()
+        release()
+    }
+
+    private func release() {
+        guard !released else { return }
+        released = true
+        lock.release()
+        _ = try? store.partials.remove("\(key).lock")
+    }
+
+    /// Flushes every file and folder of a completed extraction (`--fsync`), through the handles.
+    static func sync(_ root: Directory) {
+        var pending = [root]
+        while let folder = pending.popLast() {
+            folder.sync()
+            for name in folder.entries() {
+                switch folder.info(name)?.kind {
+                case .directory: if let sub = try? folder.directory(components: [name]) { pending.append(sub) }
+                case .file: try? folder.openFile(name, .read).sync()
+                default: break
+                }
+            }
+        }
+    }
+}

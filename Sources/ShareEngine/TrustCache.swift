@@ -1,0 +1,52 @@
+import Synchronization
+import Foundation
+import ShareTLS
+import ShareNet
+import ShareLink
+import ShareReach
+import ShareProtocol
+import CoreTransferable
+import UniformTypeIdentifiers
+
+/// The trust store as a long-running process sees it: reloaded when the file changes, so `share trust add` takes
+/// effect without a restart. A file that turns corrupt keeps the last good contents in force (and says so once).
+package final class TrustCache: Sendable {
+    private let file: URL
+    private struct Loaded {
+        var current: TrustStore
+        var stamp: Date?
+        var warned = false
+    }
+    private let loaded: Mutex<Loaded>
+
+    package init(file: URL) throws {
+        self.file = file
+        loaded = Mutex(Loaded(current: try TrustStore.load(file), stamp: Self.modificationDate(file)))
+    }
+
+    package var store: TrustStore {
+        loaded.withLock { loaded in
+            let now = Self.modificationDate(file)
+            if now != loaded.stamp {
+                do {
+                    loaded.current = try TrustStore.load(file)
+                    loaded.stamp = now
+                    loaded.warned = false
+                } catch {
+                    if !loaded.warned {
+                        Log.logger("share.trust").error(
+                            "keeping the previous trust list", metadata: ["error": "\(error)"])
+                    }
+                    loaded.warned = true
+                }
+            }
+            return loaded.current
+        }
+    }
+
+    package func isTrusted(_ id: DeviceID) -> Bool { store.device(id) != nil }
+
+    private static func modificationDate(_ file: URL) -> Date? {
+        (try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date
+    }
+}

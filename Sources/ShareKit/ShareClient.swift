@@ -1,0 +1,205 @@
+import CoreTransferable
+import Foundation
+import ShareProtocol
+import ShareLink
+import ShareReach
+import UniformTypeIdentifiers
+import ShareEngine
+
+/// This device, as a Swift program uses it: sends `Transferable` values to trusted devices and receives items as the
+/// types it declares. The same identity, trust store, settings and transfer engine as the `share` command (which is
+/// itself a client of this API): a device paired with `share pair` is a device a program can send to.
+///
+///     let client = try ShareClient()
+///     try await client.send(recipe, preview: SharePreview("Paella"), to: "desk")
+///
+///     for try await item in try client.receive(accepting: [Recipe.self, String.self]) {
+///         if let recipe = try? await item.load(Recipe.self) { … } else { print(try await item.load(String.self)) }
+///     }
+public final class ShareClient: Sendable {
+    /// This device: its name, identity and folders.
+    public let device: LocalDevice
+
+    /// The device whose configuration lives in `configDirectory` (default: `$SHARE_CONFIG_DIR`, else
+    /// `$XDG_CONFIG_HOME/share`); its identity is made on first use.
+    public init(configDirectory: String? = nil) throws {
+        device = try LocalDevice.loadOrCreate(paths: DevicePaths.resolve(configOverride: configDirectory))
+    }
+
+    /// A device already loaded.
+    public init(device: LocalDevice) {
+        self.device = device
+    }
+
+    /// How a send goes.
+    public struct SendOptions: Sendable {
+        /// Hand the values to this device's running agent instead of sending them from this process: every
+        /// representation the peer may get is exported now into the agent's outbox (data representations written
+        /// out; a file representation that allows access to its original file is referred to, any other is copied),
+        /// so the program may exit; the agent delivers when the peer can be reached, and resumes after a restart.
+        /// The cost: every representation is produced, not only the chosen one, and copies take disk space until
+        /// the job ends.
+        public var queue = false
+        /// Seconds to wait for the device to be reached and to answer (connect and handshake).
+        public var timeout: Double = 10
+        /// How long to wait for the receiving person to accept, when that device asks first (0: do not wait).
+        public var waitForAnswer: Double = 600
+        /// Compress chunks when the link and the content make it pay.
+        public var compression = true
+        /// Bytes per chunk.
+        public var chunkSize = 1 << 20
+        /// Send through this device's agent, which passes the items on to the device named in `to` (a watch).
+        public var via: String?
+        /// What happens, as it happens (offers, choices, progress, deliveries); called on the sending thread.
+        public var events: (@Sendable (TransferEvent) -> Void)?
+        /// Lines and a progress bar on standard error, as the `share` command shows them (none by default).
+        package var progress: ProgressReporter?
+        /// With `queue`: someone waits for the job, so the agent sends it at its normal CPU priority.
+        public var waiting = false
+        /// The PIN a LocalSend device asks for.
+        public var localSendPin: String?
+        /// The defaults: direct from this process, 10 s to connect, compression when it pays, 1 MiB chunks.
+        public init() {}
+    }
+
+    /// What became of a send.
+    public struct Delivery: Sendable {
+        /// Per item delivered: its label, and what the receiver did with it (`saved`, `printed`, `imported` …).
+        public var delivered: [(label: String, outcome: String, savedAs: String?)] = []
+        /// Per item refused: its label and the receiver's reason.
+        public var refused: [(label: String, reason: String)] = []
+        /// `direct` or `via relay HOST`.
+        public var route: String = "direct"
+        /// Bytes of the chosen representations sent in this session.
+        public var bytesSent: UInt64 = 0
+        /// Bytes on the wire for those (fewer when compressed).
+        public var wireBytes: UInt64 = 0
+        /// Bytes the receiver already held (a resume).
+        public var bytesAlreadyThere: UInt64 = 0
+        /// From the first connection attempt to the last answer.
+        public var seconds: Double = 0
+        /// With `queue`: the agent's job.
+        public var job: String?
+    }
+
+    /// Sends one value to `peer` (a trusted device's name or ID, or `HOST:PORT`) with what its receiving person sees
+    /// first. Only the representation the receiver chooses is produced (unless `options.queue`). Throws a
+    /// `ShareFailure` saying what went wrong when the receiver refuses the value (code `refused`, with its reason:
+    /// for instance nothing it accepts among the types offered), when the device cannot be reached, or when the
+    /// connection or the protocol fails.
+    @discardableResult
+    public func send<T: Transferable>(
+        _ value: T, preview: SharePreview? = nil, to peer: String, options: SendOptions = SendOptions()
+    ) async throws -> Delivery {
+        let delivery = try await send([ShareItem(value, preview: preview)], to: peer, options: options)
+        if delivery.job == nil, delivery.delivered.isEmpty, let refusal = delivery.refused.first {
+            throw ShareFailure(.refused, "\(peer) refused \(refusal.label): \(refusal.reason)")
+        }
+        return delivery
+    }
+
+    /// Sends several values at once (one offer; each is chosen, refused and delivered on its own, and the items
+    /// refused are listed in the delivery with the receiver's reasons).
+    @discardableResult
+    public func send(_ items: [ShareItem], to peer: String, options: SendOptions = SendOptions()) async throws
+        -> Delivery
+    {
+        try await onThread { [self] in try sendNow(items, to: peer, options: options) }
+    }
+
+    /// `send`, blocking the calling thread (for programs without concurrency, like the `share` command).
+    public func sendNow(_ items: [ShareItem], to peer: String, options: SendOptions = SendOptions()) throws -> Delivery
+    {
+        let trust = try TrustStore.load(device.paths.trustFile)
+        // A name that is no trusted device but a LocalSend device this device's agent has seen.
+        if options.via == nil, trust.find(peer) == nil,
+            let phone = LocalSendSeen.find(peer, in: LocalSendSeen.load(device.paths))
+        {
+            return try sendToLocalSend(items, phone: phone, options: options)
+        }
+        try PeerTarget.check(options.via ?? peer, device: device, trust: trust)
+        if options.queue { return try queue(items, to: peer, trust: trust, options: options) }
+        let reach = try ReachSettings.load(device.paths)
+        let target = try PeerTarget.resolve(
+            options.via ?? peer, device: device, trust: trust, beyondLAN: !reach.isEmpty)
+        var sending = ShareEngine.SendOptions()
+        sending.reach = reach
+        sending.forwardTo = options.via == nil ? nil : peer
+        sending.chunkSize = options.chunkSize
+        sending.compression = options.compression
+        sending.timeouts = SessionTimeouts(connect: options.timeout, handshake: options.timeout, idle: 300)
+        sending.waitForAnswer = options.waitForAnswer
+        let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
+        let report = try SendSession(device: device, progress: progress, options: sending).run(to: target, trust: trust)
+        { relation in try items.map { try $0.outgoing(for: relation) } }
+        return Delivery(report)
+    }
+
+    /// A send to a LocalSend device: queued in the agent's outbox (`queue`), else from this process.
+    private func sendToLocalSend(_ items: [ShareItem], phone: LocalSendSeen, options: SendOptions) throws -> Delivery {
+        var delivery = Delivery()
+        if options.queue {
+            var job = OutboxJob(to: phone.alias)
+            job.localsend = phone.fingerprint
+            job.localsendPin = options.localSendPin
+            job.foreground = options.waiting ? true : nil
+            let folder = OutboxJob.exportFolder(device.paths, job: job.id)
+            job.items = try items.map { try $0.queued(for: AccessPolicy.visibility(for: .localSend), into: folder) }
+            let answer = try ControlClient.request(.send(job), paths: device.paths)
+            delivery.job = answer.job?.id ?? job.id
+            return delivery
+        }
+        let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
+        let report = try LocalSendSend.run(
+            items, to: phone, pin: options.localSendPin, name: device.name, paths: device.paths, progress: progress,
+            answerTimeout: options.waitForAnswer)
+        delivery.delivered = report.delivered.map { ($0, "saved", nil) }
+        delivery.refused = report.refused
+        delivery.route = "LocalSend"
+        delivery.bytesSent = report.bytes
+        delivery.wireBytes = report.bytes
+        delivery.seconds = report.seconds
+        if let first = report.refused.first {
+            throw ShareFailure(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
+        }
+        return delivery
+    }
+
+    /// Exports the items for the peer into the agent's outbox and queues them as one job.
+    private func queue(_ items: [ShareItem], to peer: String, trust: TrustStore, options: SendOptions) throws
+        -> Delivery
+    {
+        let relation = AccessPolicy.visibility(for: trust.find(options.via ?? peer))
+        var job = OutboxJob(to: peer)
+        job.via = options.via
+        job.foreground = options.waiting ? true : nil
+        let folder = OutboxJob.exportFolder(device.paths, job: job.id)
+        job.items = try items.map { try $0.queued(for: relation, into: folder) }
+        let answer = try ControlClient.request(.send(job), paths: device.paths)
+        var delivery = Delivery()
+        delivery.job = answer.job?.id ?? job.id
+        return delivery
+    }
+
+    /// Runs blocking work on a thread of its own (never on Swift's cooperative pool) and awaits it.
+    func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            thread.name = "share-client"
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+    }
+}
+
+extension ShareClient.Delivery {
+    init(_ report: SendReport) {
+        delivered = report.delivered.map { ($0.label, $0.ack.outcome, $0.ack.savedAs) }
+        refused = report.refused
+        route = report.route.description
+        bytesSent = report.bytesSent
+        wireBytes = report.wireBytes
+        bytesAlreadyThere = report.bytesSkipped
+        seconds = report.seconds
+    }
+}
