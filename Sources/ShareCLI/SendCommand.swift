@@ -1,3 +1,4 @@
+import ShareProfileModel
 import ArgumentParser
 import CoreTransferable
 import Foundation

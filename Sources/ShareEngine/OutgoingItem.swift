@@ -1,3 +1,4 @@
+import ShareProfileModel
 import CoreTransferable
 import Foundation
 import ShareArchive
