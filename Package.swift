@@ -49,11 +49,14 @@ let package = Package(
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
         .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
-        // Sockets and system calls, the one acceptor every server runs on, and the one HTTP/1.1 (and WebSocket
-        // client) layer every HTTP speaker uses: LocalSend, the page, Global Discovery and the wormhole mailbox.
+        // Sockets and system calls, the peer connection (TLS carrying the protocol's frames), the one acceptor every
+        // server runs on, the one HTTP/1.1 (and WebSocket client) layer every HTTP speaker uses (LocalSend, the page,
+        // Global Discovery, the wormhole mailbox), and the one writer of the standard streams.
         .target(
             name: "ShareNet",
-            dependencies: ["ShareTLS", "ShareThreads", "CShareSystem", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "ShareTLS", "ShareProtocol", "ShareThreads", "CShareSystem", .product(name: "Logging", package: "swift-log"),
+            ]),
         // Device identity, trust, addresses and sessions: what every device needs to talk to a peer, and nothing
         // more (the watch links only this, TLS and the protocol, to stay small).
         .target(

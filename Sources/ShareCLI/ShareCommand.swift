@@ -1,3 +1,4 @@
+import ShareNet
 import ArgumentParser
 import Foundation
 import ShareCommandLine

@@ -17,7 +17,7 @@ public struct Session: Sendable {
     public var digest: DigestAlgorithm = .sha256
 
     /// A hasher of the session's digest: what its drivers check and make chunks with.
-    public func chunkHasher() -> ChunkHasher { ShareLink.chunkHasher(digest) }
+    public func chunkHasher() -> ChunkHasher { ShareNet.chunkHasher(digest) }
 }
 
 extension Session {

@@ -1,3 +1,4 @@
+import ShareNet
 import CoreTransferable
 import Foundation
 import ShareArchive

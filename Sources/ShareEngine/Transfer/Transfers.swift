@@ -1,3 +1,4 @@
+import ShareNet
 import Synchronization
 import CoreTransferable
 import Foundation

@@ -1,7 +1,6 @@
 import Foundation
 import ShareProtocol
 import ShareTLS
-import ShareNet
 
 /// One connection to a peer: it owns the socket (through its TLS connection), the frame channel over it, and every
 /// operation on the socket itself. No file descriptor leaves it. Driven by one thread at a time; `interrupt()` may

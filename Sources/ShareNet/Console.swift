@@ -1,6 +1,5 @@
 import Glibc
 import Synchronization
-import ShareNet
 
 /// The one writer of standard output and standard error. A reader that goes away (`share receive | head -1`, a
 /// closed terminal) is not an error of share's: a write that meets a closed pipe says so (`ReaderGone`) instead of
