@@ -32,11 +32,11 @@ let package = Package(
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
         .target(
-            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareThreads", "ShareLink", "ShareTLS", "ShareDisk", "ShareArchive"]),
+            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareDisk", "ShareArchive"]),
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",
-            dependencies: ["ShareNet", "ShareThreads", "ShareLink", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "ShareArchive",
             dependencies: [
@@ -57,10 +57,11 @@ let package = Package(
             dependencies: [
                 "ShareTLS", "ShareProtocol", "ShareThreads", "CShareSystem", .product(name: "Logging", package: "swift-log"),
             ]),
-        // Device identity, trust, addresses and sessions: what every device needs to talk to a peer, and nothing
-        // more (the watch links only this, TLS and the protocol, to stay small).
+        // Devices and their identity, the trust store, trust notices and AccessPolicy (every "may this device…"),
+        // and the sessions opened over them (hello, ping): what every device needs to talk to a peer, and nothing
+        // more (the watch links only this, the network, TLS and the protocol, to stay small).
         .target(
-            name: "ShareLink",
+            name: "ShareTrust",
             dependencies: [
                 "ShareNet", "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk", "ShareThreads",
                 .product(name: "Logging", package: "swift-log"),
@@ -69,7 +70,7 @@ let package = Package(
         // a trusted device (its known addresses, then what it announced, then a relay).
         .target(
             name: "ShareReach",
-            dependencies: ["ShareNet", "ShareThreads", "ShareLink", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
@@ -78,7 +79,7 @@ let package = Package(
         .target(
             name: "ShareEngine",
             dependencies: [
-                "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
+                "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
                 "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -87,7 +88,7 @@ let package = Package(
         .target(
             name: "ShareAgent",
             dependencies: [
-                "ShareEngine", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol",
+                "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
                 "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -96,7 +97,7 @@ let package = Package(
         .target(
             name: "ShareKit",
             dependencies: [
-                "ShareEngine", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS", "ShareProtocol",
+                "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
                 "ShareProfiles", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers", "ShareDisk",
                 "ShareLocalSend", .product(name: "Logging", package: "swift-log"),
             ]),
@@ -104,7 +105,7 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
-                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareLink", "ShareLocalSend",
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareLocalSend",
                 "ShareDisk", "ShareReach", "ShareTLS",
                 "ShareArchive",
                 "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
@@ -112,7 +113,7 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareLink", "ShareReach", "ShareTLS",
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
@@ -121,12 +122,12 @@ let package = Package(
         .executableTarget(name: "share", dependencies: ["ShareCLI"]),
         // Exit statuses and the one-line errors of the command-line programs (`share`, `share-watch`): the
         // libraries throw typed failures; only these programs turn them into exit codes.
-        .target(name: "ShareCommandLine", dependencies: ["ShareNet", "ShareLink"]),
+        .target(name: "ShareCommandLine", dependencies: ["ShareNet", "ShareTrust"]),
         // The watch-style client: a separate small executable (`share watch` runs it) that links no Foundation
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
         .target(
             name: "ShareWatch",
-            dependencies: ["ShareNet", "ShareLink", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
+            dependencies: ["ShareNet", "ShareTrust", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
         // Release builds, for the watch's memory budget (16 MiB): not position-independent (the loader has no
         // relocations to apply to the binary's data: about 1 MiB resident); no dynamic export of every symbol (the
         // loader looks up every library's symbols in the executable first: 330 KiB of tables touched); and the few
@@ -142,13 +143,13 @@ let package = Package(
                     ], .when(configuration: .release))
             ]),
         .executableTarget(
-            name: "share-bench-tls", dependencies: ["ShareEngine", "ShareLink", "ShareProtocol", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
+            name: "share-bench-tls", dependencies: ["ShareEngine", "ShareTrust", "ShareProtocol", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
         .target(
             name: "ShareFuzzTargets",
             dependencies: [
-                "ShareProtocol", "ShareTLS", "ShareNet", "ShareLink", "ShareArchive", "ShareReach", "CoreTransferable",
+                "ShareProtocol", "ShareTLS", "ShareNet", "ShareTrust", "ShareArchive", "ShareReach", "CoreTransferable",
                 "UniformTypeIdentifiers",
             ]),
         .executableTarget(
@@ -165,7 +166,7 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
-        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareNet", "ShareLink", "ShareTLS"]),
+        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareNet", "ShareTrust", "ShareTLS"]),
         .testTarget(
             name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),

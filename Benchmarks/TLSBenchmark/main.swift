@@ -5,7 +5,7 @@
 import Foundation
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 

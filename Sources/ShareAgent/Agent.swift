@@ -7,7 +7,7 @@ import ShareProtocol
 import ShareTLS
 import Synchronization
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

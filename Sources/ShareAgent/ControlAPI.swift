@@ -3,7 +3,7 @@ import CoreTransferable
 import Logging
 import ShareProtocol
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

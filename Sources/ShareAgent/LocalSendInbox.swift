@@ -6,7 +6,7 @@ import ShareDisk
 import ShareLocalSend
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers

@@ -5,7 +5,7 @@ import Logging
 import ShareLocalSend
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

@@ -6,7 +6,7 @@ import ShareProtocol
 import ShareThreads
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

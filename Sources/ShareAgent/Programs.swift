@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import ShareProtocol
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

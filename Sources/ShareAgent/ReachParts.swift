@@ -1,7 +1,7 @@
 import Synchronization
 import Foundation
 import ShareReach
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -3,7 +3,7 @@ import CoreTransferable
 import Foundation
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

@@ -6,7 +6,7 @@ import Logging
 import ShareProtocol
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

@@ -7,7 +7,7 @@ import CoreTransferable
 import ShareKit
 import ShareWeb
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

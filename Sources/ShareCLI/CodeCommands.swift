@@ -6,7 +6,7 @@ import ShareCommandLine
 import ShareKit
 import ShareProtocol
 import ShareWormhole
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 import ShareAgent

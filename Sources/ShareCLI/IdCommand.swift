@@ -3,7 +3,7 @@ import ShareCommandLine
 import ArgumentParser
 import ShareKit
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import ShareKit
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

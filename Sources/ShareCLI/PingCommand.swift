@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import ShareKit
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -7,7 +7,7 @@ import ShareArchive
 import ShareDisk
 import ShareKit
 import ShareProfiles
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

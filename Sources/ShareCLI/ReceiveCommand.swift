@@ -8,7 +8,7 @@ import ShareKit
 import ShareProtocol
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 import ShareAgent

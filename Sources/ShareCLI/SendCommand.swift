@@ -6,7 +6,7 @@ import ShareCommandLine
 import ShareKit
 import ShareProfiles
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

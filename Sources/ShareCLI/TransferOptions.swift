@@ -3,7 +3,7 @@ import CoreTransferable
 import Foundation
 import ShareCommandLine
 import ShareKit
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

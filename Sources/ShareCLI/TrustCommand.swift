@@ -4,7 +4,7 @@ import ShareCommandLine
 import ShareKit
 import ShareLocalSend
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -4,7 +4,7 @@ import ShareCommandLine
 import Glibc
 import ShareKit
 import ShareWatch
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -1,4 +1,4 @@
-import ShareLink
+import ShareTrust
 
 /// Exit codes of the `share` and `share-watch` commands (listed in `share --help`).
 public enum ExitStatus: Int32, Sendable, CaseIterable {

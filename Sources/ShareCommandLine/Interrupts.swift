@@ -1,4 +1,4 @@
-import ShareLink
+import ShareTrust
 import ShareNet
 
 /// A transfer stopped by Ctrl-C, `kill` or a closed terminal exits with 75 (interrupted: running the same command

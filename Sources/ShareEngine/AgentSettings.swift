@@ -1,7 +1,7 @@
 import Foundation
 import ShareReach
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

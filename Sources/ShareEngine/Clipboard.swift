@@ -1,6 +1,6 @@
 import CoreTransferable
 import Foundation
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers

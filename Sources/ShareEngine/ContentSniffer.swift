@@ -1,5 +1,5 @@
 import UniformTypeIdentifiers
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

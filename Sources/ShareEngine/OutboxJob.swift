@@ -2,7 +2,7 @@ import ShareThreads
 import Synchronization
 import Foundation
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

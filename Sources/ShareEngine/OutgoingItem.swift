@@ -5,7 +5,7 @@ import ShareArchive
 import ShareProfiles
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

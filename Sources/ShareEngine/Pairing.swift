@@ -4,7 +4,7 @@ import ShareProtocol
 import ShareTLS
 import Synchronization
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -2,7 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

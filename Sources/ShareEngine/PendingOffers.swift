@@ -5,7 +5,7 @@ import ShareDisk
 import ShareProtocol
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

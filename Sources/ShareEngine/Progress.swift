@@ -2,7 +2,7 @@ import Synchronization
 import Foundation
 import ShareProtocol
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers

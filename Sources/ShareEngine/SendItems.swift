@@ -3,7 +3,7 @@ import CoreTransferable
 import Foundation
 import ShareProfiles
 import ShareProtocol
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

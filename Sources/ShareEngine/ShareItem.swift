@@ -2,7 +2,7 @@ import CoreTransferable
 import Foundation
 import ShareArchive
 import ShareProtocol
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

@@ -1,7 +1,7 @@
 import CoreTransferable
 import Foundation
 import ShareProtocol
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

@@ -3,7 +3,7 @@ import CoreTransferable
 import Foundation
 import ShareArchive
 import ShareProfiles
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers

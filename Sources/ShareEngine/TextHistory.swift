@@ -1,6 +1,6 @@
 import Foundation
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

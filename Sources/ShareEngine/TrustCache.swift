@@ -2,7 +2,7 @@ import Synchronization
 import Foundation
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

@@ -1,7 +1,7 @@
 import CoreTransferable
 import Foundation
 import ShareArchive
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareReach
 import ShareTLS

@@ -2,14 +2,14 @@
 @_exported import CoreTransferable
 @_exported import UniformTypeIdentifiers
 import ShareEngine
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 
 // The other types ShareKit's API speaks of, under the names docs/LIBRARY.md uses, without re-exporting the modules
 // that define them.
-public typealias ShareFailure = ShareLink.ShareFailure
-public typealias LocalDevice = ShareLink.LocalDevice
+public typealias ShareFailure = ShareTrust.ShareFailure
+public typealias LocalDevice = ShareTrust.LocalDevice
 public typealias DeviceID = ShareTLS.DeviceID
 public typealias TransferEvent = ShareProtocol.TransferEvent
 public typealias OfferItem = ShareProtocol.OfferItem

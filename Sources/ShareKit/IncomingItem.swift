@@ -2,7 +2,7 @@ import Synchronization
 import CoreTransferable
 import Foundation
 import ShareProtocol
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine

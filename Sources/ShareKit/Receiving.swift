@@ -3,7 +3,7 @@ import ShareThreads
 import Synchronization
 import CoreTransferable
 import Foundation
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareNet
 import ShareReach

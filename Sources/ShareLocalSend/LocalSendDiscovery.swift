@@ -2,7 +2,7 @@ import ShareThreads
 import Synchronization
 import Foundation
 import Logging
-import ShareLink
+import ShareTrust
 import ShareNet
 
 /// A LocalSend device seen on the network.

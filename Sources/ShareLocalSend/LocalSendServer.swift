@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Logging
-import ShareLink
+import ShareTrust
 import ShareTLS
 import ShareNet
 

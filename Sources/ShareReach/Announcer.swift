@@ -1,7 +1,7 @@
 import Synchronization
 import Foundation
 import Logging
-import ShareLink
+import ShareTrust
 import ShareNet
 
 /// Announces an agent to its Global Discovery servers: at start, again when the server's `Reannounce-After` says,

@@ -1,7 +1,7 @@
 import ShareThreads
 import Foundation
 import Logging
-import ShareLink
+import ShareTrust
 import ShareTLS
 import ShareNet
 

@@ -1,5 +1,5 @@
 import Foundation
-import ShareLink
+import ShareTrust
 import ShareTLS
 
 /// How each trusted device was last reached, and when (`STATE/routes.json`, 0600): what `share status` and `share

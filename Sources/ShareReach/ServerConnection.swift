@@ -1,5 +1,5 @@
 import Foundation
-import ShareLink
+import ShareTrust
 import ShareTLS
 import ShareNet
 

@@ -1,5 +1,5 @@
 import Foundation
-import ShareLink
+import ShareTrust
 import ShareTLS
 
 /// A server beyond the LAN, pinned by its device ID: a Global Discovery v3 server (`https://HOST:PORT/PATH?id=ID`,

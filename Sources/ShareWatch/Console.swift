@@ -1,5 +1,5 @@
 import FoundationEssentials
-import ShareLink
+import ShareTrust
 import ShareNet
 
 /// The watch's output: what arrives on standard output (plain, or one JSON object a line), what happens to the link

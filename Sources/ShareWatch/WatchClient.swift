@@ -1,6 +1,6 @@
 import CoreTransferable
 import Glibc
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 import ShareNet

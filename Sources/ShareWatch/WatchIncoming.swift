@@ -2,7 +2,7 @@ import ShareNet
 import CoreTransferable
 import Glibc
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 

@@ -1,5 +1,5 @@
 import CoreTransferable
-import ShareLink
+import ShareTrust
 import ShareProtocol
 
 /// What `share watch` was asked to do, parsed from its arguments by hand (no ArgumentParser: the watch stays small).

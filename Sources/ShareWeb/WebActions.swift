@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import ShareArchive
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareLocalSend
 import ShareReach
 import ShareTLS

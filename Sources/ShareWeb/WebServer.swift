@@ -2,7 +2,7 @@ import ShareThreads
 import Foundation
 import Glibc
 import Logging
-import ShareLink
+import ShareTrust
 import ShareLocalSend
 import ShareNet
 import ShareReach

@@ -1,6 +1,6 @@
 import Foundation
 import ShareThreads
-import ShareLink
+import ShareTrust
 import ShareNet
 
 /// A TCP address in a transit hint.

@@ -1,7 +1,7 @@
 import Foundation
 import ShareArchive
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareTLS
 
 /// What a `wormhole send` offers (its file-transfer protocol): a text, a file, or a folder sent as a zip file.

@@ -1,6 +1,6 @@
 import Glibc
 import ShareCommandLine
-import ShareLink
+import ShareTrust
 import ShareTLS
 import ShareWatch
 import ShareNet

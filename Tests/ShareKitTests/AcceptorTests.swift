@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import ShareKit
-import ShareLink
+import ShareTrust
 import ShareLocalSend
 import ShareNet
 import ShareProtocol

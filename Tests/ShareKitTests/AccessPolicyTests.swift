@@ -1,5 +1,5 @@
 import CoreTransferable
-import ShareLink
+import ShareTrust
 import ShareTLS
 import Testing
 

@@ -4,7 +4,7 @@ import ShareArchive
 import ShareKit
 import ShareTestSupport
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

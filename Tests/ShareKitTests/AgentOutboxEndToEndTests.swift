@@ -1,7 +1,7 @@
 import Foundation
 import ShareKit
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

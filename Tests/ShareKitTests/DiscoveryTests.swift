@@ -1,6 +1,6 @@
 import Foundation
 import ShareKit
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 import Testing

@@ -5,7 +5,7 @@ import ShareKit
 import ShareProtocol
 import ShareTestSupport
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 import ShareAgent

@@ -5,7 +5,7 @@ import ShareProtocol
 import ShareTLS
 import Testing
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 import ShareAgent

@@ -3,7 +3,7 @@ import Foundation
 import ShareKit
 import ShareProtocol
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareEngine
 import ShareAgent

@@ -3,7 +3,7 @@ import Foundation
 import ShareKit
 import Testing
 import UniformTypeIdentifiers
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 @testable import ShareKit
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

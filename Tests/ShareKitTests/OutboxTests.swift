@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ShareKit
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

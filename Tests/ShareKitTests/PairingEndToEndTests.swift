@@ -1,6 +1,6 @@
 import Foundation
 import ShareKit
-import ShareLink
+import ShareTrust
 import ShareTLS
 import Testing
 import ShareReach

@@ -1,7 +1,7 @@
 import Testing
 
 @testable import ShareKit
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

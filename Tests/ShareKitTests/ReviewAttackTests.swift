@@ -3,7 +3,7 @@ import Glibc
 import ShareKit
 import ShareTLS
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

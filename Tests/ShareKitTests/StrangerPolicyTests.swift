@@ -1,4 +1,4 @@
-import ShareLink
+import ShareTrust
 import Testing
 
 /// The policy's answers for the devices that are not trusted share devices: one met by code, and a LocalSend

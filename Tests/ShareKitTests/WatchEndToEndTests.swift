@@ -2,7 +2,7 @@ import Foundation
 import ShareKit
 import ShareWatch
 import Testing
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import ShareEngine

@@ -1,5 +1,5 @@
 import Foundation
-import ShareLink
+import ShareTrust
 import Testing
 
 /// share's date text is Foundation's `.iso8601` text, computed without Foundation's calendar: both directions are

@@ -1,4 +1,4 @@
-import ShareLink
+import ShareTrust
 import ShareTLS
 import Testing
 

@@ -4,7 +4,7 @@ import Foundation
 import CoreTransferable
 import Glibc
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers

@@ -4,7 +4,7 @@ import Logging
 import ShareProtocol
 import ShareTLS
 import ShareNet
-import ShareLink
+import ShareTrust
 import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -1,7 +1,7 @@
 import Foundation
 import ServiceLifecycle
 import Synchronization
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

@@ -4,7 +4,7 @@ import ShareArchive
 import ShareDisk
 import ShareLocalSend
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers

@@ -2,7 +2,7 @@ import Foundation
 import ShareDisk
 import ShareLocalSend
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import ShareProtocol
 import CoreTransferable

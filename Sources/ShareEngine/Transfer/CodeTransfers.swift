@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 import ShareWormhole

@@ -6,7 +6,7 @@ import ShareDisk
 import ShareProfiles
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

@@ -2,7 +2,7 @@ import Foundation
 import ShareArchive
 import ShareDisk
 import ShareProtocol
-import ShareLink
+import ShareTrust
 import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -4,7 +4,7 @@ import ShareArchive
 import ShareDisk
 import ShareProtocol
 import ShareTLS
-import ShareLink
+import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 

@@ -3,7 +3,7 @@ import CoreTransferable
 import Foundation
 import ShareArchive
 import ShareDisk
-import ShareLink
+import ShareTrust
 import ShareProtocol
 import ShareTLS
 import ShareReach

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import ShareLink
+import ShareTrust
 import ShareTestSupport
 import ShareNet
 
