@@ -13,10 +13,6 @@
 #include <unistd.h>
 #include "cshare_system.h"
 
-int cshare_rename_noreplace(const char *from, const char *to) {
-    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
-}
-
 long long cshare_peer_uid(int fd) {
     struct ucred credentials;
     socklen_t length = sizeof(credentials);

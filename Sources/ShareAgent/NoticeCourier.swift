@@ -1,3 +1,4 @@
+import ShareDisk
 import Synchronization
 import Foundation
 import Logging
@@ -77,7 +78,7 @@ final class NoticeCourier: AgentPart, Sendable {
         if previous != nil, !pendingOwnRotation,
             book.entries.contains(where: { $0.notice.kind == .rotate && $0.notice.subject == previous?.deviceID })
         {
-            try? FileManager.default.removeItem(at: device.rotatedFolder)
+            PathOperations.removeIfPresent(device.rotatedFolder.path)
             Self.log.info("every device has the new key; the old one is deleted")
         }
     }

@@ -1,3 +1,4 @@
+import ShareDisk
 import ShareThreads
 import Synchronization
 import Foundation
@@ -80,7 +81,7 @@ package final class Outbox: AgentPart, Sendable {
         let cutoff = Date().addingTimeInterval(-lifetimes.keepFinished)
         for (id, job) in state.jobs where job.state.isFinal && (job.finished ?? job.created) < cutoff {
             state.jobs[id] = nil
-            try? FileManager.default.removeItem(at: directory.appendingPathComponent("\(id).json"))
+            PathOperations.removeIfPresent(directory.appendingPathComponent("\(id).json").path)
         }
     }
 
@@ -115,8 +116,8 @@ package final class Outbox: AgentPart, Sendable {
     private func removeForwarded(_ job: OutboxJob) {
         // What was kept only to be passed on goes once the job has ended, delivered or not, and so do the values
         // exported for it.
-        for item in job.forwarded ?? [] { try? FileManager.default.removeItem(atPath: item.path) }
-        if job.items != nil { try? FileManager.default.removeItem(at: directory.appendingPathComponent(job.id)) }
+        for item in job.forwarded ?? [] { PathOperations.removeIfPresent(item.path) }
+        if job.items != nil { PathOperations.removeIfPresent(directory.appendingPathComponent(job.id).path) }
     }
 
     /// Where a job's exported values are kept until it ends: `STATE/outbox/<job>/` (0700).

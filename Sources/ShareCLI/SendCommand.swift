@@ -1,3 +1,4 @@
+import ShareDisk
 import ShareProfileModel
 import ArgumentParser
 import CoreTransferable
@@ -168,14 +169,14 @@ struct SendCommand: ParsableCommand {
                 if file == "-" {
                     let spool = try spoolStandardInput(local.paths)
                     if (try? spool.resourceValues(forKeys: [.fileSizeKey]).fileSize) == 0, nothingNamed {
-                        try? FileManager.default.removeItem(at: spool)
+                        PathOperations.removeIfPresent(spool.path)
                         throw ShareError(
                             .usage,
                             "nothing to send: standard input was empty; give files or folders, --text, --url, --profile or --profiles"
                         )
                     }
                     if try items.add(standardInput: spool, type: explicitType) {
-                        try? FileManager.default.removeItem(at: spool)
+                        PathOperations.removeIfPresent(spool.path)
                     } else {
                         spooled = spool
                     }

@@ -1,3 +1,4 @@
+import ShareDisk
 import ArgumentParser
 import Dispatch
 import Foundation
@@ -52,7 +53,7 @@ struct WebCommand: ParsableCommand {
             say("share web: \(server.address)")
             let opener = open ? Self.openInBrowser(server.address, paths: local.paths) : nil
             Self.waitForSignal()
-            if let opener { try? FileManager.default.removeItem(at: opener) }
+            if let opener { PathOperations.removeIfPresent(opener.path) }
             server.stop()
             tell("share web: stopped")
         }

@@ -1,3 +1,4 @@
+import ShareDisk
 import CoreTransferable
 import Foundation
 import ShareTrust
@@ -38,7 +39,7 @@ package struct ClipboardItem: Codable, Sendable, Equatable {
             let item = try? JSONDecoder.iso8601.decode(ClipboardItem.self, from: data)
         else { return nil }
         if item.isExpired {
-            try? FileManager.default.removeItem(at: url)
+            PathOperations.removeIfPresent(url.path)
             return nil
         }
         return item

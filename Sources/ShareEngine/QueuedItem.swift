@@ -1,3 +1,4 @@
+import ShareDisk
 import ShareProfileModel
 import CoreTransferable
 import Foundation
@@ -129,8 +130,8 @@ public struct QueuedItem: Codable, Sendable, Equatable {
                     exported.append(Exported(offered: offered, path: url.path))
                     continue
                 }
-                _ = try? FileManager.default.removeItem(at: target)
-                try FileManager.default.copyItem(at: url, to: target)
+                PathOperations.removeIfPresent(target.path)
+                try PathOperations.copy(url.path, to: target.path)
                 try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
             case .archive:
                 throw ShareFailure(.noInput, "\(item.label) streams as an archive; it cannot be kept to send later")

@@ -1,3 +1,4 @@
+import ShareDisk
 import Synchronization
 import CoreTransferable
 import Foundation
@@ -67,7 +68,7 @@ public struct IncomingItem: Sendable {
 
     /// Removes the kept file (or folder) once the program has what it needs.
     public func remove() throws {
-        try FileManager.default.removeItem(at: fileURL)
+        guard try PathOperations.remove(fileURL.path) else { throw CocoaError(.fileNoSuchFile) }
     }
 }
 
@@ -82,7 +83,7 @@ final class ReceiveFolder: Sendable {
         self.owned = owned
     }
 
-    deinit { if owned { try? FileManager.default.removeItem(at: url) } }
+    deinit { if owned { PathOperations.removeIfPresent(url.path) } }
 }
 
 /// A receive folder seen without keeping it.

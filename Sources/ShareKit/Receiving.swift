@@ -1,3 +1,4 @@
+import ShareDisk
 import Glibc
 import ShareThreads
 import Synchronization
@@ -131,7 +132,7 @@ extension ShareClient {
             guard let pid = name.split(separator: "-").first.flatMap({ Int32($0) }), pid != getpid(),
                 kill(pid, 0) != 0, errno == ESRCH
             else { continue }
-            try? FileManager.default.removeItem(at: parent.appendingPathComponent(name))
+            PathOperations.removeIfPresent(parent.appendingPathComponent(name).path)
         }
     }
 

@@ -9,11 +9,6 @@ public enum Syscalls {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    /// Renames `from` to `to` only if `to` does not exist; false with errno set (EEXIST) otherwise.
-    public static func renameNoReplace(_ from: String, to: String) -> Bool {
-        cshare_rename_noreplace(from, to) == 0
-    }
-
     /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
     public static func limitMallocArenas(_ arenas: Int32 = 2) {
         _ = cshare_limit_malloc_arenas(arenas)
@@ -550,16 +545,6 @@ public enum Syscalls {
         let port = portOf(storage)
         let plain = text.hasPrefix("::ffff:") ? String(text.dropFirst(7)) : text
         return plain.contains(":" as Character) ? "[\(plain)]:\(port)" : "\(plain):\(port)"
-    }
-
-    /// The peer address of a connected socket.
-    public static func peerAddress(_ fd: Int32) -> String {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
-        }
-        return ok == 0 ? describe(storage) : "?"
     }
 
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }

@@ -115,7 +115,7 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
         let plan = try plan()
         let partial = file.deletingLastPathComponent().appendingPathComponent(
             ".\(file.lastPathComponent).\(UUID().uuidString).partial")
-        defer { try? FileManager.default.removeItem(at: partial) }
+        defer { PathOperations.removeIfPresent(partial.path) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         try plan.write(
@@ -132,7 +132,7 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
             "share-profiles-\(UUID().uuidString)"
         ).path
         let folder = try Self.disk { try Directory.open(path, create: true, mode: 0o700) }
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { PathOperations.removeIfPresent(path) }
         try Self.extract(file, into: folder)
         let (manifest, _) = try Self.readManifest(in: folder)
         profiles = manifest.profiles.map {

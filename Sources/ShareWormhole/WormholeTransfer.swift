@@ -149,7 +149,7 @@ public enum WormholeSender {
         throws(WormholeError) -> WormholeTransferReport
     {
         var spooled: URL?
-        defer { if let spooled { try? FileManager.default.removeItem(at: spooled) } }
+        defer { if let spooled { PathOperations.removeIfPresent(spooled.path) } }
         let offer: WormholeOffer
         var source: URL?
         switch item {
@@ -266,7 +266,7 @@ public enum WormholeSender {
             _ = chmod(zip.path, 0o600)
             return (zip, files.count, files.reduce(0) { $0 + $1.size })
         } catch {
-            try? FileManager.default.removeItem(at: zip)
+            PathOperations.removeIfPresent(zip.path)
             throw WormholeError(.disk, "cannot pack \(folder.path): \(error)")
         }
     }

@@ -10,9 +10,6 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
     return mallopt(M_ARENA_MAX, arenas);
 }
 
-/// Renames `from` to `to` unless `to` exists (renameat2 with RENAME_NOREPLACE); -1 with errno EEXIST if it does
-/// (system.c).
-int cshare_rename_noreplace(const char *from, const char *to);
 
 /// O_PATH (Linux): a descriptor that names a file without opening it for reading; glibc hides it without
 /// _GNU_SOURCE.

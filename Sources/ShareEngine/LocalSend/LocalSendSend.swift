@@ -59,7 +59,7 @@ package enum LocalSendSend {
         var chosen: [String] = []
         var files: [Outgoing] = []
         var messages: [String] = []
-        defer { for file in files where file.temporary { try? FileManager.default.removeItem(at: file.source) } }
+        defer { for file in files where file.temporary { PathOperations.removeIfPresent(file.source.path) } }
         let negotiator = Negotiator(accept: accept)
         for outgoing in items {
             switch negotiator.choose(
