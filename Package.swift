@@ -32,11 +32,16 @@ let package = Package(
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
         .target(
-            name: "ShareWormhole", dependencies: ["CShareSodium", "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareDisk", "ShareArchive"]),
+            name: "ShareWormhole",
+            dependencies: [
+                "CShareSodium", "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareDisk", "ShareArchive",
+            ]),
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",
-            dependencies: ["ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(
             name: "ShareArchive",
             dependencies: [
@@ -55,7 +60,8 @@ let package = Package(
         .target(
             name: "ShareNet",
             dependencies: [
-                "ShareTLS", "ShareProtocol", "ShareThreads", "CShareSystem", .product(name: "Logging", package: "swift-log"),
+                "ShareTLS", "ShareProtocol", "ShareThreads", "CShareSystem",
+                .product(name: "Logging", package: "swift-log"),
             ]),
         // Devices and their identity, the trust store, trust notices and AccessPolicy (every "may this device…"),
         // and the sessions opened over them (hello, ping): what every device needs to talk to a peer, and nothing
@@ -70,7 +76,10 @@ let package = Package(
         // a trusted device (its known addresses, then what it announced, then a relay).
         .target(
             name: "ShareReach",
-            dependencies: ["ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareProtocol", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
@@ -113,7 +122,8 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
-                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS",
+                "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach",
+                "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
                 "ShareLocalSend", "ShareWeb",
                 .product(name: "Logging", package: "swift-log"),
@@ -143,7 +153,8 @@ let package = Package(
                     ], .when(configuration: .release))
             ]),
         .executableTarget(
-            name: "share-bench-tls", dependencies: ["ShareEngine", "ShareTrust", "ShareProtocol", "ShareTLS"], path: "Benchmarks/TLSBenchmark"),
+            name: "share-bench-tls", dependencies: ["ShareEngine", "ShareTrust", "ShareProtocol", "ShareTLS"],
+            path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
         .target(
@@ -168,7 +179,8 @@ let package = Package(
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
         .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareNet", "ShareTrust", "ShareTLS"]),
         .testTarget(
-            name: "ShareWormholeTests", dependencies: ["ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
+            name: "ShareWormholeTests",
+            dependencies: ["ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
@@ -176,7 +188,8 @@ let package = Package(
         .testTarget(
             name: "ShareProtocolTests", dependencies: ["ShareProtocol", "ShareFuzzTargets", "ShareTLS", "ShareArchive"]),
         .testTarget(
-            name: "ShareKitTests", dependencies: [
+            name: "ShareKitTests",
+            dependencies: [
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch",
                 "ShareTestSupport",
             ],
