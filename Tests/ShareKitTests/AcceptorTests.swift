@@ -147,4 +147,41 @@ import ShareAgent
         #expect(answer?.status == 408, "\(server) answered \(answer.map { "\($0.status)" } ?? "nothing")")
         #expect(took < .seconds(5), "\(server) took \(took) to cut a trickled head")
     }
+
+    /// The servers that take one connection at a time (a pairing's port, a wormhole transit's direct port) use the
+    /// same back-off through `next`, and are told once accepting has failed for good.
+    @Test func oneAtATimeServersBackOffAndAreToldWhenAcceptingFailsForGood() throws {
+        let calls = Mutex((failing: 0, started: ContinuousClock.now))
+        let acceptor = try Acceptor(
+            host: "127.0.0.1", port: 0, name: "pairing", limits: .serial,
+            override: AcceptOverride(failingFor: 60) { listener, timeout in
+                let failing = calls.withLock { calls -> Bool in
+                    guard ContinuousClock.now - calls.started < .seconds(1) else { return false }
+                    calls.failing += 1
+                    return true
+                }
+                if failing { throw Syscalls.failure("accept", EMFILE) }
+                return try Syscalls.accept(listener, timeout: timeout)
+            })
+        defer { acceptor.close() }
+        let client = try Syscalls.connect(host: "127.0.0.1", port: acceptor.port, timeout: 5)
+        defer { Syscalls.close(client) }
+        var accepted: AcceptedConnection?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while accepted == nil, ContinuousClock.now < deadline { accepted = try acceptor.next(timeout: 0.2) }
+        #expect(accepted != nil, "the connection was not taken after the failures ended")
+        if let accepted { Syscalls.close(accepted.fd) }
+        #expect(calls.withLock { $0.failing } <= 8)
+
+        let broken = try Acceptor(
+            host: "127.0.0.1", port: 0, name: "transit", limits: .serial,
+            override: AcceptOverride(failingFor: 0.3) { _, _ in throw Syscalls.failure("accept", EMFILE) })
+        defer { broken.close() }
+        var failure: Error?
+        let until = ContinuousClock.now + .seconds(10)
+        while failure == nil, ContinuousClock.now < until {
+            do { _ = try broken.next(timeout: 0.1) } catch { failure = error }
+        }
+        #expect(failure is AcceptorFailure, "\(String(describing: failure))")
+    }
 }
