@@ -34,12 +34,14 @@ let package = Package(
         .target(
             name: "ShareWormhole",
             dependencies: [
+                "ShareHTTP",
                 "CShareSodium", "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareDisk", "ShareArchive",
             ]),
         // LocalSend's protocol (v2): its HTTPS API as server and client, and its discovery.
         .target(
             name: "ShareLocalSend",
             dependencies: [
+                "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
@@ -55,14 +57,17 @@ let package = Package(
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
         .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
         // Sockets and system calls, the peer connection (TLS carrying the protocol's frames), the one acceptor every
-        // server runs on, the one HTTP/1.1 (and WebSocket client) layer every HTTP speaker uses (LocalSend, the page,
-        // Global Discovery, the wormhole mailbox), and the one writer of the standard streams.
+        // server runs on, and the one writer of the standard streams.
         .target(
             name: "ShareNet",
             dependencies: [
                 "ShareTLS", "ShareProtocol", "ShareThreads", "CShareSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The one HTTP/1.1 layer (heads and bodies with their deadlines and sizes) and WebSocket client, on ShareNet's
+        // sockets: every HTTP speaker uses it (LocalSend, the page, Global Discovery, the wormhole mailbox). A module
+        // of its own so that the watch, which speaks no HTTP, does not link Foundation's string and URL code.
+        .target(name: "ShareHTTP", dependencies: ["ShareNet", "ShareTLS"]),
         // Devices and their identity, the trust store, trust notices and AccessPolicy (every "may this device…"),
         // and the sessions opened over them (hello, ping): what every device needs to talk to a peer, and nothing
         // more (the watch links only this, the network, TLS and the protocol, to stay small).
@@ -77,6 +82,7 @@ let package = Package(
         .target(
             name: "ShareReach",
             dependencies: [
+                "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -88,6 +94,7 @@ let package = Package(
         .target(
             name: "ShareEngine",
             dependencies: [
+                "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
                 "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
@@ -114,6 +121,7 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
+                "ShareHTTP",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareLocalSend",
                 "ShareDisk", "ShareReach", "ShareTLS",
                 "ShareArchive",
@@ -160,6 +168,7 @@ let package = Package(
         .target(
             name: "ShareFuzzTargets",
             dependencies: [
+                "ShareHTTP",
                 "ShareProtocol", "ShareTLS", "ShareNet", "ShareTrust", "ShareArchive", "ShareReach", "CoreTransferable",
                 "UniformTypeIdentifiers",
             ]),
@@ -177,10 +186,11 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ShareTLSTests", dependencies: ["ShareTLS"]),
-        .testTarget(name: "ShareReachTests", dependencies: ["ShareReach", "ShareNet", "ShareTrust", "ShareTLS"]),
+        .testTarget(
+            name: "ShareReachTests", dependencies: ["ShareHTTP", "ShareReach", "ShareNet", "ShareTrust", "ShareTLS"]),
         .testTarget(
             name: "ShareWormholeTests",
-            dependencies: ["ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
+            dependencies: ["ShareHTTP", "ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
@@ -190,6 +200,7 @@ let package = Package(
         .testTarget(
             name: "ShareKitTests",
             dependencies: [
+                "ShareHTTP",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch",
                 "ShareTestSupport",
             ],

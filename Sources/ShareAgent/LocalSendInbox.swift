@@ -1,3 +1,4 @@
+import ShareHTTP
 import Synchronization
 import CoreTransferable
 import Foundation

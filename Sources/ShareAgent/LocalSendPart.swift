@@ -1,3 +1,4 @@
+import ShareHTTP
 import ShareThreads
 import Synchronization
 import Foundation

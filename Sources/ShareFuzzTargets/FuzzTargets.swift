@@ -1,3 +1,4 @@
+import ShareHTTP
 import CoreTransferable
 import Foundation
 import ShareArchive

@@ -1,3 +1,4 @@
+import ShareHTTP
 import ShareThreads
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import ShareHTTP
 import Foundation
 import Glibc
 import ShareLocalSend

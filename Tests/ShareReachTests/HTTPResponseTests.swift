@@ -1,3 +1,4 @@
+import ShareHTTP
 import Testing
 
 @testable import ShareReach

@@ -1,3 +1,4 @@
+import ShareNet
 import Foundation
 
 /// The little HTTP/1.1 a Global Discovery client needs: one request per connection (`Connection: close`), and a

@@ -1,3 +1,4 @@
+import ShareNet
 import Foundation
 import ShareTLS
 

@@ -1,3 +1,4 @@
+import ShareNet
 import Foundation
 import Glibc
 import ShareTLS

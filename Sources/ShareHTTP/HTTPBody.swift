@@ -1,3 +1,4 @@
+import ShareNet
 /// A request's body as it arrives: counted by Content-Length, or in chunks (`Transfer-Encoding: chunked`, as some
 /// LocalSend apps upload), decoded here with every size line, chunk and trailer bounded, so the caller sees only the
 /// bytes and their end.
