@@ -402,15 +402,26 @@ struct SendCommand: ParsableCommand {
     private func spoolStandardInput(_ paths: DevicePaths) throws -> URL {
         let spool = paths.state.appendingPathComponent("spool", isDirectory: true)
         try DevicePaths.ensurePrivateDirectory(spool)
-        let file = spool.appendingPathComponent("stdin-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]),
-            let handle = FileHandle(forWritingAtPath: file.path)
-        else { throw ShareError(.cannotCreate, "cannot create \(file.path)") }
-        defer { try? handle.close() }
+        let name = "stdin-\(UUID().uuidString)"
+        let file = spool.appendingPathComponent(name)
+        let handle: OpenFile
+        do {
+            handle = try Directory.open(spool.path).openFile(name, .create, mode: 0o600)
+        } catch let error as DiskError {
+            throw ShareError(.cannotCreate, "cannot create \(file.path): \(error.message)")
+        }
+        defer { handle.close() }
+        var offset: UInt64 = 0
         while true {
             let chunk = FileHandle.standardInput.readData(ofLength: 1 << 20)
             if chunk.isEmpty { break }
-            try handle.write(contentsOf: chunk)
+            do {
+                try chunk.withUnsafeBytes { try handle.write($0, at: offset) }
+            } catch let error as DiskError {
+                throw ShareError(
+                    error.kind == .noSpace ? .ioError : .cannotCreate, "cannot spool standard input: \(error.message)")
+            }
+            offset += UInt64(chunk.count)
         }
         return file
     }

@@ -80,6 +80,8 @@ extension ShareClient {
         case .automatic: viaAgent = ControlClient.agentIsRunning(device.paths)
         }
         let ending: @Sendable () -> Void
+        // Run once the reception has ended (its end may call `stop` again, which must not wait for itself).
+        var finishing: @Sendable () -> Void = {}
         let source: IncomingItems.Source
         if viaAgent {
             let reception = try AgentReception(
@@ -110,16 +112,23 @@ extension ShareClient {
             let reception = try ListeningReception(
                 device: device, host: host, port: port, options: receiving, events: options.events,
                 refused: { item in refused?(item) })
-            ending = {
-                reception.stop()
-                continuation.finish()
-            }
+            ending = { reception.stop() }
+            finishing = { continuation.finish() }
             source = .listening(port: reception.port)
         }
         let once = Once()
+        let stopping = Guarded(false)
+        let finish = finishing
         let stop: @Sendable () -> Void = {
-            guard once.first() else { return }
+            // Every caller returns once the reception has ended (the first ends it): a program that leaves its loop
+            // and exits does not cut a session still acknowledging the item it just handed over.
+            guard once.first() else {
+                stopping.wait(seconds: 30) { $0 }
+                return
+            }
             ending()
+            stopping.withLock { $0 = true }
+            finish()
         }
         continuation.onTermination = { _ in stop() }
         return IncomingItems(source: source, folder: folder, stream: stream, stop: stop)

@@ -103,6 +103,8 @@ package final class Acceptor: Sendable {
         var running = 0
         var nextID = 0
         var stopping = false
+        /// Set when `stop` has finished.
+        var stopped = false
         var loopRunning = false
         var listenerClosed = false
         /// Failures since the last connection accepted, and when the first of them happened.
@@ -307,7 +309,12 @@ package final class Acceptor: Sendable {
             defer { state.stopping = true }
             return !state.stopping
         }
-        guard first else { return }
+        guard first else {
+            // A second caller returns when the first has finished stopping, as the first does.
+            state.wait(seconds: grace + 16) { $0.stopped }
+            return
+        }
+        defer { state.withLock { $0.stopped = true } }
         // Wakes the accept thread from its wait now rather than at its next poll.
         Syscalls.shutdownSocket(fd)
         state.wait(seconds: 5) { !$0.loopRunning }
@@ -327,6 +334,7 @@ package final class Acceptor: Sendable {
     package func close() {
         state.withLock { state in
             state.stopping = true
+            state.stopped = true
             if !state.listenerClosed { Syscalls.close(fd) }
             state.listenerClosed = true
         }

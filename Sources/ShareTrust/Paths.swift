@@ -1,3 +1,4 @@
+import ShareDisk
 import Foundation
 import Glibc
 
@@ -55,20 +56,13 @@ public struct DevicePaths: Sendable {
     /// The agent's default inbox.
     public var inbox: URL { data.appendingPathComponent("inbox", isDirectory: true) }
 
-    /// Creates `url` (and parents) with mode 0700 if missing, and tightens an existing one to 0700.
+    /// Creates `url` (and parents) with mode 0700 if missing, and tightens an existing one to 0700 (through a handle
+    /// of the folder itself).
     public static func ensurePrivateDirectory(_ url: URL) throws {
-        let path = url.path
-        if mkdir(path, 0o700) != 0 {
-            switch errno {
-            case EEXIST:
-                break
-            case ENOENT:
-                try FileManager.default.createDirectory(
-                    at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            default:
-                throw AtomicFile.posixError("cannot create \(path)")
-            }
+        do {
+            try Directory.open(url.path, create: true, mode: 0o700).setMode(0o700)
+        } catch let error as DiskError {
+            throw AtomicFile.FileError(description: error.message)
         }
-        guard chmod(path, 0o700) == 0 else { throw AtomicFile.posixError("cannot make \(path) private") }
     }
 }

@@ -46,6 +46,22 @@ extension EndToEndAgents {
                     Int($0.prefix { $0.isNumber })
                 }
             }
+            // Every part started (the page answers, the control socket answers) before the descriptors run out:
+            // starting a part without descriptors is another failure than the one tested here.
+            let pagePort = port(page, after: "127.0.0.1:")!
+            let started = waitUntil(timeout: 30) {
+                guard desk.run(["status"]).status == 0,
+                    let fd = try? Syscalls.connect(host: "127.0.0.1", port: pagePort, timeout: 5)
+                else { return false }
+                defer { Syscalls.close(fd) }
+                Syscalls.setTimeouts(fd, seconds: 5)
+                let request = "GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1:\(pagePort)\r\nConnection: close\r\n\r\n"
+                guard (try? Syscalls.writeAll(fd, Array(request.utf8))) != nil,
+                    let status = try? Syscalls.readLine(fd, limit: 200)
+                else { return false }
+                return String(decoding: status, as: UTF8.self).hasPrefix("HTTP/1.1 200")
+            }
+            #expect(started, "the agent's parts did not all answer: \(agent.stderr.text)")
             // Every descriptor the agent may have is in use: the next accept fails with EMFILE.
             let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.pid)/fd").count
             let limited = Process()
@@ -68,7 +84,7 @@ extension EndToEndAgents {
                     fd = try? Syscalls.connect(
                         host: "127.0.0.1", port: port(localSend, after: "LocalSend on port ")!, timeout: 5)
                 case .page:
-                    fd = try? Syscalls.connect(host: "127.0.0.1", port: port(page, after: "127.0.0.1:")!, timeout: 5)
+                    fd = try? Syscalls.connect(host: "127.0.0.1", port: pagePort, timeout: 5)
                 case .control:
                     fd = try? Syscalls.unixConnect(
                         ControlClient.socketPath(DevicePaths.resolve(configOverride: desk.config.path)))
