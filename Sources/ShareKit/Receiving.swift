@@ -123,7 +123,9 @@ extension ShareClient {
             // Every caller returns once the reception has ended (the first ends it): a program that leaves its loop
             // and exits does not cut a session still acknowledging the item it just handed over.
             guard once.first() else {
-                stopping.wait(seconds: 30) { $0 }
+                // (Through the agent, a second stop comes from the event thread itself as it ends, and the first
+                // stop already waits for that thread.)
+                if !viaAgent { stopping.wait(seconds: 30) { $0 } }
                 return
             }
             ending()
