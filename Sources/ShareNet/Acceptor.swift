@@ -304,6 +304,7 @@ package final class Acceptor: Sendable {
     /// to `grace` seconds for the handlers, then calls `interrupt` (to end released connections through their own
     /// error path), cuts again and waits up to 10 s more: the process never exits under a thread that is still
     /// using a connection.
+    /// (Both closures are labelled at every call: a trailing closure would bind to `cut`.)
     package func stop(grace: Double = 5, cut: () -> Void = {}, interrupt: () -> Void = {}) {
         let first = state.withLock { state -> Bool in
             defer { state.stopping = true }

@@ -185,4 +185,44 @@ import ShareAgent
         }
         #expect(failure is AcceptorFailure, "\(String(describing: failure))")
     }
+
+    /// Stopping the listener lets a session in flight finish within the grace (a receive stopped as soon as its
+    /// item arrived must still acknowledge it): sessions are interrupted only once the grace is over.
+    @Test func aSessionInFlightFinishesWithinTheGrace() throws {
+        let desk = try LocalDevice.loadOrCreate(paths: scratchPaths("grace-desk"), defaultName: "desk")
+        let laptop = try LocalDevice.loadOrCreate(paths: scratchPaths("grace-laptop"), defaultName: "laptop")
+        let answered = Mutex<Bool?>(nil)
+        let listener = try Listener(
+            device: desk, host: "127.0.0.1", port: 0, verifier: { _ in true },
+            hello: { Hello(name: "desk", role: .agent) }
+        ) { session in
+            // Still working when the stop comes; answers afterwards.
+            Thread.sleep(forTimeInterval: 0.5)
+            let ok: Bool
+            do {
+                _ = try Exchange.answerPings(session.connection.channel)
+                ok = true
+            } catch {
+                print("answer failed: \(error)")
+                ok = false
+            }
+            answered.withLock { $0 = ok }
+        }
+        listener.start()
+        let session = try SessionOpener.connect(
+            from: laptop, to: PeerAddress(host: "127.0.0.1", port: listener.port),
+            hello: Hello(name: "laptop", role: .cli), verifier: { _ in true })
+        defer { session.connection.close() }
+        #expect(waitUntil(timeout: 10) { listener.activeConnections == 1 })
+        let stopped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            listener.stop(grace: 5)
+            stopped.signal()
+        }
+        let trip = try? Exchange.ping(session.connection.channel)
+        try? Exchange.bye(session.connection.channel)
+        #expect(trip != nil, "the session was cut by the stop before its grace")
+        #expect(stopped.wait(timeout: .now() + 10) == .success)
+        #expect(answered.withLock { $0 } == true)
+    }
 }

@@ -145,10 +145,12 @@ package final class Listener: AgentPart, Sendable {
     /// running so they end through their own error path (partials flushed) and waits for them too: the process
     /// never exits under a thread that is still using a connection.
     package func stop(grace: Double) {
-        acceptor.stop(grace: grace) {
-            sessions.withLock { sessions in
-                for connection in sessions.values { connection.interrupt() }
-            }
-        }
+        acceptor.stop(
+            grace: grace,
+            interrupt: {
+                sessions.withLock { sessions in
+                    for connection in sessions.values { connection.interrupt() }
+                }
+            })
     }
 }
