@@ -26,21 +26,24 @@ public enum PathOperations {
         let temporary = ".\(toName).copy-\(UInt32.random(in: 0...UInt32.max))"
         var done = false
         defer { if !done { _ = try? to.removeTree(temporary) } }
-        try copy(fromName, in: from, to: temporary, in: to, mode: mode)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        try copy(fromName, in: from, to: temporary, in: to, mode: mode, buffer: &buffer)
         _ = try? to.removeTree(toName)
         try to.rename(temporary, to: toName, in: to, replace: true)
         done = true
     }
 
-    private static func copy(_ name: String, in from: Directory, to newName: String, in to: Directory, mode: mode_t)
-        throws
-    {
+    private static func copy(
+        _ name: String, in from: Directory, to newName: String, in to: Directory, mode: mode_t, buffer: inout [UInt8]
+    ) throws {
         guard let info = from.info(name) else { throw DiskError(.notFound, "\(from.path)/\(name) is gone") }
         switch info.kind {
         case .directory:
             let source = try from.directory(components: [name])
             let target = try to.directory(components: [newName], create: true, mode: 0o700)
-            for entry in source.entries() { try copy(entry, in: source, to: entry, in: target, mode: mode) }
+            for entry in source.entries() {
+                try copy(entry, in: source, to: entry, in: target, mode: mode, buffer: &buffer)
+            }
         case .link:
             try to.symlink(newName, target: try from.readLink(name))
         case .file:
@@ -48,7 +51,6 @@ public enum PathOperations {
             defer { input.close() }
             let output = try to.openFile(newName, .create, mode: mode)
             defer { output.close() }
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
             var offset: UInt64 = 0
             while true {
                 let n = try buffer.withUnsafeMutableBytes { try input.read(into: $0, at: offset) }

@@ -130,23 +130,17 @@ package final class ProgressReporter: Sendable {
     /// the text cannot be delivered, and the transfer stops (the sender is told why).
     package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) throws(Console.ReaderGone) {
         // Under the display's lock: the text and a progress line are never written over each other.
-        let result: Result<Void, Console.ReaderGone> = display.withLock { _ in
-            do throws(Console.ReaderGone) {
-                if mode == .json {
-                    try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
-                } else if Syscalls.stdoutIsTerminal {
-                    Self.endLine()
-                    let shown = Self.neutralized(text)
-                    try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
-                } else {
-                    try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
-                }
-                return .success(())
-            } catch {
-                return .failure(error)
+        try display.withLock { _ throws(Console.ReaderGone) in
+            if mode == .json {
+                try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
+            } else if Syscalls.stdoutIsTerminal {
+                Self.endLine()
+                let shown = Self.neutralized(text)
+                try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
+            } else {
+                try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
             }
         }
-        try result.get()
     }
 
     /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`.

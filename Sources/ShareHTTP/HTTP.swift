@@ -1,3 +1,4 @@
+import ShareProtocol
 import ShareNet
 import Foundation
 import Glibc
@@ -207,7 +208,7 @@ public final class HTTPConnection: @unchecked Sendable {  // confined to the thr
             if let deadline {
                 let left = deadline - .now
                 guard left > .zero else { throw HTTPFailure(408, "the request head took over \(headSeconds) s") }
-                Syscalls.setTimeouts(socket, seconds: max(0.001, Syscalls.seconds(left)))
+                Syscalls.setTimeouts(socket, seconds: max(0.001, left.seconds))
             }
             let filled: Bool
             do {

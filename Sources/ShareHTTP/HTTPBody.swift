@@ -1,3 +1,4 @@
+import ShareProtocol
 import ShareNet
 /// A request's body as it arrives: counted by Content-Length, or in chunks (`Transfer-Encoding: chunked`, as some
 /// LocalSend apps upload), decoded here with every size line, chunk and trailer bounded, so the caller sees only the
@@ -44,7 +45,7 @@ public final class HTTPBody {
         guard n > 0 else { throw HTTPFailure(400, "the stream ended inside a body") }
         left -= UInt64(n)
         count += UInt64(n)
-        let seconds = Syscalls.seconds(ContinuousClock.now - started)
+        let seconds = (ContinuousClock.now - started).seconds
         if seconds > Self.rateGraceSeconds, Double(count) / seconds < Self.minimumRate {
             throw HTTPFailure(408, "the body came slower than \(Int(Self.minimumRate)) bytes a second")
         }

@@ -116,20 +116,23 @@ extension ShareClient {
             finishing = { continuation.finish() }
             source = .listening(port: reception.port)
         }
-        let once = Once()
-        let stopping = Guarded(false)
+        let stopping = Guarded((begun: false, ended: false))
         let finish = finishing
         let stop: @Sendable () -> Void = {
             // Every caller returns once the reception has ended (the first ends it): a program that leaves its loop
             // and exits does not cut a session still acknowledging the item it just handed over.
-            guard once.first() else {
+            let first = stopping.withLock { state in
+                defer { state.begun = true }
+                return !state.begun
+            }
+            guard first else {
                 // (Through the agent, a second stop comes from the event thread itself as it ends, and the first
                 // stop already waits for that thread.)
-                if !viaAgent { stopping.wait(seconds: 30) { $0 } }
+                if !viaAgent { stopping.wait(seconds: 30) { $0.ended } }
                 return
             }
             ending()
-            stopping.withLock { $0 = true }
+            stopping.withLock { $0.ended = true }
             finish()
         }
         continuation.onTermination = { _ in stop() }

@@ -1,3 +1,4 @@
+import ShareProtocol
 import Glibc
 import Logging
 import ShareTLS
@@ -93,8 +94,8 @@ package final class Acceptor: Sendable {
     private struct Entry {
         let id: Int
         let key: String
-        /// A duplicate of the connection's socket, valid until the entry is gone: cutting it can never touch a
-        /// descriptor number reused by another connection.
+        /// A duplicate of the connection's socket (-1 when none could be made), valid until the entry is gone:
+        /// cutting it can never touch a descriptor number reused by another connection.
         var socket: Int32
     }
 
@@ -109,7 +110,7 @@ package final class Acceptor: Sendable {
         var listenerClosed = false
         /// Failures since the last connection accepted, and when the first of them happened.
         var failures = 0
-        var failingSince: Double?
+        var failingSince: ContinuousClock.Instant?
     }
     private let state = Guarded(State())
 
@@ -206,7 +207,7 @@ package final class Acceptor: Sendable {
     package func release(_ connection: AcceptedConnection) {
         state.withLock { state in
             guard let index = state.counted.firstIndex(where: { $0.id == connection.id }) else { return }
-            Syscalls.close(state.counted[index].socket)
+            if state.counted[index].socket >= 0 { Syscalls.close(state.counted[index].socket) }
             state.counted.remove(at: index)
         }
     }
@@ -230,12 +231,18 @@ package final class Acceptor: Sendable {
                 else { return nil }
                 Self.log.debug(
                     "evicted the oldest connection", metadata: ["server": "\(name)", "from": "\(oldest.key)"])
-                Syscalls.shutdownSocket(oldest.socket)
-                Syscalls.close(oldest.socket)
+                if oldest.socket >= 0 {
+                    Syscalls.shutdownSocket(oldest.socket)
+                    Syscalls.close(oldest.socket)
+                }
                 state.counted.removeAll { $0.id == oldest.id }
             }
+            // Out of descriptors, there is no duplicate (-1): the connection is served all the same (refusing it
+            // would free its descriptor for the next accept, and accepting would never be seen failing); it is then
+            // ended by its own deadlines rather than cut at `stop`.
+            let copy = dup(client)
             state.nextID += 1
-            state.counted.append(Entry(id: state.nextID, key: key, socket: dup(client)))
+            state.counted.append(Entry(id: state.nextID, key: key, socket: copy))
             state.running += 1
             return AcceptedConnection(fd: client, peer: peer, key: key, id: state.nextID)
         }
@@ -270,32 +277,27 @@ package final class Acceptor: Sendable {
             return accepted
         } catch {
             if state.withLock({ $0.stopping }) { return nil }
-            let now = Self.now()
-            let (failures, since) = state.withLock { state -> (Int, Double) in
+            let now = ContinuousClock.now
+            let (failures, since) = state.withLock { state -> (Int, ContinuousClock.Instant) in
                 state.failures += 1
                 if state.failingSince == nil { state.failingSince = now }
                 return (state.failures, state.failingSince!)
             }
-            if now - since >= limits.failingFor {
+            let failing = (now - since).seconds
+            if failing >= limits.failingFor {
                 let seconds =
                     limits.failingFor.rounded() == limits.failingFor
                     ? "\(Int(limits.failingFor))" : "\(limits.failingFor)"
                 throw AcceptorFailure(message: "\(name) cannot accept connections (\(error)) for \(seconds) s")
             }
             let pause = min(1.0, 0.05 * Double(1 << min(failures - 1, 5)))
-            if failures == 1 || Int((now - since) / 10) != Int((now - since - pause) / 10) {
+            if failures == 1 || Int(failing / 10) != Int((failing - pause) / 10) {
                 Self.log.error(
                     "accept failed; still listening", metadata: ["server": "\(name)", "error": "\(error)"])
             }
             _ = state.wait(seconds: pause) { $0.stopping }
             return nil
         }
-    }
-
-    private static func now() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     // MARK: Stopping
@@ -343,7 +345,7 @@ package final class Acceptor: Sendable {
 
     private func cutCounted() {
         state.withLock { state in
-            for entry in state.counted { Syscalls.shutdownSocket(entry.socket) }
+            for entry in state.counted where entry.socket >= 0 { Syscalls.shutdownSocket(entry.socket) }
         }
     }
 }

@@ -4,11 +4,6 @@ import Glibc
 
 /// The POSIX socket calls share needs; the only file outside the C wrappers that touches raw pointers.
 public enum Syscalls {
-    /// A duration in seconds, for the timeouts below.
-    public static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
     /// Keeps a many-threaded process's memory flat: at most `arenas` malloc arenas.
     public static func limitMallocArenas(_ arenas: Int32 = 2) {
         _ = cshare_limit_malloc_arenas(arenas)

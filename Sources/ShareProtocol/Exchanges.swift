@@ -49,8 +49,7 @@ public enum Exchange {
         try channel.send(.ping, Ping(nonce: nonce))
         let pong = try channel.receive(.pong, as: Ping.self)
         guard pong.nonce == nonce else { throw ProtocolError(.badMessage, "the peer answered another ping") }
-        let elapsed = ContinuousClock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return (ContinuousClock.now - start).seconds
     }
 
     /// The end of a ping session.
