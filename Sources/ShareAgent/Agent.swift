@@ -76,7 +76,9 @@ package final class Agent: Sendable {
                 // A program receiving through the agent answers with its accept list.
                 let hello = ReceiveSession.hello(
                     name: name, accept: programs.active?.registration.accept ?? agentAccept)
-                return Hello(name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression)
+                return Hello(
+                    name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression,
+                    features: hello.features)
             }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
         ) { [router] session in
             router.serve(session)

@@ -160,6 +160,7 @@ final class PeerRouter: Sendable {
         defer { state.withLock { $0.receiving[session.peerID] = nil } }
         var options = ReceiveOptions(directory: inboxFolder(peer), accept: inbox.accept, maxSize: inbox.maxSize)
         options.folderMode = 0o700
+        options.versions = try? Versions(directory: device.paths.versions)
         let program = programs.active
         if let program {
             // A program receives: its accept list decides, every item is kept in its folder and handed to it.

@@ -112,6 +112,7 @@ struct ReceiveCommand: ParsableCommand {
             options.partialMaxAge = partialMaxAge * 3600
             options.durable = fsync
             options.catalogFile = local.paths.profilesFile
+            options.versions = try? Versions(directory: local.paths.versions)
             if ask {
                 let localName = local.name
                 options.gate = { offer, peerName in

@@ -120,6 +120,12 @@ struct SendCommand: ParsableCommand {
     @Flag(help: "Never compress chunks (by default zstd is used when the receiver decodes it and the content shrinks).")
     var noCompress = false
 
+    @Flag(
+        help:
+            "Send every file whole, even when the receiver holds an earlier version (by default only what changed crosses)."
+    )
+    var wholeFile = false
+
     @Option(help: "Seconds to wait for the device: connect and handshake, or with --wait, to be reached at all.")
     var timeout: Double = 10
 
@@ -283,6 +289,7 @@ struct SendCommand: ParsableCommand {
             options.via = via
             options.chunkSize = Int(parseSize(chunkSize)!)
             options.compression = !noCompress
+            options.delta = !wholeFile
             options.timeout = timeout
             options.waitForAnswer = answerTimeout
             let progress = output.progress
@@ -295,7 +302,7 @@ struct SendCommand: ParsableCommand {
                         "delivered": report.delivered.count, "refused": report.refused.count,
                         "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
                         "bytesAlreadyThere": report.bytesAlreadyThere, "seconds": report.seconds,
-                        "route": report.route,
+                        "route": report.route, "bytesFromEarlierVersion": report.bytesFromEarlierVersion,
                     ])
             } else if !output.quiet {
                 let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
@@ -303,6 +310,9 @@ struct SendCommand: ParsableCommand {
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s), \(report.route)"
                         + (report.bytesAlreadyThere > 0
                             ? "; \(ProgressReporter.bytes(report.bytesAlreadyThere)) were already there" : "")
+                        + (report.bytesFromEarlierVersion > 0
+                            ? "; \(ProgressReporter.bytes(report.bytesFromEarlierVersion)) made from the earlier version there"
+                            : "")
                         + (report.wireBytes < report.bytesSent && report.bytesSent > 0
                             ? "; compressed to \(report.wireBytes * 100 / report.bytesSent) %" : ""))
             }

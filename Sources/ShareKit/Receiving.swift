@@ -100,6 +100,7 @@ extension ShareClient {
         } else {
             var receiving = ShareEngine.ReceiveOptions(directory: directory, accept: accept, maxSize: options.maxSize)
             receiving.folderMode = 0o700
+            receiving.versions = try? Versions(directory: device.paths.versions)
             receiving.handOver = { item in
                 if let folder = held.folder { continuation.yield(IncomingItem(item, folder: folder)) }
             }

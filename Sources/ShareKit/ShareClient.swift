@@ -48,6 +48,9 @@ public final class ShareClient: Sendable {
         public var compression = true
         /// Bytes per chunk.
         public var chunkSize = 1 << 20
+        /// Send only what changed when the receiver holds an earlier version of a file (false: always whole, as
+        /// rsync's `--whole-file`).
+        public var delta = true
         /// Send through this device's agent, which passes the items on to the device named in `to` (a watch).
         public var via: String?
         /// What happens, as it happens (offers, choices, progress, deliveries); called on the sending thread.
@@ -76,6 +79,8 @@ public final class ShareClient: Sendable {
         public var wireBytes: UInt64 = 0
         /// Bytes the receiver already held (a resume).
         public var bytesAlreadyThere: UInt64 = 0
+        /// Bytes the receiver made from the earlier version it held (delta transfer; counted in `bytesSent`).
+        public var bytesFromEarlierVersion: UInt64 = 0
         /// From the first connection attempt to the last answer.
         public var seconds: Double = 0
         /// With `queue`: the agent's job.
@@ -127,6 +132,7 @@ public final class ShareClient: Sendable {
         sending.forwardTo = options.via == nil ? nil : peer
         sending.chunkSize = options.chunkSize
         sending.compression = options.compression
+        sending.delta = options.delta
         sending.timeouts = SessionTimeouts(connect: options.timeout, handshake: options.timeout, idle: 300)
         sending.waitForAnswer = options.waitForAnswer
         let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
@@ -200,6 +206,7 @@ extension ShareClient.Delivery {
         bytesSent = report.bytesSent
         wireBytes = report.wireBytes
         bytesAlreadyThere = report.bytesSkipped
+        bytesFromEarlierVersion = report.bytesFromBasis
         seconds = report.seconds
     }
 }

@@ -15,6 +15,8 @@ final class ChunkWriter: Sendable {
         var payload: IncomingPayload
         /// The item's hasher, used by the writer thread alone.
         var hasher: ChunkHasher
+        /// Already compared with its digest (a patched chunk).
+        var checked: Bool
     }
 
     private struct State {
@@ -49,12 +51,15 @@ final class ChunkWriter: Sendable {
     /// Queues chunk `index` (its `length` bytes in `buffer`) for `payload`: checked against `digest` with `hasher`
     /// (which only the writer thread uses from now on), then written.
     func submit(
-        index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload, hasher: ChunkHasher
+        index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload, hasher: ChunkHasher,
+        checked: Bool = false
     ) throws {
         try state.withLock { state in
             if let failure = state.failure { throw failure }
             state.jobs.append(
-                Job(index: index, buffer: buffer, length: length, digest: digest, payload: payload, hasher: hasher))
+                Job(
+                    index: index, buffer: buffer, length: length, digest: digest, payload: payload, hasher: hasher,
+                    checked: checked))
         }
     }
 
@@ -90,7 +95,7 @@ final class ChunkWriter: Sendable {
             guard let job = next else { return }
             var outcome: Error?
             let data = UnsafeRawBufferPointer(rebasing: job.buffer.bytes[0..<job.length])
-            if job.hasher.digest(data) != job.digest {
+            if !job.checked, job.hasher.digest(data) != job.digest {
                 outcome = ProtocolError(.digestMismatch, "chunk \(job.index) does not match its digest")
             } else {
                 do {

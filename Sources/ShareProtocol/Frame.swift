@@ -26,17 +26,27 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case held = 0x18
     /// Asks an agent for its clipboard item: the agent answers as a sender (offer, chunks, done), or, with `peek`,
     /// with one `clipboardInfo`.
+    /// Delta transfer (see `Delta`): the receiver's index of the basis it holds for an item (before its `resume`),
+    /// the sender's question for the chunks of some basis groups and the receiver's answer, a chunk sent as a patch
+    /// against the basis, the end of an item's patches and the receiver's answer (chunks to send whole).
+    case basis = 0x19
+    case basisQuery = 0x1A
+    case basisDetail = 0x1B
+    case patch = 0x1C
+    case deltaEnd = 0x1D
+    case deltaResult = 0x1E
     case clipboardRequest = 0x20
     case clipboardInfo = 0x21
     case bye = 0x1F
 
     /// Binary frames carry bytes; every other frame carries one JSON object.
-    public var isBinary: Bool { self == .data || self == .chunk || self == .zchunk }
+    public var isBinary: Bool { self == .data || self == .chunk || self == .zchunk || self == .patch }
 
     /// The largest payload a peer may send in a frame of this type.
     public var maxPayload: Int {
         switch self {
-        case .data, .chunk, .zchunk: return Limits.maxChunkPayload
+        case .data, .chunk, .zchunk, .patch: return Limits.maxChunkPayload
+        case .basis, .basisDetail: return Delta.maxPayload
         case .offer, .select: return Limits.maxOfferPayload
         default: return Limits.maxControlPayload
         }

@@ -30,10 +30,12 @@ public struct Hello: Sendable, Codable, Equatable {
     /// Chunk digests this device computes besides SHA-256 (`blake3`); absent means none. Two ends that both list
     /// BLAKE3 use it (`DigestAlgorithm.agreed`).
     public var digests: [String]?
+    /// What else this device speaks (`delta-1`: delta transfer); absent means nothing more.
+    public var features: [String]?
 
     public init(
         name: String, role: PeerRole, accept: AcceptList? = nil, listenPort: Int? = nil, compression: [String]? = nil,
-        forwardTo: String? = nil, digests: [String]? = DigestAlgorithm.offered
+        forwardTo: String? = nil, digests: [String]? = DigestAlgorithm.offered, features: [String]? = nil
     ) {
         self.magic = Self.expectedMagic
         self.version = Limits.protocolVersion
@@ -45,10 +47,15 @@ public struct Hello: Sendable, Codable, Equatable {
         self.compression = compression
         self.forwardTo = forwardTo
         self.digests = digests
+        self.features = features
     }
+
+    /// Whether the peer said it speaks delta transfer.
+    public var speaksDelta: Bool { features?.contains(Delta.feature) == true }
 
     private enum CodingKeys: String, CodingKey {
         case magic, version, minVersion, name, role, accept, listenPort, compression, forwardTo, relayTo, digests
+        case features
     }
 
     public init(from decoder: any Decoder) throws {
@@ -65,6 +72,7 @@ public struct Hello: Sendable, Codable, Equatable {
             try container.decodeIfPresent(String.self, forKey: .forwardTo)
             ?? container.decodeIfPresent(String.self, forKey: .relayTo)
         digests = try container.decodeIfPresent([String].self, forKey: .digests)
+        features = try container.decodeIfPresent([String].self, forKey: .features)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,6 +87,7 @@ public struct Hello: Sendable, Codable, Equatable {
         try container.encodeIfPresent(compression, forKey: .compression)
         try container.encodeIfPresent(forwardTo, forKey: .forwardTo)
         try container.encodeIfPresent(digests, forKey: .digests)
+        try container.encodeIfPresent(features, forKey: .features)
     }
 
     /// The version both ends speak: the newer of the two that both support.
@@ -121,6 +130,9 @@ public struct Hello: Sendable, Codable, Equatable {
         }
         if let digests, digests.count > 16 || digests.contains(where: { $0.utf8.count > 32 }) {
             throw ProtocolError(.badMessage, "the peer's digest list is too long")
+        }
+        if let features, features.count > 32 || features.contains(where: { $0.utf8.count > 32 }) {
+            throw ProtocolError(.badMessage, "the peer's feature list is too long")
         }
     }
 }

@@ -11,6 +11,33 @@ public protocol ItemSink: AnyObject {
     /// chunks are recorded with `digest` (what is held under another digest is dropped).
     func open(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int, digest: DigestAlgorithm)
         throws -> IncomingPayload
+    /// An earlier version of `item` to receive it as a delta against, with its index (by `hasher`'s digest).
+    func basis(item: OfferItem, representation: OfferedRepresentation, hasher: ChunkHasher) -> ItemBasis?
+}
+
+extension ItemSink {
+    /// No earlier version: every item arrives whole.
+    public func basis(item: OfferItem, representation: OfferedRepresentation, hasher: ChunkHasher) -> ItemBasis? {
+        nil
+    }
+}
+
+/// An earlier version of an item the receiver holds (delta transfer): its index, and how to read it again while
+/// the patches arrive (`open` checks it is still what was indexed).
+public final class ItemBasis {
+    public let index: BasisIndex
+    public let open: () throws -> BasisReader
+
+    public init(index: BasisIndex, open: @escaping () throws -> BasisReader) {
+        self.index = index
+        self.open = open
+    }
+}
+
+/// The basis, open for reading.
+public protocol BasisReader: AnyObject {
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
+    func close()
 }
 
 /// Chunks held from an earlier session: chunk → digest, with the digest they were recorded with.
@@ -66,6 +93,13 @@ public final class ReceiverDriver {
     /// least three): enough that a busy neighbour holding up one thread for a few milliseconds does not stall the
     /// other. A client short of memory asks for fewer.
     public var writeAhead = 8
+    /// Whether the sender speaks delta transfer (its hello lists `Delta.feature`): an item the sink holds an earlier
+    /// version of is then announced with that version's index.
+    public var delta = false
+    /// Per announced item: the basis its index described.
+    private var bases: [Int: ItemBasis] = [:]
+    /// The current item's basis, open while its patches arrive.
+    private var basisReader: (item: Int, reader: BasisReader?)?
 
     public init(
         channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -127,6 +161,12 @@ public final class ReceiverDriver {
                 switch arrived {
                 case .binary(let type, let header, var length):
                     try openCurrent(machine: machine, sink: sink)
+                    if type == .patch {
+                        try patched(
+                            header: header, length: length, target: target, large: large, machine: &machine,
+                            ownPlain: &ownPlain)
+                        continue
+                    }
                     if type == .zchunk {
                         let plain: ChunkBuffer
                         if large {
@@ -175,6 +215,20 @@ public final class ReceiverDriver {
                         actions = try machine.received(MessageCoding.decode(Done.self, from: frame))
                     case .bye:
                         actions = try machine.receivedBye()
+                    case .basisQuery:
+                        try answer(query: frame, machine: machine)
+                        continue
+                    case .deltaEnd:
+                        try openCurrent(machine: machine, sink: sink)
+                        let end = try MessageCoding.decode(DeltaEnd.self, from: frame)
+                        // What the patches made is written and checked before the answer.
+                        if let writer {
+                            for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
+                        }
+                        let redo = try machine.patchesEnded(item: end.item)
+                        closeBasis()
+                        try channel.send(.deltaResult, DeltaResult(item: end.item, redo: redo))
+                        continue
                     case .error:
                         let error = MessageCoding.peerError(from: frame)
                         if error.code == .sourceChanged {
@@ -191,6 +245,7 @@ public final class ReceiverDriver {
                 if try perform(actions, machine: &machine, sink: sink) { return summary }
             }
         } catch {
+            closeBasis()
             machine.failed()
             // Chunks that arrived whole are still checked and written (a lost connection loses none of them; after a
             // bad chunk the writer has stopped by itself), then the writer lets go of the item before it is
@@ -250,6 +305,121 @@ public final class ReceiverDriver {
         }
         summary.held += heldBytes
         events(.started(item: index, label: item.label, number: index + 1, total: chosen.size, held: heldBytes))
+    }
+
+    /// A chunk sent as a patch against the basis: made from the basis and the patch's literal bytes, compared with
+    /// its digest here (a mismatch means the basis changed since it was indexed: the chunk is asked for whole at the
+    /// end of the patches), then written as any chunk.
+    private func patched(
+        header: ChunkHeader, length: Int, target: ChunkBuffer, large: Bool, machine: inout ReceiverMachine,
+        ownPlain: inout ChunkBuffer?
+    ) throws {
+        guard let item = machine.currentItem, let expected = machine.expectedLength(of: header.index) else {
+            throw ProtocolError(.badMessage, "patch \(header.index) is outside an item of known size")
+        }
+        let basis = bases[item]
+        let plain: ChunkBuffer
+        if large {
+            plain = try writer!.takeBuffer()
+        } else {
+            ownPlain = ownPlain ?? ChunkBuffer(size: Limits.maxChunkPayload)
+            plain = ownPlain!
+        }
+        var matched = true
+        do {
+            _ = try Patch.apply(
+                UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), basisSize: basis?.index.size,
+                length: expected, into: plain.bytes
+            ) { buffer, offset in
+                guard let reader = try openBasis(item: item, basis: basis) else { throw DeltaBasisChanged() }
+                return try reader.read(into: buffer, at: offset)
+            }
+        } catch is DeltaBasisChanged {
+            matched = false
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            // The basis could not be read: the chunk is redone whole.
+            matched = false
+        }
+        if large { writer!.giveBack(target) }
+        let data = UnsafeRawBufferPointer(rebasing: plain.bytes[0..<expected])
+        if matched { matched = itemHasher.digest(data) == header.digest }
+        let actions = try machine.receivedPatch(index: header.index, length: expected, matched: matched)
+        guard case .write(let index)? = actions.first, let payload = incoming else {
+            if large { writer!.giveBack(plain) }
+            return
+        }
+        if large {
+            try writer!.submit(
+                index: index, buffer: plain, length: expected, digest: header.digest, payload: payload,
+                hasher: writerHasher, checked: true)
+        } else {
+            try payload.write(index: index, bytes: data, digest: header.digest)
+            digests.record(index, header.digest)
+        }
+        summary.bytes += UInt64(expected)
+        events(.progress(bytes: expected))
+    }
+
+    /// The basis of `item`, opened on its first use (nil when it changed or went away).
+    private func openBasis(item: Int, basis: ItemBasis?) throws -> BasisReader? {
+        if let open = basisReader, open.item == item { return open.reader }
+        closeBasis()
+        let reader = basis.flatMap { try? $0.open() }
+        basisReader = (item, reader)
+        return reader
+    }
+
+    private func closeBasis() {
+        basisReader?.reader?.close()
+        basisReader = nil
+    }
+
+    /// The sender asks for the chunks of some groups of the current item's basis: they are cut again from the
+    /// basis (nothing of them is kept between the index and this question).
+    private func answer(query frame: Frame, machine: ReceiverMachine) throws {
+        guard let item = machine.currentItem, let basis = bases[item] else {
+            throw ProtocolError(.badMessage, "a basis query for an item without a basis")
+        }
+        let query = try BasisQuery.decode(frame.payload, groupCount: basis.index.groups.count)
+        guard query.item == machine.offer?.items[item].id else {
+            throw ProtocolError(.badMessage, "a basis query for item \(query.item), not the current one")
+        }
+        let offsets = basis.index.offsets()
+        let parameters = basis.index.parameters
+        let reader = try openBasis(item: item, basis: basis)
+        var buffer = [UInt8](repeating: 0, count: parameters.maxGroupLength)
+        var groups: [[DeltaEntry]] = []
+        for range in query.groups {
+            for group in range.start..<range.end {
+                let length = Int(basis.index.groups[group].length)
+                var chunks: [DeltaEntry]?
+                if let reader {
+                    let n = try? buffer.withUnsafeMutableBytes { raw in
+                        try reader.read(
+                            into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<length]), at: offsets[group])
+                    }
+                    if n == length {
+                        chunks = buffer.withUnsafeBytes { raw in
+                            DeltaIndexer.chunks(
+                                parameters: parameters, hasher: hasher,
+                                bytes: UnsafeRawBufferPointer(rebasing: raw[0..<length]))
+                        }
+                    }
+                }
+                // A basis that changed is described by chunks that match nothing: its bytes come as literals.
+                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > Delta.maxGroupChunks })
+                    ?? true
+                {
+                    chunks = stride(from: 0, to: length, by: parameters.maximum).map {
+                        DeltaEntry(length: UInt32(min(parameters.maximum, length - $0)), id: 0)
+                    }
+                }
+                groups.append(chunks!)
+            }
+        }
+        try channel.send(Frame(type: .basisDetail, payload: BasisDetail(item: query.item, groups: groups).encoded()))
     }
 
     /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
@@ -318,8 +488,20 @@ public final class ReceiverDriver {
                 }
                 announced[index] = held
                 itemDigests[index] = digest
+                var basis: ItemBasis?
+                if delta, let size = chosen.size, size >= Delta.minimumSize, let expected, held.count < expected,
+                    let found = sink.basis(item: item, representation: chosen, hasher: hasher)
+                {
+                    basis = found
+                    bases[index] = found
+                    var index = found.index
+                    index.item = item.id
+                    try channel.send(Frame(type: .basis, payload: index.encoded()))
+                }
                 queue =
-                    try machine.prepared(verified: Set(held.keys), digest: digest == hasher.algorithm ? nil : digest)
+                    try machine.prepared(
+                        verified: Set(held.keys), digest: digest == hasher.algorithm ? nil : digest,
+                        basis: basis != nil)
                     + queue
             case .sendResume(let resume):
                 try channel.send(.resume, resume)
@@ -337,6 +519,7 @@ public final class ReceiverDriver {
                 }
                 incoming = nil
                 incomingItem = nil
+                bases[index] = nil
                 guard digests.chunks.count == done.chunks, let root = digests.root(using: itemHasher),
                     root == done.digest.lowercased()
                 else {

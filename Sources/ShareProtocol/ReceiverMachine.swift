@@ -93,6 +93,8 @@ public struct ReceiverMachine: Sendable {
     private var streamed: UInt64 = 0
     /// Whether the current item's size was announced.
     private var currentSized = true
+    /// Chunks of the current item whose patch did not give their digest: sent whole after the patches.
+    private var redo: Set<Int> = []
 
     /// `window`: items announced ahead (`pipelineWindow` with a protocol-4 sender, 1 with an earlier one).
     public init(negotiator: Negotiator, policy: Policy = Policy(), window: Int = 1) {
@@ -183,8 +185,8 @@ public struct ReceiverMachine: Sendable {
 
     /// The driver found `verified` chunks already held for the item being prepared: it is announced, with the
     /// item's digest when it is not the session's.
-    public mutating func prepared(verified: Set<Int>, digest: DigestAlgorithm? = nil) throws(ProtocolError)
-        -> [Action]
+    public mutating func prepared(verified: Set<Int>, digest: DigestAlgorithm? = nil, basis: Bool = false)
+        throws(ProtocolError) -> [Action]
     {
         guard state == .transferring, let item = preparing, let offer else {
             throw fail(.internalError, "prepared out of order")
@@ -197,7 +199,10 @@ public struct ReceiverMachine: Sendable {
         announced.append(item)
         if announced.count == 1 { begin(item) }
         return [
-            .sendResume(Resume(item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid)), digest: digest))
+            .sendResume(
+                Resume(
+                    item: offer.items[item].id, verified: ChunkMath.ranges(Array(valid)), digest: digest,
+                    basis: basis ? true : nil))
         ]
             + fill()
     }
@@ -213,6 +218,7 @@ public struct ReceiverMachine: Sendable {
         receivedBytes = 0
         itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max, acceptLimits[item] ?? .max)
         currentSized = representation.size != nil
+        redo = []
     }
 
     /// The length chunk `index` of the item being received must have, when its size is known (nil otherwise, or
@@ -273,6 +279,36 @@ public struct ReceiverMachine: Sendable {
         lastIndex = index
         arrived += 1
         return [.write(index: index)]
+    }
+
+    /// A chunk of the current item arrived as a patch against the basis: checked as any chunk; when the chunk it made
+    /// did not match its digest (the basis changed), nothing is written and the chunk is asked for whole at the end of
+    /// the patches.
+    public mutating func receivedPatch(index: Int, length: Int, matched: Bool) throws(ProtocolError) -> [Action] {
+        guard expectedChunks != nil else { throw fail(.badMessage, "a patch for an item of unknown size") }
+        let actions = try receivedChunk(index: index, length: length)
+        guard !matched else { return actions }
+        arrived -= 1
+        receivedBytes -= UInt64(length)
+        redo.insert(index)
+        return []
+    }
+
+    /// The sender ended the current item's patches: the chunks to send whole. When there are any, they arrive next,
+    /// in order, as chunks of the same item, before its `done`.
+    public mutating func patchesEnded(item id: String) throws(ProtocolError) -> [ChunkRange] {
+        guard let item = currentItem, let offer, offer.items[item].id == id, let expected = expectedChunks else {
+            throw fail(.badMessage, "the end of patches outside their item")
+        }
+        defer { redo = [] }
+        guard !redo.isEmpty else { return [] }
+        // What arrived is held now; only the chunks to redo are missing.
+        var all = Set(0..<expected)
+        all.subtract(redo)
+        held = all
+        arrived = 0
+        lastIndex = -1
+        return ChunkMath.ranges(Array(redo))
     }
 
     public mutating func received(_ done: Done) throws(ProtocolError) -> [Action] {

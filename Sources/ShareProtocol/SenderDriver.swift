@@ -22,6 +22,11 @@ public final class SenderDriver {
     /// How many chunks of a large item may be read and hashed ahead of the sending: enough that a busy neighbour
     /// holding up one thread for a few milliseconds does not stall the other. A client short of memory asks for fewer.
     public var readAhead = 8
+    /// Whether this sender said it speaks delta transfer (its hello lists `Delta.feature`): a receiver may then
+    /// describe an earlier version of an item, and the missing chunks go as patches against it.
+    public var delta = false
+    /// The indexes of the earlier versions receivers hold, by item id, until the item is streamed.
+    private var bases: [String: BasisIndex] = [:]
     /// How fast the link takes bytes, measured as chunks are written.
     private let meter = LinkMeter()
     /// One for the whole session: what it learned of the link and the content carries from item to item.
@@ -64,6 +69,10 @@ public final class SenderDriver {
             }
             if machine.state == .finished { return summary }
             let frame = try channel.receive()
+            if frame.type == .basis {
+                try takeBasis(frame)
+                continue
+            }
             if frame.type == .held, machine.state == .awaitingSelect {
                 // The receiver's user decides first: nothing more in this session; the caller offers again later.
                 throw try MessageCoding.decode(OfferHeld.self, from: frame)
@@ -157,6 +166,10 @@ public final class SenderDriver {
                 "\(item.label) changed size since it was offered; run the command again to send the new version")
         }
         try checkNotURLToAFile(offered, source: source)
+        if let basis = bases.removeValue(forKey: item.id), offered.size != nil {
+            return try streamDelta(
+                source, basis: basis, item: item, index: index, held: verified, number: number, hasher: hasher)
+        }
         let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
         let held = verified.filter { $0 < chunks }.sorted()
         let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) }
@@ -202,6 +215,135 @@ public final class SenderDriver {
         if let background {
             for (chunk, digest) in try background.wait() { digests.record(chunk, digest) }
         }
+        events(.finished(item: index))
+        try source.checkUnchanged()
+        guard let root = digests.root(using: hasher) else {
+            throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
+        }
+        return Done(item: item.id, size: size, chunks: chunks, digest: root)
+    }
+
+    /// Streams the missing chunks of an item as patches against the receiver's basis (see `Delta`): the new version
+    /// is read once, cut and named as the basis was; the chunks of the basis groups it did not find are asked for;
+    /// then each missing chunk goes as basis ranges and literal bytes. The receiver checks each chunk it makes
+    /// against its digest and names those to send whole (its basis changed), which go before `done`.
+    private func streamDelta(
+        _ source: PositionalSource, basis: BasisIndex, item: OfferItem, index: Int, held verified: Set<Int>,
+        number: Int, hasher: ChunkHasher
+    ) throws -> Done {
+        let size = source.size
+        let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
+        let held = verified.filter { $0 < chunks }
+        let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) }
+        summary.held += heldBytes
+        events(.started(item: index, label: item.label, number: number, total: size, held: heldBytes))
+        var plan = DeltaPlan(basis: basis, size: size)
+        var digests = ItemDigest(chunks: chunks)
+        // One pass over the new version: every chunk's digest, and its groups (with their chunks where the basis
+        // has no such group).
+        var indexer = DeltaIndexer(parameters: basis.parameters, hasher: self.hasher, keepChunks: true)
+        try buffer.withUnsafeMutableBytes { raw in
+            for chunk in 0..<chunks {
+                let start = UInt64(chunk) * UInt64(chunkSize)
+                let wanted = length(of: chunk, size: size)
+                let got = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<wanted]), at: start)
+                guard got == wanted else {
+                    throw ProtocolError(
+                        .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
+                }
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<wanted])
+                digests.record(chunk, hasher.digest(bytes))
+                indexer.feed(bytes) { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }
+            }
+        }
+        indexer.finish { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }
+        let query = plan.query(item: item.id)
+        if !query.groups.isEmpty {
+            try send { try channel.send(Frame(type: .basisQuery, payload: query.encoded())) }
+            let frame = try awaitFrame(.basisDetail)
+            let asked = query.groups.flatMap { range in (range.start..<range.end).map { basis.groups[$0] } }
+            let detail = try BasisDetail.decode(frame.payload, asked: asked, parameters: basis.parameters)
+            plan.learn(detail, asked: query.groups)
+        }
+        plan.finish()
+        var patch: [UInt8] = []
+        for chunk in 0..<chunks where !held.contains(chunk) {
+            let start = UInt64(chunk) * UInt64(chunkSize)
+            let count = length(of: chunk, size: size)
+            patch.removeAll(keepingCapacity: true)
+            var literal = 0
+            for piece in plan.pieces(from: start, length: count) {
+                var wire = DeltaWire()
+                let n = piece.length
+                if let offset = piece.basisOffset {
+                    wire.u8(PatchOp.copyTag)
+                    wire.u64(offset)
+                    wire.u32(UInt32(n))
+                    patch += wire.bytes
+                } else {
+                    wire.u8(PatchOp.literalTag)
+                    wire.u32(UInt32(n))
+                    patch += wire.bytes
+                    let at = patch.count
+                    patch += [UInt8](repeating: 0, count: n)
+                    let from = piece.offset
+                    let got = try patch.withUnsafeMutableBytes { raw in
+                        try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[at..<(at + n)]), at: from)
+                    }
+                    guard got == n else { throw Self.grew(item.label) }
+                    literal += n
+                }
+            }
+            guard let digest = digests.chunks[chunk] else {
+                throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
+            }
+            if literal == count || patch.count > chunkSize {
+                // Nothing to copy: the chunk goes as it is (compressed when that pays).
+                let got = try buffer.withUnsafeMutableBytes { raw in
+                    try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: start)
+                }
+                guard got == count else { throw Self.grew(item.label) }
+                try buffer.withUnsafeBytes { raw in
+                    let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                    try sendChunk(bytes, index: chunk, digest: digest, packed: compressor?.compress(bytes))
+                }
+                continue
+            }
+            try readAnswers()
+            try send {
+                try patch.withUnsafeBytes {
+                    try channel.sendBinary(.patch, header: ChunkHeader(index: chunk, digest: digest), data: $0)
+                }
+            }
+            summary.wireBytes += UInt64(patch.count)
+            summary.bytes += UInt64(count)
+            summary.patchedBytes += UInt64(count - literal)
+            events(.progress(bytes: count))
+        }
+        try send { try channel.send(.deltaEnd, DeltaEnd(item: item.id)) }
+        let result = try MessageCoding.decode(DeltaResult.self, from: try awaitFrame(.deltaResult))
+        guard result.item == item.id else {
+            throw ProtocolError(.badMessage, "the receiver ended the patches of \(result.item), not \(item.id)")
+        }
+        let redo = try ChunkMath.indices(result.redo, limit: chunks)
+        for chunk in redo.sorted() where !held.contains(chunk) {
+            let start = UInt64(chunk) * UInt64(chunkSize)
+            let count = length(of: chunk, size: size)
+            let got = try buffer.withUnsafeMutableBytes { raw in
+                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: start)
+            }
+            guard got == count else { throw Self.grew(item.label) }
+            let digest = try buffer.withUnsafeBytes { raw in
+                hasher.digest(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
+            }
+            guard digest == digests.chunks[chunk] else {
+                throw ProtocolError(.sourceChanged, "\(item.label) changed while it was being sent; run the command again")
+            }
+            try buffer.withUnsafeBytes { raw in
+                try sendChunk(UnsafeRawBufferPointer(rebasing: raw[0..<count]), index: chunk, digest: digest, packed: nil)
+            }
+        }
+        summary.redone += redo.count
         events(.finished(item: index))
         try source.checkUnchanged()
         guard let root = digests.root(using: hasher) else {
@@ -322,18 +464,43 @@ public final class SenderDriver {
     private func readAnswers() throws {
         while channel.hasIncomingData {
             let frame = try channel.receive()
-            if frame.type == .error { throw MessageCoding.peerError(from: frame) }
-            guard frame.type == .resume || frame.type == .ack else {
-                throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+            try takeAnswer(frame)
+        }
+    }
+
+    /// A frame from the receiver while an item streams: `resume`, `ack`, a `basis`, or its `error`.
+    private func takeAnswer(_ frame: Frame) throws {
+        if frame.type == .error { throw MessageCoding.peerError(from: frame) }
+        if frame.type == .basis { return try takeBasis(frame) }
+        guard frame.type == .resume || frame.type == .ack else {
+            throw ProtocolError(.badMessage, "the receiver sent \(frame.type) in the middle of an item")
+        }
+        for action in try machine.received(frame: frame) {
+            if case .delivered(let index, let ack) = action {
+                summary.delivered.append((items[index].offer.label, ack))
+                events(.delivered(item: index, label: items[index].offer.label, ack: ack))
+            } else {
+                queued.append(action)
             }
-            for action in try machine.received(frame: frame) {
-                if case .delivered(let index, let ack) = action {
-                    summary.delivered.append((items[index].offer.label, ack))
-                    events(.delivered(item: index, label: items[index].offer.label, ack: ack))
-                } else {
-                    queued.append(action)
-                }
-            }
+        }
+    }
+
+    /// A receiver's index of an earlier version of an offered item (only when this sender speaks delta).
+    private func takeBasis(_ frame: Frame) throws {
+        guard delta else { throw ProtocolError(.badMessage, "the receiver sent a basis, though delta was not agreed") }
+        let index = try BasisIndex.decode(frame.payload)
+        guard machine.offer.items.contains(where: { $0.id == index.item }), bases.count < 4096 else {
+            throw ProtocolError(.badMessage, "a basis for item \(index.item), which is not offered")
+        }
+        bases[index.item] = index
+    }
+
+    /// Waits for the receiver's `type` frame, taking its other answers meanwhile.
+    private func awaitFrame(_ type: FrameType) throws -> Frame {
+        while true {
+            let frame = try channel.receive()
+            if frame.type == type { return frame }
+            try takeAnswer(frame)
         }
     }
 

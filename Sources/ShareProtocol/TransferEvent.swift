@@ -36,6 +36,10 @@ public struct TransferSummary: Sendable {
     public var wireBytes: UInt64 = 0
     /// Bytes the receiver already held when each item started.
     public var held: UInt64 = 0
+    /// Bytes of chunks the receiver made from its basis rather than received (delta transfer).
+    public var patchedBytes: UInt64 = 0
+    /// Patched chunks the receiver asked for again, whole (its basis changed meanwhile).
+    public var redone = 0
 
     public init() {}
 }

@@ -241,11 +241,14 @@ public struct Resume: Sendable, Codable, Equatable {
     /// The item's digest when it is not the session's: a partial recorded with another digest (SHA-256, by an earlier
     /// version or an older peer) keeps it. Only a digest both ends listed (or SHA-256) is named.
     public var digest: DigestAlgorithm?
+    /// Set when a `basis` frame describing an earlier version of the item came just before (delta transfer).
+    public var basis: Bool?
 
-    public init(item: String, verified: [ChunkRange], digest: DigestAlgorithm? = nil) {
+    public init(item: String, verified: [ChunkRange], digest: DigestAlgorithm? = nil, basis: Bool? = nil) {
         self.item = item
         self.verified = verified
         self.digest = digest
+        self.basis = basis
     }
 }
 

@@ -55,6 +55,8 @@ public struct DevicePaths: Sendable {
     public var agentConfigFile: URL { config.appendingPathComponent("agent.json") }
     /// The agent's default inbox.
     public var inbox: URL { data.appendingPathComponent("inbox", isDirectory: true) }
+    /// What the receiver remembers of the files it delivered (for later versions to arrive as deltas).
+    public var versions: URL { state.appendingPathComponent("versions", isDirectory: true) }
 
     /// Creates `url` (and parents) with mode 0700 if missing, and tightens an existing one to 0700 (through a handle
     /// of the folder itself).

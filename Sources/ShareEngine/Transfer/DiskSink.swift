@@ -77,6 +77,28 @@ final class DiskSink: ItemSink {
         return SinkItem(.file(partial), item: item, representation: representation, sink: self)
     }
 
+    /// The file this sender last delivered under the name the item would get, when a later version of it comes:
+    /// with its index (cached while the file is unchanged), to receive the item as a delta against it.
+    func basis(item: OfferItem, representation: OfferedRepresentation, hasher: ChunkHasher) -> ItemBasis? {
+        guard let versions = options.versions, options.keptFor == nil, !Self.isArchive(representation),
+            let size = representation.size, size >= Delta.minimumSize
+        else { return nil }
+        let name = savedName(item: item, chosen: representation, fileName: nil)
+        guard let (placed, info) = versions.delivered(target: store.folder, sender: sender, name: name),
+            var index = versions.index(target: store.folder, name: placed, info: info, hasher: hasher)
+        else { return nil }
+        index.item = item.id
+        let folder = store.folder
+        return ItemBasis(index: index) { try versions.open(target: folder, name: placed, info: info) }
+    }
+
+    /// The name a file item is saved under (or its first free variant).
+    private func savedName(item: OfferItem, chosen: OfferedRepresentation, fileName: String?) -> String {
+        let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
+        return withExtension(
+            FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? fileName ?? item.label, fallback: "item"), type)
+    }
+
     /// A tar stream to extract as it arrives (rather than a file to store).
     static func isArchive(_ representation: OfferedRepresentation) -> Bool {
         guard representation.kind == .archive, let type = UTType(representation.contentType) else { return false }
@@ -91,11 +113,10 @@ final class DiskSink: ItemSink {
         try partial.finish(size: done.size, durable: options.durable)
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if options.keptFor != nil || options.handOver != nil {
-            let name = withExtension(
-                FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? done.fileName ?? item.label, fallback: "item"),
-                type)
-            return try saved(
-                partial.place(as: name, mode: 0o600), item: item, type: chosen.contentType, size: done.size)
+            let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
+            let placed = try partial.place(as: name, mode: 0o600)
+            if options.keptFor == nil { remember(name, placed: placed) }
+            return try saved(placed, item: item, type: chosen.contentType, size: done.size)
         }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             // A path from another machine names nothing here: the profile arrives without portrait and video
@@ -146,9 +167,16 @@ final class DiskSink: ItemSink {
             }
             // Not UTF-8 after all: kept as a file.
         }
-        let name = withExtension(
-            FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? done.fileName ?? item.label, fallback: "item"), type)
-        return try saved(partial.place(as: name, mode: 0o644), item: item, type: chosen.contentType, size: done.size)
+        let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
+        let placed = try partial.place(as: name, mode: 0o644)
+        remember(name, placed: placed)
+        return try saved(placed, item: item, type: chosen.contentType, size: done.size)
+    }
+
+    /// Remembers which file a large item became, for a later version of it to arrive as a delta.
+    private func remember(_ name: String, placed: String) {
+        guard let versions = options.versions else { return }
+        versions.recordDelivery(target: store.folder, sender: sender, name: name, placed: placed)
     }
 
     fileprivate func complete(_ partial: PartialArchive, item: OfferItem, chosen: OfferedRepresentation, done: Done)

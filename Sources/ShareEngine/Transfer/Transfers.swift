@@ -20,6 +20,9 @@ package struct SendReport: Sendable {
     package var wireBytes: UInt64 = 0
     /// Bytes the receiver already held when each item started.
     package var bytesSkipped: UInt64 = 0
+    /// Bytes the receiver made from the earlier version it held (delta transfer): counted in `bytesSent`, though
+    /// only their description crossed.
+    package var bytesFromBasis: UInt64 = 0
     package var seconds: Double = 0
     /// How the session went: `direct`, or `via relay HOST`.
     package var route: SessionRoute = .direct
@@ -40,6 +43,7 @@ package struct SendReport: Sendable {
         bytesSent = summary.bytes
         wireBytes = summary.wireBytes
         bytesSkipped = summary.held
+        bytesFromBasis = summary.patchedBytes
         self.seconds = seconds
     }
 }
@@ -50,6 +54,9 @@ package struct SendOptions: Sendable {
     package var timeouts = SessionTimeouts()
     /// Compress chunks with zstd when the receiver decodes it and the content shrinks (see `AdaptiveCompressor`).
     package var compression = true
+    /// Send only what changed when the receiver holds an earlier version of an item (false: every item whole, and
+    /// the hello does not offer delta transfer).
+    package var delta = true
     /// The items are for this device, to which the receiving agent forwards them (its watch).
     package var forwardTo: String?
     /// Lets another thread stop the send (`share cancel`).
@@ -141,7 +148,9 @@ package final class SendSession: Sendable {
     ) throws -> SendReport {
         let session = try Reach.connect(
             from: device, to: target, trust: trust,
-            hello: Hello(name: device.name, role: .cli, forwardTo: options.forwardTo), timeouts: options.timeouts,
+            hello: Hello(
+                name: device.name, role: .cli, forwardTo: options.forwardTo,
+                features: options.delta ? [Delta.feature] : nil), timeouts: options.timeouts,
             settings: options.reach)
         options.cancellation?.attach(session.connection)
         defer {
@@ -184,6 +193,7 @@ package final class SendSession: Sendable {
         let driver = SenderDriver(
             channel: session.connection.channel, chunkSize: options.chunkSize, hasher: session.chunkHasher(),
             codec: decodesZstd ? ZstdChunkCodec() : nil, events: progress.senderEvents(peer: peerName))
+        driver.delta = options.delta
         let summary = try driver.run(items.map(OutgoingItemSource.init))
         var report = SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
         report.route = session.route
@@ -223,6 +233,9 @@ package struct ReceiveOptions: Sendable {
     package var handOver: (@Sendable (ReceivedItem) -> Void)?
     /// Mode of the target folder when it has to be created.
     package var folderMode: mode_t = 0o755
+    /// Where the files delivered are remembered (which sender's item became which file, and its index), so that a
+    /// later version of one arrives as a delta against it; nil: every item arrives whole.
+    package var versions: Versions?
     /// Decides, before anything is chosen, whether an offer goes on, is declined, or waits for the user's answer
     /// (held: the sender is told so and offers again later). Nil: every offer goes on.
     package var gate: (@Sendable (_ offer: Offer, _ peerName: String) throws -> PendingOffers.Decision)?
@@ -299,7 +312,7 @@ package final class ReceiveSession: Sendable {
 
     /// The hello this receiver answers with: its name and accept list.
     package static func hello(name: String, accept: AcceptList) -> Hello {
-        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"])
+        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"], features: [Delta.feature])
     }
 
     /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
@@ -309,6 +322,7 @@ package final class ReceiveSession: Sendable {
         -> ReceiveReport
     {
         store.removeStale(maxAge: options.partialMaxAge)
+        options.versions?.removeStale()
         defer { store.removeIfEmpty() }
         // An item passed on for another device names its origin; only the owner's own devices are believed.
         let forwarded = AccessPolicy.decide(.sendForwarded, peer: peer, localName: "this device")
@@ -364,6 +378,7 @@ package final class ReceiveSession: Sendable {
         let driver = ReceiverDriver(
             channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec(),
             events: progress.receiverEvents(peer: peerName))
+        driver.delta = session.peerHello.speaksDelta
         do {
             let summary = try driver.run(machine: machine, sink: sink, first: first, decide: decide)
             var report = sink.report

@@ -1,0 +1,758 @@
+/// Delta transfer: a receiver that already holds an earlier version of an item (the basis) describes it, and the
+/// sender sends each missing chunk of the new version as a patch — ranges to copy from the basis and the bytes the
+/// basis lacks — instead of the chunk's bytes. The chunk grid, the chunk digests, the whole-item digest, the ledger
+/// and the resume are those of every transfer: a patched chunk is checked against its digest before it is written.
+///
+/// Both ends cut their bytes the same way, into content-defined chunks (FastCDC: a Gear hash, normalized chunking),
+/// grouped by the same content into groups of about 16 chunks. The receiver sends the groups of the basis (length and
+/// an 8-byte id each: ~12 bytes per 64 KiB); the sender finds which of its own groups the basis holds, asks for the
+/// chunks of the basis groups it did not find (the changed regions only), and names, for every byte of the new
+/// version, a basis range or a literal. See docs/PROTOCOL.md ("Delta transfer").
+public enum Delta {
+    /// The hello feature that says a device speaks delta transfer.
+    public static let feature = "delta-1"
+    /// Items smaller than this are always sent whole (a basis index would cost more than it saves).
+    public static let minimumSize: UInt64 = 16 << 10
+    /// The most groups a basis index holds (at 64 KiB a group, about 32 GiB): a larger basis is not used.
+    public static let maxGroups = 1 << 19
+    /// The most basis groups a sender asks the chunks of, for one item.
+    public static let maxQueriedGroups = 16 << 10
+    /// The most chunks one group holds.
+    public static let maxGroupChunks = 64
+    /// Largest basis index or basis detail frame.
+    public static let maxPayload = 8 << 20
+    /// Most bytes of an 8-byte id's input: the ids are the first 8 bytes of the session's chunk digest.
+    static let idBytes = 8
+}
+
+/// How bytes are cut: the average chunk is 2^`fineBits` bytes (minimum a quarter, maximum four times), a group
+/// ends at a chunk boundary whose hash also has `groupBits` more zero bits (about 2^`groupBits` chunks), or after
+/// `Delta.maxGroupChunks` chunks.
+public struct DeltaParameters: Sendable, Equatable {
+    public var fineBits: Int
+    public var groupBits: Int { 4 }
+
+    public init(fineBits: Int) { self.fineBits = fineBits }
+
+    /// The valid values of `fineBits`.
+    public static let allowedFineBits = 10...12
+
+    /// Chunks of about 1 KiB for files under 1 MiB, 2 KiB under 64 MiB, 4 KiB above: a small edit costs about what
+    /// it changed, and the index stays small.
+    public static func forSize(_ size: UInt64) -> DeltaParameters {
+        DeltaParameters(fineBits: size < 1 << 20 ? 10 : size < 64 << 20 ? 11 : 12)
+    }
+
+    public var average: Int { 1 << fineBits }
+    public var minimum: Int { average / 4 }
+    public var maximum: Int { average * 4 }
+    /// The largest group: `Delta.maxGroupChunks` chunks of the largest size.
+    public var maxGroupLength: Int { Delta.maxGroupChunks * maximum }
+}
+
+/// Cuts a stream of bytes into content-defined chunks and groups, the same way on both ends, whatever pieces the
+/// bytes arrive in.
+public struct ContentChunker {
+    public let parameters: DeltaParameters
+    private var hash: UInt64 = 0
+    private var length = 0
+    private var groupChunks = 0
+    /// Offset of the next byte.
+    public private(set) var offset: UInt64 = 0
+    private let hardMask: UInt64
+    private let easyMask: UInt64
+    private let groupMask: UInt64
+
+    public init(_ parameters: DeltaParameters) {
+        self.parameters = parameters
+        hardMask = ~UInt64(0) << UInt64(64 - (parameters.fineBits + 1))
+        easyMask = ~UInt64(0) << UInt64(64 - (parameters.fineBits - 1))
+        // The group's bits lie just below the chunk's.
+        groupMask = ((UInt64(1) << UInt64(parameters.groupBits)) - 1) << UInt64(64 - (parameters.fineBits + 1) - 4)
+    }
+
+    /// Feeds bytes; `cut(end, groupEnds)` is called at every chunk boundary, with the offset where the chunk ends.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, _ cut: (UInt64, Bool) throws -> Void) rethrows {
+        let start = offset
+        defer { offset = start + UInt64(bytes.count) }
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+        let count = bytes.count
+        let minimum = parameters.minimum
+        let average = parameters.average
+        let maximum = parameters.maximum
+        var i = 0
+        try GearTable.values.withUnsafeBufferPointer { gear in
+            let table = gear.baseAddress!
+            while i < count {
+                if length < minimum {
+                    // FastCDC: the first bytes of a chunk are never a boundary, and not hashed.
+                    let skip = min(minimum - length, count - i)
+                    length += skip
+                    i += skip
+                    continue
+                }
+                var h = hash
+                var n = length
+                var found = false
+                var group = false
+                // Harder before the average length, easier after it: lengths cluster around the average.
+                while i < count {
+                    h = (h &<< 1) &+ table[Int(base[i])]
+                    i += 1
+                    n += 1
+                    let mask = n < average ? hardMask : easyMask
+                    if h & mask == 0 {
+                        found = true
+                        group = h & groupMask == 0
+                        break
+                    }
+                    if n >= maximum {
+                        found = true
+                        break
+                    }
+                }
+                hash = h
+                length = n
+                if found { try close(end: start + UInt64(i), group: group, cut) }
+            }
+        }
+    }
+
+    private mutating func close(end: UInt64, group: Bool, _ cut: (UInt64, Bool) throws -> Void) rethrows {
+        groupChunks += 1
+        let ends = group || groupChunks >= Delta.maxGroupChunks
+        hash = 0
+        length = 0
+        if ends { groupChunks = 0 }
+        try cut(end, ends)
+    }
+
+    /// The end of the bytes: the last chunk (if any bytes are left) ends the last group.
+    public mutating func finish(_ cut: (UInt64, Bool) throws -> Void) rethrows {
+        if length > 0 {
+            try close(end: offset, group: true, cut)
+        } else if groupChunks > 0 {
+            // The previous chunk ended exactly at the end: it closes its group.
+            groupChunks = 0
+            try cut(offset, true)
+        }
+    }
+}
+
+/// Gear's 256 random 64-bit values, the same on every device (splitmix64 from a fixed seed).
+enum GearTable {
+    static let values: [UInt64] = {
+        var state: UInt64 = 0x7368_6172_652d_6364  // "share-cd"
+        return (0..<256).map { _ in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }()
+}
+
+/// A chunk or group: its length and 8-byte id.
+public struct DeltaEntry: Sendable, Equatable {
+    public var length: UInt32
+    public var id: UInt64
+    public init(length: UInt32, id: UInt64) {
+        self.length = length
+        self.id = id
+    }
+}
+
+/// Cuts bytes into chunks and groups and names them: a chunk's id is the first 8 bytes of its digest, a group's the
+/// first 8 bytes of the digest of its chunks' ids.
+public struct DeltaIndexer {
+    public let parameters: DeltaParameters
+    private let hasher: ChunkHasher
+    private var chunker: ContentChunker
+    /// Bytes of the chunk being cut that arrived in an earlier piece.
+    private var carry: [UInt8] = []
+    /// Where the chunk being cut starts.
+    private var chunkStart: UInt64 = 0
+    private var groupStart: UInt64 = 0
+    private var groupIDs: [UInt8] = []
+    /// The chunks of the group being cut (kept only when asked for).
+    public private(set) var groupChunks: [DeltaEntry] = []
+    private let keepChunks: Bool
+
+    public init(parameters: DeltaParameters, hasher: ChunkHasher, keepChunks: Bool = false) {
+        self.parameters = parameters
+        self.hasher = hasher
+        self.keepChunks = keepChunks
+        chunker = ContentChunker(parameters)
+    }
+
+    /// Feeds the next bytes; `group(offset, entry, chunks)` is called for every group that ends (its chunks when
+    /// `keepChunks`).
+    public mutating func feed(
+        _ bytes: UnsafeRawBufferPointer, _ group: (UInt64, DeltaEntry, [DeltaEntry]) throws -> Void
+    ) rethrows {
+        let pieceStart = chunker.offset
+        var consumed = 0
+        var cuts: [(UInt64, Bool)] = []
+        chunker.feed(bytes) { end, groupEnds in cuts.append((end, groupEnds)) }
+        for (end, groupEnds) in cuts {
+            let upTo = Int(end - pieceStart)
+            let piece = UnsafeRawBufferPointer(rebasing: bytes[consumed..<upTo])
+            let digest: [UInt8]
+            if carry.isEmpty {
+                digest = hasher.digest(piece)
+            } else {
+                carry.append(contentsOf: piece)
+                digest = hasher.digest(carry)
+                carry.removeAll(keepingCapacity: true)
+            }
+            consumed = upTo
+            try closeChunk(end: end, digest: digest, groupEnds: groupEnds, group)
+        }
+        carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
+    }
+
+    public mutating func finish(_ group: (UInt64, DeltaEntry, [DeltaEntry]) throws -> Void) rethrows {
+        var cuts: [(UInt64, Bool)] = []
+        chunker.finish { end, groupEnds in cuts.append((end, groupEnds)) }
+        for (end, groupEnds) in cuts {
+            if end == chunkStart {
+                // Only closes the group of the chunk before.
+                try closeGroup(end: end, group)
+                continue
+            }
+            let digest = hasher.digest(carry)
+            carry.removeAll()
+            try closeChunk(end: end, digest: digest, groupEnds: groupEnds, group)
+        }
+    }
+
+    private mutating func closeChunk(
+        end: UInt64, digest: [UInt8], groupEnds: Bool, _ group: (UInt64, DeltaEntry, [DeltaEntry]) throws -> Void
+    ) rethrows {
+        let id = DeltaIndexer.id(digest)
+        groupIDs.append(contentsOf: digest[0..<Delta.idBytes])
+        if keepChunks { groupChunks.append(DeltaEntry(length: UInt32(end - chunkStart), id: id)) }
+        chunkStart = end
+        if groupEnds { try closeGroup(end: end, group) }
+    }
+
+    private mutating func closeGroup(end: UInt64, _ group: (UInt64, DeltaEntry, [DeltaEntry]) throws -> Void)
+        rethrows
+    {
+        guard end > groupStart else { return }
+        let entry = DeltaEntry(length: UInt32(end - groupStart), id: DeltaIndexer.id(hasher.digest(groupIDs)))
+        let chunks = groupChunks
+        let start = groupStart
+        groupIDs.removeAll(keepingCapacity: true)
+        groupChunks.removeAll(keepingCapacity: true)
+        groupStart = end
+        try group(start, entry, chunks)
+    }
+
+    static func id(_ digest: [UInt8]) -> UInt64 {
+        var value: UInt64 = 0
+        for byte in digest[0..<Delta.idBytes] { value = value << 8 | UInt64(byte) }
+        return value
+    }
+
+    /// The chunks of `length` bytes read by `read` (a basis group), in order.
+    public static func chunks(
+        parameters: DeltaParameters, hasher: ChunkHasher, bytes: UnsafeRawBufferPointer
+    ) -> [DeltaEntry] {
+        var indexer = DeltaIndexer(parameters: parameters, hasher: hasher, keepChunks: true)
+        var out: [DeltaEntry] = []
+        indexer.feed(bytes) { _, _, chunks in out += chunks }
+        indexer.finish { _, _, chunks in out += chunks }
+        return out
+    }
+}
+
+/// What a receiver holds of an earlier version: its groups, in order.
+public struct BasisIndex: Sendable, Equatable {
+    public var item: String
+    public var parameters: DeltaParameters
+    public var size: UInt64
+    public var groups: [DeltaEntry]
+
+    public init(item: String, parameters: DeltaParameters, size: UInt64, groups: [DeltaEntry]) {
+        self.item = item
+        self.parameters = parameters
+        self.size = size
+        self.groups = groups
+    }
+
+    /// Where each group starts.
+    public func offsets() -> [UInt64] {
+        var result: [UInt64] = []
+        result.reserveCapacity(groups.count)
+        var offset: UInt64 = 0
+        for group in groups {
+            result.append(offset)
+            offset += UInt64(group.length)
+        }
+        return result
+    }
+
+    /// `version 1 | fineBits | size (8) | count (4) | item (1 + n) | count × (length (4), id (8))`
+    public func encoded() -> [UInt8] {
+        var out = DeltaWire()
+        out.u8(1)
+        out.u8(UInt8(parameters.fineBits))
+        out.u64(size)
+        out.u32(UInt32(groups.count))
+        out.string(item)
+        for group in groups {
+            out.u32(group.length)
+            out.u64(group.id)
+        }
+        return out.bytes
+    }
+
+    /// Reads and checks an index from a peer: lengths within the parameters' group limit, adding up to the size.
+    public static func decode(_ payload: [UInt8]) throws(ProtocolError) -> BasisIndex {
+        var reader = DeltaReader(payload, what: "basis index")
+        guard try reader.u8() == 1 else { throw ProtocolError(.badMessage, "a basis index of an unknown version") }
+        let bits = Int(try reader.u8())
+        guard DeltaParameters.allowedFineBits.contains(bits) else {
+            throw ProtocolError(.badMessage, "a basis index with chunks of 2^\(bits) bytes")
+        }
+        let parameters = DeltaParameters(fineBits: bits)
+        let size = try reader.u64()
+        let count = Int(try reader.u32())
+        let item = try reader.string()
+        guard size <= Limits.maxItemSize, count <= Delta.maxGroups, reader.remaining == count * 12 else {
+            throw ProtocolError(.badMessage, "a basis index of \(count) groups does not match its length")
+        }
+        var groups: [DeltaEntry] = []
+        groups.reserveCapacity(count)
+        var total: UInt64 = 0
+        for _ in 0..<count {
+            let length = try reader.u32()
+            guard length > 0, Int(length) <= parameters.maxGroupLength else {
+                throw ProtocolError(.badMessage, "a basis group of \(length) bytes")
+            }
+            total += UInt64(length)
+            groups.append(DeltaEntry(length: length, id: try reader.u64()))
+        }
+        guard total == size else {
+            throw ProtocolError(.badMessage, "a basis index's groups add up to \(total) bytes, not \(size)")
+        }
+        return BasisIndex(item: item, parameters: parameters, size: size, groups: groups)
+    }
+
+    /// Builds the index of `size` bytes read by `read` (at most `buffer` bytes at a time, in order).
+    public static func build(
+        item: String, size: UInt64, hasher: ChunkHasher, bufferSize: Int = 1 << 20,
+        read: (UnsafeMutableRawBufferPointer, UInt64) throws -> Int
+    ) throws -> BasisIndex {
+        let parameters = DeltaParameters.forSize(size)
+        var indexer = DeltaIndexer(parameters: parameters, hasher: hasher)
+        var groups: [DeltaEntry] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 64)
+        defer { buffer.deallocate() }
+        var offset: UInt64 = 0
+        while offset < size {
+            let want = Int(min(UInt64(bufferSize), size - offset))
+            let n = try read(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), offset)
+            guard n == want else { throw ProtocolError(.sourceChanged, "the basis became shorter while indexed") }
+            indexer.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) { _, entry, _ in groups.append(entry) }
+            offset += UInt64(n)
+        }
+        indexer.finish { _, entry, _ in groups.append(entry) }
+        return BasisIndex(item: item, parameters: parameters, size: size, groups: groups)
+    }
+}
+
+/// The sender asks for the chunks of these basis groups (ranges of group indices).
+public struct BasisQuery: Sendable, Equatable {
+    public var item: String
+    public var groups: [ChunkRange]
+
+    public init(item: String, groups: [ChunkRange]) {
+        self.item = item
+        self.groups = groups
+    }
+
+    public func encoded() -> [UInt8] {
+        var out = DeltaWire()
+        out.string(item)
+        out.u32(UInt32(groups.count))
+        for range in groups {
+            out.u32(UInt32(range.start))
+            out.u32(UInt32(range.end))
+        }
+        return out.bytes
+    }
+
+    /// Reads a query, checked against the index the receiver sent: ranges ascending, within it, not too many.
+    public static func decode(_ payload: [UInt8], groupCount: Int) throws(ProtocolError) -> BasisQuery {
+        var reader = DeltaReader(payload, what: "basis query")
+        let item = try reader.string()
+        let count = Int(try reader.u32())
+        guard reader.remaining == count * 8 else { throw ProtocolError(.badMessage, "a basis query of bad length") }
+        var groups: [ChunkRange] = []
+        var total = 0
+        var last = 0
+        for _ in 0..<count {
+            let range = ChunkRange(Int(try reader.u32()), Int(try reader.u32()))
+            guard range.start >= last, range.end > range.start, range.end <= groupCount else {
+                throw ProtocolError(
+                    .badMessage, "the sender asked for basis groups \(range.start)..<\(range.end) of \(groupCount)")
+            }
+            total += range.count
+            last = range.end
+            groups.append(range)
+        }
+        guard total <= Delta.maxQueriedGroups else {
+            throw ProtocolError(.badMessage, "the sender asked for \(total) basis groups")
+        }
+        return BasisQuery(item: item, groups: groups)
+    }
+}
+
+/// The receiver's answer: the chunks of each asked group, in the order asked.
+public struct BasisDetail: Sendable, Equatable {
+    public var item: String
+    public var groups: [[DeltaEntry]]
+
+    public init(item: String, groups: [[DeltaEntry]]) {
+        self.item = item
+        self.groups = groups
+    }
+
+    public func encoded() -> [UInt8] {
+        var out = DeltaWire()
+        out.string(item)
+        out.u32(UInt32(groups.count))
+        for chunks in groups {
+            out.u16(UInt16(chunks.count))
+            for chunk in chunks {
+                out.u16(UInt16(chunk.length))
+                out.u64(chunk.id)
+            }
+        }
+        return out.bytes
+    }
+
+    /// Reads the detail, checked against the groups asked for: each group's chunks add up to its length.
+    public static func decode(_ payload: [UInt8], asked: [DeltaEntry], parameters: DeltaParameters)
+        throws(ProtocolError) -> BasisDetail
+    {
+        var reader = DeltaReader(payload, what: "basis detail")
+        let item = try reader.string()
+        let count = Int(try reader.u32())
+        guard count == asked.count else {
+            throw ProtocolError(.badMessage, "the receiver described \(count) basis groups of \(asked.count)")
+        }
+        var groups: [[DeltaEntry]] = []
+        for group in asked {
+            let chunks = Int(try reader.u16())
+            guard chunks >= 1, chunks <= Delta.maxGroupChunks, reader.remaining >= chunks * 10 else {
+                throw ProtocolError(.badMessage, "a basis group described with \(chunks) chunks")
+            }
+            var entries: [DeltaEntry] = []
+            var total: UInt32 = 0
+            for _ in 0..<chunks {
+                let length = UInt32(try reader.u16())
+                guard length > 0, Int(length) <= parameters.maximum else {
+                    throw ProtocolError(.badMessage, "a basis chunk of \(length) bytes")
+                }
+                total += length
+                entries.append(DeltaEntry(length: length, id: try reader.u64()))
+            }
+            guard total == group.length else {
+                throw ProtocolError(.badMessage, "a basis group's chunks add up to \(total) bytes, not \(group.length)")
+            }
+            groups.append(entries)
+        }
+        guard reader.remaining == 0 else { throw ProtocolError(.badMessage, "basis detail with bytes left over") }
+        return BasisDetail(item: item, groups: groups)
+    }
+}
+
+/// The end of a delta item's patches (sender → receiver), and the receiver's answer: the chunks whose patch did not
+/// give their digest (the basis changed meanwhile), which the sender then sends whole before `done`.
+public struct DeltaEnd: Sendable, Codable, Equatable {
+    public var item: String
+    public init(item: String) { self.item = item }
+}
+
+public struct DeltaResult: Sendable, Codable, Equatable {
+    public var item: String
+    public var redo: [ChunkRange]
+    public init(item: String, redo: [ChunkRange]) {
+        self.item = item
+        self.redo = redo
+    }
+}
+
+/// One chunk of the new version, as basis ranges and literal bytes: `copy (1) | offset (8) | length (4)` or
+/// `literal (2) | length (4) | bytes`.
+public enum PatchOp: Sendable, Equatable {
+    case copy(offset: UInt64, length: Int)
+    case literal(length: Int)
+
+    static let copyTag: UInt8 = 1
+    static let literalTag: UInt8 = 2
+}
+
+public enum Patch {
+    /// Builds a chunk of `length` bytes from a patch: every copy must lie inside the basis (`basisSize` bytes; nil:
+    /// there is none), every literal inside the patch, and together they must make exactly `length` bytes.
+    public static func apply(
+        _ patch: UnsafeRawBufferPointer, basisSize: UInt64?, length: Int, into output: UnsafeMutableRawBufferPointer,
+        read: (UnsafeMutableRawBufferPointer, UInt64) throws -> Int
+    ) throws -> (copied: Int, literal: Int) {
+        var at = 0
+        var filled = 0
+        var copied = 0
+        func take(_ n: Int) throws(ProtocolError) -> UnsafeRawBufferPointer {
+            guard n >= 0, patch.count - at >= n else { throw ProtocolError(.badMessage, "a patch ends in an op") }
+            defer { at += n }
+            return UnsafeRawBufferPointer(rebasing: patch[at..<(at + n)])
+        }
+        func number(_ bytes: Int) throws(ProtocolError) -> UInt64 {
+            var value: UInt64 = 0
+            for byte in try take(bytes) { value = value << 8 | UInt64(byte) }
+            return value
+        }
+        guard length <= output.count else { throw ProtocolError(.badMessage, "a patched chunk is too long") }
+        while at < patch.count {
+            let tag = try take(1)[0]
+            switch tag {
+            case PatchOp.copyTag:
+                let offset = try number(8)
+                let n = Int(try number(4))
+                guard let basisSize else {
+                    throw ProtocolError(.badMessage, "a patch copies from a basis this receiver did not offer")
+                }
+                guard n > 0, n <= length - filled, offset <= basisSize, UInt64(n) <= basisSize - offset else {
+                    throw ProtocolError(
+                        .badMessage, "a patch copies \(n) bytes at \(offset), outside the \(basisSize)-byte basis")
+                }
+                let destination = UnsafeMutableRawBufferPointer(rebasing: output[filled..<(filled + n)])
+                let got = try read(destination, offset)
+                guard got == n else { throw DeltaBasisChanged() }
+                filled += n
+                copied += n
+            case PatchOp.literalTag:
+                let n = Int(try number(4))
+                guard n > 0, n <= length - filled else {
+                    throw ProtocolError(.badMessage, "a patch's literal of \(n) bytes overruns its chunk")
+                }
+                let bytes = try take(n)
+                UnsafeMutableRawBufferPointer(rebasing: output[filled..<(filled + n)]).copyMemory(from: bytes)
+                filled += n
+            default:
+                throw ProtocolError(.badMessage, "a patch op of unknown kind \(tag)")
+            }
+        }
+        guard filled == length else {
+            throw ProtocolError(.badMessage, "a patch makes \(filled) bytes of a \(length)-byte chunk")
+        }
+        return (copied, length - copied)
+    }
+}
+
+/// The basis could not be read as indexed (it became shorter): the chunk is redone whole.
+public struct DeltaBasisChanged: Error {
+    public init() {}
+}
+
+/// Big-endian writing of delta messages.
+struct DeltaWire {
+    var bytes: [UInt8] = []
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func u16(_ value: UInt16) { bytes += [UInt8(value >> 8), UInt8(value & 0xFF)] }
+    mutating func u32(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xFF)) }
+    }
+    mutating func u64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+    }
+    mutating func string(_ text: String) {
+        let utf8 = Array(text.utf8.prefix(255))
+        u8(UInt8(utf8.count))
+        bytes += utf8
+    }
+}
+
+/// Big-endian reading of delta messages from a peer: every read is checked against what is left.
+struct DeltaReader {
+    let bytes: [UInt8]
+    var at = 0
+    let what: String
+
+    init(_ bytes: [UInt8], what: String) {
+        self.bytes = bytes
+        self.what = what
+    }
+
+    var remaining: Int { bytes.count - at }
+
+    mutating func number(_ n: Int) throws(ProtocolError) -> UInt64 {
+        guard remaining >= n else { throw ProtocolError(.badMessage, "a \(what) ends early") }
+        var value: UInt64 = 0
+        for byte in bytes[at..<(at + n)] { value = value << 8 | UInt64(byte) }
+        at += n
+        return value
+    }
+
+    mutating func u8() throws(ProtocolError) -> UInt8 { UInt8(try number(1)) }
+    mutating func u16() throws(ProtocolError) -> UInt16 { UInt16(try number(2)) }
+    mutating func u32() throws(ProtocolError) -> UInt32 { UInt32(try number(4)) }
+    mutating func u64() throws(ProtocolError) -> UInt64 { try number(8) }
+    mutating func string() throws(ProtocolError) -> String {
+        let n = Int(try u8())
+        guard remaining >= n else { throw ProtocolError(.badMessage, "a \(what) ends early") }
+        defer { at += n }
+        return String(decoding: bytes[at..<(at + n)], as: UTF8.self)
+    }
+}
+
+/// The sender's plan for a delta: which bytes of the new version the basis holds, and where.
+public struct DeltaPlan {
+    /// A run of the new version: copied from the basis at `basisOffset`, or literal (nil).
+    public struct Piece: Sendable, Equatable {
+        public var offset: UInt64
+        public var length: Int
+        public var basisOffset: UInt64?
+    }
+
+    private struct Run {
+        var offset: UInt64
+        var length: UInt64
+        /// The basis offset; `pending` for a group whose chunks are matched later, `literal` for new bytes.
+        var basis: UInt64
+    }
+    private static let pending = UInt64.max
+    private static let literal = UInt64.max - 1
+
+    private let basis: BasisIndex
+    private let basisOffsets: [UInt64]
+    private var basisByID: [UInt64: Int] = [:]
+    private var usedBasis: Set<Int> = []
+    private var runs: [Run] = []
+    /// Groups of the new version the basis does not hold as a whole: their chunks, matched one by one later.
+    private var unmatched: [(offset: UInt64, chunks: [DeltaEntry])] = []
+    /// Chunk id → basis offset and length, for the basis groups described.
+    private var chunksInBasis: [UInt64: (offset: UInt64, length: UInt32)] = [:]
+    /// The most new groups kept for matching chunk by chunk; further ones are sent as they are.
+    private static let maxUnmatched = 64 << 10
+    public private(set) var matchedBytes: UInt64 = 0
+
+    public init(basis: BasisIndex, size: UInt64) {
+        self.basis = basis
+        basisOffsets = basis.offsets()
+        for (index, group) in basis.groups.enumerated() where basisByID[group.id] == nil {
+            basisByID[group.id] = index
+        }
+    }
+
+    /// A group of the new version, at `offset`, with its chunks.
+    public mutating func add(offset: UInt64, group: DeltaEntry, chunks: [DeltaEntry]) {
+        if let index = basisByID[group.id], basis.groups[index].length == group.length {
+            usedBasis.insert(index)
+            append(Run(offset: offset, length: UInt64(group.length), basis: basisOffsets[index]))
+        } else if unmatched.count < Self.maxUnmatched {
+            unmatched.append((offset, chunks))
+            append(Run(offset: offset, length: UInt64(group.length), basis: Self.pending))
+        } else {
+            append(Run(offset: offset, length: UInt64(group.length), basis: Self.literal))
+        }
+    }
+
+    private mutating func append(_ run: Run) {
+        if run.basis < Self.literal { matchedBytes += run.length }
+        if var last = runs.last, last.offset + last.length == run.offset,
+            last.basis == run.basis && run.basis >= Self.literal
+                || last.basis < Self.literal && run.basis < Self.literal && last.basis + last.length == run.basis
+        {
+            last.length += run.length
+            runs[runs.count - 1] = last
+        } else {
+            runs.append(run)
+        }
+    }
+
+    /// The basis groups to ask the chunks of: those no group of the new version matched (the changed regions), at
+    /// most `Delta.maxQueriedGroups`. None when every group of the new version was found.
+    public func query(item: String) -> BasisQuery {
+        guard !unmatched.isEmpty else { return BasisQuery(item: item, groups: []) }
+        var wanted: [Int] = []
+        for index in basis.groups.indices where !usedBasis.contains(index) {
+            wanted.append(index)
+            if wanted.count == Delta.maxQueriedGroups { break }
+        }
+        return BasisQuery(item: item, groups: ChunkMath.ranges(wanted))
+    }
+
+    /// The receiver's chunks of the asked groups.
+    public mutating func learn(_ detail: BasisDetail, asked: [ChunkRange]) {
+        var groups = detail.groups.makeIterator()
+        for range in asked {
+            for index in range.start..<range.end {
+                guard let chunks = groups.next() else { return }
+                var offset = basisOffsets[index]
+                for chunk in chunks {
+                    if chunksInBasis[chunk.id] == nil { chunksInBasis[chunk.id] = (offset, chunk.length) }
+                    offset += UInt64(chunk.length)
+                }
+            }
+        }
+    }
+
+    /// Matches the chunks of the unmatched groups against the basis chunks learned.
+    public mutating func finish() {
+        var pending = unmatched.makeIterator()
+        var next = pending.next()
+        let old = runs
+        runs = []
+        matchedBytes = 0
+        for run in old {
+            guard run.basis == Self.pending else {
+                append(run)
+                continue
+            }
+            // The run holds consecutive unmatched groups.
+            let end = run.offset + run.length
+            while let group = next, group.offset < end {
+                var offset = group.offset
+                for chunk in group.chunks {
+                    if let found = chunksInBasis[chunk.id], found.length == chunk.length {
+                        append(Run(offset: offset, length: UInt64(chunk.length), basis: found.offset))
+                    } else {
+                        append(Run(offset: offset, length: UInt64(chunk.length), basis: Self.literal))
+                    }
+                    offset += UInt64(chunk.length)
+                }
+                next = pending.next()
+            }
+        }
+        unmatched = []
+        chunksInBasis = [:]
+    }
+
+    /// The runs covering `length` bytes of the new version from `start`.
+    public func pieces(from start: UInt64, length: Int) -> [Piece] {
+        var low = 0
+        var high = runs.count
+        while low < high {
+            let mid = (low + high) / 2
+            if runs[mid].offset + runs[mid].length <= start { low = mid + 1 } else { high = mid }
+        }
+        var result: [Piece] = []
+        let end = start + UInt64(length)
+        var index = low
+        while index < runs.count, runs[index].offset < end {
+            let run = runs[index]
+            let from = max(run.offset, start)
+            let to = min(run.offset + run.length, end)
+            let basisOffset = run.basis < Self.literal ? run.basis + (from - run.offset) : nil
+            result.append(Piece(offset: from, length: Int(to - from), basisOffset: basisOffset))
+            index += 1
+        }
+        return result
+    }
+}
