@@ -13,6 +13,8 @@ final class MemoryPipe: @unchecked Sendable {  // guarded by `condition`
     /// Changes bytes as they are written (a tampering link): (offset in the stream, bytes) → bytes.
     var tamper: ((Int, [UInt8]) -> [UInt8])?
     private var written = 0
+    /// Bytes written so far.
+    var total: Int { condition.withLock { written } }
 
     /// Holds back what is written from the first write it says yes to, in order, until `release()`: a link that
     /// delays one direction (its reader sees nothing of it meanwhile).
@@ -158,6 +160,34 @@ final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receivin
     var heldDigest: DigestAlgorithm = .sha256
     /// The digest each opened item was opened with.
     var openedDigests: [String: DigestAlgorithm] = [:]
+    /// Earlier versions held, by item id (delta transfer), and what the basis reads as once indexed when it
+    /// changed meanwhile.
+    var bases: [String: [UInt8]] = [:]
+    var basesAfterIndex: [String: [UInt8]] = [:]
+    /// Items whose basis was indexed.
+    var indexed: [String] = []
+
+    final class BasisBytes: BasisReader {
+        let bytes: [UInt8]
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+        func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+            try MemorySource(bytes).read(into: buffer, at: offset)
+        }
+        func close() {}
+    }
+
+    func basis(item: OfferItem, representation: OfferedRepresentation, hasher: ChunkHasher) -> ItemBasis? {
+        guard let bytes = bases[item.id] else { return nil }
+        indexed.append(item.id)
+        let source = MemorySource(bytes)
+        guard
+            let index = try? BasisIndex.build(
+                item: item.id, size: UInt64(bytes.count), hasher: hasher,
+                read: { try source.read(into: $0, at: $1) })
+        else { return nil }
+        let later = basesAfterIndex[item.id] ?? bytes
+        return ItemBasis(index: index) { BasisBytes(later) }
+    }
 
     func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) -> HeldChunks {
         let hasher: ChunkHasher = heldDigest == .sha256 ? TestSHA() : TestBLAKE3()
