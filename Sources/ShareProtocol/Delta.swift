@@ -341,6 +341,29 @@ public struct BasisIndex: Sendable, Equatable {
         return BasisIndex(item: item, parameters: parameters, size: size, groups: groups)
     }
 
+    /// Builds an index from bytes fed in order, in pieces of any size.
+    public struct Builder {
+        private var indexer: DeltaIndexer
+        private var groups: [DeltaEntry] = []
+        private var size: UInt64 = 0
+        private let item: String
+
+        public init(item: String, size: UInt64, hasher: ChunkHasher) {
+            self.item = item
+            indexer = DeltaIndexer(parameters: .forSize(size), hasher: hasher)
+        }
+
+        public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+            size += UInt64(bytes.count)
+            indexer.feed(bytes) { _, entry, _ in groups.append(entry) }
+        }
+
+        public mutating func finish() -> BasisIndex {
+            indexer.finish { _, entry, _ in groups.append(entry) }
+            return BasisIndex(item: item, parameters: indexer.parameters, size: size, groups: groups)
+        }
+    }
+
     /// Builds the index of `size` bytes read by `read` (at most `buffer` bytes at a time, in order).
     public static func build(
         item: String, size: UInt64, hasher: ChunkHasher, bufferSize: Int = 1 << 20,

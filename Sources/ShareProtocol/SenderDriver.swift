@@ -168,7 +168,8 @@ public final class SenderDriver {
         try checkNotURLToAFile(offered, source: source)
         if let basis = bases.removeValue(forKey: item.id), offered.size != nil {
             return try streamDelta(
-                source, basis: basis, item: item, index: index, held: verified, number: number, hasher: hasher)
+                .positional(source), size: size, basis: basis, item: item, index: index, held: verified,
+                number: number, hasher: hasher)
         }
         let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
         let held = verified.filter { $0 < chunks }.sorted()
@@ -223,15 +224,80 @@ public final class SenderDriver {
         return Done(item: item.id, size: size, chunks: chunks, digest: root)
     }
 
+    /// The bytes of an item, chunk by chunk, as many times as a delta needs them: read from a positional source,
+    /// or made again by a sequential one (an archive's stream is the same bytes every time).
+    private enum DeltaBytes {
+        case positional(PositionalSource)
+        case sequential(SequentialSource)
+    }
+
+    /// Calls `body` with each chunk of `bytes` in order (`wanted` says which: the others are skipped where they can
+    /// be); throws `sourceChanged` when the item is not `size` bytes any more.
+    private func eachChunk(
+        _ bytes: DeltaBytes, size: UInt64, label: String, wanted: (Int) -> Bool,
+        _ body: (Int, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
+        let chunkSize = chunkSize
+        switch bytes {
+        case .positional(let source):
+            try buffer.withUnsafeMutableBytes { raw in
+                for chunk in 0..<chunks where wanted(chunk) {
+                    let count = length(of: chunk, size: size)
+                    let got = try source.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]),
+                        at: UInt64(chunk) * UInt64(chunkSize))
+                    guard got == count else {
+                        throw ProtocolError(
+                            .sourceChanged, "\(label) became shorter while it was being sent; run the command again")
+                    }
+                    try body(chunk, UnsafeRawBufferPointer(rebasing: raw[0..<count]))
+                }
+            }
+        case .sequential(let source):
+            var fill = 0
+            var next = 0
+            var total: UInt64 = 0
+            try buffer.withUnsafeMutableBytes { raw in
+                try source.produce { piece in
+                    var offset = 0
+                    while offset < piece.count {
+                        let n = min(chunkSize - fill, piece.count - offset)
+                        raw.baseAddress!.advanced(by: fill).copyMemory(
+                            from: piece.baseAddress!.advanced(by: offset), byteCount: n)
+                        fill += n
+                        offset += n
+                        total += UInt64(n)
+                        if fill == chunkSize {
+                            guard next < chunks else { throw Self.grew(label) }
+                            if wanted(next) { try body(next, UnsafeRawBufferPointer(rebasing: raw[0..<fill])) }
+                            next += 1
+                            fill = 0
+                        }
+                    }
+                }
+                if fill > 0 || next == 0 {
+                    guard next < chunks else { throw Self.grew(label) }
+                    if wanted(next) { try body(next, UnsafeRawBufferPointer(rebasing: raw[0..<fill])) }
+                    next += 1
+                }
+            }
+            guard total == size, next == chunks else {
+                throw ProtocolError(
+                    .sourceChanged, "\(label) changed while it was being sent; run the command again to send it")
+            }
+        }
+    }
+
     /// Streams the missing chunks of an item as patches against the receiver's basis (see `Delta`): the new version
     /// is read once, cut and named as the basis was; the chunks of the basis groups it did not find are asked for;
-    /// then each missing chunk goes as basis ranges and literal bytes. The receiver checks each chunk it makes
-    /// against its digest and names those to send whole (its basis changed), which go before `done`.
+    /// then each missing chunk goes as basis ranges and literal bytes (the chunk's own bytes, read again). The
+    /// receiver checks each chunk it makes against its digest and names those to send whole (its basis changed),
+    /// which go before `done`.
     private func streamDelta(
-        _ source: PositionalSource, basis: BasisIndex, item: OfferItem, index: Int, held verified: Set<Int>,
+        _ bytes: DeltaBytes, size: UInt64, basis: BasisIndex, item: OfferItem, index: Int, held verified: Set<Int>,
         number: Int, hasher: ChunkHasher
     ) throws -> Done {
-        let size = source.size
         let chunks = ChunkMath.count(size: size, chunkSize: chunkSize)
         let held = verified.filter { $0 < chunks }
         let heldBytes = held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) }
@@ -242,19 +308,9 @@ public final class SenderDriver {
         // One pass over the new version: every chunk's digest, and its groups (with their chunks where the basis
         // has no such group).
         var indexer = DeltaIndexer(parameters: basis.parameters, hasher: self.hasher, keepChunks: true)
-        try buffer.withUnsafeMutableBytes { raw in
-            for chunk in 0..<chunks {
-                let start = UInt64(chunk) * UInt64(chunkSize)
-                let wanted = length(of: chunk, size: size)
-                let got = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<wanted]), at: start)
-                guard got == wanted else {
-                    throw ProtocolError(
-                        .sourceChanged, "\(item.label) became shorter while it was being sent; run the command again")
-                }
-                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<wanted])
-                digests.record(chunk, hasher.digest(bytes))
-                indexer.feed(bytes) { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }
-            }
+        try eachChunk(bytes, size: size, label: item.label, wanted: { _ in true }) { chunk, data in
+            digests.record(chunk, hasher.digest(data))
+            indexer.feed(data) { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }
         }
         indexer.finish { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }
         let query = plan.query(item: item.id)
@@ -267,47 +323,33 @@ public final class SenderDriver {
         }
         plan.finish()
         var patch: [UInt8] = []
-        for chunk in 0..<chunks where !held.contains(chunk) {
+        let chunkSize = chunkSize
+        try eachChunk(bytes, size: size, label: item.label, wanted: { !held.contains($0) }) { chunk, data in
             let start = UInt64(chunk) * UInt64(chunkSize)
-            let count = length(of: chunk, size: size)
-            patch.removeAll(keepingCapacity: true)
             var literal = 0
-            for piece in plan.pieces(from: start, length: count) {
-                var wire = DeltaWire()
-                let n = piece.length
+            var wire = DeltaWire()
+            for piece in plan.pieces(from: start, length: data.count) {
                 if let offset = piece.basisOffset {
                     wire.u8(PatchOp.copyTag)
                     wire.u64(offset)
-                    wire.u32(UInt32(n))
-                    patch += wire.bytes
+                    wire.u32(UInt32(piece.length))
                 } else {
                     wire.u8(PatchOp.literalTag)
-                    wire.u32(UInt32(n))
-                    patch += wire.bytes
-                    let at = patch.count
-                    patch += [UInt8](repeating: 0, count: n)
-                    let from = piece.offset
-                    let got = try patch.withUnsafeMutableBytes { raw in
-                        try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[at..<(at + n)]), at: from)
-                    }
-                    guard got == n else { throw Self.grew(item.label) }
-                    literal += n
+                    wire.u32(UInt32(piece.length))
+                    let from = Int(piece.offset - start)
+                    wire.bytes += UnsafeRawBufferPointer(rebasing: data[from..<(from + piece.length)])
+                    literal += piece.length
                 }
             }
+            patch = wire.bytes
+            // A chunk that changed since its digest was taken makes the receiver ask for it again (below).
             guard let digest = digests.chunks[chunk] else {
                 throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
             }
-            if literal == count || patch.count > chunkSize {
+            if literal == data.count || patch.count > chunkSize {
                 // Nothing to copy: the chunk goes as it is (compressed when that pays).
-                let got = try buffer.withUnsafeMutableBytes { raw in
-                    try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: start)
-                }
-                guard got == count else { throw Self.grew(item.label) }
-                try buffer.withUnsafeBytes { raw in
-                    let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<count])
-                    try sendChunk(bytes, index: chunk, digest: digest, packed: compressor?.compress(bytes))
-                }
-                continue
+                try sendChunk(data, index: chunk, digest: digest, packed: compressor?.compress(data))
+                return
             }
             try readAnswers()
             try send {
@@ -316,36 +358,29 @@ public final class SenderDriver {
                 }
             }
             summary.wireBytes += UInt64(patch.count)
-            summary.bytes += UInt64(count)
-            summary.patchedBytes += UInt64(count - literal)
-            events(.progress(bytes: count))
+            summary.bytes += UInt64(data.count)
+            summary.patchedBytes += UInt64(data.count - literal)
+            events(.progress(bytes: data.count))
         }
         try send { try channel.send(.deltaEnd, DeltaEnd(item: item.id)) }
         let result = try MessageCoding.decode(DeltaResult.self, from: try awaitFrame(.deltaResult))
         guard result.item == item.id else {
             throw ProtocolError(.badMessage, "the receiver ended the patches of \(result.item), not \(item.id)")
         }
-        let redo = try ChunkMath.indices(result.redo, limit: chunks)
-        for chunk in redo.sorted() where !held.contains(chunk) {
-            let start = UInt64(chunk) * UInt64(chunkSize)
-            let count = length(of: chunk, size: size)
-            let got = try buffer.withUnsafeMutableBytes { raw in
-                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), at: start)
-            }
-            guard got == count else { throw Self.grew(item.label) }
-            let digest = try buffer.withUnsafeBytes { raw in
-                hasher.digest(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
-            }
-            guard digest == digests.chunks[chunk] else {
-                throw ProtocolError(.sourceChanged, "\(item.label) changed while it was being sent; run the command again")
-            }
-            try buffer.withUnsafeBytes { raw in
-                try sendChunk(UnsafeRawBufferPointer(rebasing: raw[0..<count]), index: chunk, digest: digest, packed: nil)
+        let redo = try ChunkMath.indices(result.redo, limit: chunks).subtracting(held)
+        if !redo.isEmpty {
+            try eachChunk(bytes, size: size, label: item.label, wanted: { redo.contains($0) }) { chunk, data in
+                let digest = hasher.digest(data)
+                guard digest == digests.chunks[chunk] else {
+                    throw ProtocolError(
+                        .sourceChanged, "\(item.label) changed while it was being sent; run the command again")
+                }
+                try sendChunk(data, index: chunk, digest: digest, packed: compressor?.compress(data))
             }
         }
         summary.redone += redo.count
         events(.finished(item: index))
-        try source.checkUnchanged()
+        if case .positional(let source) = bytes { try source.checkUnchanged() }
         guard let root = digests.root(using: hasher) else {
             throw ProtocolError(.internalError, "a digest of \(item.label) is missing")
         }
@@ -361,6 +396,11 @@ public final class SenderDriver {
                 .sourceChanged, "\(item.label) changed since it was offered; run the command again to send it")
         }
         let size = offered.size ?? source.size
+        if let basis = bases.removeValue(forKey: item.id), let size, offered.size != nil {
+            return try streamDelta(
+                .sequential(source), size: size, basis: basis, item: item, index: index, held: verified,
+                number: number, hasher: hasher)
+        }
         let chunks = size.map { ChunkMath.count(size: $0, chunkSize: chunkSize) }
         let held = chunks.map { count in verified.filter { $0 < count } } ?? []
         let heldBytes = size.map { size in held.reduce(UInt64(0)) { $0 + UInt64(length(of: $1, size: size)) } } ?? 0

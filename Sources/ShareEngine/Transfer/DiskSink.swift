@@ -80,9 +80,20 @@ final class DiskSink: ItemSink {
     /// The file this sender last delivered under the name the item would get, when a later version of it comes:
     /// with its index (cached while the file is unchanged), to receive the item as a delta against it.
     func basis(item: OfferItem, representation: OfferedRepresentation, hasher: ChunkHasher) -> ItemBasis? {
-        guard let versions = options.versions, options.keptFor == nil, !Self.isArchive(representation),
-            let size = representation.size, size >= Delta.minimumSize
+        guard let versions = options.versions, options.keptFor == nil, let size = representation.size,
+            size >= Delta.minimumSize
         else { return nil }
+        if Self.isArchive(representation) {
+            // A folder: the one this sender delivered last under the same name, as a tar stream.
+            let name = FileNamesOnDisk.sanitize(representation.suggestedFileName ?? item.label, fallback: "folder")
+            guard let (placed, _) = versions.delivered(target: store.folder, sender: sender, name: name, kind: .directory)
+            else { return nil }
+            return versions.folderBasis(target: store.folder, name: placed, hasher: hasher).map {
+                var index = $0.index
+                index.item = item.id
+                return ItemBasis(index: index, open: $0.open)
+            }
+        }
         let name = savedName(item: item, chosen: representation, fileName: nil)
         guard let (placed, info) = versions.delivered(target: store.folder, sender: sender, name: name),
             var index = versions.index(target: store.folder, name: placed, info: info, hasher: hasher)
@@ -205,7 +216,9 @@ final class DiskSink: ItemSink {
             return Ack(item: item.id, outcome: "imported")
         }
         let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
-        return try saved(partial.place(as: name), item: item, type: chosen.contentType, size: done.size)
+        let placed = try partial.place(as: name)
+        if options.keptFor == nil { remember(name, placed: placed) }
+        return try saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 
     private func saved(_ name: String, item: OfferItem, type: String, size: UInt64) -> Ack {

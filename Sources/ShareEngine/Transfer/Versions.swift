@@ -1,4 +1,5 @@
 import Foundation
+import ShareArchive
 import ShareDisk
 import ShareProtocol
 import ShareTLS
@@ -31,20 +32,22 @@ package final class Versions: Sendable {
 
     /// `sender`'s item saved as `placed` under the name it asked for (`name`) in `target`.
     func recordDelivery(target: Directory, sender: DeviceID, name: String, placed: String) {
-        guard let info = target.info(placed), info.kind == .file else { return }
+        guard let info = target.info(placed), info.kind == .file || info.kind == .directory else { return }
         let record = Record(name: placed, size: info.size, inode: info.inode)
         guard let bytes = try? JSONEncoder().encode(record) else { return }
         try? folder.writeAtomically(
             "\(Self.key(target: target, sender: sender, name: name)).delivered", Array(bytes), durable: false)
     }
 
-    /// The file `sender` last delivered under `name` into `target`, if it is still there as a file.
-    func delivered(target: Directory, sender: DeviceID, name: String) -> (name: String, info: FileInfo)? {
+    /// The file (or folder) `sender` last delivered under `name` into `target`, if it is still there as one.
+    func delivered(target: Directory, sender: DeviceID, name: String, kind: FileInfo.Kind = .file)
+        -> (name: String, info: FileInfo)?
+    {
         guard
             let bytes = try? folder.readFile(
                 "\(Self.key(target: target, sender: sender, name: name)).delivered", limit: 64 << 10),
             let record = try? JSONDecoder().decode(Record.self, from: Data(bytes)),
-            let info = target.info(record.name), info.kind == .file
+            let info = target.info(record.name), info.kind == kind
         else { return nil }
         return (record.name, info)
     }
@@ -91,6 +94,41 @@ package final class Versions: Sendable {
         return BasisFile(file)
     }
 
+    /// A folder delivered earlier, as the tar stream its sender would make of it now (entries in the same order,
+    /// times and modes as extracted): written once to a file that is removed at once and read while it is open, and
+    /// indexed as it is written. A folder changed since is simply a basis that matches less.
+    func folderBasis(target: Directory, name: String, hasher: ChunkHasher) -> ItemBasis? {
+        guard let plan = try? ArchivePlan.folder(URL(fileURLWithPath: target.path + "/" + name)),
+            plan.streamSize >= Delta.minimumSize
+        else { return nil }
+        let temporary = "folder-\(UUID().uuidString).tar"
+        guard let file = try? folder.openFile(temporary, .create) else { return nil }
+        _ = try? folder.remove(temporary)
+        var builder = BasisIndex.Builder(item: "", size: plan.streamSize, hasher: hasher)
+        var offset: UInt64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        do {
+            let writer = try ArchiveWriter { bytes in
+                try file.write(bytes, at: offset)
+                offset += UInt64(bytes.count)
+                builder.feed(bytes)
+            }
+            try plan.write(to: writer, buffer: buffer)
+            try writer.finish()
+        } catch {
+            file.close()
+            return nil
+        }
+        let index = builder.finish()
+        guard index.size == offset, index.groups.count <= Delta.maxGroups else {
+            file.close()
+            return nil
+        }
+        let reader = BasisFile(file, closes: false)
+        return ItemBasis(index: index) { reader }
+    }
+
     /// Removes records and indexes nobody used for `maxAge`.
     func removeStale() {
         let now = Int64(Date().timeIntervalSince1970)
@@ -104,7 +142,12 @@ package final class Versions: Sendable {
 /// A basis file open for reading.
 final class BasisFile: BasisReader {
     let file: OpenFile
-    init(_ file: OpenFile) { self.file = file }
+    /// False when the file outlives this reader (a folder's stream, read again for each patch).
+    let closes: Bool
+    init(_ file: OpenFile, closes: Bool = true) {
+        self.file = file
+        self.closes = closes
+    }
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
         var filled = 0
         while filled < buffer.count {
@@ -115,5 +158,5 @@ final class BasisFile: BasisReader {
         }
         return filled
     }
-    func close() { file.close() }
+    func close() { if closes { file.close() } }
 }
