@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+extension EndToEnd {
+    /// A file or folder sent again after an edit: only what changed crosses (counted on the link, by a proxy), the
+    /// result is the new version byte for byte, and an older peer still gets it whole.
+    @Suite(.serialized) struct DeltaEndToEndTests {
+        static let size = 16 << 20
+
+        /// Sends `path` through a counting proxy; returns the sender's summary and the bytes that crossed to the
+        /// receiver.
+        func send(
+            _ laptop: TestDevice, _ desk: TestDevice, _ path: URL, inbox: URL, extra: [String] = []
+        ) throws -> (summary: [String: Any], wire: Int) {
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            defer { receiver.stop() }
+            let proxy = try TCPProxy(upstreamPort: port)
+            defer { proxy.stop() }
+            let sent = laptop.run(["send", path.path, "--to", "127.0.0.1:\(proxy.port)", "--json"] + extra)
+            #expect(sent.status == 0, "\(sent.stderr)")
+            #expect(receiver.wait(timeout: 60) == 0, "\(receiver.stderr.text)")
+            return (try #require(summary(sent.stdout)), proxy.forwarded)
+        }
+
+        func edit(_ file: URL, at offset: UInt64, bytes count: Int) throws {
+            let handle = try FileHandle(forWritingTo: file)
+            defer { try? handle.close() }
+            try handle.seek(toOffset: offset)
+            handle.write(Data((0..<count).map { _ in UInt8.random(in: 0...255) }))
+        }
+
+        @Test func aFileSentAgainCrossesAsWhatChanged() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("disk.img")
+            try makeFile(file, size: Self.size)
+            let first = try send(laptop, desk, file, inbox: inbox)
+            #expect(first.wire > Self.size)
+            try edit(file, at: 5_000_000, bytes: 256 << 10)
+            let second = try send(laptop, desk, file, inbox: inbox)
+            let received = inbox.appendingPathComponent("disk (2).img")
+            #expect(FileManager.default.contentsEqual(atPath: received.path, andPath: file.path))
+            // The earlier version is untouched: the new one was assembled beside it.
+            #expect(!FileManager.default.contentsEqual(atPath: inbox.appendingPathComponent("disk.img").path, andPath: file.path))
+            #expect(second.wire < 600 << 10, "\(second.wire) bytes crossed")
+            let fromBasis = try #require(second.summary["bytesFromEarlierVersion"] as? Int)
+            #expect(fromBasis > Self.size - (1 << 20))
+            // The next version is patched against the latest one.
+            try edit(file, at: 100, bytes: 1000)
+            let third = try send(laptop, desk, file, inbox: inbox)
+            #expect(third.wire < 200 << 10, "\(third.wire) bytes crossed")
+            #expect(
+                FileManager.default.contentsEqual(
+                    atPath: inbox.appendingPathComponent("disk (3).img").path, andPath: file.path))
+        }
+
+        /// `--whole-file` sends a hello without delta, as an older share does: the file crosses whole.
+        @Test func aSenderWithoutDeltaSendsTheWholeFile() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("disk.img")
+            try makeFile(file, size: 4 << 20)
+            _ = try send(laptop, desk, file, inbox: inbox)
+            try edit(file, at: 1_000_000, bytes: 4096)
+            let again = try send(laptop, desk, file, inbox: inbox, extra: ["--whole-file"])
+            #expect(again.wire > 4 << 20)
+            #expect(again.summary["bytesFromEarlierVersion"] as? Int == 0)
+            #expect(
+                FileManager.default.contentsEqual(
+                    atPath: inbox.appendingPathComponent("disk (2).img").path, andPath: file.path))
+        }
+
+        /// A folder sent again: its changed and new files cross, the deleted ones are gone from the new copy.
+        @Test func aFolderSentAgainCrossesAsWhatChanged() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let folder = try laptop.folder("Trip")
+            try FileManager.default.createDirectory(
+                at: folder.appendingPathComponent("days"), withIntermediateDirectories: true)
+            for n in 0..<60 { try makeFile(folder.appendingPathComponent("days/photo\(n).jpg"), size: 100_000 + n) }
+            _ = try send(laptop, desk, folder, inbox: inbox)
+            try edit(folder.appendingPathComponent("days/photo7.jpg"), at: 5000, bytes: 2000)
+            try FileManager.default.removeItem(at: folder.appendingPathComponent("days/photo8.jpg"))
+            try makeFile(folder.appendingPathComponent("days/new.jpg"), size: 30_000)
+            let again = try send(laptop, desk, folder, inbox: inbox)
+            #expect(again.wire < 120 << 10, "\(again.wire) bytes crossed for 32 KB changed")
+            let copy = inbox.appendingPathComponent("Trip (2)")
+            let listing = try FileManager.default.contentsOfDirectory(atPath: copy.appendingPathComponent("days").path)
+            #expect(listing.count == 60)
+            #expect(!listing.contains("photo8.jpg"))
+            for name in ["photo7.jpg", "new.jpg", "photo30.jpg"] {
+                #expect(
+                    FileManager.default.contentsEqual(
+                        atPath: copy.appendingPathComponent("days/\(name)").path,
+                        andPath: folder.appendingPathComponent("days/\(name)").path), "\(name)")
+            }
+        }
+
+        /// The receiver is killed in the middle of a delta: the next send resumes it (what was verified stays, the
+        /// rest is patched again) and the result is the new version.
+        @Test func aDeltaCutByAKillResumes() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let file = try laptop.folder("src").appendingPathComponent("disk.img")
+            let size = 32 << 20
+            try makeFile(file, size: size)
+            _ = try send(laptop, desk, file, inbox: inbox)
+            // Every other 256 KiB changed: half the file crosses.
+            for n in stride(from: 0, to: size, by: 512 << 10) { try edit(file, at: UInt64(n), bytes: 256 << 10) }
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            let proxy = try TCPProxy(upstreamPort: port)
+            proxy.bytesPerSecond = 8 << 20
+            proxy.stallAfter = size / 2 - (1 << 20)
+            let sender = try laptop.background([
+                "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K", "--quiet",
+            ])
+            let reached = waitUntil(timeout: 60) { ledgerChunkCount(inbox) >= 40 || !sender.process.isRunning }
+            #expect(reached)
+            kill(receiver.pid, SIGKILL)
+            _ = sender.wait(timeout: 30)
+            _ = receiver.wait(timeout: 30)
+            proxy.stop()
+            let held = ledgerChunkCount(inbox)
+            #expect(held >= 40)
+            let again = try send(laptop, desk, file, inbox: inbox, extra: ["--chunk-size", "256K"])
+            let there = try #require(again.summary["bytesAlreadyThere"] as? Int)
+            #expect(there == held * (256 << 10))
+            // What was held is not sent again: at most the other half of the changes, and the patches' overhead.
+            #expect(again.wire < size / 2 - there / 2 + (2 << 20), "\(again.wire) bytes crossed, \(there) held")
+            #expect(
+                FileManager.default.contentsEqual(
+                    atPath: inbox.appendingPathComponent("disk (2).img").path, andPath: file.path))
+        }
+    }
+}
