@@ -26,6 +26,8 @@ package final class Agent: Sendable {
     package let inbox: AgentInbox
     package let listener: Listener
     package let outbox: Outbox
+    /// Queues the mirror jobs again when their folders change.
+    let mirrors: MirrorWatcher
     /// The watches attached to this agent, and those it has seen.
     package let watches: WatchLinks
     let router: PeerRouter
@@ -92,6 +94,7 @@ package final class Agent: Sendable {
                 job, device: device, watches: watches, reach: reach, cancellation: cancellation, progress: progress)
         }
         router.outbox = outbox
+        mirrors = MirrorWatcher(outbox: outbox)
         control = try ControlServer(path: ControlClient.socketPath(device.paths))
         var heard: Discovery?
         if let discovery {
@@ -127,7 +130,7 @@ package final class Agent: Sendable {
     package func services(with others: [any AgentPart] = []) -> [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
-            PartService(courier), PartService(control),
+            PartService(mirrors), PartService(courier), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
         if let localSend { services.append(PartService(localSend)) }

@@ -36,7 +36,12 @@ struct ControlAPI {
             agent.courier.wake()
             return ControlResponse(ok: true)
         case .wait(let id, let timeout):
-            guard let job = agent.outbox.wait(for: id, timeout: timeout ?? 86_400) else {
+            let mirror = agent.outbox.all.first(where: { $0.id == id })?.mirror != nil
+            let found =
+                mirror
+                ? agent.outbox.waitMirrored(id, timeout: timeout ?? 86_400)
+                : agent.outbox.wait(for: id, timeout: timeout ?? 86_400)
+            guard let job = found else {
                 return .failure("no job \(id)")
             }
             var response = ControlResponse(ok: true)
@@ -113,7 +118,20 @@ enum OutboxRunner {
             let trust = try TrustStore.load(device.paths.trustFile)
             // The items are made again at each attempt: files and folders may have changed or gone.
             let makeItems: (PeerRelation) throws -> [OutgoingItem]
-            if let queued = job.items {
+            var mirrorPlan: MirrorPlan?
+            var mirrorItems: [OutgoingItem] = []
+            if let mirror = job.mirror {
+                // What changed in the folder since the device last acknowledged an update.
+                let plan = try MirrorPlan(
+                    job: job, mirror: mirror, outbox: device.paths.state.appendingPathComponent("outbox"))
+                if plan.isEmpty { return .success(SendReport()) }
+                mirrorItems = try plan.items()
+                mirrorPlan = plan
+                let items = mirrorItems
+                makeItems = { _ in items }
+                log.info(
+                    "mirror update", metadata: ["files": "\(plan.changed.count)", "removed": "\(plan.removed.count)"])
+            } else if let queued = job.items {
                 let catalog = device.paths.profilesFile
                 makeItems = { _ in try queued.map { try $0.outgoing(catalogFile: catalog) } }
             } else {
@@ -130,7 +148,7 @@ enum OutboxRunner {
                 try items.add(profiles: job.profiles, all: job.allProfiles, catalogFile: device.paths.profilesFile)
                 makeItems = { try items.items(for: $0) }
             }
-            let report: SendReport
+            var report: SendReport
             if let fingerprint = job.localsend {
                 // A LocalSend device: found again by its fingerprint; away, the job waits like any other.
                 guard let phone = LocalSendSeen.load(device.paths).first(where: { $0.fingerprint == fingerprint })
@@ -158,6 +176,10 @@ enum OutboxRunner {
                 let session = SendSession(
                     device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
                 report = try session.run(to: target, trust: trust, makeItems: makeItems)
+            }
+            if let mirrorPlan {
+                mirrorPlan.commit(report, items: mirrorItems)
+                report.more = mirrorPlan.more
             }
             log.info(
                 "delivered",

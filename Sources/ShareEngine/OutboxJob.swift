@@ -15,8 +15,9 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     package enum State: String, Codable, Sendable {
         /// `delivered`: at least one item arrived (`refused` counts any that did not); `declined`: the receiver's
         /// user said no to every item; `refused`: the receiver refused every item (its limits, its types, its policy).
-        case queued, running, delivered, declined, refused, failed, cancelled
-        package var isFinal: Bool { ![.queued, .running].contains(self) }
+        /// `mirroring`: a mirror job with nothing left to send; it is queued again when its folder changes.
+        case queued, running, delivered, declined, refused, failed, cancelled, mirroring
+        package var isFinal: Bool { ![.queued, .running, .mirroring].contains(self) }
     }
 
     /// Whether a refusal's reason is a person's answer (the receiver writes "declined on NAME").
@@ -84,12 +85,14 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     /// into `STATE/outbox/<id>/`). Jobs of earlier versions describe theirs with `files`, `texts`, `urls` and
     /// `profiles` instead, which are still read.
     package var items: [QueuedItem]?
+    /// Set for `share mirror`: the folder whose copy on `to` this job keeps current (it never ends by itself).
+    package var mirror: MirrorJob?
 
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
             nextAttempt
         case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
-        case failuresWithoutProgress, finished, foreground, items, localsend, localsendPin
+        case failuresWithoutProgress, finished, foreground, items, localsend, localsendPin, mirror
         case forwarded = "relayed"
     }
 
@@ -99,12 +102,21 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     }
 
     package var summary: String {
+        if let mirror { return "mirror of \(mirror.folder)" }
         var parts = files.map { ($0 as NSString).lastPathComponent }
         parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (forwarded ?? []).map(\.label)
         parts += (items ?? []).map(\.label)
         if allProfiles { parts.append("all profiles") }
         return parts.joined(separator: ", ")
     }
+}
+
+/// What a mirror job keeps current: a folder (absolute path).
+package struct MirrorJob: Codable, Sendable, Equatable {
+    package var folder: String
+    package init(folder: String) { self.folder = folder }
+    /// The name the folder's copy gets on the receiver.
+    package var name: String { (folder as NSString).lastPathComponent }
 }
 
 /// An item received by the agent to pass on to its watch: where it is kept, and what it is.

@@ -25,6 +25,8 @@ public enum Capability: String, CaseIterable, Sendable {
     case revokeDevices = "revoke devices"
     /// Deliver signed trust notices (each is then judged on its own signature).
     case sendNotices = "deliver trust notices"
+    /// Keep a copy of one of its folders current on this device (`share mirror`): files replaced and removed in it.
+    case mirrorInto = "mirror a folder into this device"
 }
 
 /// Who is asking, when it is not a trusted device.
@@ -100,6 +102,11 @@ public enum AccessPolicy {
                 )
         case .lookUpByName:
             return team ? .allowed : .refused(notForwarded(localName))
+        case .mirrorInto:
+            return team
+                ? .allowed
+                : .refused(
+                    "\(localName) keeps mirrored folders only from its owner's devices (trust this one with --team)")
         case .sendForwarded:
             return team
                 ? .allowed

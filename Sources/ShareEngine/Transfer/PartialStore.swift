@@ -168,6 +168,15 @@ package final class PartialStore: Sendable {
         }
         throw ProtocolError(.storage, "no free name for \(wanted) in \(folder.path)")
     }
+
+    /// Moves `name` from the partials to `leaf` in `directory` (beneath the target folder), replacing what is there.
+    func place(_ name: String, into directory: Directory, as leaf: String) throws {
+        do {
+            try partials.rename(name, to: leaf, in: directory, replace: true)
+        } catch let error as DiskError {
+            throw ProtocolError(.storage, "cannot save \(leaf) in \(directory.path): \(error.message)")
+        }
+    }
 }
 
 /// What a sink keeps an item's bytes in until it is verified: a partial file, or memory for a small item.
@@ -179,6 +188,8 @@ protocol ReceivedBytes: AnyObject {
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
     func place(as name: String, mode: mode_t) throws -> String
+    /// Moves the verified file to `leaf` in `directory`, replacing what is there (a mirrored folder's copy).
+    func place(into directory: Directory, as leaf: String, mode: mode_t) throws
     func discard()
     func suspend()
 }
@@ -262,9 +273,31 @@ final class SmallPartial: ReceivedBytes {
         self.durable = durable
     }
 
+    func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
+        if let spilled { return try spilled.place(into: directory, as: leaf, mode: mode) }
+        let part = try writePart(mode: mode)
+        do {
+            try store.place(part, into: directory, as: leaf)
+        } catch {
+            _ = try? store.partials.remove(part)
+            throw error
+        }
+    }
+
     /// Writes the verified bytes into a partial file of its own and moves it into the target folder.
     func place(as name: String, mode: mode_t) throws -> String {
         if let spilled { return try spilled.place(as: name, mode: mode) }
+        let part = try writePart(mode: mode)
+        do {
+            return try store.place(part, as: name)
+        } catch {
+            _ = try? store.partials.remove(part)
+            throw error
+        }
+    }
+
+    /// The verified bytes in a partial file of their own; returns its name.
+    private func writePart(mode: mode_t) throws -> String {
         let part = "\(key)-\(UInt32.random(in: 0...UInt32.max)).part"
         do {
             let file = try store.partials.openFile(part, .create, mode: mode)
@@ -278,12 +311,7 @@ final class SmallPartial: ReceivedBytes {
             }
             throw ProtocolError(.storage, "the receiver cannot write: \(error.message)")
         }
-        do {
-            return try store.place(part, as: name)
-        } catch {
-            _ = try? store.partials.remove(part)
-            throw error
-        }
+        return part
     }
 
     func discard() {
@@ -427,6 +455,16 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         journal.remove()
         release()
         return placed
+    }
+
+    func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
+        file.setMode(mode)
+        close()
+        try store.place("\(key).part", into: directory, as: leaf)
+        ended = true
+        _ = try? store.partials.remove("\(key).json")
+        journal.remove()
+        release()
     }
 
     func complete(done: Done) throws -> Ack {

@@ -26,6 +26,11 @@ package struct SendReport: Sendable {
     package var seconds: Double = 0
     /// How the session went: `direct`, or `via relay HOST`.
     package var route: SessionRoute = .direct
+    /// A mirror job's attempt that sent one batch of several: the next batch follows at once.
+    package var more = false
+
+    /// Nothing sent (a mirror with nothing changed).
+    package init() {}
 
     /// A send to a LocalSend device, as the outbox records it.
     package init(localSend report: LocalSendSend.Report) {
@@ -188,6 +193,9 @@ package final class SendSession: Sendable {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
         }
+        if items.contains(where: { $0.mirror != nil }), !(session.peerHello.features ?? []).contains(MirrorEntry.feature) {
+            throw ProtocolError(.refused, "\(peerName) does not keep mirrored folders; update share on it")
+        }
         let start = ContinuousClock.now
         let decodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
         let driver = SenderDriver(
@@ -312,7 +320,9 @@ package final class ReceiveSession: Sendable {
 
     /// The hello this receiver answers with: its name and accept list.
     package static func hello(name: String, accept: AcceptList) -> Hello {
-        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"], features: [Delta.feature])
+        Hello(
+            name: name, role: .cli, accept: accept, compression: ["zstd"],
+            features: [Delta.feature, MirrorEntry.feature])
     }
 
     /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
@@ -326,9 +336,18 @@ package final class ReceiveSession: Sendable {
         defer { store.removeIfEmpty() }
         // An item passed on for another device names its origin; only the owner's own devices are believed.
         let forwarded = AccessPolicy.decide(.sendForwarded, peer: peer, localName: "this device")
+        let mirrorInto = AccessPolicy.decide(.mirrorInto, peer: peer, localName: "this device")
         let policy = ReceiverMachine.Policy(
             maxItemSize: options.maxSize, freeSpace: store.folder.freeSpace,
-            refuse: { item in
+            refuse: { [options] item in
+                if item.mirror != nil {
+                    // A mirrored folder's files replace and remove files: only where the policy lets this device,
+                    // and only into a folder (not a program, not a watch's spool).
+                    guard options.versions != nil, options.handOver == nil, options.keptFor == nil else {
+                        return "this receiver does not keep mirrored folders; send them to its agent or share receive"
+                    }
+                    if case .refused(let reason) = mirrorInto { return reason }
+                }
                 guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
                 return reason
             },

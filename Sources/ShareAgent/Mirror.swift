@@ -1,0 +1,145 @@
+import CoreTransferable
+import Foundation
+import Glibc
+import ShareDisk
+import ShareEngine
+import ShareNet
+import ShareProtocol
+import ShareThreads
+import ShareTrust
+
+/// A file of a mirrored folder as the sender last saw it: what tells a change (as rsync's quick check and
+/// Syncthing's scanner do) and a rename (the same inode, size and time under another name).
+struct MirrorStamp: Codable, Equatable, Sendable {
+    var size: UInt64
+    var modified: Int64
+    var nanoseconds: Int
+    var inode: UInt64
+}
+
+/// The sending side of `share mirror`: what changed in the folder since the last update the device acknowledged,
+/// as the items of one attempt of its outbox job. The files delivered are remembered beside the job
+/// (`STATE/outbox/<id>.mirror.json`), so an agent restarted or a device that was away catches up with what it
+/// missed, and nothing is sent twice.
+struct MirrorPlan {
+    /// Files per attempt: a large first update goes in batches (an offer holds at most 10,000 items).
+    static let batch = 1000
+
+    let job: OutboxJob
+    let folder: URL
+    let manifestFile: URL
+    /// What the device holds, as last acknowledged.
+    var delivered: [String: MirrorStamp]
+    /// The folder now.
+    let now: [String: MirrorStamp]
+    /// Files to send (path, and where it was before a rename), and paths removed.
+    var changed: [(path: String, was: String?)] = []
+    var removed: [String] = []
+    var more = false
+
+    init(job: OutboxJob, mirror: MirrorJob, outbox: URL) throws {
+        self.job = job
+        folder = URL(fileURLWithPath: mirror.folder, isDirectory: true)
+        manifestFile = outbox.appendingPathComponent("\(job.id).mirror.json")
+        delivered =
+            (try? Data(contentsOf: manifestFile)).flatMap { try? JSONDecoder().decode([String: MirrorStamp].self, from: $0) }
+            ?? [:]
+        var info = stat()
+        guard stat(mirror.folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw ShareFailure(.noInput, "the mirrored folder \(mirror.folder) is gone; cancel the job (share cancel \(job.id))")
+        }
+        now = Self.scan(mirror.folder)
+        let gone = delivered.keys.filter { now[$0] == nil }.sorted()
+        var byStamp: [MirrorStamp: String] = [:]
+        for path in gone { byStamp[delivered[path]!] = path }
+        for (path, stamp) in now.sorted(by: { $0.key < $1.key }) where delivered[path] != stamp {
+            if changed.count == Self.batch {
+                more = true
+                break
+            }
+            changed.append((path, byStamp[stamp]))
+        }
+        // Removals go after the files (a renamed file's bytes are taken from its old name first), and only with
+        // the last batch.
+        removed = more ? [] : gone
+    }
+
+    var isEmpty: Bool { changed.isEmpty && removed.isEmpty }
+
+    /// The items of this attempt: each changed file as itself, then the list of removed paths.
+    func items() throws -> [OutgoingItem] {
+        var files = SendItems()
+        try files.add(paths: changed.map { folder.appendingPathComponent($0.path) })
+        var items = try files.items(for: AccessPolicy.visibilityBeforeTheReceiverIsKnown)
+        guard items.count == changed.count else {
+            throw ShareFailure(.failure, "the mirrored folder changed while its update was made; it is made again")
+        }
+        let name = (folder.path as NSString).lastPathComponent
+        for index in items.indices {
+            items[index].mirror = MirrorEntry(folder: name, path: changed[index].path, was: changed[index].was)
+            items[index].label = "\(name)/\(changed[index].path)"
+        }
+        if !removed.isEmpty {
+            let list = try JSONEncoder().encode(removed)
+            var item = OutgoingItem(
+                id: "mirror-removals-" + String(job.id.prefix(12)), label: "\(removed.count) removed from \(name)",
+                representations: [
+                    OutgoingRepresentation(
+                        offered: OfferedRepresentation(contentType: "public.json", kind: .data, size: UInt64(list.count))
+                    ) { .data(list) }
+                ])
+            item.mirror = MirrorEntry(folder: name, path: nil)
+            items.append(item)
+        }
+        return items
+    }
+
+    /// Remembers what the device acknowledged: the files it holds now as they were scanned, the removals applied.
+    func commit(_ report: SendReport, items: [OutgoingItem]) {
+        let acknowledged = Set(report.delivered.map(\.ack.item))
+        var holds = delivered
+        for item in items where acknowledged.contains(item.id) {
+            guard let mirror = item.mirror else { continue }
+            if let path = mirror.path {
+                holds[path] = now[path]
+            } else {
+                for path in removed { holds[path] = nil }
+            }
+        }
+        guard let data = try? JSONEncoder().encode(holds) else { return }
+        try? AtomicFile.write(data, to: manifestFile, mode: 0o600, durable: false)
+    }
+
+    /// Every regular file beneath `root` (links, devices and the like are not mirrored), by relative path.
+    static func scan(_ root: String) -> [String: MirrorStamp] {
+        var result: [String: MirrorStamp] = [:]
+        var pending: [(String, String)] = [(root, "")]
+        while let (directory, relative) = pending.popLast() {
+            guard let dir = opendir(directory) else { continue }
+            defer { closedir(dir) }
+            let fd = dirfd(dir)
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if name == "." || name == ".." { continue }
+                var info = stat()
+                guard fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+                let path = relative.isEmpty ? name : relative + "/" + name
+                switch info.st_mode & S_IFMT {
+                case S_IFREG:
+                    result[path] = MirrorStamp(
+                        size: UInt64(info.st_size), modified: Int64(info.st_mtim.tv_sec),
+                        nanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino))
+                case S_IFDIR:
+                    pending.append((directory + "/" + name, path))
+                default:
+                    continue
+                }
+            }
+        }
+        return result
+    }
+}
+
+extension MirrorStamp: Hashable {}
