@@ -15,6 +15,16 @@ struct ControlAPI {
     func answer(_ request: ControlRequest) -> ControlResponse {
         switch request {
         case .send(let job):
+            if let mirror = job.mirror,
+                let existing = agent.outbox.all.first(where: {
+                    $0.mirror == mirror && $0.to.lowercased() == job.to.lowercased() && !$0.state.isFinal
+                })
+            {
+                // One job per folder and device: asking again answers with the one that runs.
+                var response = ControlResponse(ok: true)
+                response.job = existing
+                return response
+            }
             do {
                 try agent.outbox.add(job)
             } catch {

@@ -110,6 +110,8 @@ package final class MirrorWatcher: AgentPart, Sendable {
             let folder = job.mirror!.folder
             watches.jobs[job.id] = (folder, [])
             addTree(fd, job: job.id, path: folder, &watches)
+            // What changed before the watches were in place is found by a scan.
+            outbox.poke(job.id)
         }
     }
 
