@@ -165,6 +165,8 @@ let package = Package(
             path: "Benchmarks/TLSBenchmark"),
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
+        .executableTarget(
+            name: "share-bench-delta", dependencies: ["ShareProtocol", "ShareNet"], path: "Benchmarks/DeltaBenchmark"),
         .target(
             name: "ShareFuzzTargets",
             dependencies: [

@@ -7,6 +7,12 @@ every file and byte of the folder (state idle, nothing needed; Syncthing counts 
 receiver-peak-rss-kib", or "inf 0 0" when the limit passes first. Syncthing's folder marker is left out of DST after.
 
 Usage: bench_syncthing.py WORK SENDER-NS SENDER-ADDR RECEIVER-NS RECEIVER-ADDR SRC DST LIMIT-SECONDS
+
+--delta (scripts/bench-delta.sh): the two devices first bring DST in sync with SRC (not timed); then EDIT (a shell
+command) changes SRC, the sender is asked to rescan, and the clock runs until DST holds exactly what SRC holds.
+Prints "seconds bytes", the bytes being what COUNTER (a shell command printing the link's byte count) grew by.
+Both devices may share one namespace and address (loopback): they then listen on ports of their own.
+Usage: bench_syncthing.py --delta WORK SENDER-NS SENDER-ADDR RECEIVER-NS RECEIVER-ADDR SRC DST LIMIT EDIT COUNTER
 """
 
 import json
@@ -15,17 +21,22 @@ import shutil
 import subprocess
 import sys
 import time
+import filecmp
 import xml.etree.ElementTree as ET
 
-work, sender_ns, sender_addr, receiver_ns, receiver_addr, src, dst, limit = sys.argv[1:9]
+delta = sys.argv[1] == "--delta"
+arguments = sys.argv[2:] if delta else sys.argv[1:]
+work, sender_ns, sender_addr, receiver_ns, receiver_addr, src, dst, limit = arguments[:8]
+edit, counter = arguments[8:10] if delta else (None, None)
 limit = float(limit)
 FOLDER = "bench"
-PORT = 22000
-GUI = 8384
+# Ports of the sender and the receiver (distinct when they share an address).
+PORTS = {"sender": (22000, 8384), "receiver": (22001 if sender_addr == receiver_addr else 22000,
+                                                8385 if sender_addr == receiver_addr else 8384)}
 
 
 def inside(ns, *command):
-    return ["ip", "netns", "exec", ns, *command]
+    return ["ip", "netns", "exec", ns, *command] if ns else list(command)
 
 
 def generate(home):
@@ -41,7 +52,8 @@ def generate(home):
     return out
 
 
-def configure(home, me, my_addr, peer, peer_addr, path, kind, marker, dials):
+def configure(home, me, my_addr, peer, peer_addr, path, kind, marker, dials, mine, theirs):
+    PORT, GUI = mine
     config = os.path.join(home, "config.xml")
     tree = ET.parse(config)
     root = tree.getroot()
@@ -64,7 +76,7 @@ def configure(home, me, my_addr, peer, peer_addr, path, kind, marker, dials):
     })
     # One side dials: two simultaneous dials over a long round trip can end with neither connection kept, and the next
     # attempt comes a minute later.
-    ET.SubElement(device, "address").text = f"tcp://{peer_addr}:{PORT}" if dials else "dynamic"
+    ET.SubElement(device, "address").text = f"tcp://{peer_addr}:{theirs[0]}" if dials else "dynamic"
     ET.SubElement(device, "autoAcceptFolders").text = "false"
     gui = root.find("gui")
     gui.set("tls", "false")
@@ -90,11 +102,11 @@ def configure(home, me, my_addr, peer, peer_addr, path, kind, marker, dials):
     return gui.findtext("apikey")
 
 
-def status(ns, addr, key):
+def status(ns, addr, key, gui):
     try:
         out = subprocess.run(
             inside(ns, "curl", "-sf", "-m", "2", "-H", f"X-API-Key: {key}",
-                   f"http://{addr}:{GUI}/rest/db/status?folder={FOLDER}"),
+                   f"http://{addr}:{gui}/rest/db/status?folder={FOLDER}"),
             capture_output=True, text=True, timeout=10,
         ).stdout
         return json.loads(out) if out else None
@@ -126,9 +138,12 @@ sender_home, receiver_home = os.path.join(work, "st-sender"), os.path.join(work,
 sender_id, receiver_id = generate(sender_home), generate(receiver_home)
 # The sender's marker is an entry the workload has (so SRC stays as every other tool sees it).
 marker = sorted(os.listdir(src))[0]
-configure(sender_home, sender_id, sender_addr, receiver_id, receiver_addr, src, "sendonly", marker, dials=False)
+sender_key = configure(
+    sender_home, sender_id, sender_addr, receiver_id, receiver_addr, src, "sendonly", marker, dials=False,
+    mine=PORTS["sender"], theirs=PORTS["receiver"])
 key = configure(
-    receiver_home, receiver_id, receiver_addr, sender_id, sender_addr, dst, "receiveonly", ".stfolder", dials=True)
+    receiver_home, receiver_id, receiver_addr, sender_id, sender_addr, dst, "receiveonly", ".stfolder", dials=True,
+    mine=PORTS["receiver"], theirs=PORTS["sender"])
 os.makedirs(os.path.join(dst, ".stfolder"), exist_ok=True)
 files, size = expected(src)
 # STMONITORED: no monitor process in front, so the peak RSS read is Syncthing's own.
@@ -142,17 +157,43 @@ processes = [
 ]
 done = None
 state = None
-try:
+
+
+def same_tree(a, b):
+    """Whether folder b holds exactly a's files with a's bytes (Syncthing's marker aside)."""
+    def listing(root):
+        return sorted(os.path.relpath(os.path.join(base, n), root) for base, dirs, names in os.walk(root)
+                      for n in names if ".stfolder" not in base)
+    names = listing(a)
+    return names == listing(b) and all(filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False)
+                                       for n in names)
+
+
+def wait_in_sync(files, size, check):
     while time.monotonic() - start < limit:
-        state = status(receiver_ns, receiver_addr, key)
+        state = status(receiver_ns, receiver_addr, key, PORTS["receiver"][1])
         if (state and state.get("state") == "idle" and state.get("globalFiles") == files
                 and state.get("localFiles") == files and state.get("globalBytes", 0) >= size
                 and state.get("localBytes") == state.get("globalBytes")
-                and state.get("needFiles") == 0 and state.get("needBytes") == 0):
-            done = time.monotonic() - start
-            break
+                and state.get("needFiles") == 0 and state.get("needBytes") == 0 and (not check or check())):
+            return time.monotonic() - start
         # Polling the receiver's REST API: Syncthing signals nothing this process could wait on.
-        time.sleep(0.1)
+        time.sleep(0.05)
+    return None
+
+
+try:
+    done = wait_in_sync(files, size, None)
+    if delta and done is not None:
+        subprocess.run(["sh", "-c", edit], check=True)
+        files, size = expected(src)
+        before = int(subprocess.run(["sh", "-c", counter], capture_output=True, text=True).stdout)
+        start = time.monotonic()
+        subprocess.run(
+            inside(sender_ns, "curl", "-sf", "-m", "5", "-X", "POST", "-H", f"X-API-Key: {sender_key}",
+                   f"http://{sender_addr}:{PORTS['sender'][1]}/rest/db/scan?folder={FOLDER}"), timeout=30)
+        done = wait_in_sync(files, size, lambda: same_tree(src, dst))
+        moved = int(subprocess.run(["sh", "-c", counter], capture_output=True, text=True).stdout) - before
     rss = [peak_kib(p.pid) for p in processes]
 finally:
     for p in processes:
@@ -169,4 +210,7 @@ if done is None:
     print(f"syncthing: no complete folder after {limit:.0f} s; receiver status {json.dumps(state)}", file=sys.stderr)
     with open(os.path.join(work, "syncthing.log")) as f:
         sys.stderr.writelines(f.readlines()[-15:])
-print(f"{done:.3f} {rss[0]} {rss[1]}" if done is not None else "inf 0 0")
+if delta:
+    print(f"{done:.3f} {moved}" if done is not None else "inf 0")
+else:
+    print(f"{done:.3f} {rss[0]} {rss[1]}" if done is not None else "inf 0 0")

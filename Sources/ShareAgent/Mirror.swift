@@ -42,11 +42,14 @@ struct MirrorPlan {
         folder = URL(fileURLWithPath: mirror.folder, isDirectory: true)
         manifestFile = outbox.appendingPathComponent("\(job.id).mirror.json")
         delivered =
-            (try? Data(contentsOf: manifestFile)).flatMap { try? JSONDecoder().decode([String: MirrorStamp].self, from: $0) }
+            (try? Data(contentsOf: manifestFile)).flatMap {
+                try? JSONDecoder().decode([String: MirrorStamp].self, from: $0)
+            }
             ?? [:]
         var info = stat()
         guard stat(mirror.folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw ShareFailure(.noInput, "the mirrored folder \(mirror.folder) is gone; cancel the job (share cancel \(job.id))")
+            throw ShareFailure(
+                .noInput, "the mirrored folder \(mirror.folder) is gone; cancel the job (share cancel \(job.id))")
         }
         now = Self.scan(mirror.folder)
         let gone = delivered.keys.filter { now[$0] == nil }.sorted()
@@ -85,7 +88,8 @@ struct MirrorPlan {
                 id: "mirror-removals-" + String(job.id.prefix(12)), label: "\(removed.count) removed from \(name)",
                 representations: [
                     OutgoingRepresentation(
-                        offered: OfferedRepresentation(contentType: "public.json", kind: .data, size: UInt64(list.count))
+                        offered: OfferedRepresentation(
+                            contentType: "public.json", kind: .data, size: UInt64(list.count))
                     ) { .data(list) }
                 ])
             item.mirror = MirrorEntry(folder: name, path: nil)

@@ -41,7 +41,8 @@ struct MirrorCommand: ParsableCommand {
             }
             guard ControlClient.agentIsRunning(device.paths) else {
                 throw ShareError(
-                    .unavailable, "share mirror is a job of the agent, which is not running; start it with: share agent")
+                    .unavailable, "share mirror is a job of the agent, which is not running; start it with: share agent"
+                )
             }
             var job = OutboxJob(to: peer.name)
             job.mirror = MirrorJob(folder: url.path)
@@ -55,7 +56,8 @@ struct MirrorCommand: ParsableCommand {
             guard let now = waited.job, now.state == .mirroring else {
                 let state = waited.job.map { "\($0.state.rawValue)" + ($0.lastError.map { ": \($0)" } ?? "") }
                 throw ShareError(
-                    .unavailable, "the copy on \(peer.name) is not current yet (\(state ?? "unknown")); the job goes on")
+                    .unavailable, "the copy on \(peer.name) is not current yet (\(state ?? "unknown")); the job goes on"
+                )
             }
             tell("the copy on \(peer.name) is current")
         }

@@ -29,10 +29,13 @@ import Testing
         .unknown: [],
         .trusted: [.ping, .sendToInbox, .sendNotices],
         .group: [.ping, .sendToInbox, .sendNotices],
-        .team: [.ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .lookUpByName, .sendForwarded],
+        .team: [
+            .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .lookUpByName, .sendForwarded,
+            .mirrorInto,
+        ],
         .watch: [
             .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .attachAsWatch, .lookUpByName,
-            .sendForwarded,
+            .sendForwarded, .mirrorInto,
         ],
     ]
 

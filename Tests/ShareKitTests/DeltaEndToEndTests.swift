@@ -41,7 +41,9 @@ extension EndToEnd {
             let received = inbox.appendingPathComponent("disk (2).img")
             #expect(FileManager.default.contentsEqual(atPath: received.path, andPath: file.path))
             // The earlier version is untouched: the new one was assembled beside it.
-            #expect(!FileManager.default.contentsEqual(atPath: inbox.appendingPathComponent("disk.img").path, andPath: file.path))
+            #expect(
+                !FileManager.default.contentsEqual(
+                    atPath: inbox.appendingPathComponent("disk.img").path, andPath: file.path))
             #expect(second.wire < 600 << 10, "\(second.wire) bytes crossed")
             let fromBasis = try #require(second.summary["bytesFromEarlierVersion"] as? Int)
             #expect(fromBasis > Self.size - (1 << 20))

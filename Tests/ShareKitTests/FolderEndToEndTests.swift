@@ -42,7 +42,8 @@ extension EndToEnd {
                     to: source.appendingPathComponent("app\(index).log"))
             }
             try makeFile(source.appendingPathComponent("random.bin"), size: 4 << 20)
-            for flags in [[String](), ["--no-compress"]] {
+            // The second send is whole (the receiver holds the first, which would make it a delta).
+            for flags in [[String](), ["--no-compress", "--whole-file"]] {
                 let (receiver, port) = try desk.startReceive(into: inbox)
                 defer { receiver.stop() }
                 let sent = laptop.run(["send", source.path, "--to", "127.0.0.1:\(port)", "--json"] + flags)

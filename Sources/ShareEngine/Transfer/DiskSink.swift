@@ -99,7 +99,8 @@ final class DiskSink: ItemSink {
         if Self.isArchive(representation) {
             // A folder: the one this sender delivered last under the same name, as a tar stream.
             let name = FileNamesOnDisk.sanitize(representation.suggestedFileName ?? item.label, fallback: "folder")
-            guard let (placed, _) = versions.delivered(target: store.folder, sender: sender, name: name, kind: .directory)
+            guard
+                let (placed, _) = versions.delivered(target: store.folder, sender: sender, name: name, kind: .directory)
             else { return nil }
             return versions.folderBasis(target: store.folder, name: placed, hasher: hasher).map {
                 var index = $0.index
@@ -147,7 +148,9 @@ final class DiskSink: ItemSink {
                 partial.discard()
                 guard let paths = try? JSONDecoder().decode([String].self, from: Data(bytes)),
                     paths.allSatisfy({ MirrorEntry.components($0) != nil })
-                else { throw ProtocolError(.badMessage, "the list of files removed from \(mirror.folder) is not valid") }
+                else {
+                    throw ProtocolError(.badMessage, "the list of files removed from \(mirror.folder) is not valid")
+                }
                 let removed = copy.remove(paths)
                 progress.note(
                     "removed \(removed) file(s) from the mirrored \(mirror.folder)", event: "mirror-removed",
@@ -189,7 +192,7 @@ final class DiskSink: ItemSink {
             let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
             let placed = try partial.place(as: name, mode: 0o600)
             if options.keptFor == nil { remember(name, placed: placed) }
-            return try saved(placed, item: item, type: chosen.contentType, size: done.size)
+            return saved(placed, item: item, type: chosen.contentType, size: done.size)
         }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
             // A path from another machine names nothing here: the profile arrives without portrait and video
@@ -243,7 +246,7 @@ final class DiskSink: ItemSink {
         let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
         let placed = try partial.place(as: name, mode: 0o644)
         remember(name, placed: placed)
-        return try saved(placed, item: item, type: chosen.contentType, size: done.size)
+        return saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 
     /// Remembers which file a large item became, for a later version of it to arrive as a delta.

@@ -135,7 +135,8 @@ final class MirrorCopy {
     private func record(_ path: String, _ record: Record?) {
         records[path] = record
         guard let bytes = try? JSONEncoder().encode(Line(p: path, r: record)) else { return }
-        let file = (try? versions.folder.openFile(journalName, .update))
+        let file =
+            (try? versions.folder.openFile(journalName, .update))
             ?? (try? versions.folder.openFile(journalName, .create))
         guard let file else { return }
         defer { file.close() }

@@ -193,7 +193,9 @@ package final class SendSession: Sendable {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
         }
-        if items.contains(where: { $0.mirror != nil }), !(session.peerHello.features ?? []).contains(MirrorEntry.feature) {
+        if items.contains(where: { $0.mirror != nil }),
+            !(session.peerHello.features ?? []).contains(MirrorEntry.feature)
+        {
             throw ProtocolError(.refused, "\(peerName) does not keep mirrored folders; update share on it")
         }
         let start = ContinuousClock.now
