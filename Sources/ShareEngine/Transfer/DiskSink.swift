@@ -283,7 +283,7 @@ final class DiskSink: ItemSink {
         let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
         let placed = try partial.place(as: name)
         if options.keptFor == nil { remember(name, placed: placed) }
-        return try saved(placed, item: item, type: chosen.contentType, size: done.size)
+        return saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 
     private func saved(_ name: String, item: OfferItem, type: String, size: UInt64) -> Ack {
