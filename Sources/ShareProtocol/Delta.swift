@@ -17,8 +17,8 @@ public enum Delta {
     public static let maxGroups = 1 << 19
     /// The most basis groups a sender asks the chunks of, for one item.
     public static let maxQueriedGroups = 16 << 10
-    /// The most chunks one group holds.
-    public static let maxGroupChunks = 64
+    /// The most chunks one group holds, whatever its parameters.
+    public static let maxGroupChunks = 256
     /// Largest basis index or basis detail frame.
     public static let maxPayload = 8 << 20
     /// Most bytes of an 8-byte id's input: the ids are the first 8 bytes of the session's chunk digest.
@@ -27,27 +27,36 @@ public enum Delta {
 
 /// How bytes are cut: the average chunk is 2^`fineBits` bytes (minimum a quarter, maximum four times), a group
 /// ends at a chunk boundary whose hash also has `groupBits` more zero bits (about 2^`groupBits` chunks), or after
-/// `Delta.maxGroupChunks` chunks.
+/// four times that many chunks.
 public struct DeltaParameters: Sendable, Equatable {
     public var fineBits: Int
-    public var groupBits: Int { 4 }
+    public var groupBits: Int
 
-    public init(fineBits: Int) { self.fineBits = fineBits }
-
-    /// The valid values of `fineBits`.
-    public static let allowedFineBits = 10...12
-
-    /// Chunks of about 1 KiB for files under 1 MiB, 2 KiB under 64 MiB, 4 KiB above: a small edit costs about what
-    /// it changed, and the index stays small.
-    public static func forSize(_ size: UInt64) -> DeltaParameters {
-        DeltaParameters(fineBits: size < 1 << 20 ? 10 : size < 64 << 20 ? 11 : 12)
+    public init(fineBits: Int, groupBits: Int = 4) {
+        self.fineBits = fineBits
+        self.groupBits = groupBits
     }
+
+    /// The valid values of `fineBits` and `groupBits`.
+    public static let allowedFineBits = 9...12
+    public static let allowedGroupBits = 3...6
+
+    /// For a file: chunks of about 1 KiB under 1 MiB, 2 KiB under 64 MiB, 4 KiB above, in groups of about 16 — a
+    /// small edit costs about what it changed, and the index (12 bytes a group) stays small. For a folder's tar
+    /// stream, where most edits are small and inside small files: 1 KiB chunks in groups of about 64.
+    public static func forSize(_ size: UInt64, archive: Bool = false) -> DeltaParameters {
+        if archive { return DeltaParameters(fineBits: 9, groupBits: 6) }
+        return DeltaParameters(fineBits: size < 1 << 20 ? 10 : size < 64 << 20 ? 11 : 12)
+    }
+
+    /// The most chunks one group holds.
+    public var maxGroupChunks: Int { 4 << groupBits }
 
     public var average: Int { 1 << fineBits }
     public var minimum: Int { average / 4 }
     public var maximum: Int { average * 4 }
-    /// The largest group: `Delta.maxGroupChunks` chunks of the largest size.
-    public var maxGroupLength: Int { Delta.maxGroupChunks * maximum }
+    /// The largest group: `maxGroupChunks` chunks of the largest size.
+    public var maxGroupLength: Int { maxGroupChunks * maximum }
 }
 
 /// Cuts a stream of bytes into content-defined chunks and groups, the same way on both ends, whatever pieces the
@@ -68,7 +77,9 @@ public struct ContentChunker {
         hardMask = ~UInt64(0) << UInt64(64 - (parameters.fineBits + 1))
         easyMask = ~UInt64(0) << UInt64(64 - (parameters.fineBits - 1))
         // The group's bits lie just below the chunk's.
-        groupMask = ((UInt64(1) << UInt64(parameters.groupBits)) - 1) << UInt64(64 - (parameters.fineBits + 1) - 4)
+        groupMask =
+            ((UInt64(1) << UInt64(parameters.groupBits)) - 1)
+            << UInt64(64 - (parameters.fineBits + 1) - parameters.groupBits)
     }
 
     /// Feeds bytes; `cut(end, groupEnds)` is called at every chunk boundary, with the offset where the chunk ends.
@@ -120,7 +131,7 @@ public struct ContentChunker {
 
     private mutating func close(end: UInt64, group: Bool, _ cut: (UInt64, Bool) throws -> Void) rethrows {
         groupChunks += 1
-        let ends = group || groupChunks >= Delta.maxGroupChunks
+        let ends = group || groupChunks >= parameters.maxGroupChunks
         hash = 0
         length = 0
         if ends { groupChunks = 0 }
@@ -294,11 +305,12 @@ public struct BasisIndex: Sendable, Equatable {
         return result
     }
 
-    /// `version 1 | fineBits | size (8) | count (4) | item (1 + n) | count × (length (4), id (8))`
+    /// `version 1 | fineBits | groupBits | size (8) | count (4) | item (1 + n) | count × (length (4), id (8))`
     public func encoded() -> [UInt8] {
         var out = DeltaWire()
         out.u8(1)
         out.u8(UInt8(parameters.fineBits))
+        out.u8(UInt8(parameters.groupBits))
         out.u64(size)
         out.u32(UInt32(groups.count))
         out.string(item)
@@ -314,10 +326,11 @@ public struct BasisIndex: Sendable, Equatable {
         var reader = DeltaReader(payload, what: "basis index")
         guard try reader.u8() == 1 else { throw ProtocolError(.badMessage, "a basis index of an unknown version") }
         let bits = Int(try reader.u8())
-        guard DeltaParameters.allowedFineBits.contains(bits) else {
-            throw ProtocolError(.badMessage, "a basis index with chunks of 2^\(bits) bytes")
+        let groupBits = Int(try reader.u8())
+        guard DeltaParameters.allowedFineBits.contains(bits), DeltaParameters.allowedGroupBits.contains(groupBits) else {
+            throw ProtocolError(.badMessage, "a basis index with chunks of 2^\(bits) bytes in groups of 2^\(groupBits)")
         }
-        let parameters = DeltaParameters(fineBits: bits)
+        let parameters = DeltaParameters(fineBits: bits, groupBits: groupBits)
         let size = try reader.u64()
         let count = Int(try reader.u32())
         let item = try reader.string()
@@ -348,9 +361,9 @@ public struct BasisIndex: Sendable, Equatable {
         private var size: UInt64 = 0
         private let item: String
 
-        public init(item: String, size: UInt64, hasher: ChunkHasher) {
+        public init(item: String, parameters: DeltaParameters, hasher: ChunkHasher) {
             self.item = item
-            indexer = DeltaIndexer(parameters: .forSize(size), hasher: hasher)
+            indexer = DeltaIndexer(parameters: parameters, hasher: hasher)
         }
 
         public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
@@ -471,7 +484,7 @@ public struct BasisDetail: Sendable, Equatable {
         var groups: [[DeltaEntry]] = []
         for group in asked {
             let chunks = Int(try reader.u16())
-            guard chunks >= 1, chunks <= Delta.maxGroupChunks, reader.remaining >= chunks * 10 else {
+            guard chunks >= 1, chunks <= parameters.maxGroupChunks, reader.remaining >= chunks * 10 else {
                 throw ProtocolError(.badMessage, "a basis group described with \(chunks) chunks")
             }
             var entries: [DeltaEntry] = []

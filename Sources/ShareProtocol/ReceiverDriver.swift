@@ -409,7 +409,7 @@ public final class ReceiverDriver {
                     }
                 }
                 // A basis that changed is described by chunks that match nothing: its bytes come as literals.
-                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > Delta.maxGroupChunks })
+                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > parameters.maxGroupChunks })
                     ?? true
                 {
                     chunks = stride(from: 0, to: length, by: parameters.maximum).map {

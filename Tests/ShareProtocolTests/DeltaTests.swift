@@ -45,7 +45,7 @@ import Testing
             #expect(length <= parameters.maximum)
             if index < whole.count - 1 { #expect(length >= parameters.minimum) }
             inGroup += 1
-            #expect(inGroup <= Delta.maxGroupChunks)
+            #expect(inGroup <= parameters.maxGroupChunks)
             if groupEnds { inGroup = 0 }
             previous = end
         }

@@ -104,7 +104,7 @@ package final class Versions: Sendable {
         let temporary = "folder-\(UUID().uuidString).tar"
         guard let file = try? folder.openFile(temporary, .create) else { return nil }
         _ = try? folder.remove(temporary)
-        var builder = BasisIndex.Builder(item: "", size: plan.streamSize, hasher: hasher)
+        var builder = BasisIndex.Builder(item: "", parameters: .forSize(plan.streamSize, archive: true), hasher: hasher)
         var offset: UInt64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
