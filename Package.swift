@@ -166,7 +166,7 @@ let package = Package(
         .executableTarget(
             name: "share-bench-archive", dependencies: ["ShareArchive"], path: "Benchmarks/ArchiveBenchmark"),
         .executableTarget(
-            name: "share-bench-delta", dependencies: ["ShareProtocol", "ShareNet"], path: "Benchmarks/DeltaBenchmark"),
+            name: "share-bench-delta", dependencies: ["ShareProtocol"], path: "Benchmarks/DeltaBenchmark"),
         .target(
             name: "ShareFuzzTargets",
             dependencies: [

@@ -1,16 +1,10 @@
 // Delta benchmark: how fast a basis index is built, on one core, and how much memory it takes.
-//   share-bench-delta index FILE [--digest blake3|sha256]
+//   share-bench-delta index FILE
 // Prints one line: bytes, seconds, GB/s, groups, index bytes, peak RSS in KiB (the file is read once to warm the page
-// cache first, so the figure is the chunking and hashing, not the disk).
+// cache first, so the figure is the chunking and naming, not the disk). With PARTS=1 it first prints how long the
+// chunking alone and the naming alone take.
 import Foundation
-import ShareNet
 import ShareProtocol
-
-func option(_ name: String) -> String? {
-    let args = CommandLine.arguments
-    guard let index = args.firstIndex(of: name), index + 1 < args.count else { return nil }
-    return args[index + 1]
-}
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("share-bench-delta: \(message)\n".utf8))
@@ -18,11 +12,8 @@ func fail(_ message: String) -> Never {
 }
 
 let args = Array(CommandLine.arguments.dropFirst())
-guard args.first == "index", args.count >= 2 else {
-    fail("usage: share-bench-delta index FILE [--digest blake3|sha256]")
-}
+guard args.first == "index", args.count >= 2 else { fail("usage: share-bench-delta index FILE") }
 let path = args[1]
-let digest = DigestAlgorithm(rawValue: option("--digest") ?? "blake3") ?? .blake3
 let fd = open(path, O_RDONLY)
 guard fd >= 0 else { fail("cannot open \(path)") }
 var info = stat()
@@ -37,15 +28,37 @@ let read = { (buffer: UnsafeMutableRawBufferPointer, offset: UInt64) throws -> I
     }
     return filled
 }
-// Warm the page cache.
-let warm = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
 var offset: UInt64 = 0
-while offset < size {
-    offset += UInt64(try read(warm, offset))
+while offset < size { offset += UInt64(try read(buffer, offset)) }
+if getenv("PARTS") != nil {
+    let t0 = ContinuousClock.now
+    var chunker = ContentChunker(.forSize(size))
+    var cuts = 0
+    offset = 0
+    while offset < size {
+        let n = try read(buffer, offset)
+        chunker.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) { _, _ in cuts += 1 }
+        offset += UInt64(n)
+    }
+    let t1 = ContinuousClock.now
+    var sum: UInt64 = 0
+    offset = 0
+    while offset < size {
+        let n = try read(buffer, offset)
+        for piece in stride(from: 0, to: n, by: 4096) {
+            sum ^= XXH64.hash(UnsafeRawBufferPointer(rebasing: buffer[piece..<min(n, piece + 4096)]))
+        }
+        offset += UInt64(n)
+    }
+    let t2 = ContinuousClock.now
+    print(
+        "chunking \((t1 - t0) / .seconds(1)) s (\(cuts) chunks), naming 4 KiB pieces \((t2 - t1) / .seconds(1)) s (\(sum & 1))"
+    )
 }
-warm.deallocate()
+buffer.deallocate()
 let start = ContinuousClock.now
-let index = try BasisIndex.build(item: "bench", size: size, hasher: chunkHasher(digest), read: read)
+let index = try BasisIndex.build(item: "bench", size: size, read: read)
 let seconds = (ContinuousClock.now - start) / .seconds(1)
 var usage = rusage()
 getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)

@@ -403,13 +403,14 @@ public final class ReceiverDriver {
                     if n == length {
                         chunks = buffer.withUnsafeBytes { raw in
                             DeltaIndexer.chunks(
-                                parameters: parameters, hasher: hasher,
+                                parameters: parameters,
                                 bytes: UnsafeRawBufferPointer(rebasing: raw[0..<length]))
                         }
                     }
                 }
                 // A basis that changed is described by chunks that match nothing: its bytes come as literals.
-                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > parameters.maxGroupChunks })
+                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > parameters.maxGroupChunks }
+                )
                     ?? true
                 {
                     chunks = stride(from: 0, to: length, by: parameters.maximum).map {

@@ -307,7 +307,7 @@ public final class SenderDriver {
         var digests = ItemDigest(chunks: chunks)
         // One pass over the new version: every chunk's digest, and its groups (with their chunks where the basis
         // has no such group).
-        var indexer = DeltaIndexer(parameters: basis.parameters, hasher: self.hasher, keepChunks: true)
+        var indexer = DeltaIndexer(parameters: basis.parameters, keepChunks: true)
         try eachChunk(bytes, size: size, label: item.label, wanted: { _ in true }) { chunk, data in
             digests.record(chunk, hasher.digest(data))
             indexer.feed(data) { offset, group, parts in plan.add(offset: offset, group: group, chunks: parts) }

@@ -70,7 +70,7 @@ import Testing
 
     func index(_ bytes: [UInt8]) throws -> BasisIndex {
         let source = MemorySource(bytes)
-        return try BasisIndex.build(item: "x", size: UInt64(bytes.count), hasher: TestSHA()) {
+        return try BasisIndex.build(item: "x", size: UInt64(bytes.count)) {
             try source.read(into: $0, at: $1)
         }
     }

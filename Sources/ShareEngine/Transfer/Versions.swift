@@ -70,7 +70,7 @@ package final class Versions: Sendable {
         file.adviseSequential()
         guard let now = file.info, now.inode == info.inode, now.size == info.size,
             let index = try? BasisIndex.build(
-                item: "", size: info.size, hasher: hasher, read: { try file.read(into: $0, at: $1) }),
+                item: "", size: info.size, read: { try file.read(into: $0, at: $1) }),
             index.groups.count <= Delta.maxGroups
         else { return nil }
         // The file may have changed while it was read: the cache is kept only when it did not.
@@ -104,7 +104,7 @@ package final class Versions: Sendable {
         let temporary = "folder-\(UUID().uuidString).tar"
         guard let file = try? folder.openFile(temporary, .create) else { return nil }
         _ = try? folder.remove(temporary)
-        var builder = BasisIndex.Builder(item: "", parameters: .forSize(plan.streamSize, archive: true), hasher: hasher)
+        var builder = BasisIndex.Builder(item: "", parameters: .forSize(plan.streamSize, archive: true))
         var offset: UInt64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }

@@ -182,7 +182,7 @@ final class MemorySink: ItemSink, @unchecked Sendable {  // used by the receivin
         let source = MemorySource(bytes)
         guard
             let index = try? BasisIndex.build(
-                item: item.id, size: UInt64(bytes.count), hasher: hasher,
+                item: item.id, size: UInt64(bytes.count),
                 read: { try source.read(into: $0, at: $1) })
         else { return nil }
         let later = basesAfterIndex[item.id] ?? bytes
