@@ -161,7 +161,7 @@ elif kind == "block":
         f.seek(size // 2); f.write(os.urandom(1 << 20))
 PY
 }
-EDITS="append insert scattered block folder"
+EDITS=${EDITS:-append insert scattered block folder}
 for name in $EDITS; do edit "$name"; done
 what() { [ "$1" = folder ] && echo folder || echo file.bin; }
 
@@ -178,15 +178,22 @@ measure() { # → "seconds bytes" of the command run on the sending end
   after=$(COUNT)
   echo "$(echo "$(date +%s.%N) - $start" | bc) $((after - before))"
 }
+# share's receiver holds the earlier versions it was sent once per link (untimed), and what it remembers of them is
+# put back before each run, so every run is against the same earlier version.
+share_setup() {
+  rm -rf "$DST" "$R/state/versions" "$WORK/versions"; mkdir -p "$DST"
+  share_once "$OLD/file.bin" > /dev/null
+  share_once "$OLD/folder" > /dev/null
+  cp -a "$R/state/versions" "$WORK/versions"
+}
 run_share() { # edit → "seconds bytes", the new version checked
   local item; item=$(what "$1")
-  rm -rf "$DST" "$R/state/versions"; mkdir -p "$DST"
-  # The earlier version, sent first (untimed): the receiver remembers what it delivered.
-  share_once "$OLD/$item" > /dev/null
+  rm -rf "$R/state/versions"; cp -a "$WORK/versions" "$R/state/versions"
   local result; result=$(share_once "$WORK/new/$1/$item")
   local got="$DST/$item"; [ "$1" = folder ] && got="$DST/folder (2)" || got="$DST/file (2).bin"
   if [ -d "$got" ]; then diff -rq "$WORK/new/$1/$item" "$got" > /dev/null; else cmp -s "$WORK/new/$1/$item" "$got"; fi ||
     { echo "share delivered something else for $1" >&2; exit 1; }
+  rm -rf "$got"
   echo "$result"
 }
 share_once() { # path → "seconds bytes"
@@ -201,24 +208,25 @@ share_once() { # path → "seconds bytes"
   echo "$result"
 }
 run_rsync() {
-  local item; item=$(what "$1")
-  rm -rf "$DST"; mkdir -p "$DST"; cp -a "$OLD/$item" "$DST/$item"
-  local result; result=$(measure "${SEND[@]}" rsync -a -e "ssh $SSHOPTS -p 2222" "$WORK/new/$1/$item" root@$HOST:"$DST/")
-  if [ -d "$DST/$item" ]; then
+  local item; item=$(what "$1") into=$WORK/rsync-dst
+  rm -rf "$into"; mkdir -p "$into"; cp -a "$OLD/$item" "$into/$item"
+  local result; result=$(measure "${SEND[@]}" rsync -a -e "ssh $SSHOPTS -p 2222" "$WORK/new/$1/$item" root@$HOST:"$into/")
+  if [ -d "$into/$item" ]; then
     # rsync without --delete keeps the deleted files: the comparison leaves them out, as the run did.
-    diff -rq "$WORK/new/$1/$item" "$DST/$item" | grep -v "^Only in $DST" > /dev/null && { echo "rsync differs" >&2; exit 1; }
+    diff -rq "$WORK/new/$1/$item" "$into/$item" | grep -v "^Only in $into" > /dev/null && { echo "rsync differs" >&2; exit 1; }
   else
-    cmp -s "$WORK/new/$1/$item" "$DST/$item" || { echo "rsync delivered something else" >&2; exit 1; }
+    cmp -s "$WORK/new/$1/$item" "$into/$item" || { echo "rsync delivered something else" >&2; exit 1; }
   fi
+  rm -rf "$into"
   echo "$result"
 }
 run_syncthing() {
   local item; item=$(what "$1")
-  rm -rf "$DST" "$WORK/st-src"; mkdir -p "$DST/st" "$WORK/st-src"
+  rm -rf "$WORK/st-dst" "$WORK/st-src"; mkdir -p "$WORK/st-dst" "$WORK/st-src"
   cp -a "$OLD/$item" "$WORK/st-src/$item"
   local ns_send=${SEND[3]:-} ns_recv=${RECV[3]:-} addr_send=127.0.0.1
   [ "$HOST" != 127.0.0.1 ] && addr_send=10.78.0.1
-  python3 scripts/bench_syncthing.py --delta "$WORK" "$ns_send" "$addr_send" "$ns_recv" "$HOST" "$WORK/st-src" "$DST/st" \
+  python3 scripts/bench_syncthing.py --delta "$WORK" "$ns_send" "$addr_send" "$ns_recv" "$HOST" "$WORK/st-src" "$WORK/st-dst" \
     "$LIMIT" "rsync -a --delete '$WORK/new/$1/' '$WORK/st-src/'" "$COUNTER" 2> "$WORK/st.err" ||
     { cat "$WORK/st.err" >&2; echo "inf 0"; }
 }
@@ -230,6 +238,7 @@ for link in $LINKS; do
   if [ "$link" = loopback ]; then COUNTER="ip netns exec $L cat /sys/class/net/lo/statistics/tx_bytes"
   else COUNTER="sh -c 'echo \$((\$(ip netns exec $A cat /sys/class/net/shl0/statistics/tx_bytes) + \$(ip netns exec $B cat /sys/class/net/shl0/statistics/tx_bytes)))'"; fi
   tools="share rsync"; [ "$SYNCTHING" = 1 ] && tools="$tools syncthing"
+  share_setup
   for name in $EDITS; do
     for tool in $tools; do
       read -r t w <<< "$(run_$tool "$name")"
