@@ -94,6 +94,19 @@ check_bench_links() {
   done
   expect "$1" "^== lan: " "${rows[@]}" "^  photos as one file share" "10 photos take $NUM"x
 }
+check_bench_delta() {
+  local rows=()
+  for link in loopback 100mbit; do
+    for edit in append insert scattered block folder; do
+      rows+=("^$link +$edit +share +[0-9]+ +$NUM$" "^$link +$edit +rsync +[0-9]+ +$NUM$"
+        "^$link $edit: share/rsync bytes $NUM, time $NUM")
+    done
+  done
+  expect "$1" "${rows[@]}" "^16 MiB file, one 1 MiB block changed: [0-9]+ bytes, $NUM % of its whole transfer" \
+    "^peak RSS during that delta \(KiB\): send [0-9]+, receive [0-9]+" \
+    "^index of a 64 MiB basis on one core: $NUM GB/s" "^mirror: a 4 MiB file saved is complete on the other side after $NUM s" \
+    "^mirror of 500 files, idle: agent CPU $NUM %, RSS [0-9]+ KiB"
+}
 check_demo() {
   local steps=("^== 1\. a text" "^== 4\. a large file" "^== 5\. a folder" "^== 7\. the agents" "^== 8\. a watch"
     "the pending offer with its preview: " "^== 8b\. a send by code" "sent 2 of 2 items to visitor by code" "the wormhole command holds the same slides.pdf")
@@ -126,17 +139,18 @@ smoke gen-system-types 30 python3 scripts/gen-system-types.py --check
 if [ "$(id -u)" -eq 0 ]; then
   smoke bench-relay 120 bash scripts/bench-relay.sh 4 1
   smoke bench-localsend 90 bash scripts/bench-localsend.sh 4 1
+  smoke bench-delta 120 bash scripts/bench-delta.sh
   smoke bench-links 180 env FILE_MIB_LAN=4 PHOTOS=10 TEXTS=50 WORKLOADS="photos texts" LIMIT=60 REF_SECONDS=1 \
     bash scripts/bench-links.sh lan
 else
-  echo "- smoke bench-relay, bench-links, bench-localsend: skipped (network namespaces need root)"
+  echo "- smoke bench-relay, bench-links, bench-localsend, bench-delta: skipped (network namespaces need root)"
 fi
 smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
 covered=" bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
   package-deb.sh
-  gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh demo.sh bench_syncthing.py
+  gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh bench-delta.sh demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "
 if [ "$ONLY" = "  " ]; then

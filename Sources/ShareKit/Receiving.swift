@@ -11,6 +11,19 @@ import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 
+/// What a receiving program is asked about an offered file, to name an earlier version of it
+/// (`ShareClient.ReceiveOptions.earlierVersion`).
+public struct EarlierVersionQuery: Sendable {
+    /// The name the file arrives under.
+    public let fileName: String
+    /// Its type, as the receiver chose it.
+    public let contentType: UTType?
+    /// Its size in bytes.
+    public let size: UInt64
+    /// The sending device, as this device knows it.
+    public let from: String
+}
+
 extension ShareClient {
     /// How a program receives.
     public struct ReceiveOptions: Sendable {
@@ -40,6 +53,10 @@ extension ShareClient {
         public var refused: (@Sendable (RefusedItem) -> Void)?
         /// What happens, as it happens, when this program listens itself (offers, choices, progress).
         public var events: (@Sendable (TransferEvent) -> Void)?
+        /// An earlier version of an offered file that this program holds, when it listens itself (nil: none). The
+        /// file then arrives as a delta against it — only what changed crosses — and the earlier file is only read,
+        /// never changed. Called on the session's thread, before any byte of the item moves.
+        public var earlierVersion: (@Sendable (EarlierVersionQuery) -> URL?)?
 
         /// The defaults: through the agent when one runs, a private folder, no size limit beyond the device's.
         public init() {}
@@ -101,6 +118,12 @@ extension ShareClient {
             var receiving = ShareEngine.ReceiveOptions(directory: directory, accept: accept, maxSize: options.maxSize)
             receiving.folderMode = 0o700
             receiving.versions = try? Versions(directory: device.paths.versions)
+            if let earlierVersion = options.earlierVersion {
+                receiving.earlierVersion = { name, type, size, from in
+                    earlierVersion(
+                        EarlierVersionQuery(fileName: name, contentType: UTType(type), size: size, from: from))
+                }
+            }
             receiving.handOver = { item in
                 if let folder = held.folder { continuation.yield(IncomingItem(item, folder: folder)) }
             }

@@ -251,6 +251,35 @@ private final class OfferLog: @unchecked Sendable {  // guarded by `lock`
         }
         #expect(error?.code == .usage)
     }
+
+    /// A program names its own earlier version of an offered file: the new one arrives as a delta against it, and
+    /// the earlier file is left as it was.
+    @Test func aProgramsEarlierVersionMakesTheFileADelta() async throws {
+        let (desk, laptop) = try TestDevice.pair("desk", "laptop")
+        let receiver = try ShareClient(configDirectory: laptop.config.path)
+        let kept = try laptop.folder("kept").appendingPathComponent("model.bin")
+        try makeFile(kept, size: 4 << 20)
+        let file = try desk.folder("src").appendingPathComponent("model.bin")
+        var bytes = try Data(contentsOf: kept)
+        bytes.replaceSubrange(2_000_000..<2_004_096, with: Data(repeating: 9, count: 4096))
+        try bytes.write(to: file)
+        let asked = Box<[String]>([])
+        var options = listening()
+        options.earlierVersion = { query in
+            asked.value.append("\(query.fileName) \(query.size) \(query.from)")
+            return query.fileName == "model.bin" ? kept : nil
+        }
+        let incoming = try receiver.receive(accepting: [Data.self], options: options)
+        let sent = desk.run(["send", file.path, "--to", "127.0.0.1:\(try port(incoming))", "--json"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let report = try #require(summary(sent.stdout))
+        #expect((report["bytesFromEarlierVersion"] as? Int ?? 0) > 4_000_000, "\(report)")
+        #expect((report["wireBytes"] as? Int ?? .max) < 64 << 10, "\(report)")
+        let item = try #require(try await collect(incoming, count: 1).first)
+        #expect(try await item.load(Data.self) == bytes)
+        #expect(asked.value == ["model.bin \(4 << 20) desk"])
+        #expect(try Data(contentsOf: kept) != bytes)
+    }
 }
 
 private final class RefusalLog: @unchecked Sendable {  // guarded by `lock`
@@ -266,5 +295,16 @@ extension Array where Element: Sendable {
         var result: [T] = []
         for element in self { result.append(try await transform(element)) }
         return result
+    }
+}
+
+/// A value a callback on another thread writes and the test reads after.
+private final class Box<Value>: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }

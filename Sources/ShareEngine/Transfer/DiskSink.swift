@@ -109,6 +109,19 @@ final class DiskSink: ItemSink {
             }
         }
         let name = savedName(item: item, chosen: representation, fileName: nil)
+        if let pick = options.earlierVersion {
+            // The program names its own earlier version, anywhere it may read.
+            guard let url = pick(name, representation.contentType, size, peerName),
+                let directory = try? Directory.open(url.deletingLastPathComponent().path),
+                let info = directory.info(url.lastPathComponent), info.kind == .file,
+                var index = versions.index(
+                    target: directory, name: url.lastPathComponent, info: info, hasher: hasher)
+            else { return nil }
+            index.item = item.id
+            return ItemBasis(index: index) {
+                try versions.open(target: directory, name: url.lastPathComponent, info: info)
+            }
+        }
         guard let (placed, info) = versions.delivered(target: store.folder, sender: sender, name: name),
             var index = versions.index(target: store.folder, name: placed, info: info, hasher: hasher)
         else { return nil }

@@ -246,6 +246,9 @@ package struct ReceiveOptions: Sendable {
     /// Where the files delivered are remembered (which sender's item became which file, and its index), so that a
     /// later version of one arrives as a delta against it; nil: every item arrives whole.
     package var versions: Versions?
+    /// A program's own earlier version of an offered file (its name, type, size and sender given), to receive it as
+    /// a delta against; nil: the versions delivered before are used.
+    package var earlierVersion: (@Sendable (_ name: String, _ type: String, _ size: UInt64, _ from: String) -> URL?)?
     /// Decides, before anything is chosen, whether an offer goes on, is declined, or waits for the user's answer
     /// (held: the sender is told so and offers again later). Nil: every offer goes on.
     package var gate: (@Sendable (_ offer: Offer, _ peerName: String) throws -> PendingOffers.Decision)?
