@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <errno.h>
 #include <linux/openat2.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/file.h>
@@ -52,3 +53,5 @@ int cshare_set_thread_name(const char *name) {
     truncated[sizeof truncated - 1] = 0;
     return pthread_setname_np(pthread_self(), truncated);
 }
+
+void cshare_release_free_memory(void) { malloc_trim(0); }

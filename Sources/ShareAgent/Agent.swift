@@ -86,15 +86,17 @@ package final class Agent: Sendable {
             router.serve(session)
         }
         let watches = watches
+        let mirrorChanges = MirrorChanges()
         outbox = try Outbox(
             directory: device.paths.state.appendingPathComponent("outbox", isDirectory: true),
             nice: lowPriority ? Self.transferNice : 0, lifetimes: jobs
         ) { job, cancellation, progress in
             OutboxRunner.run(
-                job, device: device, watches: watches, reach: reach, cancellation: cancellation, progress: progress)
+                job, device: device, watches: watches, reach: reach, cancellation: cancellation,
+                mirrorChanges: mirrorChanges, progress: progress)
         }
         router.outbox = outbox
-        mirrors = MirrorWatcher(outbox: outbox)
+        mirrors = MirrorWatcher(outbox: outbox, changes: mirrorChanges)
         control = try ControlServer(path: ControlClient.socketPath(device.paths))
         var heard: Discovery?
         if let discovery {

@@ -117,10 +117,19 @@ enum OutboxRunner {
 
     static func run(
         _ job: OutboxJob, device: LocalDevice, watches: WatchLinks, reach: ReachSettings,
-        cancellation: SendCancellation,
+        cancellation: SendCancellation, mirrorChanges: MirrorChanges = MirrorChanges(),
         progress: @escaping @Sendable (TransferProgress) -> Void
     ) -> Result<SendReport, ShareFailure> {
         var log = Self.log
+        // A mirror job's changes taken for this attempt, given back if it fails.
+        var taken: Set<MirrorChanges.Change>??
+        defer {
+            if let taken, let job = job.mirror.map({ _ in job.id }) {
+                mirrorChanges.giveBack(job, taken)
+            }
+            // The plan of a large mirrored folder is let go of, and so is the memory it took.
+            if job.mirror != nil { Syscalls.releaseFreeMemory() }
+        }
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "to"] = "\(job.to)"
         log[metadataKey: "attempt"] = "\(job.attempts)"
@@ -131,10 +140,17 @@ enum OutboxRunner {
             var mirrorPlan: MirrorPlan?
             var mirrorItems: [OutgoingItem] = []
             if let mirror = job.mirror {
-                // What changed in the folder since the device last acknowledged an update.
+                // What changed in the folder since the device last acknowledged an update (where the watcher saw
+                // changes, or all of it); a failed update gives back what it took.
+                let changes = mirrorChanges.take(job.id)
+                taken = .some(changes)
                 let plan = try MirrorPlan(
-                    job: job, mirror: mirror, outbox: device.paths.state.appendingPathComponent("outbox"))
-                if plan.isEmpty { return .success(SendReport()) }
+                    job: job, mirror: mirror, outbox: device.paths.state.appendingPathComponent("outbox"),
+                    changes: changes)
+                if plan.isEmpty {
+                    taken = nil
+                    return .success(SendReport())
+                }
                 mirrorItems = try plan.items()
                 mirrorPlan = plan
                 let items = mirrorItems
@@ -190,6 +206,9 @@ enum OutboxRunner {
             if let mirrorPlan {
                 mirrorPlan.commit(report, items: mirrorItems)
                 report.more = mirrorPlan.more
+                taken = nil
+                // The next batch of a large update is found by scanning again.
+                if mirrorPlan.more { mirrorChanges.markAll(job.id) }
             }
             log.info(
                 "delivered",

@@ -37,7 +37,8 @@ struct MirrorPlan {
     var removed: [String] = []
     var more = false
 
-    init(job: OutboxJob, mirror: MirrorJob, outbox: URL) throws {
+    /// `changes`: where the folder changed since the last update (nil: scan it whole).
+    init(job: OutboxJob, mirror: MirrorJob, outbox: URL, changes: Set<MirrorChanges.Change>? = nil) throws {
         self.job = job
         folder = URL(fileURLWithPath: mirror.folder, isDirectory: true)
         manifestFile = outbox.appendingPathComponent("\(job.id).mirror.json")
@@ -51,7 +52,23 @@ struct MirrorPlan {
             throw ShareFailure(
                 .noInput, "the mirrored folder \(mirror.folder) is gone; cancel the job (share cancel \(job.id))")
         }
-        now = Self.scan(mirror.folder)
+        if let changes, !delivered.isEmpty {
+            // Only the folders that changed are read again; the rest is as the device acknowledged it.
+            var now = delivered
+            for change in changes {
+                let prefix = change.folder.isEmpty ? "" : change.folder + "/"
+                for path in now.keys where path.hasPrefix(prefix) {
+                    let rest = path.dropFirst(prefix.count)
+                    if change.beneath || !rest.contains("/") { now[path] = nil }
+                }
+                let found = Self.scan(
+                    change.folder.isEmpty ? mirror.folder : mirror.folder + "/" + change.folder, beneath: change.beneath)
+                for (path, stamp) in found { now[prefix + path] = stamp }
+            }
+            self.now = now
+        } else {
+            now = Self.scan(mirror.folder)
+        }
         let gone = delivered.keys.filter { now[$0] == nil }.sorted()
         var byStamp: [MirrorStamp: String] = [:]
         for path in gone { byStamp[delivered[path]!] = path }
@@ -114,8 +131,9 @@ struct MirrorPlan {
         try? AtomicFile.write(data, to: manifestFile, mode: 0o600, durable: false)
     }
 
-    /// Every regular file beneath `root` (links, devices and the like are not mirrored), by relative path.
-    static func scan(_ root: String) -> [String: MirrorStamp] {
+    /// Every regular file in `root` (and beneath it, with `beneath`; links, devices and the like are not mirrored),
+    /// by path relative to it.
+    static func scan(_ root: String, beneath: Bool = true) -> [String: MirrorStamp] {
         var result: [String: MirrorStamp] = [:]
         var pending: [(String, String)] = [(root, "")]
         while let (directory, relative) = pending.popLast() {
@@ -135,7 +153,7 @@ struct MirrorPlan {
                     result[path] = MirrorStamp(
                         size: UInt64(info.st_size), modified: Int64(info.st_mtim.tv_sec),
                         nanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino))
-                case S_IFDIR:
+                case S_IFDIR where beneath:
                     pending.append((directory + "/" + name, path))
                 default:
                     continue
@@ -147,3 +165,49 @@ struct MirrorPlan {
 }
 
 extension MirrorStamp: Hashable {}
+
+/// What the mirror watcher saw change in each job's folder since its last update: folders whose entries changed
+/// (and, for a folder made, moved in or removed, everything beneath it). Nil for a job: unknown (the agent just
+/// started, inotify lost events, or the periodic rescan), and the next update scans the whole folder. An update
+/// takes what was seen; one that fails gives it back.
+final class MirrorChanges: Sendable {
+    struct Change: Hashable, Sendable {
+        var folder: String
+        var beneath: Bool
+    }
+    private let state = Guarded([String: Set<Change>?]())
+
+    /// `folder` (relative to the job's folder; "" for itself) changed.
+    func mark(_ job: String, _ folder: String, beneath: Bool) {
+        state.withLock { jobs in
+            guard let known = jobs[job] else { return }
+            // Unknown stays unknown: the whole folder is scanned anyway.
+            guard var changes = known else { return }
+            changes.insert(Change(folder: folder, beneath: beneath))
+            jobs[job] = .some(changes)
+        }
+    }
+
+    /// Nothing is known of the job's folder: the next update scans it whole.
+    func markAll(_ job: String) { state.withLock { $0[job] = .some(nil) } }
+
+    /// What an update of the job sends: nil means everything; from now on, changes are counted afresh.
+    func take(_ job: String) -> Set<Change>? {
+        state.withLock { jobs in
+            let taken = jobs[job] ?? nil
+            jobs[job] = .some([])
+            return taken
+        }
+    }
+
+    /// An update that failed: what it took is seen again.
+    func giveBack(_ job: String, _ taken: Set<Change>?) {
+        state.withLock { jobs in
+            guard let taken, let current = jobs[job] ?? nil else {
+                jobs[job] = .some(nil)
+                return
+            }
+            jobs[job] = .some(current.union(taken))
+        }
+    }
+}

@@ -12,6 +12,8 @@ import ShareThreads
 package final class MirrorWatcher: AgentPart, Sendable {
     package let partName = "mirror watcher"
     private let outbox: Outbox
+    /// Where each job's folder changed, for its next update to read only that.
+    let changes: MirrorChanges
     /// How long after the first change of a burst the update goes.
     static let settle: Double = 1
     /// Seconds between safety-net rescans.
@@ -24,8 +26,9 @@ package final class MirrorWatcher: AgentPart, Sendable {
     private let state = Guarded(State())
     private static let log = Log.logger("share.mirror")
 
-    package init(outbox: Outbox) {
+    init(outbox: Outbox, changes: MirrorChanges) {
         self.outbox = outbox
+        self.changes = changes
         rescan = ProcessInfo.processInfo.environment["SHARE_MIRROR_RESCAN_SECONDS"].flatMap(Double.init) ?? 300
     }
 
@@ -88,7 +91,10 @@ package final class MirrorWatcher: AgentPart, Sendable {
             }
             if after >= nextRescan {
                 nextRescan = after + .seconds(rescan)
-                for job in watches.jobs.keys { outbox.poke(job) }
+                for job in watches.jobs.keys {
+                    changes.markAll(job)
+                    outbox.poke(job)
+                }
             }
         }
         for descriptor in watches.byDescriptor.keys { inotify_rm_watch(fd, descriptor) }
@@ -111,6 +117,7 @@ package final class MirrorWatcher: AgentPart, Sendable {
             watches.jobs[job.id] = (folder, [])
             addTree(fd, job: job.id, path: folder, &watches)
             // What changed before the watches were in place is found by a scan.
+            changes.markAll(job.id)
             outbox.poke(job.id)
         }
     }
@@ -161,7 +168,10 @@ package final class MirrorWatcher: AgentPart, Sendable {
             offset += 16 + length
             if mask & UInt32(IN_Q_OVERFLOW) != 0 {
                 // Events were lost: every folder is scanned.
-                for job in watches.jobs.keys where due[job] == nil { due[job] = settled }
+                for job in watches.jobs.keys {
+                    changes.markAll(job)
+                    if due[job] == nil { due[job] = settled }
+                }
                 continue
             }
             guard let (job, path) = watches.byDescriptor[descriptor] else { continue }
@@ -172,6 +182,18 @@ package final class MirrorWatcher: AgentPart, Sendable {
             }
             if mask & UInt32(IN_ISDIR) != 0, mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0, !name.isEmpty {
                 addTree(fd, job: job, path: path + "/" + name, &watches)
+            }
+            // Where it changed, relative to the job's folder: the folder's entries, or, for a folder made, moved
+            // or removed, everything beneath it; the job's folder itself moved or removed: everything.
+            if let root = watches.jobs[job]?.folder {
+                let relative = path == root ? "" : String(path.dropFirst(root.count + 1))
+                if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0, path == root {
+                    changes.markAll(job)
+                } else if mask & UInt32(IN_ISDIR) != 0, !name.isEmpty {
+                    changes.mark(job, relative.isEmpty ? name : relative + "/" + name, beneath: true)
+                } else {
+                    changes.mark(job, relative, beneath: false)
+                }
             }
             if due[job] == nil { due[job] = settled }
         }

@@ -350,6 +350,10 @@ public enum Syscalls {
     /// Sets the calling thread's CPU priority to the process's own lowered by `increment` nice steps (0: the
     /// process's own). Each long-lived thread sets it first: a thread started from a Dispatch or Swift concurrency
     /// thread would otherwise inherit that thread's QoS-derived nice value.
+    /// Gives the memory the allocator holds free back to the system, after a burst that took much (an update of a
+    /// large mirrored folder): the agent's resident size follows what it uses, not what it once used.
+    public static func releaseFreeMemory() { cshare_release_free_memory() }
+
     public static func setThreadPriority(lowerBy increment: Int32) {
         if cshare_set_thread_nice(increment) != 0 {
             Log.logger("share.system").notice(

@@ -37,4 +37,7 @@ int cshare_set_thread_nice(int increment);
 /// Names the calling thread (the first 15 bytes; shown by top -H and in core dumps).
 int cshare_set_thread_name(const char *name);
 
+/// Gives the memory the allocator holds free back to the system (malloc_trim): after a burst that took much.
+void cshare_release_free_memory(void);
+
 #endif
