@@ -301,6 +301,8 @@ for n in range(count):
     with open(path, "w") as f: f.write(f"{n}\n")
 PY
 "${SEND[@]}" $BIN mirror --config "$S" "$WORK/mirrored" --to receiver --wait 600 > /dev/null
+n=$(find "$WORK/inbox/sender/mirrored" -type f | wc -l)
+[ "$n" -eq "$MIRROR_FILES" ] || { echo "the mirrored copy holds $n files of $MIRROR_FILES" >&2; exit 1; }
 # A file saved: the clock stops when it is complete on the other side.
 head -c $((4 << 20)) /dev/urandom > "$WORK/saved.bin"
 start=$(date +%s.%N)

@@ -322,12 +322,6 @@ public final class SenderDriver {
             plan.learn(detail, asked: query.groups)
         }
         plan.finish()
-        if getenv("SHARE_DEBUG_DELTA") != nil {
-            for piece in plan.pieces(from: 0, length: Int(size)) where piece.basisOffset == nil {
-                print("literal at \(piece.offset) length \(piece.length)")
-            }
-            print("query groups \(query.groups)")
-        }
         var patch: [UInt8] = []
         let chunkSize = chunkSize
         try eachChunk(bytes, size: size, label: item.label, wanted: { !held.contains($0) }) { chunk, data in
