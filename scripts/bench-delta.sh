@@ -169,6 +169,8 @@ DST=$WORK/dst
 # Each tool's receiver starts from the earlier version, placed as that tool would have placed it.
 measure() { # → "seconds bytes" of the command run on the sending end
   local before after start
+  # What the last run wrote goes to the disk first, for every tool alike (not during the next one's clock).
+  sync
   before=$(COUNT); start=$(date +%s.%N)
   if ! timeout "$LIMIT" "$@" > "$WORK/run.out" 2>&1; then
     cat "$WORK/run.out" >&2
@@ -194,6 +196,7 @@ run_share() { # edit → "seconds bytes", the new version checked
   if [ -d "$got" ]; then diff -rq "$WORK/new/$1/$item" "$got" > /dev/null; else cmp -s "$WORK/new/$1/$item" "$got"; fi ||
     { echo "share delivered something else for $1" >&2; exit 1; }
   rm -rf "$got"
+  [ -n "${DEBUG_DELTA:-}" ] && { grep "^T" "$WORK/run.out" >&2; grep "^R" "$WORK/recv.out" >&2; }
   echo "$result"
 }
 share_once() { # path → "seconds bytes"
