@@ -42,8 +42,10 @@ struct MirrorPlan {
         self.job = job
         folder = URL(fileURLWithPath: mirror.folder, isDirectory: true)
         manifestFile = outbox.appendingPathComponent("\(job.id).mirror.json")
+        let file = manifestFile
         delivered =
-            (try? Data(contentsOf: manifestFile)).flatMap {
+            Self.acknowledged.withLock { $0[file.path] }
+            ?? (try? Data(contentsOf: manifestFile)).flatMap {
                 try? JSONDecoder().decode([String: MirrorStamp].self, from: $0)
             }
             ?? [:]
@@ -52,27 +54,39 @@ struct MirrorPlan {
             throw ShareFailure(
                 .noInput, "the mirrored folder \(mirror.folder) is gone; cancel the job (share cancel \(job.id))")
         }
+        // The paths that may differ from what the device holds: those in the folders read again, or all of them.
+        var touched: Set<String>?
         if let changes, !delivered.isEmpty {
             // Only the folders that changed are read again; the rest is as the device acknowledged it.
             var now = delivered
+            var paths: Set<String> = []
             for change in changes {
                 let prefix = change.folder.isEmpty ? "" : change.folder + "/"
                 for path in now.keys where path.hasPrefix(prefix) {
                     let rest = path.dropFirst(prefix.count)
-                    if change.beneath || !rest.contains("/") { now[path] = nil }
+                    if change.beneath || !rest.contains("/") {
+                        now[path] = nil
+                        paths.insert(path)
+                    }
                 }
                 let found = Self.scan(
                     change.folder.isEmpty ? mirror.folder : mirror.folder + "/" + change.folder, beneath: change.beneath)
-                for (path, stamp) in found { now[prefix + path] = stamp }
+                for (path, stamp) in found {
+                    now[prefix + path] = stamp
+                    paths.insert(prefix + path)
+                }
             }
             self.now = now
+            touched = paths
         } else {
             now = Self.scan(mirror.folder)
         }
-        let gone = delivered.keys.filter { now[$0] == nil }.sorted()
+        let candidates = touched.map(Array.init) ?? Array(Set(delivered.keys).union(now.keys))
+        let gone = candidates.filter { now[$0] == nil && delivered[$0] != nil }.sorted()
         var byStamp: [MirrorStamp: String] = [:]
         for path in gone { byStamp[delivered[path]!] = path }
-        for (path, stamp) in now.sorted(by: { $0.key < $1.key }) where delivered[path] != stamp {
+        for path in candidates.sorted() {
+            guard let stamp = now[path], delivered[path] != stamp else { continue }
             if changed.count == Self.batch {
                 more = true
                 break
@@ -127,9 +141,14 @@ struct MirrorPlan {
                 for path in removed { holds[path] = nil }
             }
         }
+        Self.acknowledged.withLock { $0[manifestFile.path] = holds }
         guard let data = try? JSONEncoder().encode(holds) else { return }
         try? AtomicFile.write(data, to: manifestFile, mode: 0o600, durable: false)
     }
+
+    /// What each mirror job's device acknowledged, by manifest file, once read: an update of a large folder does not
+    /// read it again.
+    static let acknowledged = Guarded([String: [String: MirrorStamp]]())
 
     /// Every regular file in `root` (and beneath it, with `beneath`; links, devices and the like are not mirrored),
     /// by path relative to it.

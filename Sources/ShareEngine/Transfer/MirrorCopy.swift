@@ -2,6 +2,7 @@ import Foundation
 import ShareDisk
 import ShareProtocol
 import ShareTLS
+import ShareThreads
 
 /// The receiving side of a mirrored folder (`share mirror`): the copy lives in the receive folder under the
 /// folder's name; each file arrives verified and replaces its earlier version atomically; removed files go. What
@@ -33,8 +34,22 @@ final class MirrorCopy {
     let root: Directory
     private let versions: Versions
     private let journalName: String
-    private var records: [String: Record] = [:]
-    private var lines = 0
+    /// What this copy last wrote, read from its journal once per process (updates of a large folder do not read it
+    /// again); changed only under `DiskSink.mirrorLock`.
+    final class Written: @unchecked Sendable {  // mutated only under DiskSink.mirrorLock
+        var records: [String: Record] = [:]
+        var lines = 0
+    }
+    private static let journals = Guarded([String: Written]())
+    private let written: Written
+    private var records: [String: Record] {
+        get { written.records }
+        set { written.records = newValue }
+    }
+    private var lines: Int {
+        get { written.lines }
+        set { written.lines = newValue }
+    }
     /// Conflict copies made in this session (paths inside the copy).
     private(set) var conflicts: [String] = []
 
@@ -48,13 +63,23 @@ final class MirrorCopy {
         self.versions = versions
         let place = target.ownInfo.map { "\($0.device):\($0.inode)" } ?? target.path
         let key = SHA256Hasher.hash(Array("\(place)|\(sender.description)|\(folder)".utf8)).hexString.prefix(32)
-        journalName = "mirror-\(key).log"
-        if let bytes = try? versions.folder.readFile(journalName, limit: 256 << 20) {
-            for line in bytes.split(separator: UInt8(ascii: "\n")) {
-                guard let entry = try? JSONDecoder().decode(Line.self, from: Data(line)) else { continue }
-                records[entry.p] = entry.r
-                lines += 1
+        let name = "mirror-\(key).log"
+        journalName = name
+        let folder = versions.folder
+        written = Self.journals.withLock { journals in
+            let place = "\(folder.path)/\(name)"
+            if let known = journals[place] { return known }
+            let loaded = Written()
+            if let bytes = try? folder.readFile(name, limit: 256 << 20) {
+                let decoder = JSONDecoder()
+                for line in bytes.split(separator: UInt8(ascii: "\n")) {
+                    guard let entry = try? decoder.decode(Line.self, from: Data(line)) else { continue }
+                    loaded.records[entry.p] = entry.r
+                    loaded.lines += 1
+                }
             }
+            journals[place] = loaded
+            return loaded
         }
         if lines > 2 * records.count + 1000 { compact() }
     }
