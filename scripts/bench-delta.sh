@@ -19,12 +19,14 @@
 # Release build; needs root (namespaces). Usage: scripts/bench-delta.sh
 # Settings (environment): FILE_MIB (256), FILES (1000), BIG_MIB (1024), INDEX_MIB (10240), MIRROR_FILES (100000),
 # SYNCTHING (1: include Syncthing; 0: leave it out), LINKS ("loopback 100mbit"), LIMIT (120: seconds after which a
-# run is given up and shown as such). SHARE_SMOKE=1 (the test command's smoke pass): tiny sizes, no Syncthing.
+# run is given up and shown as such), ROUNDS (3: each edit by each tool, interleaved round by round; the table shows
+# the medians). SHARE_SMOKE=1 (the test command's smoke pass): tiny sizes, one round, no Syncthing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 if [ -n "${SHARE_SMOKE:-}" ]; then
   : "${FILE_MIB:=4}" "${FILES:=40}" "${BIG_MIB:=16}" "${INDEX_MIB:=64}" "${MIRROR_FILES:=500}" "${SYNCTHING:=0}"
+  : "${ROUNDS:=1}"
 fi
 FILE_MIB=${FILE_MIB:-256}
 FILES=${FILES:-1000}
@@ -34,6 +36,7 @@ MIRROR_FILES=${MIRROR_FILES:-100000}
 SYNCTHING=${SYNCTHING:-1}
 LINKS=${LINKS:-loopback 100mbit}
 LIMIT=${LIMIT:-120}
+ROUNDS=${ROUNDS:-3}
 [ "$(id -u)" -eq 0 ] || { echo "bench-delta: network namespaces need root" >&2; exit 77; }
 release_build share share-bench-delta > /dev/null
 BIN=$(bin_dir)/share
@@ -235,6 +238,7 @@ run_syncthing() {
 }
 
 declare -A T W
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '%-10s %-10s %-8s %12s %9s\n' link edit tool "bytes" seconds > "$WORK/table"
 for link in $LINKS; do
   link_up "$link"
@@ -242,16 +246,24 @@ for link in $LINKS; do
   else COUNTER="sh -c 'echo \$((\$(ip netns exec $A cat /sys/class/net/shl0/statistics/tx_bytes) + \$(ip netns exec $B cat /sys/class/net/shl0/statistics/tx_bytes)))'"; fi
   tools="share rsync"; [ "$SYNCTHING" = 1 ] && tools="$tools syncthing"
   share_setup
+  for round in $(seq "$ROUNDS"); do
+    for name in $EDITS; do
+      for tool in $tools; do
+        read -r t w <<< "$(run_$tool "$name")"
+        T[$link,$name,$tool]="${T[$link,$name,$tool]:-} $t"; W[$link,$name,$tool]="${W[$link,$name,$tool]:-} $w"
+      done
+    done
+  done
   for name in $EDITS; do
     for tool in $tools; do
-      read -r t w <<< "$(run_$tool "$name")"
-      T[$link,$name,$tool]=$t; W[$link,$name,$tool]=$w
-      printf '%-10s %-10s %-8s %12s %9s\n' "$link" "$name" "$tool" "$w" "$t" >> "$WORK/table"
+      T[$link,$name,$tool]=$(echo "${T[$link,$name,$tool]}" | median)
+      W[$link,$name,$tool]=$(echo "${W[$link,$name,$tool]}" | median)
+      printf '%-10s %-10s %-8s %12s %9.3f\n' "$link" "$name" "$tool" "${W[$link,$name,$tool]}" "${T[$link,$name,$tool]}" >> "$WORK/table"
     done
   done
   link_down
 done
-echo "bench-delta: $FILE_MIB MiB file, folder of $FILES files; bytes crossed the link both ways (kernel counters)"
+echo "bench-delta: $FILE_MIB MiB file, folder of $FILES files; bytes crossed the link both ways (kernel counters); medians of $ROUNDS round(s)"
 cat "$WORK/table"
 # Each edit: share against rsync, in bytes and in time, on each link.
 worse=0
