@@ -315,7 +315,7 @@ for n in range(count):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f: f.write(f"{n}\n")
 PY
-"${SEND[@]}" $BIN mirror --config "$S" "$WORK/mirrored" --to receiver --wait 600 > /dev/null
+"${SEND[@]}" $BIN mirror --config "$S" "$WORK/mirrored" --to receiver --wait 600 > /dev/null 2>&1
 n=$(find "$WORK/inbox/sender/mirrored" -type f | wc -l)
 [ "$n" -eq "$MIRROR_FILES" ] || { echo "the mirrored copy holds $n files of $MIRROR_FILES" >&2; exit 1; }
 # A file saved: the clock stops when it is complete on the other side.
