@@ -70,7 +70,8 @@ struct MirrorPlan {
                     }
                 }
                 let found = Self.scan(
-                    change.folder.isEmpty ? mirror.folder : mirror.folder + "/" + change.folder, beneath: change.beneath)
+                    change.folder.isEmpty ? mirror.folder : mirror.folder + "/" + change.folder, beneath: change.beneath
+                )
                 for (path, stamp) in found {
                     now[prefix + path] = stamp
                     paths.insert(prefix + path)
