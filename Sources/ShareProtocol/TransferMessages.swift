@@ -216,7 +216,8 @@ public struct MirrorEntry: Sendable, Codable, Equatable {
     }
 
     public func validate(item: String) throws(ProtocolError) {
-        guard !folder.isEmpty, folder.utf8.count <= 255, !folder.contains("/"), folder != ".", folder != "..",
+        guard !folder.isEmpty, folder.utf8.count <= 255, !folder.utf8.contains(UInt8(ascii: "/")), folder != ".",
+            folder != "..",
             !folder.utf8.contains(0)
         else { throw ProtocolError(.badMessage, "item \(item) names a mirrored folder that is not a plain name") }
         for path in [path, was].compactMap({ $0 }) where Self.components(path) == nil {
