@@ -15,8 +15,14 @@ public enum Delta {
     public static let minimumSize: UInt64 = 16 << 10
     /// The most groups a basis index holds (at 64 KiB a group, about 32 GiB): a larger basis is not used.
     public static let maxGroups = 1 << 19
-    /// The most basis groups a sender asks the chunks of, for one item.
-    public static let maxQueriedGroups = 16 << 10
+    /// The most basis groups a sender asks the chunks of, for one item: as many as fit one detail frame however
+    /// many chunks each holds (10 bytes a chunk), and at most 16 Ki.
+    public static func maxQueriedGroups(_ parameters: DeltaParameters) -> Int {
+        min(16 << 10, (maxPayload - 1024) / (parameters.maxGroupChunks * 10 + 2))
+    }
+    /// The most bytes of basis indexes a sender keeps for items not streamed yet; a basis beyond it is not used (the
+    /// item goes whole).
+    public static let maxHeldBases = 32 << 20
     /// The most chunks one group holds, whatever its parameters.
     public static let maxGroupChunks = 256
     /// Largest basis index or basis detail frame.
@@ -420,7 +426,9 @@ public struct BasisQuery: Sendable, Equatable {
     }
 
     /// Reads a query, checked against the index the receiver sent: ranges ascending, within it, not too many.
-    public static func decode(_ payload: [UInt8], groupCount: Int) throws(ProtocolError) -> BasisQuery {
+    public static func decode(_ payload: [UInt8], groupCount: Int, parameters: DeltaParameters) throws(ProtocolError)
+        -> BasisQuery
+    {
         var reader = DeltaReader(payload, what: "basis query")
         let item = try reader.string()
         let count = Int(try reader.u32())
@@ -438,7 +446,7 @@ public struct BasisQuery: Sendable, Equatable {
             last = range.end
             groups.append(range)
         }
-        guard total <= Delta.maxQueriedGroups else {
+        guard total <= Delta.maxQueriedGroups(parameters) else {
             throw ProtocolError(.badMessage, "the sender asked for \(total) basis groups")
         }
         return BasisQuery(item: item, groups: groups)
@@ -717,7 +725,7 @@ public struct DeltaPlan {
         var wanted: [Int] = []
         for index in basis.groups.indices where !usedBasis.contains(index) {
             wanted.append(index)
-            if wanted.count == Delta.maxQueriedGroups { break }
+            if wanted.count == Delta.maxQueriedGroups(basis.parameters) { break }
         }
         return BasisQuery(item: item, groups: ChunkMath.ranges(wanted))
     }

@@ -98,6 +98,8 @@ public final class ReceiverDriver {
     public var delta = false
     /// Per announced item: the basis its index described.
     private var bases: [Int: ItemBasis] = [:]
+    /// Items whose basis the sender already asked about: one question per item.
+    private var asked: Set<Int> = []
     /// The current item's basis, open while its patches arrive.
     private var basisReader: (item: Int, reader: BasisReader?)?
 
@@ -379,10 +381,11 @@ public final class ReceiverDriver {
     /// The sender asks for the chunks of some groups of the current item's basis: they are cut again from the
     /// basis (nothing of them is kept between the index and this question).
     private func answer(query frame: Frame, machine: ReceiverMachine) throws {
-        guard let item = machine.currentItem, let basis = bases[item] else {
-            throw ProtocolError(.badMessage, "a basis query for an item without a basis")
+        guard let item = machine.currentItem, let basis = bases[item], asked.insert(item).inserted else {
+            throw ProtocolError(.badMessage, "a basis query for an item without a basis, or a second one")
         }
-        let query = try BasisQuery.decode(frame.payload, groupCount: basis.index.groups.count)
+        let query = try BasisQuery.decode(
+            frame.payload, groupCount: basis.index.groups.count, parameters: basis.index.parameters)
         guard query.item == machine.offer?.items[item].id else {
             throw ProtocolError(.badMessage, "a basis query for item \(query.item), not the current one")
         }
@@ -521,6 +524,7 @@ public final class ReceiverDriver {
                 incoming = nil
                 incomingItem = nil
                 bases[index] = nil
+                asked.remove(index)
                 guard digests.chunks.count == done.chunks, let root = digests.root(using: itemHasher),
                     root == done.digest.lowercased()
                 else {

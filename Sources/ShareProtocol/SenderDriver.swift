@@ -25,8 +25,9 @@ public final class SenderDriver {
     /// Whether this sender said it speaks delta transfer (its hello lists `Delta.feature`): a receiver may then
     /// describe an earlier version of an item, and the missing chunks go as patches against it.
     public var delta = false
-    /// The indexes of the earlier versions receivers hold, by item id, until the item is streamed.
-    private var bases: [String: BasisIndex] = [:]
+    /// The indexes of the earlier versions receivers hold, by item id, until the item is streamed, and their bytes.
+    private var bases: [String: (index: BasisIndex, bytes: Int)] = [:]
+    private var basesBytes = 0
     /// How fast the link takes bytes, measured as chunks are written.
     private let meter = LinkMeter()
     /// One for the whole session: what it learned of the link and the content carries from item to item.
@@ -166,7 +167,7 @@ public final class SenderDriver {
                 "\(item.label) changed size since it was offered; run the command again to send the new version")
         }
         try checkNotURLToAFile(offered, source: source)
-        if let basis = bases.removeValue(forKey: item.id), offered.size != nil {
+        if let basis = takeBasis(for: item.id), offered.size != nil {
             return try streamDelta(
                 .positional(source), size: size, basis: basis, item: item, index: index, held: verified,
                 number: number, hasher: hasher)
@@ -396,7 +397,7 @@ public final class SenderDriver {
                 .sourceChanged, "\(item.label) changed since it was offered; run the command again to send it")
         }
         let size = offered.size ?? source.size
-        if let basis = bases.removeValue(forKey: item.id), let size, offered.size != nil {
+        if let basis = takeBasis(for: item.id), let size, offered.size != nil {
             return try streamDelta(
                 .sequential(source), size: size, basis: basis, item: item, index: index, held: verified,
                 number: number, hasher: hasher)
@@ -529,10 +530,21 @@ public final class SenderDriver {
     private func takeBasis(_ frame: Frame) throws {
         guard delta else { throw ProtocolError(.badMessage, "the receiver sent a basis, though delta was not agreed") }
         let index = try BasisIndex.decode(frame.payload)
-        guard machine.offer.items.contains(where: { $0.id == index.item }), bases.count < 4096 else {
-            throw ProtocolError(.badMessage, "a basis for item \(index.item), which is not offered")
+        guard machine.offer.items.contains(where: { $0.id == index.item }), bases[index.item] == nil else {
+            throw ProtocolError(.badMessage, "a basis for item \(index.item), which is not offered or has one")
         }
-        bases[index.item] = index
+        // What a receiver announces ahead is held in bounded memory: past the budget an item simply goes whole (the
+        // receiver takes its chunks as it takes any).
+        guard basesBytes + frame.payload.count <= Delta.maxHeldBases else { return }
+        basesBytes += frame.payload.count
+        bases[index.item] = (index, frame.payload.count)
+    }
+
+    /// The basis of `item`, if the receiver sent one; it is let go of as the item streams.
+    private func takeBasis(for item: String) -> BasisIndex? {
+        guard let held = bases.removeValue(forKey: item) else { return nil }
+        basesBytes -= held.bytes
+        return held.index
     }
 
     /// Waits for the receiver's `type` frame, taking its other answers meanwhile.

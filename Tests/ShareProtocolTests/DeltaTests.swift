@@ -95,11 +95,23 @@ import Testing
 
     @Test func queriesAndDetailsStayWithinTheIndex() throws {
         let query = BasisQuery(item: "x", groups: [ChunkRange(0, 2), ChunkRange(5, 6)])
-        #expect(try BasisQuery.decode(query.encoded(), groupCount: 6) == query)
-        #expect(throws: ProtocolError.self) { try BasisQuery.decode(query.encoded(), groupCount: 5) }
-        let backwards = BasisQuery(item: "x", groups: [ChunkRange(5, 6), ChunkRange(0, 2)])
-        #expect(throws: ProtocolError.self) { try BasisQuery.decode(backwards.encoded(), groupCount: 6) }
         let parameters = DeltaParameters(fineBits: 10)
+        #expect(try BasisQuery.decode(query.encoded(), groupCount: 6, parameters: parameters) == query)
+        #expect(throws: ProtocolError.self) {
+            try BasisQuery.decode(query.encoded(), groupCount: 5, parameters: parameters)
+        }
+        let backwards = BasisQuery(item: "x", groups: [ChunkRange(5, 6), ChunkRange(0, 2)])
+        #expect(throws: ProtocolError.self) {
+            try BasisQuery.decode(backwards.encoded(), groupCount: 6, parameters: parameters)
+        }
+        // No more groups than their chunks' description fits one frame.
+        let folder = DeltaParameters(fineBits: 9, groupBits: 6)
+        let most = Delta.maxQueriedGroups(folder)
+        #expect(most * (folder.maxGroupChunks * 10 + 2) < Delta.maxPayload)
+        let greedy = BasisQuery(item: "x", groups: [ChunkRange(0, most + 1)])
+        #expect(throws: ProtocolError.self) {
+            try BasisQuery.decode(greedy.encoded(), groupCount: most + 1, parameters: folder)
+        }
         let asked = [DeltaEntry(length: 3000, id: 1)]
         let detail = BasisDetail(
             item: "x", groups: [[DeltaEntry(length: 1000, id: 2), DeltaEntry(length: 2000, id: 3)]])
@@ -143,6 +155,25 @@ import Testing
 
     // MARK: Both drivers
 
+    /// A receiver on its own thread over one end of an in-memory link; `wait` returns its outcome once it ended.
+    func startReceiver(sink: MemorySink, delta: Bool, stream: MemoryStream) -> () -> Result<TransferSummary, Error> {
+        let done = DispatchSemaphore(value: 0)
+        let received = Box<Result<TransferSummary, Error>?>(nil)
+        nonisolated(unsafe) let sinkRef = sink
+        Thread {
+            let driver = ReceiverDriver(channel: FrameChannel(stream: stream), hasher: TestSHA())
+            driver.delta = delta
+            let machine = ReceiverMachine(negotiator: Negotiator(accept: AcceptList([AcceptedType(.item)])))
+            received.value = Result { try driver.run(machine: machine, sink: sinkRef) }
+            stream.close()
+            done.signal()
+        }.start()
+        return {
+            done.wait()
+            return received.value!
+        }
+    }
+
     func transfer(
         _ bytes: [UInt8], basis: [UInt8]?, basisAfterIndex: [UInt8]? = nil, senderDelta: Bool = true,
         receiverDelta: Bool = true
@@ -151,17 +182,7 @@ import Testing
         if let basis { sink.bases["file"] = basis }
         if let basisAfterIndex { sink.basesAfterIndex["file"] = basisAfterIndex }
         let (a, b) = MemoryStream.pair()
-        let done = DispatchSemaphore(value: 0)
-        let received = Box<Result<TransferSummary, Error>?>(nil)
-        nonisolated(unsafe) let sinkRef = sink
-        Thread {
-            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA())
-            driver.delta = receiverDelta
-            let machine = ReceiverMachine(negotiator: Negotiator(accept: AcceptList([AcceptedType(.item)])))
-            received.value = Result { try driver.run(machine: machine, sink: sinkRef) }
-            b.close()
-            done.signal()
-        }.start()
+        let received = startReceiver(sink: sink, delta: receiverDelta, stream: b)
         let sender = SenderDriver(channel: FrameChannel(stream: a), chunkSize: Self.chunk, hasher: TestSHA())
         sender.delta = senderDelta
         let offer = OfferItem(
@@ -172,8 +193,7 @@ import Testing
             version: "v2")
         let sent = Result { try sender.run([FixedItem(offer, [{ .positional(MemorySource(bytes)) }])]) }
         a.close()
-        done.wait()
-        return (sent, received.value!, sink, a.outgoing.total)
+        return (sent, received(), sink, a.outgoing.total)
     }
 
     /// The edits the benchmark makes, each far cheaper than the whole file, and the result identical.
@@ -232,22 +252,15 @@ import Testing
     }
 
     /// A hostile sender's patch naming bytes beyond the basis ends the session: nothing is written.
-    @Test func aPatchBeyondTheBasisEndsTheSessionWithNothingWritten() throws {
-        let old = randomBytes(1 << 20)
+    /// A hostile sender's session up to the receiver's `resume`: the receiver holds `old` as the item's basis.
+    func hostileSession(old: [UInt8]) throws -> (
+        channel: FrameChannel, stream: MemoryStream, sink: MemorySink, basis: BasisIndex,
+        received: () -> Result<TransferSummary, Error>
+    ) {
         let sink = MemorySink()
         sink.bases["file"] = old
         let (a, b) = MemoryStream.pair()
-        let done = DispatchSemaphore(value: 0)
-        let received = Box<Result<TransferSummary, Error>?>(nil)
-        nonisolated(unsafe) let sinkRef = sink
-        Thread {
-            let driver = ReceiverDriver(channel: FrameChannel(stream: b), hasher: TestSHA())
-            driver.delta = true
-            let machine = ReceiverMachine(negotiator: Negotiator(accept: AcceptList([AcceptedType(.item)])))
-            received.value = Result { try driver.run(machine: machine, sink: sinkRef) }
-            b.close()
-            done.signal()
-        }.start()
+        let received = startReceiver(sink: sink, delta: true, stream: b)
         let channel = FrameChannel(stream: a)
         let size = UInt64(old.count)
         let offer = Offer(
@@ -263,6 +276,13 @@ import Testing
         let basis = try BasisIndex.decode(basisFrame.payload)
         #expect(basis.size == size)
         #expect(try channel.receive().type == .resume)
+        return (channel, a, sink, basis, received)
+    }
+
+    @Test func aPatchBeyondTheBasisEndsTheSessionWithNothingWritten() throws {
+        let old = randomBytes(1 << 20)
+        let (channel, a, sink, _, received) = try hostileSession(old: old)
+        let size = UInt64(old.count)
         // Chunk 0, said to be made from basis bytes that do not exist.
         var wire = DeltaWire()
         wire.u8(PatchOp.copyTag)
@@ -275,10 +295,23 @@ import Testing
         let answer = try channel.receive()
         #expect(answer.type == .error)
         a.close()
-        done.wait()
-        #expect(throws: ProtocolError.self) { try received.value!.get() }
+        #expect(throws: ProtocolError.self) { try received().get() }
         #expect(sink.items.isEmpty)
         #expect(sink.suspended == ["file"])
+    }
+
+    /// A hostile sender asks about the basis again and again (each answer reads basis bytes): the second question
+    /// ends the session.
+    @Test func aSecondBasisQuestionEndsTheSession() throws {
+        let (channel, a, sink, basis, received) = try hostileSession(old: randomBytes(1 << 20))
+        let query = BasisQuery(item: "file", groups: [ChunkRange(0, basis.groups.count)])
+        try channel.send(Frame(type: .basisQuery, payload: query.encoded()))
+        #expect(try channel.receive().type == .basisDetail)
+        try channel.send(Frame(type: .basisQuery, payload: query.encoded()))
+        #expect(try channel.receive().type == .error)
+        a.close()
+        #expect(throws: ProtocolError.self) { try received().get() }
+        #expect(sink.items.isEmpty)
     }
 }
 
@@ -296,7 +329,8 @@ extension DeltaTests {
             #expect(MirrorEntry.components(bad) == nil, "\(bad)")
             #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "thesis", path: bad).validate(item: "x") }
         }
-        for folder in ["", "..", ".", "a/b"] {
+        // Nor a folder the receiver keeps its own state in (its partials): the copy would overwrite them.
+        for folder in ["", "..", ".", "a/b", ".share-partial", ".share-anything"] {
             #expect(throws: ProtocolError.self) { try MirrorEntry(folder: folder, path: "x").validate(item: "x") }
         }
         #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "t", path: "x", was: "../y").validate(item: "x") }
