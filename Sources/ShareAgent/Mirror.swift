@@ -155,26 +155,20 @@ struct MirrorPlan {
     /// by path relative to it.
     static func scan(_ root: String, beneath: Bool = true) -> [String: MirrorStamp] {
         var result: [String: MirrorStamp] = [:]
-        var pending: [(String, String)] = [(root, "")]
+        guard let top = try? Directory.open(root) else { return result }
+        // Through folder handles: a link is never followed, whatever replaces a folder while it is read.
+        var pending: [(Directory, String)] = [(top, "")]
         while let (directory, relative) = pending.popLast() {
-            guard let dir = opendir(directory) else { continue }
-            defer { closedir(dir) }
-            let fd = dirfd(dir)
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name == "." || name == ".." { continue }
-                var info = stat()
-                guard fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            for name in directory.entries() {
+                guard let info = directory.info(name) else { continue }
                 let path = relative.isEmpty ? name : relative + "/" + name
-                switch info.st_mode & S_IFMT {
-                case S_IFREG:
+                switch info.kind {
+                case .file:
                     result[path] = MirrorStamp(
-                        size: UInt64(info.st_size), modified: Int64(info.st_mtim.tv_sec),
-                        nanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino))
-                case S_IFDIR where beneath:
-                    pending.append((directory + "/" + name, path))
+                        size: info.size, modified: info.modified, nanoseconds: info.modifiedNanoseconds,
+                        inode: info.inode)
+                case .directory where beneath:
+                    if let folder = try? directory.directory(name) { pending.append((folder, path)) }
                 default:
                     continue
                 }

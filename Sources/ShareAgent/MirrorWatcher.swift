@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareDisk
 import ShareEngine
 import ShareNet
 import ShareThreads
@@ -138,15 +139,10 @@ package final class MirrorWatcher: AgentPart, Sendable {
             }
             watches.byDescriptor[descriptor] = (job, directory)
             watches.jobs[job]?.descriptors.insert(descriptor)
-            guard let dir = opendir(directory) else { continue }
-            while let entry = readdir(dir) {
-                guard entry.pointee.d_type == UInt8(DT_DIR) else { continue }
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                if name != "." && name != ".." { pending.append(directory + "/" + name) }
+            guard let folder = try? Directory.open(directory) else { continue }
+            for name in folder.entries() where folder.info(name)?.kind == .directory {
+                pending.append(directory + "/" + name)
             }
-            closedir(dir)
         }
     }
 
