@@ -95,6 +95,8 @@ public struct ReceiverMachine: Sendable {
     private var currentSized = true
     /// Chunks of the current item whose patch did not give their digest: sent whole after the patches.
     private var redo: Set<Int> = []
+    /// After the patches: the only chunks of the current item still to come (those its patches did not make).
+    private var missingOnly: Set<Int>?
 
     /// `window`: items announced ahead (`pipelineWindow` with a protocol-4 sender, 1 with an earlier one).
     public init(negotiator: Negotiator, policy: Policy = Policy(), window: Int = 1) {
@@ -219,6 +221,7 @@ public struct ReceiverMachine: Sendable {
         itemLimit = min(representation.size ?? .max, policy.maxItemSize ?? .max, acceptLimits[item] ?? .max)
         currentSized = representation.size != nil
         redo = []
+        missingOnly = nil
     }
 
     /// The length chunk `index` of the item being received must have, when its size is known (nil otherwise, or
@@ -244,7 +247,7 @@ public struct ReceiverMachine: Sendable {
                 throw fail(
                     .badMessage, "chunk \(index) is past the end of \(offer.items[item].label) (\(expected) chunks)")
             }
-            guard !held.contains(index) else {
+            guard missingOnly?.contains(index) ?? !held.contains(index) else {
                 throw fail(
                     .badMessage, "chunk \(index) of \(offer.items[item].label) is already held and was not asked for")
             }
@@ -297,15 +300,13 @@ public struct ReceiverMachine: Sendable {
     /// The sender ended the current item's patches: the chunks to send whole. When there are any, they arrive next,
     /// in order, as chunks of the same item, before its `done`.
     public mutating func patchesEnded(item id: String) throws(ProtocolError) -> [ChunkRange] {
-        guard let item = currentItem, let offer, offer.items[item].id == id, let expected = expectedChunks else {
+        guard let item = currentItem, let offer, offer.items[item].id == id, expectedChunks != nil else {
             throw fail(.badMessage, "the end of patches outside their item")
         }
         defer { redo = [] }
         guard !redo.isEmpty else { return [] }
-        // What arrived is held now; only the chunks to redo are missing.
-        var all = Set(0..<expected)
-        all.subtract(redo)
-        held = all
+        // Everything else arrived: only the chunks to redo are missing (no set of every chunk is made).
+        missingOnly = redo
         arrived = 0
         lastIndex = -1
         return ChunkMath.ranges(Array(redo))
@@ -322,10 +323,9 @@ public struct ReceiverMachine: Sendable {
             throw fail(.badMessage, "done for \(offer.items[item].label) names a file that is not a plain name")
         }
         if let expected = expectedChunks {
-            guard held.count + arrived == expected else {
-                throw fail(
-                    .badMessage,
-                    "done for \(offer.items[item].label) with \(expected - held.count - arrived) chunks never sent")
+            let missing = missingOnly.map { $0.count - arrived } ?? expected - held.count - arrived
+            guard missing == 0 else {
+                throw fail(.badMessage, "done for \(offer.items[item].label) with \(missing) chunks never sent")
             }
             guard done.chunks == expected,
                 done.size == offer.items[item].representations[choices[item].representation!].size

@@ -149,14 +149,7 @@ final class BasisFile: BasisReader {
         self.closes = closes
     }
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
-        var filled = 0
-        while filled < buffer.count {
-            let n = try file.read(
-                into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: offset + UInt64(filled))
-            if n == 0 { break }
-            filled += n
-        }
-        return filled
+        try file.read(into: buffer, at: offset)
     }
     func close() { if closes { file.close() } }
 }
