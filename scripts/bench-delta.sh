@@ -10,7 +10,9 @@
 # scattered 4 KiB blocks; a 1 MiB block changed in the middle; and a folder of FILES random files (16–112 KiB) with
 # 10 changed (4 KiB each) and 5 deleted. For each: the bytes that crossed the link both ways, counted by the kernel
 # on the link's interfaces (lo, or the two ends of the link), not reported by the tools, and the seconds until the
-# receiver holds the verified new version. Every run starts from the same earlier version on the receiver.
+# receiver holds the verified new version. Every run starts from the same earlier version on the receiver. A folder a
+# run delivered is moved aside, not deleted, until the end: ext4 checks every inode it hands out against those freed
+# in the last seconds (recently_deleted), so deleting a 1,000-file result would charge the next run's creates for it.
 # Then, on loopback: a BIG_MIB file with one 1 MiB block changed, as a fraction of its whole transfer's bytes; the
 # index of an INDEX_MIB basis built on one core (share-bench-delta: GB/s and peak RSS); the peak RSS of share send
 # and share receive during the 1 MiB-block delta; and a mirrored folder (share mirror between two agents): the time
@@ -53,6 +55,13 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+discard() { # paths → folders moved under $WORK/discarded (removed with WORK), files removed
+  local path
+  mkdir -p "$WORK/discarded"
+  for path in "$@"; do
+    if [ -d "$path" ]; then mv "$path" "$(mktemp -d "$WORK/discarded/XXXXXX")/"; else rm -f "$path"; fi
+  done
+}
 gcc -O2 -o "$WORK/linkshaper" Benchmarks/linkshaper/linkshaper.c
 
 # The link: SEND and RECV run a command on each end; HOST is the receiver's address; COUNT prints the bytes the
@@ -198,7 +207,7 @@ run_share() { # edit → "seconds bytes", the new version checked
   local got="$DST/$item"; [ "$1" = folder ] && got="$DST/folder (2)" || got="$DST/file (2).bin"
   if [ -d "$got" ]; then diff -rq "$WORK/new/$1/$item" "$got" > /dev/null; else cmp -s "$WORK/new/$1/$item" "$got"; fi ||
     { echo "share delivered something else for $1" >&2; exit 1; }
-  rm -rf "$got"
+  discard "$got"
   [ -n "${DEBUG_DELTA:-}" ] && { grep "^T" "$WORK/run.out" >&2; grep "^R" "$WORK/recv.out" >&2; }
   echo "$result"
 }
@@ -215,7 +224,7 @@ share_once() { # path → "seconds bytes"
 }
 run_rsync() {
   local item; item=$(what "$1") into=$WORK/rsync-dst
-  rm -rf "$into"; mkdir -p "$into"; cp -a "$OLD/$item" "$into/$item"
+  discard "$into/$item" "$into"; mkdir -p "$into"; cp -a "$OLD/$item" "$into/$item"
   local result; result=$(measure "${SEND[@]}" rsync -a -e "ssh $SSHOPTS -p 2222" "$WORK/new/$1/$item" root@$HOST:"$into/")
   if [ -d "$into/$item" ]; then
     # rsync without --delete keeps the deleted files: the comparison leaves them out, as the run did.
@@ -223,12 +232,12 @@ run_rsync() {
   else
     cmp -s "$WORK/new/$1/$item" "$into/$item" || { echo "rsync delivered something else" >&2; exit 1; }
   fi
-  rm -rf "$into"
+  discard "$into/$item" "$into"
   echo "$result"
 }
 run_syncthing() {
   local item; item=$(what "$1")
-  rm -rf "$WORK/st-dst" "$WORK/st-src"; mkdir -p "$WORK/st-dst" "$WORK/st-src"
+  discard "$WORK/st-dst/$item" "$WORK/st-src/$item" "$WORK/st-dst" "$WORK/st-src"; mkdir -p "$WORK/st-dst" "$WORK/st-src"
   cp -a "$OLD/$item" "$WORK/st-src/$item"
   local ns_send=${SEND[3]:-} ns_recv=${RECV[3]:-} addr_send=127.0.0.1
   [ "$HOST" != 127.0.0.1 ] && addr_send=10.78.0.1

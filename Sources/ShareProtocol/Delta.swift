@@ -5,21 +5,26 @@
 ///
 /// Both ends cut their bytes the same way, into content-defined chunks (FastCDC: a Gear hash, normalized chunking),
 /// grouped by the same content into groups of about 16 chunks. The receiver sends the groups of the basis (length and
-/// an 8-byte id each: ~12 bytes per 64 KiB); the sender finds which of its own groups the basis holds, asks for the
+/// a 6-byte id each: 9 bytes per ~64 KiB); the sender finds which of its own groups the basis holds, asks for the
 /// chunks of the basis groups it did not find (the changed regions only), and names, for every byte of the new
-/// version, a basis range or a literal. See docs/PROTOCOL.md ("Delta transfer").
+/// version, a basis range or a literal. The literal regions left are then narrowed with fixed-size block sums of the
+/// basis bytes around them (`BlockQuery`): an edit costs about what it changed whatever the chunk size. See
+/// docs/PROTOCOL.md ("Delta transfer").
 public enum Delta {
     /// The hello feature that says a device speaks delta transfer.
-    public static let feature = "delta-1"
+    public static let feature = "delta-2"
     /// Items smaller than this are always sent whole (a basis index would cost more than it saves).
     public static let minimumSize: UInt64 = 16 << 10
     /// The most groups a basis index holds (at 64 KiB a group, about 32 GiB): a larger basis is not used.
     public static let maxGroups = 1 << 19
     /// The most basis groups a sender asks the chunks of, for one item: as many as fit one detail frame however
-    /// many chunks each holds (10 bytes a chunk), and at most 16 Ki.
+    /// many chunks each holds (6 bytes a chunk), and at most 16 Ki.
     public static func maxQueriedGroups(_ parameters: DeltaParameters) -> Int {
-        min(16 << 10, (maxPayload - 1024) / (parameters.maxGroupChunks * 10 + 2))
+        min(16 << 10, (maxPayload - 1024) / (parameters.maxGroupChunks * 6 + 2))
     }
+    /// The most basis ranges one block query names, and the most block sums its answer holds (4 bytes each).
+    public static let maxBlockRanges = 64 << 10
+    public static let maxBlockSums = 1 << 20
     /// The most bytes of basis indexes a sender keeps for items not streamed yet; a basis beyond it is not used (the
     /// item goes whole).
     public static let maxHeldBases = 32 << 20
@@ -46,10 +51,11 @@ public struct DeltaParameters: Sendable, Equatable {
     public static let allowedGroupBits = 3...6
 
     /// For a file: chunks of about 1 KiB under 1 MiB, 2 KiB under 64 MiB, 4 KiB above, in groups of about 16 — a
-    /// small edit costs about what it changed, and the index (12 bytes a group) stays small. For a folder's tar
-    /// stream, where most edits are small and inside small files: 1 KiB chunks in groups of about 64.
+    /// small edit costs about what it changed, and the index (9 bytes a group) stays small. For a folder's tar
+    /// stream, of many small files: 2 KiB chunks in groups of about 32, so that the index and the chunks of the
+    /// changed groups stay small (an edit's bytes are narrowed down by block sums after the chunks are matched).
     public static func forSize(_ size: UInt64, archive: Bool = false) -> DeltaParameters {
-        if archive { return DeltaParameters(fineBits: 9, groupBits: 6) }
+        if archive { return DeltaParameters(fineBits: 11, groupBits: 5) }
         return DeltaParameters(fineBits: size < 1 << 20 ? 10 : size < 64 << 20 ? 11 : 12)
     }
 
@@ -186,8 +192,8 @@ public struct DeltaEntry: Sendable, Equatable {
     }
 }
 
-/// Cuts bytes into chunks and groups and names them: a chunk's id is the first 8 bytes of its digest, a group's the
-/// first 8 bytes of the digest of its chunks' ids.
+/// Cuts bytes into chunks and groups and names them: a chunk's id is its XXH64, a group's the low 48 bits of the
+/// XXH64 of its chunks' ids.
 public struct DeltaIndexer {
     public let parameters: DeltaParameters
     private var chunker: ContentChunker
@@ -261,7 +267,8 @@ public struct DeltaIndexer {
         rethrows
     {
         guard end > groupStart else { return }
-        let entry = DeltaEntry(length: UInt32(end - groupStart), id: groupIDs.withUnsafeBytes { XXH64.hash($0) })
+        let entry = DeltaEntry(
+            length: UInt32(end - groupStart), id: groupIDs.withUnsafeBytes { XXH64.hash($0) } & BasisIndex.idMask)
         let chunks = groupChunks
         let start = groupStart
         groupIDs.removeAll(keepingCapacity: true)
@@ -308,18 +315,22 @@ public struct BasisIndex: Sendable, Equatable {
         return result
     }
 
-    /// `version 1 | fineBits | groupBits | size (8) | count (4) | item (1 + n) | count × (length (4), id (8))`
+    /// Group ids are 48 bits: enough that the groups of two 32 GiB versions hardly ever share one by chance (and a
+    /// chance match costs a chunk sent again).
+    public static let idMask: UInt64 = 0xFFFF_FFFF_FFFF
+
+    /// `version 2 | fineBits | groupBits | size (8) | count (4) | item (1 + n) | count × (length (3), id (6))`
     public func encoded() -> [UInt8] {
         var out = DeltaWire()
-        out.u8(1)
+        out.u8(2)
         out.u8(UInt8(parameters.fineBits))
         out.u8(UInt8(parameters.groupBits))
         out.u64(size)
         out.u32(UInt32(groups.count))
         out.string(item)
         for group in groups {
-            out.u32(group.length)
-            out.u64(group.id)
+            out.number(UInt64(group.length), bytes: 3)
+            out.number(group.id, bytes: 6)
         }
         return out.bytes
     }
@@ -327,7 +338,7 @@ public struct BasisIndex: Sendable, Equatable {
     /// Reads and checks an index from a peer: lengths within the parameters' group limit, adding up to the size.
     public static func decode(_ payload: [UInt8]) throws(ProtocolError) -> BasisIndex {
         var reader = DeltaReader(payload, what: "basis index")
-        guard try reader.u8() == 1 else { throw ProtocolError(.badMessage, "a basis index of an unknown version") }
+        guard try reader.u8() == 2 else { throw ProtocolError(.badMessage, "a basis index of an unknown version") }
         let bits = Int(try reader.u8())
         let groupBits = Int(try reader.u8())
         guard DeltaParameters.allowedFineBits.contains(bits), DeltaParameters.allowedGroupBits.contains(groupBits)
@@ -338,19 +349,19 @@ public struct BasisIndex: Sendable, Equatable {
         let size = try reader.u64()
         let count = Int(try reader.u32())
         let item = try reader.string()
-        guard size <= Limits.maxItemSize, count <= Delta.maxGroups, reader.remaining == count * 12 else {
+        guard size <= Limits.maxItemSize, count <= Delta.maxGroups, reader.remaining == count * 9 else {
             throw ProtocolError(.badMessage, "a basis index of \(count) groups does not match its length")
         }
         var groups: [DeltaEntry] = []
         groups.reserveCapacity(count)
         var total: UInt64 = 0
         for _ in 0..<count {
-            let length = try reader.u32()
+            let length = UInt32(try reader.number(3))
             guard length > 0, Int(length) <= parameters.maxGroupLength else {
                 throw ProtocolError(.badMessage, "a basis group of \(length) bytes")
             }
             total += UInt64(length)
-            groups.append(DeltaEntry(length: length, id: try reader.u64()))
+            groups.append(DeltaEntry(length: length, id: try reader.number(6)))
         }
         guard total == size else {
             throw ProtocolError(.badMessage, "a basis index's groups add up to \(total) bytes, not \(size)")
@@ -453,7 +464,9 @@ public struct BasisQuery: Sendable, Equatable {
     }
 }
 
-/// The receiver's answer: the chunks of each asked group, in the order asked.
+/// The receiver's answer: the chunks of each asked group, in the order asked. A chunk is named by the low 32 bits of
+/// its id: it is matched only against the new version's chunks of the changed regions, and a false match costs a
+/// chunk sent again.
 public struct BasisDetail: Sendable, Equatable {
     public var item: String
     public var groups: [[DeltaEntry]]
@@ -471,7 +484,7 @@ public struct BasisDetail: Sendable, Equatable {
             out.u16(UInt16(chunks.count))
             for chunk in chunks {
                 out.u16(UInt16(chunk.length))
-                out.u64(chunk.id)
+                out.u32(UInt32(truncatingIfNeeded: chunk.id))
             }
         }
         return out.bytes
@@ -490,7 +503,7 @@ public struct BasisDetail: Sendable, Equatable {
         var groups: [[DeltaEntry]] = []
         for group in asked {
             let chunks = Int(try reader.u16())
-            guard chunks >= 1, chunks <= parameters.maxGroupChunks, reader.remaining >= chunks * 10 else {
+            guard chunks >= 1, chunks <= parameters.maxGroupChunks, reader.remaining >= chunks * 6 else {
                 throw ProtocolError(.badMessage, "a basis group described with \(chunks) chunks")
             }
             var entries: [DeltaEntry] = []
@@ -501,7 +514,7 @@ public struct BasisDetail: Sendable, Equatable {
                     throw ProtocolError(.badMessage, "a basis chunk of \(length) bytes")
                 }
                 total += length
-                entries.append(DeltaEntry(length: length, id: try reader.u64()))
+                entries.append(DeltaEntry(length: length, id: UInt64(try reader.u32())))
             }
             guard total == group.length else {
                 throw ProtocolError(.badMessage, "a basis group's chunks add up to \(total) bytes, not \(group.length)")
@@ -510,6 +523,132 @@ public struct BasisDetail: Sendable, Equatable {
         }
         guard reader.remaining == 0 else { throw ProtocolError(.badMessage, "basis detail with bytes left over") }
         return BasisDetail(item: item, groups: groups)
+    }
+}
+
+/// After the chunks are matched, the sender asks for block sums of the basis bytes around each region it would send
+/// as literal bytes: per range, the low 32 bits of the XXH64 of each 2^`blockBits`-byte block, the blocks laid from
+/// the range's start (`fromEnd` false) or ending at its end (`fromEnd` true, for the bytes after an insertion or a
+/// removal). The sender compares them with the same blocks of its own bytes and copies those that match.
+public struct BlockQuery: Sendable, Equatable {
+    public struct Range: Sendable, Equatable {
+        public var offset: UInt64
+        public var length: Int
+        public var fromEnd: Bool
+        public var blockBits: Int
+        public init(offset: UInt64, length: Int, fromEnd: Bool, blockBits: Int) {
+            self.offset = offset
+            self.length = length
+            self.fromEnd = fromEnd
+            self.blockBits = blockBits
+        }
+        /// How many whole blocks the range holds.
+        public var blocks: Int { length >> blockBits }
+        /// Where the first block starts.
+        public var firstBlock: UInt64 { fromEnd ? offset + UInt64(length - blocks << blockBits) : offset }
+    }
+
+    public static let allowedBlockBits = 5...12
+    /// The longest range: longer literal regions are new bytes, not an edit worth narrowing.
+    public static let maxRangeLength = 4 << 20
+
+    public var item: String
+    public var ranges: [Range]
+
+    public init(item: String, ranges: [Range]) {
+        self.item = item
+        self.ranges = ranges
+    }
+
+    /// `item id (1 + n) | ranges (4) | per range: offset (8), length (4), fromEnd (1), blockBits (1)`
+    public func encoded() -> [UInt8] {
+        var out = DeltaWire()
+        out.string(item)
+        out.u32(UInt32(ranges.count))
+        for range in ranges {
+            out.u64(range.offset)
+            out.u32(UInt32(range.length))
+            out.u8(range.fromEnd ? 1 : 0)
+            out.u8(UInt8(range.blockBits))
+        }
+        return out.bytes
+    }
+
+    /// Reads a query, checked against the basis: every range inside it, at most `Delta.maxBlockRanges` ranges and
+    /// `Delta.maxBlockSums` blocks, and no more bytes in all than twice the basis (each byte is read at most twice
+    /// by an honest sender).
+    public static func decode(_ payload: [UInt8], basisSize: UInt64) throws(ProtocolError) -> BlockQuery {
+        var reader = DeltaReader(payload, what: "block query")
+        let item = try reader.string()
+        let count = Int(try reader.u32())
+        guard count <= Delta.maxBlockRanges, reader.remaining == count * 14 else {
+            throw ProtocolError(.badMessage, "a block query of \(count) ranges does not match its length")
+        }
+        var ranges: [Range] = []
+        var blocks = 0
+        var bytes: UInt64 = 0
+        for _ in 0..<count {
+            let offset = try reader.u64()
+            let length = Int(try reader.u32())
+            let flag = try reader.u8()
+            let bits = Int(try reader.u8())
+            guard flag <= 1, allowedBlockBits.contains(bits), length >= 1 << bits, length <= maxRangeLength,
+                offset <= basisSize, UInt64(length) <= basisSize - offset
+            else {
+                throw ProtocolError(
+                    .badMessage,
+                    "the sender asked for block sums of \(length) bytes at \(offset) of a \(basisSize)-byte basis")
+            }
+            let range = Range(offset: offset, length: length, fromEnd: flag == 1, blockBits: bits)
+            blocks += range.blocks
+            bytes += UInt64(length)
+            ranges.append(range)
+        }
+        guard blocks <= Delta.maxBlockSums, bytes <= basisSize * 2 else {
+            throw ProtocolError(.badMessage, "the sender asked for \(blocks) block sums over \(bytes) bytes")
+        }
+        return BlockQuery(item: item, ranges: ranges)
+    }
+
+    /// The sum of one block.
+    public static func sum(_ block: UnsafeRawBufferPointer) -> UInt32 {
+        UInt32(truncatingIfNeeded: XXH64.hash(block))
+    }
+}
+
+/// The receiver's answer: the sums of every range's blocks, in the order asked.
+public struct BlockSums: Sendable, Equatable {
+    public var item: String
+    public var sums: [UInt32]
+
+    public init(item: String, sums: [UInt32]) {
+        self.item = item
+        self.sums = sums
+    }
+
+    /// `item id (1 + n) | sums (4) | sums × 4`
+    public func encoded() -> [UInt8] {
+        var out = DeltaWire()
+        out.string(item)
+        out.u32(UInt32(sums.count))
+        out.bytes.reserveCapacity(out.bytes.count + sums.count * 4)
+        for sum in sums { out.u32(sum) }
+        return out.bytes
+    }
+
+    /// Reads the answer to `query`: exactly one sum per block asked.
+    public static func decode(_ payload: [UInt8], query: BlockQuery) throws(ProtocolError) -> BlockSums {
+        var reader = DeltaReader(payload, what: "block sums")
+        let item = try reader.string()
+        let count = Int(try reader.u32())
+        let expected = query.ranges.reduce(0) { $0 + $1.blocks }
+        guard item == query.item, count == expected, reader.remaining == count * 4 else {
+            throw ProtocolError(.badMessage, "the receiver sent \(count) block sums of \(expected) for \(item)")
+        }
+        var sums: [UInt32] = []
+        sums.reserveCapacity(count)
+        for _ in 0..<count { sums.append(try reader.u32()) }
+        return BlockSums(item: item, sums: sums)
     }
 }
 
@@ -610,8 +749,12 @@ struct DeltaWire {
     mutating func u32(_ value: UInt32) {
         for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xFF)) }
     }
-    mutating func u64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+    mutating func u64(_ value: UInt64) { number(value, bytes: 8) }
+    /// The low `count` bytes of `value`.
+    mutating func number(_ value: UInt64, bytes count: Int) {
+        for shift in stride(from: (count - 1) * 8, through: 0, by: -8) {
+            bytes.append(UInt8((value >> UInt64(shift)) & 0xFF))
+        }
     }
     mutating func string(_ text: String) {
         let utf8 = Array(text.utf8.prefix(255))
@@ -678,8 +821,21 @@ public struct DeltaPlan {
     private var runs: [Run] = []
     /// Groups of the new version the basis does not hold as a whole: their chunks, matched one by one later.
     private var unmatched: [(offset: UInt64, chunks: [DeltaEntry])] = []
-    /// Chunk id → basis offset and length, for the basis groups described.
-    private var chunksInBasis: [UInt64: (offset: UInt64, length: UInt32)] = [:]
+    /// Chunk id (its low 32 bits) → basis offset and length, for the basis groups described.
+    private var chunksInBasis: [UInt32: (offset: UInt64, length: UInt32)] = [:]
+    /// Literal regions of the new version whose blocks the basis may hold: `count` blocks of 2^`bits` bytes from
+    /// `sender`, to compare with the basis blocks from `basis`, whose sums are `sums[first...]`. Ordered by `sender`,
+    /// and so by where they end.
+    private struct Blocks {
+        var sender: UInt64
+        var basis: UInt64
+        var bits: Int
+        var count: Int
+        var first: Int
+        var end: UInt64 { sender + UInt64(count << bits) }
+    }
+    private var blocks: [Blocks] = []
+    private var sums: [UInt32] = []
     /// The most new groups kept for matching chunk by chunk; further ones are sent as they are.
     private static let maxUnmatched = 64 << 10
     public private(set) var matchedBytes: UInt64 = 0
@@ -738,7 +894,8 @@ public struct DeltaPlan {
                 guard let chunks = groups.next() else { return }
                 var offset = basisOffsets[index]
                 for chunk in chunks {
-                    if chunksInBasis[chunk.id] == nil { chunksInBasis[chunk.id] = (offset, chunk.length) }
+                    let id = UInt32(truncatingIfNeeded: chunk.id)
+                    if chunksInBasis[id] == nil { chunksInBasis[id] = (offset, chunk.length) }
                     offset += UInt64(chunk.length)
                 }
             }
@@ -762,7 +919,7 @@ public struct DeltaPlan {
             while let group = next, group.offset < end {
                 var offset = group.offset
                 for chunk in group.chunks {
-                    if let found = chunksInBasis[chunk.id], found.length == chunk.length {
+                    if let found = chunksInBasis[UInt32(truncatingIfNeeded: chunk.id)], found.length == chunk.length {
                         append(Run(offset: offset, length: UInt64(chunk.length), basis: found.offset))
                     } else {
                         append(Run(offset: offset, length: UInt64(chunk.length), basis: Self.literal))
@@ -774,6 +931,137 @@ public struct DeltaPlan {
         }
         unmatched = []
         chunksInBasis = [:]
+    }
+
+    /// The block sums to ask for, after `finish`: for each literal region between two copied ones, the basis bytes
+    /// between those two copies — laid from their start (the bytes before an edit) and, when the region and the gap
+    /// differ in length, also from their end (the bytes after an insertion or a removal). Blocks of about twice the
+    /// square root of the gap: its sums and the bytes a partly changed block costs are then about even.
+    public mutating func blockQuery(item: String) -> BlockQuery {
+        var ranges: [BlockQuery.Range] = []
+        var asked: [Blocks] = []
+        var count = 0
+        var total: UInt64 = 0
+        func add(_ run: Run, basisStart: UInt64, length: UInt64, fromEnd: Bool) {
+            let length = Int(min(length, UInt64(BlockQuery.maxRangeLength)))
+            guard length >= 1 << BlockQuery.allowedBlockBits.lowerBound else { return }
+            let log = Int.bitWidth - 1 - length.leadingZeroBitCount
+            let bits = min(max(1 + (log + 1) / 2, BlockQuery.allowedBlockBits.lowerBound), log, 12)
+            let range = BlockQuery.Range(offset: basisStart, length: length, fromEnd: fromEnd, blockBits: bits)
+            guard ranges.count < Delta.maxBlockRanges, count + range.blocks <= Delta.maxBlockSums,
+                total + UInt64(length) <= basis.size * 2
+            else { return }
+            let sender = fromEnd ? run.offset + run.length - UInt64(range.blocks << bits) : run.offset
+            asked.append(Blocks(sender: sender, basis: range.firstBlock, bits: bits, count: range.blocks, first: count))
+            ranges.append(range)
+            count += range.blocks
+            total += UInt64(length)
+        }
+        for (index, run) in runs.enumerated() where run.basis == Self.literal {
+            let before =
+                index > 0 && runs[index - 1].basis < Self.literal
+                ? runs[index - 1].basis + runs[index - 1].length : nil
+            let after = index + 1 < runs.count && runs[index + 1].basis < Self.literal ? runs[index + 1].basis : nil
+            if let before, let after, after >= before {
+                let gap = after - before
+                guard gap > 0 else { continue }
+                let length = min(gap, run.length)
+                add(run, basisStart: before, length: length, fromEnd: false)
+                if gap != run.length { add(run, basisStart: after - length, length: length, fromEnd: true) }
+            } else {
+                if let before, before < basis.size {
+                    add(run, basisStart: before, length: min(run.length, basis.size - before), fromEnd: false)
+                }
+                if let after, after > 0 {
+                    let length = min(run.length, after)
+                    add(run, basisStart: after - length, length: length, fromEnd: true)
+                }
+            }
+        }
+        blocks = asked
+        sums = []
+        return BlockQuery(item: item, ranges: ranges)
+    }
+
+    /// The receiver's sums of the blocks asked for.
+    public mutating func learn(_ answer: BlockSums) {
+        sums = answer.sums
+    }
+
+    /// The patch of the chunk of the new version `data`, which starts at `start`: copies for the runs the basis
+    /// holds and for the blocks of literal regions whose sums match, the bytes for the rest (adjacent ops joined).
+    /// Returns it with how many of its bytes are literal.
+    public func patch(start: UInt64, data: UnsafeRawBufferPointer) -> (bytes: [UInt8], literal: Int) {
+        var ops: [(basis: UInt64?, at: Int, length: Int)] = []
+        func emit(_ basis: UInt64?, _ at: Int, _ length: Int) {
+            if let last = ops.last, last.at + last.length == at {
+                let joins: Bool
+                switch (last.basis, basis) {
+                case (nil, nil): joins = true
+                case (let from?, let to?): joins = from + UInt64(last.length) == to
+                default: joins = false
+                }
+                if joins {
+                    ops[ops.count - 1].length += length
+                    return
+                }
+            }
+            ops.append((basis, at, length))
+        }
+        let haveSums = !sums.isEmpty
+        for piece in pieces(from: start, length: data.count) {
+            let at = Int(piece.offset - start)
+            if let offset = piece.basisOffset {
+                emit(offset, at, piece.length)
+                continue
+            }
+            var position = piece.offset
+            let end = piece.offset + UInt64(piece.length)
+            if haveSums {
+                var low = 0
+                var high = blocks.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if blocks[mid].end <= position { low = mid + 1 } else { high = mid }
+                }
+                var index = low
+                while index < blocks.count, blocks[index].sender < end {
+                    let range = blocks[index]
+                    let size = UInt64(1) << UInt64(range.bits)
+                    var block =
+                        position > range.sender ? Int((position - range.sender + size - 1) >> UInt64(range.bits)) : 0
+                    while block < range.count {
+                        let from = range.sender + UInt64(block) << UInt64(range.bits)
+                        guard from + size <= end else { break }
+                        let local = Int(from - start)
+                        let sum = BlockQuery.sum(UnsafeRawBufferPointer(rebasing: data[local..<(local + Int(size))]))
+                        if sum == sums[range.first + block] {
+                            if from > position { emit(nil, Int(position - start), Int(from - position)) }
+                            emit(range.basis + UInt64(block) << UInt64(range.bits), local, Int(size))
+                            position = from + size
+                        }
+                        block += 1
+                    }
+                    index += 1
+                }
+            }
+            if position < end { emit(nil, Int(position - start), Int(end - position)) }
+        }
+        var wire = DeltaWire()
+        var literal = 0
+        for op in ops {
+            if let basis = op.basis {
+                wire.u8(PatchOp.copyTag)
+                wire.u64(basis)
+                wire.u32(UInt32(op.length))
+            } else {
+                wire.u8(PatchOp.literalTag)
+                wire.u32(UInt32(op.length))
+                wire.bytes += UnsafeRawBufferPointer(rebasing: data[op.at..<(op.at + op.length)])
+                literal += op.length
+            }
+        }
+        return (wire.bytes, literal)
     }
 
     /// The runs covering `length` bytes of the new version from `start`.

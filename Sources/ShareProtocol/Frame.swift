@@ -35,6 +35,9 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case patch = 0x1C
     case deltaEnd = 0x1D
     case deltaResult = 0x1E
+    /// Delta transfer: the sender's question for block sums of some basis ranges, and the receiver's answer.
+    case blockQuery = 0x22
+    case blockSums = 0x23
     case clipboardRequest = 0x20
     case clipboardInfo = 0x21
     case bye = 0x1F
@@ -46,7 +49,7 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     public var maxPayload: Int {
         switch self {
         case .data, .chunk, .zchunk, .patch: return Limits.maxChunkPayload
-        case .basis, .basisDetail: return Delta.maxPayload
+        case .basis, .basisDetail, .blockSums: return Delta.maxPayload
         case .offer, .select: return Limits.maxOfferPayload
         default: return Limits.maxControlPayload
         }

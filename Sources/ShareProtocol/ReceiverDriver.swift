@@ -98,8 +98,9 @@ public final class ReceiverDriver {
     public var delta = false
     /// Per announced item: the basis its index described.
     private var bases: [Int: ItemBasis] = [:]
-    /// Items whose basis the sender already asked about: one question per item.
+    /// Items whose basis the sender already asked about: one question of each kind per item.
     private var asked: Set<Int> = []
+    private var summed: Set<Int> = []
     /// The current item's basis, open while its patches arrive.
     private var basisReader: (item: Int, reader: BasisReader?)?
 
@@ -219,6 +220,9 @@ public final class ReceiverDriver {
                         actions = try machine.receivedBye()
                     case .basisQuery:
                         try answer(query: frame, machine: machine)
+                        continue
+                    case .blockQuery:
+                        try answer(blocks: frame, machine: machine)
                         continue
                     case .deltaEnd:
                         try openCurrent(machine: machine, sink: sink)
@@ -426,6 +430,47 @@ public final class ReceiverDriver {
         try channel.send(Frame(type: .basisDetail, payload: BasisDetail(item: query.item, groups: groups).encoded()))
     }
 
+    /// The sender asks for the sums of some blocks of the current item's basis (see `BlockQuery`). Blocks the basis no
+    /// longer holds get a sum of 0: whatever the sender makes of it is checked against the chunk's digest.
+    private func answer(blocks frame: Frame, machine: ReceiverMachine) throws {
+        guard let item = machine.currentItem, let basis = bases[item], summed.insert(item).inserted else {
+            throw ProtocolError(.badMessage, "a block query for an item without a basis, or a second one")
+        }
+        let query = try BlockQuery.decode(frame.payload, basisSize: basis.index.size)
+        guard query.item == machine.offer?.items[item].id else {
+            throw ProtocolError(.badMessage, "a block query for item \(query.item), not the current one")
+        }
+        let reader = try openBasis(item: item, basis: basis)
+        var sums: [UInt32] = []
+        sums.reserveCapacity(query.ranges.reduce(0) { $0 + $1.blocks })
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        for range in query.ranges {
+            let size = 1 << range.blockBits
+            var offset = range.firstBlock
+            var left = range.blocks
+            while left > 0 {
+                let count = min(left, buffer.count / size)
+                let want = count * size
+                let got = reader.flatMap {
+                    try? $0.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+                }
+                for block in 0..<count {
+                    if got == want {
+                        sums.append(
+                            BlockQuery.sum(
+                                UnsafeRawBufferPointer(rebasing: buffer[(block * size)..<((block + 1) * size)])))
+                    } else {
+                        sums.append(0)
+                    }
+                }
+                offset += UInt64(want)
+                left -= count
+            }
+        }
+        try channel.send(Frame(type: .blockSums, payload: BlockSums(item: query.item, sums: sums).encoded()))
+    }
+
     /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
     private func decompress(
         _ compressed: UnsafeRawBufferPointer, index: Int, machine: ReceiverMachine,
@@ -525,6 +570,7 @@ public final class ReceiverDriver {
                 incomingItem = nil
                 bases[index] = nil
                 asked.remove(index)
+                summed.remove(index)
                 guard digests.chunks.count == done.chunks, let root = digests.root(using: itemHasher),
                     root == done.digest.lowercased()
                 else {

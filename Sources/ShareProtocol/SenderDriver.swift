@@ -291,10 +291,10 @@ public final class SenderDriver {
     }
 
     /// Streams the missing chunks of an item as patches against the receiver's basis (see `Delta`): the new version
-    /// is read once, cut and named as the basis was; the chunks of the basis groups it did not find are asked for;
-    /// then each missing chunk goes as basis ranges and literal bytes (the chunk's own bytes, read again). The
-    /// receiver checks each chunk it makes against its digest and names those to send whole (its basis changed),
-    /// which go before `done`.
+    /// is read once, cut and named as the basis was; the chunks of the basis groups it did not find are asked for,
+    /// then the sums of the basis blocks around what is still literal; then each missing chunk goes as basis ranges
+    /// and literal bytes (the chunk's own bytes, read again). The receiver checks each chunk it makes against its
+    /// digest and names those to send whole (its basis changed), which go before `done`.
     private func streamDelta(
         _ bytes: DeltaBytes, size: UInt64, basis: BasisIndex, item: OfferItem, index: Int, held verified: Set<Int>,
         number: Int, hasher: ChunkHasher
@@ -323,26 +323,16 @@ public final class SenderDriver {
             plan.learn(detail, asked: query.groups)
         }
         plan.finish()
-        var patch: [UInt8] = []
+        // The literal regions left, narrowed by block sums of the basis bytes around them.
+        let blockQuery = plan.blockQuery(item: item.id)
+        if !blockQuery.ranges.isEmpty {
+            try send { try channel.send(Frame(type: .blockQuery, payload: blockQuery.encoded())) }
+            plan.learn(try BlockSums.decode(awaitFrame(.blockSums).payload, query: blockQuery))
+        }
         let chunkSize = chunkSize
         try eachChunk(bytes, size: size, label: item.label, wanted: { !held.contains($0) }) { chunk, data in
             let start = UInt64(chunk) * UInt64(chunkSize)
-            var literal = 0
-            var wire = DeltaWire()
-            for piece in plan.pieces(from: start, length: data.count) {
-                if let offset = piece.basisOffset {
-                    wire.u8(PatchOp.copyTag)
-                    wire.u64(offset)
-                    wire.u32(UInt32(piece.length))
-                } else {
-                    wire.u8(PatchOp.literalTag)
-                    wire.u32(UInt32(piece.length))
-                    let from = Int(piece.offset - start)
-                    wire.bytes += UnsafeRawBufferPointer(rebasing: data[from..<(from + piece.length)])
-                    literal += piece.length
-                }
-            }
-            patch = wire.bytes
+            let (patch, literal) = plan.patch(start: start, data: data)
             // A chunk that changed since its digest was taken makes the receiver ask for it again (below).
             guard let digest = digests.chunks[chunk] else {
                 throw ProtocolError(.internalError, "a digest of \(item.label) is missing")

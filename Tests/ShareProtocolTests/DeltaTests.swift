@@ -105,9 +105,9 @@ import Testing
             try BasisQuery.decode(backwards.encoded(), groupCount: 6, parameters: parameters)
         }
         // No more groups than their chunks' description fits one frame.
-        let folder = DeltaParameters(fineBits: 9, groupBits: 6)
+        let folder = DeltaParameters.forSize(1 << 30, archive: true)
         let most = Delta.maxQueriedGroups(folder)
-        #expect(most * (folder.maxGroupChunks * 10 + 2) < Delta.maxPayload)
+        #expect(most * (folder.maxGroupChunks * 6 + 2) < Delta.maxPayload)
         let greedy = BasisQuery(item: "x", groups: [ChunkRange(0, most + 1)])
         #expect(throws: ProtocolError.self) {
             try BasisQuery.decode(greedy.encoded(), groupCount: most + 1, parameters: folder)
@@ -119,6 +119,38 @@ import Testing
         let short = BasisDetail(item: "x", groups: [[DeltaEntry(length: 1000, id: 2)]])
         #expect(throws: ProtocolError.self) {
             try BasisDetail.decode(short.encoded(), asked: asked, parameters: parameters)
+        }
+    }
+
+    /// A block query names only bytes of the basis, in blocks it holds, and no more than its answer may carry.
+    @Test func blockQueriesStayWithinTheBasis() throws {
+        func decode(_ ranges: [BlockQuery.Range], basisSize: UInt64 = 100_000) throws -> BlockQuery {
+            try BlockQuery.decode(BlockQuery(item: "x", ranges: ranges).encoded(), basisSize: basisSize)
+        }
+        let fine = [
+            BlockQuery.Range(offset: 0, length: 5000, fromEnd: false, blockBits: 7),
+            BlockQuery.Range(offset: 95_000, length: 5000, fromEnd: true, blockBits: 5),
+        ]
+        #expect(try decode(fine).ranges == fine)
+        #expect(fine[1].firstBlock == 95_000 + 5000 - UInt64(fine[1].blocks * 32))
+        for bad in [
+            BlockQuery.Range(offset: 95_001, length: 5000, fromEnd: false, blockBits: 7),
+            BlockQuery.Range(offset: UInt64.max - 10, length: 5000, fromEnd: false, blockBits: 7),
+            BlockQuery.Range(offset: 0, length: 100, fromEnd: false, blockBits: 7),
+            BlockQuery.Range(offset: 0, length: 5000, fromEnd: false, blockBits: 13),
+            BlockQuery.Range(offset: 0, length: 5000, fromEnd: false, blockBits: 4),
+        ] {
+            #expect(throws: ProtocolError.self, "\(bad)") { try decode([bad]) }
+        }
+        // The same bytes asked for again and again: no more than twice the basis in all.
+        let again = [BlockQuery.Range](
+            repeating: BlockQuery.Range(offset: 0, length: 100_000, fromEnd: false, blockBits: 12), count: 3)
+        #expect(throws: ProtocolError.self) { try decode(again) }
+        let query = BlockQuery(item: "x", ranges: fine)
+        let sums = BlockSums(item: "x", sums: (0..<(fine[0].blocks + fine[1].blocks)).map { UInt32($0) })
+        #expect(try BlockSums.decode(sums.encoded(), query: query) == sums)
+        #expect(throws: ProtocolError.self) {
+            try BlockSums.decode(BlockSums(item: "x", sums: [1, 2]).encoded(), query: query)
         }
     }
 
@@ -223,6 +255,30 @@ import Testing
         }
     }
 
+    /// Small edits cost about what they changed, not the content-defined chunks around them: the bytes left literal
+    /// after the chunks are matched are narrowed by block sums (an overwrite, an insertion, a removal).
+    @Test func anEditCostsAboutWhatItChanged() throws {
+        let old = randomBytes(3 << 20)
+        var overwrite = old
+        overwrite.replaceSubrange(1_000_000..<1_000_100, with: randomBytes(100))
+        var insert = old
+        insert.insert(contentsOf: randomBytes(300), at: 2_000_000)
+        var remove = old
+        remove.removeSubrange(500_000..<505_000)
+        for (name, new, changed) in [("overwrite", overwrite, 100), ("insert", insert, 300), ("remove", remove, 0)] {
+            let (sent, received, sink, _) = transfer(new, basis: old)
+            let summary = try sent.get()
+            _ = try received.get()
+            #expect(sink.items["file"] == new, "\(name)")
+            // A copy for each 64 KiB chunk of the grid; then the changed bytes, at most a block either side (blocks
+            // of 512 bytes for the largest region two chunks may leave), and a few ops. The chunks around the edit
+            // alone would be several KiB.
+            let copies = ChunkMath.count(size: UInt64(new.count), chunkSize: Self.chunk) * 13
+            #expect(
+                summary.wireBytes < UInt64(copies + changed + 1100), "\(name): \(summary.wireBytes) bytes of patches")
+        }
+    }
+
     /// A sender that did not say it speaks delta is never sent a basis: the file crosses whole.
     @Test func aPeerWithoutDeltaGetsTheWholeFile() throws {
         let old = randomBytes(1 << 20)
@@ -308,6 +364,21 @@ import Testing
         try channel.send(Frame(type: .basisQuery, payload: query.encoded()))
         #expect(try channel.receive().type == .basisDetail)
         try channel.send(Frame(type: .basisQuery, payload: query.encoded()))
+        #expect(try channel.receive().type == .error)
+        a.close()
+        #expect(throws: ProtocolError.self) { try received().get() }
+        #expect(sink.items.isEmpty)
+    }
+
+    @Test func aSecondBlockQuestionEndsTheSession() throws {
+        let (channel, a, sink, basis, received) = try hostileSession(old: randomBytes(1 << 20))
+        let query = BlockQuery(
+            item: "file", ranges: [BlockQuery.Range(offset: 0, length: Int(basis.size), fromEnd: false, blockBits: 12)])
+        try channel.send(Frame(type: .blockQuery, payload: query.encoded()))
+        let answer = try channel.receive()
+        #expect(answer.type == .blockSums)
+        #expect(try BlockSums.decode(answer.payload, query: query).sums.count == Int(basis.size) >> 12)
+        try channel.send(Frame(type: .blockQuery, payload: query.encoded()))
         #expect(try channel.receive().type == .error)
         a.close()
         #expect(throws: ProtocolError.self) { try received().get() }
