@@ -59,7 +59,13 @@ discard() { # paths → folders moved under $WORK/discarded (removed with WORK),
   local path
   mkdir -p "$WORK/discarded"
   for path in "$@"; do
-    if [ -d "$path" ]; then mv "$path" "$(mktemp -d "$WORK/discarded/XXXXXX")/"; else rm -f "$path"; fi
+    if [ -d "$path" ]; then
+      # Large files are few inodes: they go at once (a tool may have left a copy of the big file inside).
+      find "$path" -type f -size +1M -delete
+      mv "$path" "$(mktemp -d "$WORK/discarded/XXXXXX")/"
+    else
+      rm -f "$path"
+    fi
   done
 }
 gcc -O2 -o "$WORK/linkshaper" Benchmarks/linkshaper/linkshaper.c
