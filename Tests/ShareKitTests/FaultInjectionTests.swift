@@ -91,11 +91,12 @@ extension EndToEnd {
             )
         }
 
-        /// The receiver killed with SIGKILL and the link cut at random moments during one send of a file or a folder,
-        /// each attempt the same `share send` again (1 MiB chunks): what crosses the wire in all is the payload plus at
-        /// most 8 MiB per kill and one chunk per cut, since the receiver journals every verified chunk as it writes it
-        /// (for a folder, as it is extracted).
-        @Test(arguments: ["file", "folder"])
+        /// The receiver killed with SIGKILL and the link cut at random moments during one send of a file, a folder, or
+        /// a new version of a file the receiver holds (a delta: every other MiB changed), each attempt the same
+        /// `share send` again (1 MiB chunks): what crosses the wire in all is the payload (for the delta, the changed
+        /// half) plus at most 8 MiB per kill and one chunk per cut, since the receiver journals every verified chunk
+        /// as it writes it (for a folder, as it is extracted; for a delta, as each patch gives its chunk).
+        @Test(arguments: ["file", "folder", "delta"])
         func killsAndCutsResendAtMostEightMiBAndOneChunkEach(_ kind: String) throws {
             var dice = Dice()
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
@@ -104,7 +105,7 @@ extension EndToEnd {
             let chunk = 1 << 20
             let source: URL
             var parts: [URL] = []
-            if kind == "file" {
+            if kind != "folder" {
                 source = try laptop.folder("src").appendingPathComponent("big.bin")
                 parts = [source]
             } else {
@@ -112,7 +113,23 @@ extension EndToEnd {
                 parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
             }
             for part in parts { try makeFile(part, size: size / parts.count) }
-            let delivered = inbox.appendingPathComponent(source.lastPathComponent)
+            var delivered = inbox.appendingPathComponent(source.lastPathComponent)
+            // What must cross: everything, or for a delta the changed half (the earlier version delivered first).
+            var payload = size
+            if kind == "delta" {
+                let (receiver, port) = try desk.startReceive(into: inbox)
+                let first = laptop.run(["send", source.path, "--to", "127.0.0.1:\(port)", "--quiet"])
+                #expect(first.status == 0, "\(first.stderr)")
+                #expect(receiver.wait(timeout: 60) == 0)
+                let handle = try FileHandle(forWritingTo: source)
+                for offset in stride(from: 0, to: size, by: 2 * chunk) {
+                    try handle.seek(toOffset: UInt64(offset))
+                    handle.write(Data((0..<chunk).map { _ in UInt8.random(in: 0...255, using: &dice) }))
+                }
+                try handle.close()
+                delivered = inbox.appendingPathComponent("big (2).bin")
+                payload = size / 2
+            }
             var plan = Array(repeating: "kill", count: Self.kills) + Array(repeating: "cut", count: Self.faults)
             plan.shuffle(using: &dice)
             // Paced so each attempt lasts a moment whatever the size: the faults land all along the file.
@@ -123,7 +140,7 @@ extension EndToEnd {
             for fault in plan + ["none"] {
                 attempts += 1
                 let held = ledgerChunkCount(inbox) * chunk
-                let remaining = size - held
+                let remaining = (size - held) * payload / size
                 // Past the handshake and offer, within the first half of what is still to send.
                 let offset = Int.random(in: (256 << 10)...max((256 << 10) + 1, remaining / 2), using: &dice)
                 let (receiver, port) = try desk.startReceive(into: inbox)
@@ -152,18 +169,19 @@ extension EndToEnd {
                 counts[fault, default: 0] += 1
             }
             for part in parts {
-                let arrived = kind == "file" ? delivered : delivered.appendingPathComponent(part.lastPathComponent)
+                let arrived = kind == "folder" ? delivered.appendingPathComponent(part.lastPathComponent) : delivered
                 #expect(sha256(arrived) == sha256(part))
             }
-            // Beside the payload (a folder's tar headers too): TLS records and frame headers (well under 0.2 %), and each attempt's handshake,
-            // hello and offer.
-            let overhead = size / 500 + attempts * (64 << 10)
-            let allowed = size + counts["kill"]! * (8 << 20) + counts["cut"]! * chunk + overhead
+            // Beside the payload (a folder's tar headers too): TLS records and frame headers (well under 0.2 %), and
+            // each attempt's handshake, hello and offer; a delta's attempt also the basis index, the changed groups'
+            // chunks and the block sums (together under 0.25 % of the file).
+            let overhead = size / 500 + attempts * ((64 << 10) + (kind == "delta" ? size / 400 : 0))
+            let allowed = payload + counts["kill"]! * (8 << 20) + counts["cut"]! * chunk + overhead
             #expect(wire <= allowed, "\(wire) bytes crossed the wire, more than \(allowed)")
-            let ratio = Double(wire) / Double(size)
-            let resent = Double(wire - size) / Double(1 << 20)
+            let ratio = Double(wire) / Double(payload)
+            let resent = Double(wire - payload) / Double(1 << 20)
             print(
-                "resume of a \(kind) on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the file on the wire (\(String(format: "%.1f", resent)) MiB resent)"
+                "resume of a \(kind) on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the payload on the wire (\(String(format: "%.1f", resent)) MiB resent)"
             )
         }
 
