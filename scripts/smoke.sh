@@ -116,6 +116,7 @@ check_demo() {
 }
 check_faults() {
   expect "$1" "^faults survived on 4 MiB: " "^kills survived on 4 MiB: " "^resume of a file on 4 MiB: " "^resume of a folder on 4 MiB: " \
+    "^resume of a delta on 4 MiB: " \
     "Test run with 3 tests? in [0-9]+ suites? passed"
 }
 check_package_deb() {

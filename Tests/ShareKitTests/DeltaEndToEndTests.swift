@@ -97,41 +97,5 @@ extension EndToEnd {
                         andPath: folder.appendingPathComponent("days/\(name)").path), "\(name)")
             }
         }
-
-        /// The receiver is killed in the middle of a delta: the next send resumes it (what was verified stays, the
-        /// rest is patched again) and the result is the new version.
-        @Test func aDeltaCutByAKillResumes() throws {
-            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
-            let inbox = try desk.folder("inbox")
-            let file = try laptop.folder("src").appendingPathComponent("disk.img")
-            let size = 32 << 20
-            try makeFile(file, size: size)
-            _ = try send(laptop, desk, file, inbox: inbox)
-            // Every other 256 KiB changed: half the file crosses.
-            for n in stride(from: 0, to: size, by: 512 << 10) { try edit(file, at: UInt64(n), bytes: 256 << 10) }
-            let (receiver, port) = try desk.startReceive(into: inbox)
-            let proxy = try TCPProxy(upstreamPort: port)
-            proxy.bytesPerSecond = 8 << 20
-            proxy.stallAfter = size / 2 - (1 << 20)
-            let sender = try laptop.background([
-                "send", file.path, "--to", "127.0.0.1:\(proxy.port)", "--chunk-size", "256K", "--quiet",
-            ])
-            let reached = waitUntil(timeout: 60) { ledgerChunkCount(inbox) >= 40 || !sender.process.isRunning }
-            #expect(reached)
-            kill(receiver.pid, SIGKILL)
-            _ = sender.wait(timeout: 30)
-            _ = receiver.wait(timeout: 30)
-            proxy.stop()
-            let held = ledgerChunkCount(inbox)
-            #expect(held >= 40)
-            let again = try send(laptop, desk, file, inbox: inbox, extra: ["--chunk-size", "256K"])
-            let there = try #require(again.summary["bytesAlreadyThere"] as? Int)
-            #expect(there == held * (256 << 10))
-            // What was held is not sent again: at most the other half of the changes, and the patches' overhead.
-            #expect(again.wire < size / 2 - there / 2 + (2 << 20), "\(again.wire) bytes crossed, \(there) held")
-            #expect(
-                FileManager.default.contentsEqual(
-                    atPath: inbox.appendingPathComponent("disk (2).img").path, andPath: file.path))
-        }
     }
 }
