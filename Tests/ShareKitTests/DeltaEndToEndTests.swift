@@ -26,7 +26,7 @@ extension EndToEnd {
             let handle = try FileHandle(forWritingTo: file)
             defer { try? handle.close() }
             try handle.seek(toOffset: offset)
-            handle.write(Data((0..<count).map { _ in UInt8.random(in: 0...255) }))
+            handle.write(try randomData(count))
         }
 
         @Test func aFileSentAgainCrossesAsWhatChanged() throws {

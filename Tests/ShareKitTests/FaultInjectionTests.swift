@@ -124,7 +124,7 @@ extension EndToEnd {
                 let handle = try FileHandle(forWritingTo: source)
                 for offset in stride(from: 0, to: size, by: 2 * chunk) {
                     try handle.seek(toOffset: UInt64(offset))
-                    handle.write(Data((0..<chunk).map { _ in UInt8.random(in: 0...255, using: &dice) }))
+                    handle.write(try randomData(chunk))
                 }
                 try handle.close()
                 delivered = inbox.appendingPathComponent("big (2).bin")

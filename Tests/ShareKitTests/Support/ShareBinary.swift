@@ -326,6 +326,16 @@ extension TestDevice {
 }
 
 /// Random bytes in a file.
+/// `count` bytes from the kernel's generator.
+func randomData(_ count: Int) throws -> Data {
+    let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+    defer { try? random.close() }
+    guard let data = try random.read(upToCount: count), data.count == count else {
+        throw CocoaError(.fileReadUnknown)
+    }
+    return data
+}
+
 func makeFile(_ url: URL, size: Int) throws {
     // The kernel's generator, 1 MiB at a time: fast in a debug build and flat in memory for a 1 GiB file.
     let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
