@@ -75,7 +75,14 @@ public final class ArchiveWriter {
     }
 
     deinit {
-        if !finished { archive_write_fail(handle) }
+        if !finished {
+            // An archive abandoned half way (its consumer failed, or the transfer was interrupted). libarchive 3.6
+            // frees its output state only in close, and `archive_write_free` skips close once the archive is marked
+            // failed: close it here, its last bytes dropped rather than sent.
+            context?.abandoned = true
+            archive_write_fail(handle)
+            archive_write_close(handle)
+        }
         archive_write_free(handle)
         archive_entry_free(entry)
     }
@@ -130,6 +137,8 @@ public final class ArchiveWriter {
 private final class SinkContext {
     let sink: ArchiveWriter.Sink
     var error: Error?
+    /// Set when the archive is abandoned: whatever libarchive still writes goes nowhere.
+    var abandoned = false
     init(sink: @escaping ArchiveWriter.Sink) { self.sink = sink }
 }
 
@@ -138,6 +147,7 @@ private func writeCallback(
 ) -> la_ssize_t {
     guard let client else { return -1 }
     let context = Unmanaged<SinkContext>.fromOpaque(client).takeUnretainedValue()
+    if context.abandoned { return -1 }
     do {
         try context.sink(UnsafeRawBufferPointer(start: buffer, count: length))
         return la_ssize_t(length)

@@ -86,22 +86,31 @@ public enum Reach {
             }
             if !tcp.isEmpty { race.wait(for: [lan, looked], atMost: settings.headStart) }
             for relay in relays where !race.isDecided {
-                do {
-                    let begun = ContinuousClock.now
-                    let (fd, serverSide) = try RelayClient.connect(
-                        to: expected.id, through: relay, identity: device.identity, timeout: timeouts.connect)
-                    guard !serverSide else {
-                        Syscalls.close(fd)
-                        throw ShareFailure(
-                            .protocolError, "relay \(relay.address) made this device the server of its own request")
+                // A session the relay set up can still fail to start: the other device's join may meet the relay
+                // busy taking ours (strelaysrv takes a session's second connection only while it waits for one, and
+                // spends the key either way), and then nobody answers this side's handshake. On a busy machine the
+                // two joins come close enough for that; such a session is asked for once more.
+                for attempt in 1...2 where !race.isDecided {
+                    do {
+                        let begun = ContinuousClock.now
+                        let (fd, serverSide) = try RelayClient.connect(
+                            to: expected.id, through: relay, identity: device.identity, timeout: timeouts.connect)
+                        guard !serverSide else {
+                            Syscalls.close(fd)
+                            throw ShareFailure(
+                                .protocolError, "relay \(relay.address) made this device the server of its own request")
+                        }
+                        let session = try SessionOpener.establish(
+                            fileDescriptor: fd, remoteAddress: "relay \(relay.address)", from: device, hello: hello,
+                            verifier: verifier, timeouts: timeouts, started: begun, route: .relay(host: relay.host))
+                        race.offer(session)
+                        return
+                    } catch let failure as ShareFailure where failure.isUnansweredHandshake && attempt == 1 {
+                        continue
+                    } catch {
+                        race.failed(error)
+                        break
                     }
-                    let session = try SessionOpener.establish(
-                        fileDescriptor: fd, remoteAddress: "relay \(relay.address)", from: device, hello: hello,
-                        verifier: verifier, timeouts: timeouts, started: begun, route: .relay(host: relay.host))
-                    race.offer(session)
-                    return
-                } catch {
-                    race.failed(error)
                 }
             }
         }

@@ -125,7 +125,7 @@ public enum SessionOpener {
                 throw ShareFailure(
                     .unavailable,
                     "\(address) did not complete the TLS handshake and hello within \(Int(timeouts.handshake)) s; is it a share device?"
-                )
+                ).unanswered()
             }
             throw SessionErrors.describe(error, peer: address.description, localID: device.id, established: false)
         }

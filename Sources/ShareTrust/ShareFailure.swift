@@ -31,10 +31,20 @@ public struct ShareFailure: Error, CustomStringConvertible, Sendable {
 
     public let code: Code
     public let message: String
+    /// Set when a connection was made but nobody answered its handshake before the deadline (a relayed session whose
+    /// other side never joined, a port that holds connections and says nothing).
+    public private(set) var isUnansweredHandshake = false
 
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
+    }
+
+    /// The same failure, marked as a handshake nobody answered.
+    public func unanswered() -> ShareFailure {
+        var failure = self
+        failure.isUnansweredHandshake = true
+        return failure
     }
 
     public var description: String { message }

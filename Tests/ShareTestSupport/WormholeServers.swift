@@ -17,9 +17,8 @@ public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condit
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
+        process.environment = ProcessInfo.processInfo.environment.merging(Patience.environment) { $1 }
+            .merging(environment ?? [:]) { $1 }
         let pipe = Pipe()
         // Only this child gets the pipe's write end (a process started later must not hold it open: the end of
         // file is how the test learns that this one has ended).
@@ -62,7 +61,7 @@ public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condit
 
     /// The first line containing `text` (nil if the process ends or `timeout` passes first).
     public func waitForLine(containing text: String, timeout: Double = 30) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
         condition.lock()
         defer { condition.unlock() }
         while true {
@@ -75,7 +74,7 @@ public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condit
 
     /// Waits for the process to end (bounded); nil if it did not.
     public func wait(timeout: Double = 120) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
         // The end of its output (or the exit, when something else holds the output open).
         condition.lock()
         while !ended, !exited, condition.wait(until: deadline) {}

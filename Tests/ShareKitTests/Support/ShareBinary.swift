@@ -1,4 +1,5 @@
 import Foundation
+import ShareTestSupport
 import Testing
 
 /// The built `share` executable and a scratch folder per test device.
@@ -55,7 +56,7 @@ final class OutputCollector: @unchecked Sendable {  // guarded by `condition`
 
     /// Waits until the output holds a line containing `needle`, the stream closes, or `timeout` passes.
     func waitForLine(containing needle: String, timeout: Double) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
         condition.lock()
         defer { condition.unlock() }
         while true {
@@ -66,7 +67,7 @@ final class OutputCollector: @unchecked Sendable {  // guarded by `condition`
     }
 
     func waitForClose(timeout: Double) {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
         condition.lock()
         defer { condition.unlock() }
         while !closed && condition.wait(until: deadline) {}
@@ -102,6 +103,7 @@ final class BackgroundShare: @unchecked Sendable {
         // scripts/sanitizers.sh checks the share processes for leaks, not the test runner (XCTest and the test
         // helpers' own allocations are not the product's).
         if let options = env["SHARE_CHILD_ASAN_OPTIONS"] { env["ASAN_OPTIONS"] = options }
+        env.merge(Patience.environment) { $1 }
         env.merge(environment) { $1 }
         process.environment = env
         let out = Pipe()
@@ -143,7 +145,7 @@ final class BackgroundShare: @unchecked Sendable {
             process.waitUntilExit()
             done.signal()
         }
-        if done.wait(timeout: .now() + timeout) == .timedOut {
+        if done.wait(timeout: .now() + Patience.seconds(timeout)) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             _ = done.wait(timeout: .now() + 5)
             return nil
@@ -377,7 +379,7 @@ func ledgerChunkCount(_ inbox: URL) -> Int {
 
 /// Waits (bounded) until `condition` holds, checking each time a process prints something or every 20 ms.
 func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
+    let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
     while Date() < deadline {
         if condition() { return true }
         // Nothing signals ledger writes; a short bounded poll is the only way to watch a file fill up.

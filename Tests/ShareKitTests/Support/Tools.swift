@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareTestSupport
 
 /// Runs an external tool with a time bound; returns status and combined output.
 @discardableResult
@@ -10,6 +11,7 @@ func runTool(
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(Patience.environment) { $1 }
     if let currentDirectory { process.currentDirectoryURL = currentDirectory }
     let pipe = Pipe()
     process.standardOutput = pipe
@@ -27,7 +29,7 @@ func runTool(
         process.waitUntilExit()
         done.signal()
     }
-    if done.wait(timeout: .now() + timeout) == .timedOut {
+    if done.wait(timeout: .now() + Patience.seconds(timeout)) == .timedOut {
         kill(process.processIdentifier, SIGKILL)
         _ = done.wait(timeout: .now() + 5)
         collector.waitForClose(timeout: 2)
