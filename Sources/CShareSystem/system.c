@@ -55,3 +55,64 @@ int cshare_set_thread_name(const char *name) {
 }
 
 void cshare_release_free_memory(void) { malloc_trim(0); }
+
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+long long cshare_tcp_peer_uid(int fd) {
+    struct sockaddr_storage own, peer;
+    socklen_t own_length = sizeof own, peer_length = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&own, &own_length) != 0) return -1;
+    if (getpeername(fd, (struct sockaddr *)&peer, &peer_length) != 0) return -1;
+    if (own.ss_family != peer.ss_family) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = own.ss_family;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    // The peer's socket: its source is our peer's address, its destination ours.
+    if (own.ss_family == AF_INET) {
+        struct sockaddr_in *o = (struct sockaddr_in *)&own, *p = (struct sockaddr_in *)&peer;
+        message.request.id.idiag_sport = p->sin_port;
+        message.request.id.idiag_dport = o->sin_port;
+        memcpy(message.request.id.idiag_src, &p->sin_addr, 4);
+        memcpy(message.request.id.idiag_dst, &o->sin_addr, 4);
+    } else if (own.ss_family == AF_INET6) {
+        struct sockaddr_in6 *o = (struct sockaddr_in6 *)&own, *p = (struct sockaddr_in6 *)&peer;
+        message.request.id.idiag_sport = p->sin6_port;
+        message.request.id.idiag_dport = o->sin6_port;
+        memcpy(message.request.id.idiag_src, &p->sin6_addr, 16);
+        memcpy(message.request.id.idiag_dst, &o->sin6_addr, 16);
+    } else {
+        return -1;
+    }
+    int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (diag < 0) return -1;
+    struct timeval timeout = {1, 0};
+    setsockopt(diag, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    long long uid = -1;
+    if (send(diag, &message, sizeof message, 0) == (ssize_t)sizeof message) {
+        char buffer[8192];
+        ssize_t n = recv(diag, buffer, sizeof buffer, 0);
+        struct nlmsghdr *reply = (struct nlmsghdr *)buffer;
+        if (n > 0 && NLMSG_OK(reply, (unsigned)n) && reply->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            struct inet_diag_msg *found = NLMSG_DATA(reply);
+            uid = found->idiag_uid;
+        }
+    }
+    close(diag);
+    return uid;
+}

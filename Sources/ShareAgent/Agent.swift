@@ -77,7 +77,8 @@ package final class Agent: Sendable {
             hello: {
                 // A program receiving through the agent answers with its accept list.
                 let hello = ReceiveSession.hello(
-                    name: name, accept: programs.active?.registration.accept ?? agentAccept)
+                    name: name, accept: programs.active?.registration.accept ?? agentAccept,
+                    keepsMirrors: programs.active == nil)
                 return Hello(
                     name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression,
                     features: hello.features)
@@ -143,7 +144,11 @@ package final class Agent: Sendable {
 
     /// Runs the services (and `others`, parts the agent's program adds: the page) until SIGTERM or SIGINT asks for
     /// a graceful shutdown, or one of them fails.
+    /// The page the agent serves (`share agent --web`), for a new address of it.
+    let page = Mutex<(any PageLinks)?>(nil)
+
     package func run(with others: [any AgentPart] = []) async throws {
+        page.withLock { page in page = others.lazy.compactMap { $0 as? any PageLinks }.first }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: services(with: others), gracefulShutdownSignals: [.sigterm, .sigint], logger: Self.log))

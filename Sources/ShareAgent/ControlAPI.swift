@@ -57,6 +57,13 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.job = job
             return response
+        case .pageLink:
+            guard let page = agent.page.withLock({ $0 }) else {
+                return .failure("the agent serves no page (share agent --web, or \"web\" in agent.json)")
+            }
+            var response = ControlResponse(ok: true)
+            response.link = page.freshAddress()
+            return response
         case .receive:
             // Served by the control server itself: the connection stays open for the program.
             return .failure("a receiving program registers on a connection of its own")

@@ -171,6 +171,7 @@ final class PeerRouter: Sendable {
             options.catalogFile = device.paths.profilesFile
             options.mediaDirectory = device.paths.data
             options.history = inbox.history
+            options.keepsMirrors = true
         }
         if let entry, entry.asks {
             // The user answers first (share pending / accept / decline); the sender offers again to learn it.

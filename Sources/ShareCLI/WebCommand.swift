@@ -7,6 +7,7 @@ import ShareCommandLine
 import ShareKit
 import ShareWeb
 import ShareNet
+import ShareThreads
 import ShareTrust
 import ShareReach
 import ShareProtocol
@@ -19,7 +20,7 @@ struct WebCommand: ParsableCommand {
         abstract: "Serve this device's page on 127.0.0.1: devices, offers to answer, the inbox, sends with progress.",
         discussion: helpPage(
             "The page shows the trusted devices and those seen on the network, offers waiting for an answer (with their previews) to accept or decline, what arrived (open, download, remove), the agent's sends with live progress (cancel), a place to drop files or type a text for one or more devices, and pairing with the code to compare. It acts through the running agent, as share send, share accept and share cancel do.",
-            "It listens on 127.0.0.1 only. The address printed carries a random secret, new each time: opening it starts a session in that browser tab (kept in the tab's own storage, never a cookie, which would reach every port of 127.0.0.1), and the secret leaves the address bar. Without it, from another site's page, or under another host name, the page serves nothing. --open hands the browser a file only you can read, never the secret on a command line. The agent serves the same page with share agent --web.",
+            "It listens on 127.0.0.1 only. The address printed carries a random secret that opens one session: opening it starts a session in that browser tab (kept in the tab's own storage, never a cookie, which would reach every port of 127.0.0.1), and the secret leaves the address bar. Without it, from another site's page, or under another host name, the page serves nothing. --open hands the browser a file only you can read, never the secret on a command line. While an agent serves its page (share agent --web), share web prints a new address of that page instead; otherwise it serves the page itself, and Enter prints another address for another tab.",
             examples: ["share web --open", "share web --port 8384"]))
 
     @OptionGroup var device: DeviceOptions
@@ -38,6 +39,17 @@ struct WebCommand: ParsableCommand {
     func run() throws {
         try ShareCLI.run {
             let local = try device.loadDevice()
+            // The agent serves its page: a new address of it (each opens one session).
+            if ControlClient.agentIsRunning(local.paths),
+                let answer = try? ControlClient.request(.pageLink, paths: local.paths), answer.ok,
+                let link = answer.link
+            {
+                say("share web: \(link)")
+                // The opener file stays (readable by this user only, in the runtime folder): the browser reads it
+                // after this command has ended, and its secret is spent once the page opens.
+                if open { _ = Self.openInBrowser(link, paths: local.paths) }
+                return
+            }
             let server: WebServer
             do {
                 server = try WebServer(
@@ -52,6 +64,8 @@ struct WebCommand: ParsableCommand {
             }
             say("share web: \(server.address)")
             let opener = open ? Self.openInBrowser(server.address, paths: local.paths) : nil
+            // The address opens one session: Enter prints another (for a second tab or browser).
+            Self.newAddressOnEnter(server)
             Self.waitForSignal()
             if let opener { PathOperations.removeIfPresent(opener.path) }
             server.stop()
@@ -93,6 +107,15 @@ struct WebCommand: ParsableCommand {
         process.arguments = [file.path]
         do { try process.run() } catch { complain("cannot run xdg-open: open the address above in a browser") }
         return file
+    }
+
+    /// Reads standard input on a thread of its own: each line asks for a new address, printed at once.
+    static func newAddressOnEnter(_ server: WebServer) {
+        guard isatty(0) == 1 else { return }
+        tell("share web: the address opens one session; press Enter for another")
+        Threads.start(name: "share-web-input") {
+            while readLine() != nil { say("share web: \(server.freshAddress())") }
+        }
     }
 
     /// Blocks until SIGINT or SIGTERM.

@@ -52,7 +52,7 @@ public final class LocalSendServer: Sendable {
         acceptor = try Acceptor(
             host: host, port: port, name: "localsend",
             limits: AcceptorLimits(
-                total: limits.connections, perAddress: limits.perAddress, whenFull: .refuseNew, key: .address),
+                total: limits.connections, perAddress: limits.perAddress, whenFull: .evictFromBusiest, key: .address),
             override: accept)
         self.port = acceptor.port
         context = try TLSContext(
@@ -66,11 +66,13 @@ public final class LocalSendServer: Sendable {
         acceptor.start(
             handler: { [self] connection in
                 // The TLS connection made of the socket closes it.
-                serve(connection.fd, host: Syscalls.host(of: connection.peer))
+                serve(connection.fd, host: Syscalls.host(of: connection.peer)) { acceptor.markActive(connection) }
             }, failed: failed)
     }
 
-    private func serve(_ client: Int32, host: String) {
+    /// `active`: called once a whole request has come (the connection is then cut after idle ones when the server
+    /// is full).
+    private func serve(_ client: Int32, host: String, active: () -> Void) {
         Syscalls.setTimeouts(client, seconds: limits.handshakeTimeout)
         guard let tls = try? TLSConnection(context: context, fileDescriptor: client) else { return }
         do {
@@ -89,6 +91,7 @@ public final class LocalSendServer: Sendable {
         while true {
             do {
                 guard let head = try http.readHead(request: true) else { return }
+                active()
                 guard try route(head, http, caller) else { return }
             } catch let failure as HTTPFailure {
                 Self.log.info(

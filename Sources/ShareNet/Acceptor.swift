@@ -13,6 +13,11 @@ package struct AcceptorLimits: Sendable {
         /// Cut the oldest counted connection of the same address (or of all) and count the new one: a flood cannot
         /// keep a newcomer out, and every counted connection has its own deadline to finish.
         case evictOldest
+        /// Cut a connection of the key that holds the most (the new one's own key when that is at its limit): of
+        /// those, the oldest that has not yet made itself useful (`Acceptor.markActive`: a whole request, a session),
+        /// else its oldest. A flood from a few addresses takes turns with itself; a newcomer from anywhere else
+        /// holds its place while it asks.
+        case evictFromBusiest
     }
 
     /// Whom a connection counts against.
@@ -31,15 +36,25 @@ package struct AcceptorLimits: Sendable {
     package var key: Key
     /// Seconds accepting may keep failing (out of descriptors or memory) before the acceptor stops and reports it.
     package var failingFor: Double = 60
+    /// A server for its own user only (the page): a loopback connection from another local user is closed at once,
+    /// uncounted (`LoopbackPeer`).
+    package var ownUserOnly = false
 
     /// For a server that takes its connections with `next`, one at a time: nothing is counted.
     package static let serial = AcceptorLimits(total: 1, perAddress: 1, whenFull: .refuseNew, key: .address)
 
-    package init(total: Int, perAddress: Int, whenFull: WhenFull, key: Key) {
+    /// Handler threads alive at once: past it, accepting waits for one to end (the kernel queues what comes
+    /// meanwhile). A flood whose connections are cut as fast as they come would otherwise start threads faster than
+    /// the cut ones end (each takes OpenSSL's global lock to start and to end), and the process would hold
+    /// thousands.
+    package var threads: Int
+
+    package init(total: Int, perAddress: Int, whenFull: WhenFull, key: Key, threads: Int? = nil) {
         self.total = total
         self.perAddress = perAddress
         self.whenFull = whenFull
         self.key = key
+        self.threads = threads ?? (total * 2 + 16)
     }
 }
 
@@ -97,6 +112,8 @@ package final class Acceptor: Sendable {
         /// A duplicate of the connection's socket (-1 when none could be made), valid until the entry is gone:
         /// cutting it can never touch a descriptor number reused by another connection.
         var socket: Int32
+        /// Whether it has made itself useful (`markActive`); idle ones are cut first when a count is full.
+        var active = false
     }
 
     private struct State {
@@ -163,6 +180,10 @@ package final class Acceptor: Sendable {
         Threads.start(name: "share-\(name)") { [self] in
             defer { state.withLock { $0.loopRunning = false } }
             while true {
+                // At most `threads` handlers at once: the next connection waits in the kernel's queue.
+                let room = state.wait(seconds: 0.25, until: { $0.running < limits.threads || $0.stopping })
+                if state.withLock({ $0.stopping }) { return }
+                guard room else { continue }
                 let accepted: (fd: Int32, peer: String)?
                 do {
                     accepted = try acceptOnce(timeout: 0.25)
@@ -188,6 +209,11 @@ package final class Acceptor: Sendable {
         _ client: Int32, peer: String, key: String? = nil, stackSize: Int = 512 << 10, nice: Int32 = 0,
         handler: @escaping @Sendable (AcceptedConnection) -> Void
     ) {
+        if limits.ownUserOnly, let owner = LoopbackPeer.owner(of: client), owner != getuid() {
+            Self.log.debug("closed a connection of another local user", metadata: ["server": "\(name)"])
+            Syscalls.close(client)
+            return
+        }
         guard let connection = admit(client, peer: peer, key: key ?? keyOf(peer)) else {
             Self.log.debug("closed a connection over its limit", metadata: ["server": "\(name)", "from": "\(peer)"])
             Syscalls.close(client)
@@ -212,6 +238,15 @@ package final class Acceptor: Sendable {
         }
     }
 
+    /// `connection` made itself useful (a whole request, an authenticated session): when a count is full, idle
+    /// connections are cut before it (`WhenFull.evictFromBusiest`).
+    package func markActive(_ connection: AcceptedConnection) {
+        state.withLock { state in
+            guard let index = state.counted.firstIndex(where: { $0.id == connection.id }) else { return }
+            state.counted[index].active = true
+        }
+    }
+
     /// Whether `stop` has begun.
     package var isStopping: Bool { state.withLock { $0.stopping } }
 
@@ -226,16 +261,23 @@ package final class Acceptor: Sendable {
             guard !state.stopping else { return nil }
             let sameKey = state.counted.filter { $0.key == key }
             if sameKey.count >= limits.perAddress || state.counted.count >= limits.total {
-                guard limits.whenFull == .evictOldest,
-                    let oldest = sameKey.count >= limits.perAddress ? sameKey.first : state.counted.first
-                else { return nil }
-                Self.log.debug(
-                    "evicted the oldest connection", metadata: ["server": "\(name)", "from": "\(oldest.key)"])
-                if oldest.socket >= 0 {
-                    Syscalls.shutdownSocket(oldest.socket)
-                    Syscalls.close(oldest.socket)
+                let victim: Entry?
+                switch limits.whenFull {
+                case .refuseNew:
+                    victim = nil
+                case .evictOldest:
+                    victim = sameKey.count >= limits.perAddress ? sameKey.first : state.counted.first
+                case .evictFromBusiest:
+                    let pool = sameKey.count >= limits.perAddress ? sameKey : Self.busiest(state.counted)
+                    victim = pool.first { !$0.active } ?? pool.first
                 }
-                state.counted.removeAll { $0.id == oldest.id }
+                guard let victim else { return nil }
+                Self.log.debug("evicted a connection", metadata: ["server": "\(name)", "from": "\(victim.key)"])
+                if victim.socket >= 0 {
+                    Syscalls.shutdownSocket(victim.socket)
+                    Syscalls.close(victim.socket)
+                }
+                state.counted.removeAll { $0.id == victim.id }
             }
             // Out of descriptors, there is no duplicate (-1): the connection is served all the same (refusing it
             // would free its descriptor for the next accept, and accepting would never be seen failing); it is then
@@ -246,6 +288,14 @@ package final class Acceptor: Sendable {
             state.running += 1
             return AcceptedConnection(fd: client, peer: peer, key: key, id: state.nextID)
         }
+    }
+
+    /// The connections of the key that holds the most, oldest first (of two keys holding as many, the one whose
+    /// oldest connection is older).
+    private static func busiest(_ counted: [Entry]) -> [Entry] {
+        var byKey: [String: [Entry]] = [:]
+        for entry in counted { byKey[entry.key, default: []].append(entry) }
+        return byKey.values.max { a, b in a.count != b.count ? a.count < b.count : a[0].id > b[0].id } ?? []
     }
 
     private func keyOf(_ peer: String) -> String {

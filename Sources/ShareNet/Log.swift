@@ -19,7 +19,8 @@ public enum Log {
 
     /// Events less severe than `level` are dropped; `timestamps` switches to the agent's journal format.
     public static func configure(level: Logger.Level, timestamps: Bool) {
-        ShareLogHandler.settings.withLock { $0 = (level, timestamps) }
+        let index = Logger.Level.allCases.firstIndex(of: level) ?? 0
+        ShareLogHandler.settings.store(UInt8(index) | (timestamps ? 0x80 : 0), ordering: .relaxed)
     }
 
     /// The level names `--log-level` takes, least severe first.
@@ -28,7 +29,12 @@ public enum Log {
 
 /// Writes log events as single lines on standard error.
 public struct ShareLogHandler: LogHandler {
-    public static let settings = Mutex((level: Logger.Level.info, timestamps: false))
+    /// The threshold's index in `Logger.Level.allCases`, and 0x80 for timestamps: read by every log call of every
+    /// thread, so an atomic (a lock here made thousands of connection threads queue behind one another).
+    static let settings = Atomic<UInt8>(UInt8(Logger.Level.allCases.firstIndex(of: .info) ?? 0))
+
+    static var level: Logger.Level { Logger.Level.allCases[Int(settings.load(ordering: .relaxed) & 0x7F)] }
+    static var timestamps: Bool { settings.load(ordering: .relaxed) & 0x80 != 0 }
 
     public let label: String
     public var metadata: Logger.Metadata = [:]
@@ -41,7 +47,7 @@ public struct ShareLogHandler: LogHandler {
 
     /// The process-wide threshold unless this logger was given its own.
     public var logLevel: Logger.Level {
-        get { ownLevel ?? Self.settings.withLock { $0.level } }
+        get { ownLevel ?? Self.level }
         set { ownLevel = newValue }
     }
 
@@ -55,7 +61,7 @@ public struct ShareLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let own = event.metadata { merged.merge(own) { _, new in new } }
         let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.quoted("\($0.value)"))" }
-        let timestamps = Self.settings.withLock { $0.timestamps }
+        let timestamps = Self.timestamps
         var line = ""
         if timestamps {
             line = "\(Self.timestamp()) \(event.level.rawValue) \(label): "

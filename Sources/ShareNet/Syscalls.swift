@@ -166,7 +166,7 @@ public enum Syscalls {
     }
 
     /// A listening socket on `host:port` (port 0 picks one). `::` or an empty host listens on IPv6 and IPv4.
-    public static func listen(host: String, port: Int, backlog: Int32 = 256) throws -> (fd: Int32, port: Int) {
+    public static func listen(host: String, port: Int, backlog: Int32 = 4096) throws -> (fd: Int32, port: Int) {
         let wildcard = host.isEmpty || host == "::" || host == "*"
         let candidates = try resolve(host: wildcard ? "::" : host, port: port, passive: true)
         var lastError = SocketError(message: "no address to listen on", code: EADDRNOTAVAIL)

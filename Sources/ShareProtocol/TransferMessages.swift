@@ -198,8 +198,6 @@ public struct MirrorEntry: Sendable, Codable, Equatable {
 
     public var folder: String
     public var path: String?
-    /// Names a receiver keeps for itself in its folders (`.share-partial`): never a mirrored folder's.
-    static let reservedPrefix = ".share-"
     /// Where the same file was before (a rename), for the receiver to take its bytes from.
     public var was: String?
 
@@ -218,12 +216,13 @@ public struct MirrorEntry: Sendable, Codable, Equatable {
     }
 
     public func validate(item: String) throws(ProtocolError) {
-        guard !folder.isEmpty, folder.utf8.count <= 255, !folder.utf8.contains(UInt8(ascii: "/")), folder != ".",
-            folder != "..",
-            !folder.utf8.contains(0), !folder.utf8.starts(with: Self.reservedPrefix.utf8)
+        // A plain name that does not begin with a dot: never a hidden folder at the top of the receiver's folder
+        // (`.ssh`, `.config`), nor one the receiver keeps for itself (`.share-partial`).
+        guard !folder.isEmpty, folder.utf8.count <= 255, !folder.utf8.contains(UInt8(ascii: "/")),
+            folder.utf8.first != UInt8(ascii: "."), !folder.utf8.contains(0)
         else {
             throw ProtocolError(
-                .badMessage, "item \(item) names a mirrored folder that is not a plain name, or one the receiver keeps")
+                .badMessage, "item \(item) names a mirrored folder that is not a plain name, or a hidden one")
         }
         for path in [path, was].compactMap({ $0 }) where Self.components(path) == nil {
             throw ProtocolError(.badMessage, "item \(item) names a path in its mirrored folder that leaves it")

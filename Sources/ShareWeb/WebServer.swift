@@ -21,7 +21,7 @@ import ShareAgent
 /// DNS-rebinding page names its own), and one that carries an Origin must be this page's. Without a session, only the
 /// page's shell (nothing secret in it) and a one-line refusal are served. Every action goes through the same code as
 /// the command line (`WebActions`).
-public final class WebServer: AgentPart, Sendable {
+public final class WebServer: PageLinks, Sendable {
     static let log = Log.logger("share.web")
     public struct Limits: Sendable {
         /// Connections at once (the page holds one for its events and a few for requests), and from one address.
@@ -38,8 +38,8 @@ public final class WebServer: AgentPart, Sendable {
 
     public let port: Int
     package let partName = "page"
-    /// The secret in the address; a session is opened with it.
-    public let secret: String
+    /// The secret in the address printed last; one session is opened with it, and then it is spent.
+    public var secret: String { state.withLock { $0.secret } }
     let actions: WebActions
     private let limits: Limits
     /// The sessions' tokens, sent by the page's script as `Authorization: Bearer TOKEN`.
@@ -50,6 +50,8 @@ public final class WebServer: AgentPart, Sendable {
         var expires: Date
     }
     private struct State {
+        /// The secret of the address printed last, until it opens a session (nil then).
+        var secret: String
         var sessions: Set<String> = []
         /// One-use links to received files.
         var tickets: [String: Ticket] = [:]
@@ -57,7 +59,7 @@ public final class WebServer: AgentPart, Sendable {
         var streams = 0
         var stopping = false
     }
-    private let state = Guarded(State())
+    private let state: Guarded<State>
     private let acceptor: Acceptor
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port). `discovery`: where a pairing started on the page says
@@ -77,18 +79,44 @@ public final class WebServer: AgentPart, Sendable {
     ) throws {
         acceptor = try Acceptor(
             host: "127.0.0.1", port: port, name: "web",
-            limits: AcceptorLimits(
-                total: limits.connections, perAddress: limits.connectionsPerAddress, whenFull: .refuseNew,
-                key: .network),
+            limits: Self.acceptorLimits(limits),
             override: accept)
         self.port = acceptor.port
-        secret = Self.randomToken()
+        state = Guarded(State(secret: Self.randomToken()))
         self.limits = limits
         actions = WebActions(device: device, discovery: discovery)
     }
 
-    /// The address to open: it carries the secret.
+    /// The page serves one person: another local user's connections are closed at once, and when the count is full
+    /// a connection that has not yet sent a request with a session (or the secret) gives way to a new one.
+    static func acceptorLimits(_ limits: Limits) -> AcceptorLimits {
+        var counted = AcceptorLimits(
+            total: limits.connections, perAddress: limits.connectionsPerAddress, whenFull: .evictFromBusiest,
+            key: .network)
+        counted.ownUserOnly = true
+        return counted
+    }
+
+    /// The address to open: it carries the secret, which opens one session (the browser tab keeps it).
     public var address: String { "http://127.0.0.1:\(port)/?token=\(secret)" }
+
+    /// A new address for another tab or browser: a new secret, the one printed before no longer opening anything.
+    public func freshAddress() -> String {
+        let secret = Self.randomToken()
+        state.withLock { $0.secret = secret }
+        return "http://127.0.0.1:\(port)/?token=\(secret)"
+    }
+
+    /// A session for the address's secret, which is then spent: the address in a terminal's scrollback or a
+    /// browser's history opens nothing more (`share web` prints a new one).
+    private func tradeSecret(_ sent: String) -> String? {
+        let traded = state.withLock { state -> Bool in
+            guard Self.same(sent, state.secret) else { return false }
+            state.secret = Self.randomToken()
+            return true
+        }
+        return traded ? openSession() : nil
+    }
 
     /// Starts accepting; `failed` hears once if accepting stops for another reason than `stop`.
     public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
@@ -101,7 +129,7 @@ public final class WebServer: AgentPart, Sendable {
                 let http = HTTPConnection(plain: PlainSocket(fd: connection.fd))
                 http.idleSeconds = limits.idleTimeout
                 http.headSeconds = limits.headTimeout
-                serve(http, connection.fd)
+                serve(http, connection.fd) { acceptor.markActive(connection) }
             }, failed: failed)
     }
 
@@ -116,7 +144,8 @@ public final class WebServer: AgentPart, Sendable {
         acceptor.stop(grace: 5, cut: { actions.stop() })
     }
 
-    private func serve(_ http: HTTPConnection, _ client: Int32) {
+    /// `active`: called once a request came with the page's session or secret.
+    private func serve(_ http: HTTPConnection, _ client: Int32, active: () -> Void) {
         while !state.withLock({ $0.stopping }) {
             let head: HTTPHead
             do {
@@ -131,7 +160,7 @@ public final class WebServer: AgentPart, Sendable {
             }
             Self.log.debug("request", metadata: ["method": "\(head.method)", "path": "\(head.path)"])
             do {
-                guard try answer(head, http) else { return }
+                guard try answer(head, http, active: active) else { return }
             } catch let failure as HTTPFailure {
                 Self.log.info(
                     "refused",
@@ -159,7 +188,7 @@ public final class WebServer: AgentPart, Sendable {
 
     /// Checks where a request comes from and who sends it, then routes it. Returns whether the connection may carry
     /// another request.
-    private func answer(_ head: HTTPHead, _ http: HTTPConnection) throws -> Bool {
+    private func answer(_ head: HTTPHead, _ http: HTTPConnection, active: () -> Void) throws -> Bool {
         guard let host = head.headers["host"], hosts.contains(host.lowercased()) else {
             throw HTTPFailure(403, "this page answers only at 127.0.0.1:\(port)")
         }
@@ -182,10 +211,11 @@ public final class WebServer: AgentPart, Sendable {
             // keeps in the tab's own storage. No cookie: a browser sends cookies of 127.0.0.1 to every port, so any
             // local user's server could collect one.
             try http.discard(length)
-            guard let sent = head.headers["x-share-secret"], Self.same(sent, secret) else {
-                throw HTTPFailure(401, "a wrong secret: open the address share web printed")
+            guard let sent = head.headers["x-share-secret"], let session = tradeSecret(sent) else {
+                throw HTTPFailure(401, "a wrong or used secret: open the address share web printed again")
             }
-            try json(http, ["session": openSession()])
+            active()
+            try json(http, ["session": session])
             return true
         case ("GET", "/api/inbox/file") where head.query["ticket"] != nil:
             // A link made for one file (the page's session is a header, which a link cannot carry).
@@ -204,6 +234,7 @@ public final class WebServer: AgentPart, Sendable {
         guard session(of: head) else {
             throw HTTPFailure(401, "no session: open the address share web printed (it carries the page's secret)")
         }
+        active()
         return try route(head, http, length: length)
     }
 

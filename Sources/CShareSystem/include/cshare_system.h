@@ -29,6 +29,11 @@ int cshare_lock_exclusive(int fd, int wait);
 /// The user ID of the process at the other end of a Unix socket, or -1 (system.c).
 long long cshare_peer_uid(int fd);
 
+/// The owner of the other end of a connected TCP socket whose peer is on this machine (a loopback connection): the
+/// kernel's socket table looked up by the connection's addresses and ports (sock_diag), or -1 when it lists no such
+/// socket (the peer is elsewhere, or went away) (system.c).
+long long cshare_tcp_peer_uid(int fd);
+
 /// Sets the nice value of the calling thread only (Linux schedules threads individually) to the process's own
 /// (its main thread's) plus `increment`: a thread otherwise inherits whatever its creator had; 0 or -1 with errno
 /// (system.c).

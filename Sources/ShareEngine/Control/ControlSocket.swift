@@ -27,8 +27,10 @@ package enum ControlRequest: Codable, Sendable {
     /// A program receives through the agent (`ShareClient.receive`): what peers send is negotiated with its accept
     /// list and handed to it, one `ProgramEvent` per line on this connection, for as long as it stays open.
     case receive(ProgramRegistration)
+    /// A new address of the agent's page (`share web` while the agent serves it): its secret opens one session.
+    case pageLink
 
-    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel, receive }
+    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel, receive, pageLink }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program }
 
@@ -45,6 +47,7 @@ package enum ControlRequest: Codable, Sendable {
         case .notices: self = .notices
         case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
         case .receive: self = .receive(try container.decode(ProgramRegistration.self, forKey: .program))
+        case .pageLink: self = .pageLink
         }
     }
 
@@ -71,6 +74,8 @@ package enum ControlRequest: Codable, Sendable {
         case .receive(let program):
             try container.encode(Operation.receive, forKey: .op)
             try container.encode(program, forKey: .program)
+        case .pageLink:
+            try container.encode(Operation.pageLink, forKey: .op)
         }
     }
 }
@@ -165,6 +170,8 @@ package struct ControlResponse: Codable, Sendable {
     package var localsend: String?
     /// The agent's inbox folder.
     package var inbox: String?
+    /// A new address of the agent's page.
+    package var link: String?
 
     package init(ok: Bool, error: String? = nil) {
         self.ok = ok

@@ -57,8 +57,8 @@ package final class Listener: AgentPart, Sendable {
             acceptor = try Acceptor(
                 host: host, port: port, name: "listener",
                 limits: AcceptorLimits(
-                    total: limits.handshaking, perAddress: limits.handshakingPerAddress, whenFull: .evictOldest,
-                    key: .network),
+                    total: limits.handshaking, perAddress: limits.handshakingPerAddress, whenFull: .evictFromBusiest,
+                    key: .network, threads: limits.handshaking * 2 + limits.sessions),
                 override: accept)
         } catch let error as Syscalls.SocketError {
             throw ShareFailure(.unavailable, "\(error.message); choose another port with --port")
@@ -113,7 +113,9 @@ package final class Listener: AgentPart, Sendable {
                 "the peer does not trust this device and closed the connection", metadata: ["from": "\(peer)"])
             return
         } catch {
-            Self.log.info("connection failed before its hello", metadata: ["from": "\(peer)", "error": "\(error)"])
+            // Debug only: a flood of connections that never say anything (each cut in turn) writes nothing per
+            // connection.
+            Self.log.debug("connection failed before its hello", metadata: ["from": "\(peer)", "error": "\(error)"])
             return
         }
         let key = ObjectIdentifier(session.connection)

@@ -16,3 +16,8 @@ package protocol AgentPart: AnyObject, Sendable {
     /// Stops the part and waits for its threads.
     func stop()
 }
+
+/// A part that serves a page whose address opens one session: it makes a new address when asked (`share web`).
+package protocol PageLinks: AgentPart {
+    func freshAddress() -> String
+}

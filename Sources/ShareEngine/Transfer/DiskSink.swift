@@ -99,10 +99,9 @@ final class DiskSink: ItemSink {
         if Self.isArchive(representation) {
             // A folder: the one this sender delivered last under the same name, as a tar stream.
             let name = FileNamesOnDisk.sanitize(representation.suggestedFileName ?? item.label, fallback: "folder")
-            guard
-                let (placed, _) = versions.delivered(target: store.folder, sender: sender, name: name, kind: .directory)
+            guard let (placed, tree) = versions.deliveredFolder(target: store.folder, sender: sender, name: name)
             else { return nil }
-            return versions.folderBasis(target: store.folder, name: placed, hasher: hasher).map {
+            return versions.folderBasis(target: store.folder, name: placed, tree: tree, hasher: hasher).map {
                 var index = $0.index
                 index.item = item.id
                 return ItemBasis(index: index, open: $0.open)
@@ -122,7 +121,7 @@ final class DiskSink: ItemSink {
                 try versions.open(target: directory, name: url.lastPathComponent, info: info)
             }
         }
-        guard let (placed, info) = versions.delivered(target: store.folder, sender: sender, name: name),
+        guard let (placed, info) = versions.delivered(target: store.folder, sender: sender, name: name, hasher: hasher),
             var index = versions.index(target: store.folder, name: placed, info: info, hasher: hasher)
         else { return nil }
         index.item = item.id
@@ -204,7 +203,7 @@ final class DiskSink: ItemSink {
         if options.keptFor != nil || options.handOver != nil {
             let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
             let placed = try partial.place(as: name, mode: 0o600)
-            if options.keptFor == nil { remember(name, placed: placed) }
+            if options.keptFor == nil { remember(name, placed: placed, done: done, partial: partial) }
             return saved(placed, item: item, type: chosen.contentType, size: done.size)
         }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
@@ -258,14 +257,19 @@ final class DiskSink: ItemSink {
         }
         let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
         let placed = try partial.place(as: name, mode: 0o644)
-        remember(name, placed: placed)
+        remember(name, placed: placed, done: done, partial: partial)
         return saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 
-    /// Remembers which file a large item became, for a later version of it to arrive as a delta.
-    private func remember(_ name: String, placed: String) {
+    /// Remembers which file (or folder) an item became and, for a file, the digest it was verified with: a later
+    /// version of it arrives as a delta against it while it is still that version.
+    private func remember(_ name: String, placed: String, done: Done? = nil, partial: ReceivedBytes? = nil) {
         guard let versions = options.versions else { return }
-        versions.recordDelivery(target: store.folder, sender: sender, name: name, placed: placed)
+        var verified: Versions.Verified?
+        if let done, let partial {
+            verified = Versions.Verified(digest: done.digest, chunkSize: partial.chunkSize, algorithm: partial.digest)
+        }
+        versions.recordDelivery(target: store.folder, sender: sender, name: name, placed: placed, verified: verified)
     }
 
     fileprivate func complete(_ partial: PartialArchive, item: OfferItem, chosen: OfferedRepresentation, done: Done)

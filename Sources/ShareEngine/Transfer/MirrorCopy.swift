@@ -93,11 +93,13 @@ final class MirrorCopy {
         return (directory, String(parts.last!))
     }
 
-    /// The file now at `path` (or, for a rename, at `was`), to receive the new version against.
+    /// The file now at `path` (or, for a rename, at `was`), to receive the new version against: only a file this
+    /// copy wrote and that is still as it wrote it. Anything else there (the user's own file, or one changed since)
+    /// is no basis: a sender learns nothing of bytes it did not send.
     func basis(path: String, was: String?) -> (Directory, String, FileInfo)? {
         for candidate in [path, was].compactMap({ $0 }) {
             guard let (directory, leaf) = try? place(of: candidate, create: false),
-                let info = directory.info(leaf), info.kind == .file
+                let info = directory.info(leaf), info.kind == .file, records[candidate] == Record(info)
             else { continue }
             return (directory, leaf, info)
         }

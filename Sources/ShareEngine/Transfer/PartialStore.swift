@@ -184,6 +184,8 @@ protocol ReceivedBytes: AnyObject {
     var held: [Int: [UInt8]] { get }
     /// The digest of `held` and of the chunks written.
     var digest: DigestAlgorithm { get }
+    /// The size of every chunk but the last.
+    var chunkSize: Int { get }
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
@@ -344,6 +346,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     private var ended = false
     let held: [Int: [UInt8]]
     let digest: DigestAlgorithm
+    var chunkSize: Int { ledger.chunkSize }
 
     /// `digest`: the digest this session records chunks with; a partial recorded with another starts over. Nil
     /// (looking up what is held): whatever the partial was recorded with.

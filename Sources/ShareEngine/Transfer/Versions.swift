@@ -17,11 +17,25 @@ package final class Versions: Sendable {
         folder = try Directory.open(directory.path, create: true, mode: 0o700)
     }
 
-    /// A delivered file: where it went and what it was then.
+    /// A delivered file: where it went and what it was then (size, modification time, inode), and its digest as the
+    /// transfer verified it (the item's whole digest: a hash list of its chunks, with their size and algorithm), by
+    /// which a file whose time or inode changed is recognised as still the delivered version.
     struct Record: Codable {
         var name: String
         var size: UInt64
         var inode: UInt64
+        var modified: Int64?
+        var nanoseconds: Int?
+        var digest: String?
+        var chunkSize: Int?
+        var algorithm: DigestAlgorithm?
+    }
+
+    /// What a delivered file's digest was checked with.
+    struct Verified {
+        var digest: String
+        var chunkSize: Int
+        var algorithm: DigestAlgorithm
     }
 
     private static func key(target: Directory, sender: DeviceID, name: String) -> String {
@@ -30,26 +44,100 @@ package final class Versions: Sendable {
         return String(SHA256Hasher.hash(Array(text.utf8)).hexString.prefix(32))
     }
 
-    /// `sender`'s item saved as `placed` under the name it asked for (`name`) in `target`.
-    func recordDelivery(target: Directory, sender: DeviceID, name: String, placed: String) {
+    /// `sender`'s item saved as `placed` under the name it asked for (`name`) in `target`; `verified`: the whole
+    /// digest the transfer checked (a file). A folder's record lists every entry as it was extracted.
+    func recordDelivery(target: Directory, sender: DeviceID, name: String, placed: String, verified: Verified? = nil) {
         guard let info = target.info(placed), info.kind == .file || info.kind == .directory else { return }
-        let record = Record(name: placed, size: info.size, inode: info.inode)
+        let key = Self.key(target: target, sender: sender, name: name)
+        var record = Record(name: placed, size: info.size, inode: info.inode)
+        if info.kind == .file, let verified {
+            record.modified = info.modified
+            record.nanoseconds = info.modifiedNanoseconds
+            record.digest = verified.digest
+            record.chunkSize = verified.chunkSize
+            record.algorithm = verified.algorithm
+        }
+        if info.kind == .directory,
+            let plan = try? ArchivePlan.folder(
+                URL(fileURLWithPath: target.path + "/" + placed), maxEntries: Self.maxTreeEntries, measure: false)
+        {
+            try? folder.writeAtomically("\(key).tree", Array(FolderTree(plan).encoded().utf8), durable: false)
+        }
         guard let bytes = try? JSONEncoder().encode(record) else { return }
-        try? folder.writeAtomically(
-            "\(Self.key(target: target, sender: sender, name: name)).delivered", Array(bytes), durable: false)
+        try? folder.writeAtomically("\(key).delivered", Array(bytes), durable: false)
     }
 
-    /// The file (or folder) `sender` last delivered under `name` into `target`, if it is still there as one.
-    func delivered(target: Directory, sender: DeviceID, name: String, kind: FileInfo.Kind = .file)
-        -> (name: String, info: FileInfo)?
-    {
-        guard
-            let bytes = try? folder.readFile(
-                "\(Self.key(target: target, sender: sender, name: name)).delivered", limit: 64 << 10),
-            let record = try? JSONDecoder().decode(Record.self, from: Data(bytes)),
-            let info = target.info(record.name), info.kind == kind
+    /// The most entries of a delivered folder remembered for its next version to be a delta against.
+    static let maxTreeEntries = 200_000
+
+    /// The file `sender` last delivered under `name` into `target`, if it is still there and still that version:
+    /// the same size, modification time and inode, or else the same digest (read again, with the chunk size and
+    /// digest it was verified with). A file changed or replaced since is no basis: a sender learns nothing of bytes
+    /// it did not send (docs/SECURITY.md).
+    func delivered(target: Directory, sender: DeviceID, name: String, hasher: ChunkHasher) -> (
+        name: String, info: FileInfo
+    )? {
+        let recordName = "\(Self.key(target: target, sender: sender, name: name)).delivered"
+        guard let bytes = try? folder.readFile(recordName, limit: 64 << 10),
+            var record = try? JSONDecoder().decode(Record.self, from: Data(bytes)),
+            let info = target.info(record.name), info.kind == .file, info.size == record.size,
+            let digest = record.digest, let chunkSize = record.chunkSize, let algorithm = record.algorithm
         else { return nil }
+        if info.inode == record.inode, info.modified == record.modified, info.modifiedNanoseconds == record.nanoseconds
+        {
+            return (record.name, info)
+        }
+        guard
+            let now = try? Self.wholeDigest(
+                target: target, name: record.name, info: info, chunkSize: chunkSize, hasher: hasher.make(algorithm)),
+            now == digest
+        else { return nil }
+        // The same bytes (touched, or copied back): remembered as they are now, so the next look is quick.
+        record.inode = info.inode
+        record.modified = info.modified
+        record.nanoseconds = info.modifiedNanoseconds
+        if let bytes = try? JSONEncoder().encode(record) {
+            try? folder.writeAtomically(recordName, Array(bytes), durable: false)
+        }
         return (record.name, info)
+    }
+
+    /// The folder `sender` last delivered under `name` into `target`, and what of it is still as delivered.
+    func deliveredFolder(target: Directory, sender: DeviceID, name: String) -> (name: String, tree: FolderTree)? {
+        let key = Self.key(target: target, sender: sender, name: name)
+        guard let bytes = try? folder.readFile("\(key).delivered", limit: 64 << 10),
+            let record = try? JSONDecoder().decode(Record.self, from: Data(bytes)),
+            let info = target.info(record.name), info.kind == .directory,
+            let text = try? folder.readFile("\(key).tree", limit: 256 << 20),
+            let tree = FolderTree(decoding: String(decoding: text, as: UTF8.self))
+        else { return nil }
+        return (record.name, tree)
+    }
+
+    /// A file's whole digest as a transfer computes it: the digest of its chunks' digests, in order.
+    static func wholeDigest(target: Directory, name: String, info: FileInfo, chunkSize: Int, hasher: ChunkHasher)
+        throws -> String
+    {
+        guard chunkSize > 0 else { throw DeltaBasisChanged() }
+        let file = try target.openFile(name, .read)
+        defer { file.close() }
+        file.adviseSequential()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var digests: [UInt8] = []
+        var offset: UInt64 = 0
+        repeat {
+            var filled = 0
+            while filled < chunkSize, offset + UInt64(filled) < info.size {
+                let n = try file.read(
+                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: offset + UInt64(filled))
+                guard n > 0 else { throw DeltaBasisChanged() }
+                filled += n
+            }
+            digests += hasher.digest(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
+            offset += UInt64(filled)
+        } while offset < info.size
+        return hasher.digest(digests).hexString
     }
 
     /// The index of `name` in `target` by `hasher`'s digest: from the cache when the file's size, modification time
@@ -95,10 +183,13 @@ package final class Versions: Sendable {
     }
 
     /// A folder delivered earlier, as the tar stream its sender would make of it now (entries in the same order,
-    /// times and modes as extracted): written once to a file that is removed at once and read while it is open, and
-    /// indexed as it is written. A folder changed since is simply a basis that matches less.
-    func folderBasis(target: Directory, name: String, hasher: ChunkHasher) -> ItemBasis? {
-        guard let plan = try? ArchivePlan.folder(URL(fileURLWithPath: target.path + "/" + name)),
+    /// times and modes as extracted), of the entries still as they were delivered (the same size, time and inode):
+    /// what was added or changed there since is left out, never read into a sender's basis. Written once to a file
+    /// that is removed at once and read while it is open, and indexed as it is written. A folder changed since is
+    /// simply a basis that matches less.
+    func folderBasis(target: Directory, name: String, tree: FolderTree, hasher: ChunkHasher) -> ItemBasis? {
+        guard let whole = try? ArchivePlan.folder(URL(fileURLWithPath: target.path + "/" + name)),
+            let plan = try? ArchivePlan(entries: whole.entries.filter { tree.holds($0) }),
             plan.streamSize >= Delta.minimumSize
         else { return nil }
         let temporary = "folder-\(UUID().uuidString).tar"
