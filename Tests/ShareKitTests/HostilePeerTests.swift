@@ -1,5 +1,6 @@
 import Foundation
 import ShareProtocol
+import ShareTestSupport
 import Testing
 
 extension EndToEnd {
@@ -141,7 +142,7 @@ extension EndToEnd {
                     hostile.config.appendingPathComponent("key.pem").path, "trickle",
                 ], timeout: 60)
             let seconds = result.output.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? 99
-            #expect(seconds < 15, "\(result.output)")
+            #expect(seconds < Patience.seconds(15), "\(result.output)")
         }
 
         @Test func tenThousandItemsInOneOfferAreNegotiated() throws {

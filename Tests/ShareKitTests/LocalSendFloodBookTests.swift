@@ -103,7 +103,7 @@ extension EndToEndAgents {
                 if most > 16 { break }
             }
             // A bound loose enough for a loaded machine (the figure is printed for the record).
-            #expect(slowest < 5, "share status took \(slowest) s during the flood")
+            #expect(slowest < Patience.seconds(5), "share status took \(slowest) s during the flood")
             print(
                 "flood: share status answered in at most \(String(format: "%.2f", slowest)) s; \(most) offers at once")
             #expect(flooding.wait(timeout: 60) == 0, "\(flooding.output)")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import ShareKit
 import ShareTLS
+import ShareTestSupport
 import Testing
 import ShareTrust
 import ShareReach
@@ -63,7 +64,7 @@ extension EndToEndAgents {
             let rss = try #require(residentKiB(setup.agent.pid))
             #expect(rss < 256 * 1024, "RSS \(rss) KiB after \(context)")
             let seconds = try statusSeconds(setup.desk)
-            #expect(seconds < 1, "status took \(seconds) s after \(context)")
+            #expect(seconds < Patience.seconds(1), "status took \(seconds) s after \(context)")
         }
 
         /// Lets the watch attach once, so the desk knows what it accepts, then detaches it.
@@ -294,7 +295,7 @@ extension EndToEndAgents {
                 if due > Date() { Thread.sleep(until: due) }
             }
             let spent = try #require(cpuSeconds(agent.pid)) - before
-            #expect(slowest < 1, "share status took \(slowest) s during the flood")
+            #expect(slowest < Patience.seconds(1), "share status took \(slowest) s during the flood")
             #expect(spent < 5, "the agent spent \(spent) s of CPU on 3,000 announcements in 15 s")
             let remembered = waitUntil(timeout: 10) {
                 let file = desk.directory.appendingPathComponent("config/state/discovered.json")

@@ -112,10 +112,13 @@ package final class Listener: AgentPart, Sendable {
             Self.log.notice(
                 "the peer does not trust this device and closed the connection", metadata: ["from": "\(peer)"])
             return
-        } catch {
-            // Debug only: a flood of connections that never say anything (each cut in turn) writes nothing per
-            // connection.
+        } catch let error as TLSError where error.kind == .timeout || error.kind == .connectionLost {
+            // Connections that said nothing and were cut or timed out (a flood's, cut in turn) are only debugging:
+            // a flood writes nothing per connection.
             Self.log.debug("connection failed before its hello", metadata: ["from": "\(peer)", "error": "\(error)"])
+            return
+        } catch {
+            Self.log.info("connection failed before its hello", metadata: ["from": "\(peer)", "error": "\(error)"])
             return
         }
         let key = ObjectIdentifier(session.connection)
