@@ -50,6 +50,9 @@ let package = Package(
                 "CShareArchive", "CShareZstd", "ShareDisk", "ShareThreads", "UniformTypeIdentifiers",
             ]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
+        // Shared folders' logic, pure: version vectors, the global version of each path, the planner, the scanner's
+        // comparison, and a folder's steps over a disk and an index it is given (the agent's, or a simulation's).
+        .target(name: "ShareSync", dependencies: ["ShareProtocol"]),
         // Locks, conditions and threads on pthreads: Foundation's NSObject-based ones would link CoreFoundation, the
         // rest of Foundation and ICU into the watch.
         .target(name: "ShareThreads", dependencies: ["CShareSystem"]),
@@ -194,6 +197,7 @@ let package = Package(
             name: "ShareWormholeTests",
             dependencies: ["ShareHTTP", "ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
+        .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareProtocol"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),

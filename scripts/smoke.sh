@@ -128,6 +128,10 @@ check_bench_flood() {
     "^new LocalSend device: /info +$NUM +ok$" "^the owner's page: /api/state +$NUM +ok$" "^share status +$NUM +ok$" \
     "^the 4 MiB arrived identical$" "^agent peak RSS: [0-9]+ KiB"
 }
+check_sync_check() {
+  expect "$1" "^3 devices: 100 schedules from seed 1, 0 failed" "^4 devices: 100 schedules from seed 1, 0 failed" \
+    "^sequential: 100 schedules from seed 1, 0 failed, 0 conflict copies"
+}
 check_gen_builder() { expect "$1" "is current"; }
 check_gen_system_types() { expect "$1" "^[0-9]+ types, [0-9]+ static members$"; }
 
@@ -140,6 +144,7 @@ smoke bench-watch 60 bash scripts/bench-watch.sh 30 3
 smoke bench-wormhole 90 bash scripts/bench-wormhole.sh 4 1
 smoke faults 180 bash scripts/faults.sh 4 1 1
 smoke bench-flood 90 bash scripts/bench-flood.sh 60 8
+smoke sync-check 60 bash scripts/sync-check.sh 100
 smoke package-deb 90 bash scripts/package-deb.sh
 smoke gen-builder 30 python3 scripts/gen-builder.py --check
 smoke gen-system-types 30 python3 scripts/gen-system-types.py --check
@@ -155,7 +160,7 @@ fi
 smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
-covered=" bench-flood.sh bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
+covered=" bench-flood.sh sync-check.sh bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
   package-deb.sh
   gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh bench-delta.sh demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh

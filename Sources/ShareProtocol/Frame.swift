@@ -38,6 +38,11 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     /// Delta transfer: the sender's question for block sums of some basis ranges, and the receiver's answer.
     case blockQuery = 0x22
     case blockSums = 0x23
+    /// Shared folders: the folders each side shares and where its index stands (the first frame of a folder link,
+    /// each way), entries of an index since a sequence, and a pull of files (the first frame of a pull session).
+    case folderHello = 0x30
+    case indexUpdate = 0x31
+    case folderPull = 0x32
     case clipboardRequest = 0x20
     case clipboardInfo = 0x21
     case bye = 0x1F
@@ -50,7 +55,8 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
         switch self {
         case .data, .chunk, .zchunk, .patch: return Limits.maxChunkPayload
         case .basis, .basisDetail, .blockSums: return Delta.maxPayload
-        case .offer, .select: return Limits.maxOfferPayload
+        case .indexUpdate: return Limits.maxIndexPayload
+        case .offer, .select, .folderPull: return Limits.maxOfferPayload
         default: return Limits.maxControlPayload
         }
     }

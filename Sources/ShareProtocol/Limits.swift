@@ -22,4 +22,11 @@ public enum Limits {
     /// Most entries in an accept list, and most declarations in one message.
     public static let maxAcceptEntries = 256
     public static let maxDeclarations = 256
+    /// Shared folders: most folders in a hello, devices sharing one (and counters in a version), and bytes in a path
+    /// or a link's target.
+    public static let maxFolders = 1024
+    public static let maxFolderDevices = 64
+    public static let maxPathBytes = 4096
+    /// Largest index update (binary): a few thousand entries; a larger index crosses as several.
+    public static let maxIndexPayload = 4 << 20
 }

@@ -1,0 +1,306 @@
+/// Shared folders on the wire (docs/PROTOCOL.md, "Shared folders"): the folders a device shares with its peer and
+/// where each side's index stands (`FolderHello`), the entries of an index recorded since a sequence
+/// (`IndexUpdate`, binary), and a pull of files' content (`FolderPull`, the first frame of a session the puller
+/// opens, answered as a transfer). Wire types only: the folder logic converts them to its own.
+
+/// A folder as one side of a link announces it.
+public struct FolderAnnouncement: Sendable, Codable, Equatable {
+    /// The folder's identity: never its name (two folders of one name are two folders).
+    public var id: String
+    /// What the person named it, shown to the others.
+    public var label: String
+    /// `send-receive`, `send-only` or `receive-only`: how the announcing device treats it.
+    public var type: String
+    /// The devices the announcing side shares it with (device IDs).
+    public var devices: [String]
+    /// The announcer's index: its identity (hex, new whenever the index starts over) and its latest sequence.
+    public var indexID: String
+    public var sequence: UInt64
+    /// What the announcer holds of the other side's index: its identity ("" for none) and the last sequence of it
+    /// received in order. The other side sends what follows (everything, when the identity is not its own).
+    public var heldIndexID: String
+    public var heldSequence: UInt64
+
+    public init(
+        id: String, label: String, type: String, devices: [String], indexID: String, sequence: UInt64,
+        heldIndexID: String, heldSequence: UInt64
+    ) {
+        self.id = id
+        self.label = label
+        self.type = type
+        self.devices = devices
+        self.indexID = indexID
+        self.sequence = sequence
+        self.heldIndexID = heldIndexID
+        self.heldSequence = heldSequence
+    }
+
+    /// Folder IDs: 1–64 letters, digits and `-`.
+    public static func validID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 64
+            && id.utf8.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D
+            }
+    }
+
+    public func validate() throws(ProtocolError) {
+        guard Self.validID(id), label.utf8.count <= 255, !label.utf8.contains(where: { $0 < 0x20 }),
+            ["send-receive", "send-only", "receive-only"].contains(type), devices.count <= Limits.maxFolderDevices,
+            indexID.utf8.count <= 16, heldIndexID.utf8.count <= 16
+        else { throw ProtocolError(.badMessage, "a folder announcement that breaks its rules") }
+    }
+}
+
+/// The first frame of a folder link, each way: every folder the sender shares with the receiver.
+public struct FolderHello: Sendable, Codable, Equatable {
+    public var folders: [FolderAnnouncement]
+    public init(folders: [FolderAnnouncement]) { self.folders = folders }
+
+    public func validate() throws(ProtocolError) {
+        guard folders.count <= Limits.maxFolders else {
+            throw ProtocolError(.badMessage, "a folder hello of more than \(Limits.maxFolders) folders")
+        }
+        for folder in folders { try folder.validate() }
+    }
+}
+
+/// One entry of an index, as it crosses.
+public struct IndexRecord: Sendable, Equatable {
+    public var path: String
+    /// 0 file, 1 folder, 2 link.
+    public var kind: UInt8
+    public var deleted: Bool
+    public var size: UInt64
+    public var modified: Int64
+    public var mode: UInt32
+    public var digest: [UInt8]
+    public var target: String
+    public var sequence: UInt64
+    public var modifiedBy: UInt64
+    /// (device, counter) pairs.
+    public var version: [(UInt64, UInt64)]
+
+    public init(
+        path: String, kind: UInt8, deleted: Bool, size: UInt64, modified: Int64, mode: UInt32, digest: [UInt8],
+        target: String, sequence: UInt64, modifiedBy: UInt64, version: [(UInt64, UInt64)]
+    ) {
+        self.path = path
+        self.kind = kind
+        self.deleted = deleted
+        self.size = size
+        self.modified = modified
+        self.mode = mode
+        self.digest = digest
+        self.target = target
+        self.sequence = sequence
+        self.modifiedBy = modifiedBy
+        self.version = version
+    }
+
+    public static func == (a: IndexRecord, b: IndexRecord) -> Bool {
+        a.path == b.path && a.kind == b.kind && a.deleted == b.deleted && a.size == b.size && a.modified == b.modified
+            && a.mode == b.mode && a.digest == b.digest && a.target == b.target && a.sequence == b.sequence
+            && a.modifiedBy == b.modifiedBy && a.version.map { [$0.0, $0.1] } == b.version.map { [$0.0, $0.1] }
+    }
+
+    /// About how many bytes it takes on the wire.
+    public var wireSize: Int {
+        2 + path.utf8.count + 40 + 1 + digest.count + 2 + target.utf8.count + 2 + 16 * version.count
+    }
+}
+
+/// Entries of the sender's index for one folder: those recorded after `from` up to `to` (sequences), in order. A
+/// receiver applies it only when it continues what it holds (`from` is the last sequence it has of that index, or
+/// 0 with a new index identity: everything again).
+public struct IndexUpdate: Sendable, Equatable {
+    public var folder: String
+    public var indexID: String
+    public var from: UInt64
+    public var to: UInt64
+    public var records: [IndexRecord]
+
+    public init(folder: String, indexID: String, from: UInt64, to: UInt64, records: [IndexRecord]) {
+        self.folder = folder
+        self.indexID = indexID
+        self.from = from
+        self.to = to
+        self.records = records
+    }
+
+    /// `folder (1 + n) | indexID (1 + n) | from (8) | to (8) | records (4) | per record: path (2 + n), kind (1),
+    /// deleted (1), size (8), modified (8), mode (4), digest (1 + n), target (2 + n), sequence (8), modifiedBy (8),
+    /// counters (2), counters × (device (8), value (8))`, big endian.
+    public func encoded() -> [UInt8] {
+        var out = WireWriter()
+        out.string8(folder)
+        out.string8(indexID)
+        out.u64(from)
+        out.u64(to)
+        out.u32(UInt32(records.count))
+        for record in records {
+            out.string16(record.path)
+            out.u8(record.kind)
+            out.u8(record.deleted ? 1 : 0)
+            out.u64(record.size)
+            out.u64(UInt64(bitPattern: record.modified))
+            out.u32(record.mode)
+            out.u8(UInt8(record.digest.count))
+            out.bytes += record.digest
+            out.string16(record.target)
+            out.u64(record.sequence)
+            out.u64(record.modifiedBy)
+            out.u16(UInt16(record.version.count))
+            for (device, value) in record.version {
+                out.u64(device)
+                out.u64(value)
+            }
+        }
+        return out.bytes
+    }
+
+    /// Reads an update, every field checked against its limit before anything is kept.
+    public static func decode(_ payload: [UInt8]) throws(ProtocolError) -> IndexUpdate {
+        var reader = WireReader(payload, what: "index update")
+        let folder = try reader.string8()
+        let indexID = try reader.string8()
+        let from = try reader.u64()
+        let to = try reader.u64()
+        let count = Int(try reader.u32())
+        guard FolderAnnouncement.validID(folder), indexID.utf8.count <= 16, from <= to,
+            count <= payload.count / 40
+        else { throw ProtocolError(.badMessage, "an index update whose header breaks its rules") }
+        var records: [IndexRecord] = []
+        records.reserveCapacity(count)
+        for _ in 0..<count {
+            let path = try reader.string16()
+            let kind = try reader.u8()
+            let deleted = try reader.u8()
+            let size = try reader.u64()
+            let modified = Int64(bitPattern: try reader.u64())
+            let mode = try reader.u32()
+            let digest = try reader.take(Int(try reader.u8()))
+            let target = try reader.string16()
+            let sequence = try reader.u64()
+            let modifiedBy = try reader.u64()
+            let counters = Int(try reader.u16())
+            guard kind <= 2, deleted <= 1, counters <= Limits.maxFolderDevices, digest.count <= 64,
+                path.utf8.count <= Limits.maxPathBytes, target.utf8.count <= Limits.maxPathBytes,
+                sequence > from, sequence <= to
+            else { throw ProtocolError(.badMessage, "an index entry that breaks its rules") }
+            var version: [(UInt64, UInt64)] = []
+            for _ in 0..<counters { version.append((try reader.u64(), try reader.u64())) }
+            records.append(
+                IndexRecord(
+                    path: path, kind: kind, deleted: deleted == 1, size: size, modified: modified, mode: mode,
+                    digest: digest, target: target, sequence: sequence, modifiedBy: modifiedBy, version: version))
+        }
+        guard reader.remaining == 0 else {
+            throw ProtocolError(.badMessage, "an index update with bytes after its entries")
+        }
+        return IndexUpdate(folder: folder, indexID: indexID, from: from, to: to, records: records)
+    }
+}
+
+/// A pull: the files whose content the sender of this frame wants from the receiver, each named by path and by the
+/// version and digest it must be. The receiver answers as a transfer's sender, offering those it holds at exactly
+/// that version (each item's id is the `ref` given here); the rest it leaves out of its offer.
+public struct FolderPull: Sendable, Codable, Equatable {
+    public struct Item: Sendable, Codable, Equatable {
+        public var ref: String
+        public var path: String
+        /// Hex.
+        public var digest: String
+        public var size: UInt64
+        public init(ref: String, path: String, digest: String, size: UInt64) {
+            self.ref = ref
+            self.path = path
+            self.digest = digest
+            self.size = size
+        }
+    }
+
+    public var folder: String
+    public var items: [Item]
+
+    public init(folder: String, items: [Item]) {
+        self.folder = folder
+        self.items = items
+    }
+
+    public func validate() throws(ProtocolError) {
+        guard FolderAnnouncement.validID(folder), !items.isEmpty, items.count <= Offer.maxItems,
+            items.allSatisfy({
+                !$0.ref.isEmpty && $0.ref.utf8.count <= 64 && $0.path.utf8.count <= Limits.maxPathBytes
+                    && $0.digest.utf8.count <= 128
+            })
+        else { throw ProtocolError(.badMessage, "a pull that breaks its rules") }
+    }
+}
+
+/// Big-endian writing of binary messages.
+struct WireWriter {
+    var bytes: [UInt8] = []
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func u16(_ value: UInt16) { bytes += [UInt8(value >> 8), UInt8(value & 0xFF)] }
+    mutating func u32(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8((value >> UInt32(shift)) & 0xFF)) }
+    }
+    mutating func u64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+    }
+    mutating func string8(_ text: String) {
+        let utf8 = Array(text.utf8.prefix(255))
+        u8(UInt8(utf8.count))
+        bytes += utf8
+    }
+    mutating func string16(_ text: String) {
+        let utf8 = Array(text.utf8.prefix(65_535))
+        u16(UInt16(utf8.count))
+        bytes += utf8
+    }
+}
+
+/// Big-endian reading of binary messages from a peer: every read checked against what is left.
+struct WireReader {
+    let bytes: [UInt8]
+    var at = 0
+    let what: String
+
+    init(_ bytes: [UInt8], what: String) {
+        self.bytes = bytes
+        self.what = what
+    }
+
+    var remaining: Int { bytes.count - at }
+
+    mutating func take(_ count: Int) throws(ProtocolError) -> [UInt8] {
+        guard count >= 0, count <= remaining else { throw ProtocolError(.badMessage, "a \(what) cut short") }
+        defer { at += count }
+        return Array(bytes[at..<at + count])
+    }
+    mutating func u8() throws(ProtocolError) -> UInt8 { try take(1)[0] }
+    mutating func u16() throws(ProtocolError) -> UInt16 {
+        let b = try take(2)
+        return UInt16(b[0]) << 8 | UInt16(b[1])
+    }
+    mutating func u32() throws(ProtocolError) -> UInt32 {
+        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+    mutating func u64() throws(ProtocolError) -> UInt64 {
+        try take(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+    mutating func string8() throws(ProtocolError) -> String {
+        let count = Int(try u8())
+        guard let text = String(validating: try take(count), as: UTF8.self) else {
+            throw ProtocolError(.badMessage, "a \(what) with text that is not UTF-8")
+        }
+        return text
+    }
+    mutating func string16() throws(ProtocolError) -> String {
+        let count = Int(try u16())
+        guard let text = String(validating: try take(count), as: UTF8.self) else {
+            throw ProtocolError(.badMessage, "a \(what) with text that is not UTF-8")
+        }
+        return text
+    }
+}

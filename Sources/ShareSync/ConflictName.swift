@@ -1,0 +1,64 @@
+/// The name of a conflict copy: `stem.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.ext`, as Syncthing names them, where the
+/// time is the losing version's modification time (UTC) and DEVICE the first seven characters of the device that
+/// made it. Both come from the version itself, so every device that holds the same losing version makes the same
+/// copy under the same name, and the copies agree instead of multiplying.
+public enum ConflictName {
+    public static let marker = ".sync-conflict-"
+
+    /// The conflict copy of `path` for a losing version modified at `modified` (nanoseconds) by `device` (its short
+    /// form, e.g. "ABCDEF1").
+    public static func make(for path: String, modified: Int64, device: String) -> String {
+        let (folder, stem, ext) = parts(path)
+        return folder + stem + marker + timestamp(modified) + "-" + String(device.prefix(7)) + ext
+    }
+
+    /// Whether `path` names a conflict copy (which is never itself set aside as one again).
+    public static func isConflictCopy(_ path: String) -> Bool { original(of: path) != nil }
+
+    /// Whether `copy` is a conflict copy of `path` (any time, any device).
+    public static func isCopy(_ copy: String, of path: String) -> Bool { original(of: copy) == path }
+
+    /// The path a conflict copy was made of (nil when `copy` is not one).
+    public static func original(of copy: String) -> String? {
+        let slash = copy.lastIndex(of: "/")
+        let folder = slash.map { String(copy[...$0]) } ?? ""
+        let name = slash.map { String(copy[copy.index(after: $0)...]) } ?? copy
+        guard let range = name.range(of: marker), range.lowerBound > name.startIndex else { return nil }
+        let rest = name[range.upperBound...]
+        // YYYYMMDD-HHMMSS-DEVICE, then the extension (with its dot) if any.
+        let ext = rest.firstIndex(of: ".").map { String(rest[$0...]) } ?? ""
+        return folder + String(name[..<range.lowerBound]) + ext
+    }
+
+    /// A path's folder (with its trailing slash), its name's stem and extension (with its dot; a leading dot is
+    /// part of the stem).
+    static func parts(_ path: String) -> (folder: String, stem: String, ext: String) {
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        return (folder, dot.map { String(name[..<$0]) } ?? name, dot.map { String(name[$0...]) } ?? "")
+    }
+
+    /// `YYYYMMDD-HHMMSS` (UTC) of a time in nanoseconds since 1970, without Foundation (civil-from-days).
+    static func timestamp(_ nanoseconds: Int64) -> String {
+        let seconds = nanoseconds >= 0 ? nanoseconds / 1_000_000_000 : (nanoseconds - 999_999_999) / 1_000_000_000
+        var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let rest = seconds - days * 86_400
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return pad(year, 4) + pad(month, 2) + pad(day, 2) + "-" + pad(rest / 3600, 2) + pad(rest % 3600 / 60, 2)
+            + pad(rest % 60, 2)
+    }
+}

@@ -1,0 +1,355 @@
+/// One shared folder on this device: its index (`FolderStore`), its files (`FolderDisk`), and the steps that keep
+/// them in agreement with the other devices' announcements. Scanning records local changes as new versions;
+/// planning picks each path's global version (`Planner`); executing does every step that needs no other device —
+/// folders, links, removals, metadata, a conflict copy, a file whose content is already here under another name (a
+/// rename, applied where the content is) — and returns the files whose content must come from a device that holds
+/// it, which `place` then puts in place. Before anything is done to a path, the disk is checked against the index:
+/// a change not yet scanned is scanned first, never overwritten. Not thread-safe: one caller at a time.
+public final class SyncFolder {
+    /// A conflict copy made here: which path, the copy's path, and both versions' devices and times.
+    public struct Conflict: Sendable, Equatable {
+        public var path: String
+        public var copy: String
+        public var loser: ShortID
+        public var loserModified: Int64
+        public var winner: ShortID
+        public var winnerModified: Int64
+        /// Both versions (never one following the other).
+        public var loserVersion: VersionVector
+        public var winnerVersion: VersionVector
+        /// Whether the copy was made for a folder that had to come back where this version stood (rather than for
+        /// a concurrent version of the same path).
+        public var forFolder = false
+    }
+
+    /// What executing a plan did and left to do.
+    public struct Outcome: Sendable {
+        /// Entries recorded in this device's index (to announce).
+        public var recorded: [FileEntry] = []
+        /// Files whose content must come from another device.
+        public var fetches: [FileEntry] = []
+        /// Paths whose disk was not what the index said: to scan, then plan again.
+        public var rescans: Set<String> = []
+        /// Steps the disk refused, with why (tried again at the next plan).
+        public var failed: [String: String] = [:]
+        public init() {}
+    }
+
+    public let me: ShortID
+    public let store: FolderStore
+    public let disk: FolderDisk
+    /// Seconds since 1970 (version counters) and nanoseconds since 1970 (times recorded).
+    private let clock: () -> (seconds: UInt64, nanoseconds: Int64)
+    /// A device's short name in a conflict copy's name (the first characters of its ID).
+    private let label: (ShortID) -> String
+    /// Conflict copies made here since this object was made.
+    public private(set) var conflicts: [Conflict] = []
+    /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
+    public var includes: (String) -> Bool = { _ in true }
+
+    public init(
+        me: ShortID, store: FolderStore, disk: FolderDisk, clock: @escaping () -> (seconds: UInt64, nanoseconds: Int64),
+        label: @escaping (ShortID) -> String
+    ) {
+        self.me = me
+        self.store = store
+        self.disk = disk
+        self.clock = clock
+        self.label = label
+    }
+
+    // MARK: Scanning
+
+    /// Records what changed on disk (beneath `folder`, or everywhere): the entries recorded, to announce.
+    @discardableResult
+    public func scan(under folder: String? = nil) -> [FileEntry] {
+        let observed = disk.list(under: folder).filter { includes($0.key) }
+        let prefix = folder.map { $0 + "/" }
+        return record(observed: observed) { path in
+            guard includes(path) else { return false }
+            guard let folder, let prefix else { return true }
+            return path == folder || path.hasPrefix(prefix)
+        }
+    }
+
+    /// Records what changed at exactly these paths.
+    @discardableResult
+    public func scan(paths: Set<String>) -> [FileEntry] {
+        var observed: [String: DiskStamp] = [:]
+        for path in paths where includes(path) { observed[path] = disk.stamp(path) }
+        return record(observed: observed) { paths.contains($0) && includes($0) }
+    }
+
+    private func record(observed: [String: DiskStamp], inScope: (String) -> Bool) -> [FileEntry] {
+        let (seconds, nanoseconds) = clock()
+        let result = Scanner.scan(
+            store: store, observed: observed, inScope: inScope, content: { disk.content($0, $1) }, me: me,
+            now: seconds, time: nanoseconds)
+        store.restamp(result.restamped)
+        return result.changed.isEmpty ? [] : store.recordLocal(result.changed)
+    }
+
+    // MARK: Planning
+
+    /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
+    /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
+    public func plan(_ paths: Set<String>? = nil) -> [SyncAction] {
+        var actions: [SyncAction] = []
+        for path in (paths ?? store.allPaths()) where includes(path) {
+            let remotes = Array(store.remotes(path).values)
+            actions += Planner.plan(local: store.local(path), remotes: remotes, disk: disk.stamp(path)).actions
+        }
+        return actions.sorted { rank($0) < rank($1) }
+    }
+
+    private func rank(_ action: SyncAction) -> (Int, Int, String) {
+        let depth = action.path.split(separator: "/").count
+        switch action {
+        case .rescan: return (0, depth, action.path)
+        case .setAside: return (1, depth, action.path)
+        case .makeDirectory: return (2, depth, action.path)
+        case .fetch, .makeSymlink, .setMetadata, .record: return (3, depth, action.path)
+        case .remove: return (4, -depth, action.path)
+        }
+    }
+
+    // MARK: Executing
+
+    /// Does every step of `actions` that needs no other device; see `Outcome`.
+    public func execute(_ actions: [SyncAction]) -> Outcome {
+        var outcome = Outcome()
+        // Paths whose version agreed on is a deletion: their content may serve a rename instead of going.
+        var removals: [String: FileEntry] = [:]
+        for case .remove(let entry) in actions { removals[entry.path] = entry }
+        var done: Set<String> = []
+        for action in actions {
+            let path = action.path
+            if case .rescan = action {
+                outcome.rescans.insert(path)
+                continue
+            }
+            if done.contains(path) || outcome.rescans.contains(path) || outcome.failed[path] != nil { continue }
+            // The disk must still be what the index says: a change not yet scanned is scanned, never overwritten.
+            let local = store.local(path)
+            let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
+            guard Planner.matches(disk.stamp(path), expected) else {
+                outcome.rescans.insert(path)
+                continue
+            }
+            do {
+                switch action {
+                case .rescan: break
+                case .setAside(let loser, let winner):
+                    outcome.recorded += try setAside(loser, winner: winner)
+                case .makeDirectory(let entry):
+                    outcome.recorded += try ensureParents(path)
+                    try clearForReplacement(path, keeping: .directory)
+                    if disk.stamp(path)?.kind == .directory {
+                        try disk.setMetadata(path, kind: .directory, mode: entry.mode, modified: 0)
+                    } else {
+                        try disk.makeDirectory(path, mode: entry.mode)
+                    }
+                    outcome.recorded += recordApplied(entry)
+                case .makeSymlink(let entry):
+                    outcome.recorded += try ensureParents(path)
+                    try clearForReplacement(path, keeping: nil)
+                    try disk.makeSymlink(path, target: entry.target)
+                    outcome.recorded += recordApplied(entry)
+                case .setMetadata(let entry):
+                    try disk.setMetadata(path, kind: entry.kind, mode: entry.mode, modified: entry.modified)
+                    outcome.recorded += recordApplied(entry)
+                case .record(let entry):
+                    outcome.recorded += recordApplied(entry)
+                case .remove(let entry):
+                    if let now = disk.stamp(path), now.kind == .directory, liveBeneath(path) {
+                        // A folder deleted elsewhere while a file in it was made or changed: the file is kept, and
+                        // so is its folder, as a new version that follows the deletion.
+                        outcome.recorded += revive(path, after: entry)
+                        break
+                    }
+                    if disk.stamp(path) != nil { try disk.remove(path) }
+                    outcome.recorded += recordApplied(entry)
+                case .fetch(let entry):
+                    outcome.recorded += try ensureParents(path)
+                    if let (recorded, moved) = try fetchLocally(entry, removals: removals) {
+                        outcome.recorded += recorded
+                        if let moved { done.insert(moved) }
+                    } else {
+                        outcome.fetches.append(entry)
+                    }
+                }
+            } catch {
+                outcome.failed[path] = "\(error)"
+            }
+        }
+        return outcome
+    }
+
+    /// Content fetched from another device for `entry`: checked against the index once more (a change here since
+    /// the plan is scanned instead, and the content waits for the next plan), then put in place by `put` (which
+    /// moves the verified bytes over the path, with the entry's mode and time) and recorded. Returns what was
+    /// recorded, or nil when the path must be scanned first.
+    public func place(_ entry: FileEntry, put: () throws -> Void) throws -> [FileEntry]? {
+        let local = store.local(entry.path)
+        let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
+        guard Planner.matches(disk.stamp(entry.path), expected) else { return nil }
+        // Still wanted: the global version may have moved on while the content came.
+        let remotes = Array(store.remotes(entry.path).values)
+        guard let global = GlobalVersion.winner(remotes + (local.map { [$0.entry] } ?? [])),
+            global.version == entry.version, !global.deleted
+        else { return [] }
+        var recorded = try ensureParents(entry.path)
+        if let local, !local.entry.deleted, local.stamp != nil, !entry.version.dominates(local.entry.version) {
+            // A concurrent version of other content here: kept as a copy first.
+            recorded += try setAside(local.entry, winner: entry)
+            try clearForReplacement(entry.path, keeping: .file)
+            try put()
+            recorded += recordApplied(entry)
+            return recorded
+        }
+        try clearForReplacement(entry.path, keeping: .file)
+        try put()
+        return recorded + recordApplied(entry)
+    }
+
+    /// Makes the folders above `path` that are missing. One the others agree exists is made as it is; one deleted
+    /// elsewhere (while something beneath it was made) comes back as a new version that follows the deletion.
+    private func ensureParents(_ path: String) throws -> [FileEntry] {
+        var recorded: [FileEntry] = []
+        var ancestor = ""
+        for part in path.split(separator: "/").dropLast() {
+            ancestor += ancestor.isEmpty ? String(part) : "/" + part
+            if let now = disk.stamp(ancestor) {
+                if now.kind == .directory { continue }
+                // A file or link where a folder must be: the folder's contents were made elsewhere while this version
+                // replaced it. The device holding this version keeps it as a conflict copy, and the folder comes
+                // back as a new version that follows both (the others wait for it: only this device has the file).
+                guard let local = store.local(ancestor), !local.entry.deleted, let stamp = local.stamp,
+                    stamp.same(as: now)
+                else { throw FolderDiskError(ancestor, "not a folder") }
+                let folder = FileEntry(path: ancestor, kind: .directory, modifiedBy: me)
+                let before = conflicts.count
+                recorded += try setAside(local.entry, winner: folder)
+                for index in conflicts.indices.dropFirst(before) { conflicts[index].forFolder = true }
+                try disk.makeDirectory(ancestor, mode: 0o755)
+                recorded += revive(ancestor, after: store.local(ancestor)?.entry)
+                continue
+            }
+            let local = store.local(ancestor)
+            let global = GlobalVersion.winner(Array(store.remotes(ancestor).values) + (local.map { [$0.entry] } ?? []))
+            if let global, !global.deleted, global.kind == .directory {
+                try disk.makeDirectory(ancestor, mode: global.mode)
+                recorded += recordApplied(global)
+            } else {
+                try disk.makeDirectory(ancestor, mode: 0o755)
+                recorded += revive(ancestor, after: global)
+            }
+        }
+        return recorded
+    }
+
+    /// Whether any index holds a live entry beneath `folder`.
+    private func liveBeneath(_ folder: String) -> Bool {
+        store.paths(under: folder).contains { path in
+            let local = store.local(path).map { [$0.entry] } ?? []
+            return GlobalVersion.winner(Array(store.remotes(path).values) + local).map { !$0.deleted } ?? false
+        }
+    }
+
+    /// Records the folder at `path` (on disk now) as a new version of this device's that follows `after` (a deletion
+    /// it outlives) and what this device held of it.
+    private func revive(_ path: String, after: FileEntry?) -> [FileEntry] {
+        guard let stamp = disk.stamp(path), stamp.kind == .directory else { return [] }
+        let base = (after?.version ?? .empty).merged(with: store.local(path)?.entry.version ?? .empty)
+        let entry = FileEntry(
+            path: path, kind: .directory, mode: FileEntry.permissions(stamp.mode),
+            version: base.updated(by: me, now: clock().seconds), modifiedBy: me)
+        return store.recordLocal([LocalEntry(entry: entry, stamp: stamp)])
+    }
+
+    /// Makes room at `path` for a new version of kind `keeping` (nil: anything): a link or a file this device's
+    /// index holds as dominated goes, an empty folder goes; a folder with anything in it stays (and the step fails,
+    /// to be tried again once its contents are gone).
+    private func clearForReplacement(_ path: String, keeping kind: FileEntry.Kind?) throws {
+        guard let now = disk.stamp(path) else { return }
+        if let kind, now.kind == kind, kind != .symlink { return }
+        if now.kind == .directory, !disk.list(under: path).isEmpty {
+            throw FolderDiskError(path, "a folder with files in it is in the way")
+        }
+        try disk.remove(path)
+    }
+
+    /// The content of `entry` from a file already here with the same digest: moved when that file's own path is
+    /// going (a rename, applied where the content is), else copied. Nil when no such file is here.
+    private func fetchLocally(_ entry: FileEntry, removals: [String: FileEntry]) throws -> ([FileEntry], String?)? {
+        guard let source = store.localFile(withDigest: entry.digest, size: entry.size), source.entry.path != entry.path,
+            let recorded = source.stamp, let now = disk.stamp(source.entry.path), recorded.same(as: now)
+        else { return nil }
+        try clearForReplacement(entry.path, keeping: nil)
+        if let gone = removals[source.entry.path] {
+            try disk.move(source.entry.path, to: entry.path)
+            try disk.setMetadata(entry.path, kind: .file, mode: entry.mode, modified: entry.modified)
+            return (recordApplied(gone) + recordApplied(entry), source.entry.path)
+        }
+        try disk.copyFile(source.entry.path, to: entry.path, mode: entry.mode, modified: entry.modified)
+        return (recordApplied(entry), nil)
+    }
+
+    /// Keeps this device's losing version of a path as a conflict copy: the content moves to the copy (a new file of
+    /// this device's, which syncs like any other), and the path records that this device's version left it (a
+    /// deletion that follows the losing version, and loses in turn to the winner, which then comes). A conflict
+    /// copy that loses is kept as another copy of the same original, never a copy of a copy.
+    private func setAside(_ loser: FileEntry, winner: FileEntry) throws -> [FileEntry] {
+        let path = loser.path
+        guard let stamp = disk.stamp(path) else { return [] }
+        var recorded: [FileEntry] = []
+        if stamp.kind != .directory {
+            let original = ConflictName.original(of: path) ?? path
+            let name = ConflictName.make(for: original, modified: loser.modified, device: label(loser.modifiedBy))
+            var copy = name
+            var n = 1
+            while copy == path || disk.stamp(copy) != nil {
+                // The same losing version set aside here before (its copy holds that content): not copied twice.
+                if copy != path, let existing = store.local(copy), existing.entry.sameContent(as: loser),
+                    existing.stamp.map({ $0.same(as: disk.stamp(copy)!) }) ?? false
+                {
+                    try disk.remove(path)
+                    return recorded + leave(loser)
+                }
+                n += 1
+                copy = name + "-\(n)"
+            }
+            try disk.move(path, to: copy)
+            conflicts.append(
+                Conflict(
+                    path: path, copy: copy, loser: loser.modifiedBy, loserModified: loser.modified,
+                    winner: winner.modifiedBy, winnerModified: winner.modified, loserVersion: loser.version,
+                    winnerVersion: winner.version))
+            recorded += scan(paths: [copy])
+        } else {
+            try disk.remove(path)
+        }
+        return recorded + leave(loser)
+    }
+
+    /// Records that this device's version of a path left it (moved to a conflict copy): a deletion that follows it.
+    private func leave(_ loser: FileEntry) -> [FileEntry] {
+        let (seconds, nanoseconds) = clock()
+        return store.recordLocal([LocalEntry(entry: loser.tombstone(by: me, now: seconds, at: nanoseconds), stamp: nil)]
+        )
+    }
+
+    /// Records `entry` (the global version) as this device's, with the disk's stamp of it now.
+    /// When this device held a version the global one never saw (a deletion here that lost to a concurrent edit,
+    /// say), the version recorded is both merged: what this device did stays known, so no device can take its own
+    /// older version back over it.
+    private func recordApplied(_ entry: FileEntry) -> [FileEntry] {
+        var applied = entry
+        applied.sequence = 0
+        if let local = store.local(entry.path)?.entry, !entry.version.dominates(local.version) {
+            applied.version = entry.version.merged(with: local.version)
+        }
+        let stamp = entry.deleted ? nil : disk.stamp(entry.path)
+        return store.recordLocal([LocalEntry(entry: applied, stamp: stamp)])
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import ShareSync
+import Testing
+
+/// The seeded randomized test of shared folders (`Simulation`): several devices change one folder while messages are
+/// lost, reordered and duplicated, links go down and come back (leaving chains A–B–C), devices restart and clocks
+/// jump; then everything is healed and every invariant checked. `SHARE_SYNC_SCHEDULES` sets how many schedules run
+/// (`scripts/sync-check.sh N`); a failure names its seed and the fewest steps that still fail.
+@Suite struct SyncSimulationTests {
+    static var schedules: Int {
+        ProcessInfo.processInfo.environment["SHARE_SYNC_SCHEDULES"].flatMap(Int.init) ?? 150
+    }
+    static var firstSeed: UInt64 {
+        ProcessInfo.processInfo.environment["SHARE_SYNC_SEED"].flatMap { UInt64($0) } ?? 1
+    }
+
+    func check(_ options: SimulationRun.Options, label: String) {
+        var conflicts = 0
+        var failures = 0
+        for n in 0..<Self.schedules {
+            let seed = Self.firstSeed &+ UInt64(n)
+            let run = SimulationRun(seed: seed, options: options)
+            let steps = run.schedule()
+            let result = run.run(steps)
+            conflicts += result.conflicts
+            guard let failure = result.failure else { continue }
+            failures += 1
+            let shrunk = run.shrink(steps)
+            Issue.record(
+                "\(label) seed \(seed) failed: \(failure)\nshrunk to \(shrunk.count) of \(steps.count) steps: \(shrunk)\nthen: \(run.run(shrunk).failure ?? "passes?")"
+            )
+            if failures >= 3 { break }
+        }
+        print(
+            "\(label): \(Self.schedules) schedules from seed \(Self.firstSeed), \(failures) failed, \(conflicts) conflict copies"
+        )
+    }
+
+    @Test func threeDevicesConvergeWithoutLosingOrResurrectingAnything() {
+        check(SimulationRun.Options(devices: 3, steps: 120), label: "3 devices")
+    }
+
+    @Test func fourDevicesInChainsConverge() {
+        check(SimulationRun.Options(devices: 4, steps: 160), label: "4 devices")
+    }
+
+    @Test func withNothingConcurrentThereIsNoConflictCopy() {
+        check(SimulationRun.Options(devices: 3, steps: 40, sequential: true), label: "sequential")
+    }
+
+    @Test func aSeedRunsTheSameTwice() {
+        for seed in [UInt64(7), 42, 1234] {
+            let run = SimulationRun(seed: seed, options: SimulationRun.Options())
+            let first = run.run(run.schedule())
+            let second = run.run(run.schedule())
+            #expect(first.trees == second.trees && first.conflicts == second.conflicts, "seed \(seed)")
+        }
+    }
+}
+
+extension SyncSimulationTests {
+    /// `SHARE_SYNC_DEBUG=SEED:DEVICES:PATH`: runs that seed's schedule, shrunk, and prints every device's view of
+    /// PATH after each step (for finding why a schedule fails).
+    @Test func debugOneSeed() {
+        guard let spec = ProcessInfo.processInfo.environment["SHARE_SYNC_DEBUG"] else { return }
+        let parts = spec.split(separator: ":").map(String.init)
+        let run = SimulationRun(
+            seed: UInt64(parts[0])!,
+            options: SimulationRun.Options(devices: Int(parts[1])!, steps: Int(parts[1])! == 4 ? 160 : 120))
+        let steps = run.shrink(run.schedule())
+        let simulation = Simulation(deviceCount: run.options.devices)
+        for step in steps {
+            simulation.run(step)
+            print("== \(step)\n\(simulation.describe(parts[2]))")
+        }
+        let settled = simulation.settle()
+        print("== settled: \(settled)\n\(simulation.describe(parts[2]))")
+        for event in simulation.events where event.path.hasPrefix(parts[2]) {
+            print(
+                "event d\(event.device) \(event.path) \(event.content.map { String(decoding: $0, as: UTF8.self) } ?? "deleted") \(event.version.map { "\($0)" } ?? "unscanned")"
+            )
+        }
+    }
+}
