@@ -29,6 +29,7 @@ let package = Package(
             name: "CShareArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CShareZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "CShareSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CShareSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // magic-wormhole's protocol: SPAKE2 as its reference implementation computes it, its key schedule and
         // secret boxes (libsodium), and its codes.
         .target(
@@ -53,6 +54,8 @@ let package = Package(
         // Shared folders' logic, pure: version vectors, the global version of each path, the planner, the scanner's
         // comparison, and a folder's steps over a disk and an index it is given (the agent's, or a simulation's).
         .target(name: "ShareSync", dependencies: ["ShareProtocol"]),
+        // A shared folder's index in SQLite (the only importer of CShareSQLite).
+        .target(name: "ShareSyncStore", dependencies: ["ShareSync", "CShareSQLite"]),
         // Locks, conditions and threads on pthreads: Foundation's NSObject-based ones would link CoreFoundation, the
         // rest of Foundation and ICU into the watch.
         .target(name: "ShareThreads", dependencies: ["CShareSystem"]),
@@ -197,7 +200,7 @@ let package = Package(
             name: "ShareWormholeTests",
             dependencies: ["ShareHTTP", "ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
-        .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareProtocol"]),
+        .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareSyncStore", "ShareProtocol"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(
             name: "ShareArchiveTests", dependencies: ["ShareArchive", "ShareTestSupport"], exclude: ["Fixtures"]),

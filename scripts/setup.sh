@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test share. Safe to run repeatedly.
 set -euo pipefail
+# libsqlite3-dev: the shared folders' index database (SQLite).
 # syncthing-discosrv and syncthing-relaysrv: Syncthing's global discovery server and relay, which the tests run as
 # real peers (device IDs, announcements and lookups, relayed sessions); nftables: the NAT of the simulated internet
 # those tests build in network namespaces. The rest are the baselines and tools of the benchmarks, which the test
@@ -10,7 +11,7 @@ set -euo pipefail
 # chromium, chromium-driver and python3-selenium: a real browser that drives the agent's page in the tests.
 # lintian and debootstrap: CI's package check (scripts/package-deb.sh --check) lints the .deb and installs it into a
 # clean Debian 12 root.
-packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
+packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libsqlite3-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
     syncthing-discosrv syncthing-relaysrv nftables
     openssh-server openssh-client rsync time gcc iperf3 syncthing curl
     libsodium-dev magic-wormhole magic-wormhole-transit-relay python3-venv

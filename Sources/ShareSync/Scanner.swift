@@ -30,9 +30,10 @@ public enum Scanner {
         content: (String, DiskStamp) -> Content?, me: ShortID, now: UInt64, time: Int64
     ) -> ScanResult {
         var result = ScanResult()
+        let recorded = store.stamps()
         for (path, stamp) in observed.sorted(by: { $0.key < $1.key }) {
+            if let known = recorded[path], let known, known.same(as: stamp) { continue }
             let local = store.local(path)
-            if let local, !local.entry.deleted, let recorded = local.stamp, recorded.same(as: stamp) { continue }
             guard let read = stamp.kind == .directory ? Content() : content(path, stamp) else { continue }
             var entry = FileEntry(
                 path: path, kind: stamp.kind, size: stamp.kind == .file ? stamp.size : 0,
@@ -48,10 +49,8 @@ public enum Scanner {
             entry.version = entry.version.updated(by: me, now: now)
             result.changed.append(LocalEntry(entry: entry, stamp: stamp))
         }
-        for local in store.allLocal()
-        where !local.entry.deleted && local.stamp != nil && observed[local.entry.path] == nil
-            && inScope(local.entry.path)
-        {
+        for (path, stamp) in recorded where stamp != nil && observed[path] == nil && inScope(path) {
+            guard let local = store.local(path), !local.entry.deleted else { continue }
             result.changed.append(
                 LocalEntry(entry: local.entry.tombstone(by: me, now: now, at: time), stamp: nil))
         }

@@ -62,7 +62,7 @@ final class Simulation {
     final class Device {
         let index: Int
         let id: ShortID
-        let store: MemoryFolderStore
+        let store: FolderStore
         let disk: SimDisk
         let folder: SyncFolder
         var offset: Int64 = 0
@@ -71,10 +71,10 @@ final class Simulation {
         /// Content asked for and not yet come: path → (version, peer, link epoch).
         var requested: [String: (version: VersionVector, peer: Int, epoch: Int)] = [:]
 
-        init(index: Int, id: ShortID, time: @escaping () -> Int64) {
+        init(index: Int, id: ShortID, store: FolderStore, time: @escaping () -> Int64) {
             self.index = index
             self.id = id
-            store = MemoryFolderStore(indexID: id &* 31 &+ 7)
+            self.store = store
             let disk = SimDisk(now: time)
             self.disk = disk
             folder = SyncFolder(
@@ -121,10 +121,14 @@ final class Simulation {
     var counter = 0
     var log: [String] = []
 
-    init(deviceCount: Int) {
+    /// `store`: each device's index (in memory unless given).
+    init(deviceCount: Int, store: ((Int, ShortID) -> FolderStore)? = nil) {
         for index in 0..<deviceCount {
             let id: ShortID = 0x1000_0000_0000_0000 &* UInt64(index + 1) &+ 0x2345
-            let device = Device(index: index, id: id) { [unowned self] in self.time + self.devices[index].offset }
+            let made = store?(index, id) ?? MemoryFolderStore(indexID: id &* 31 &+ 7)
+            let device = Device(index: index, id: id, store: made) { [unowned self] in
+                self.time + self.devices[index].offset
+            }
             devices.append(device)
         }
         for a in 0..<deviceCount { for b in (a + 1)..<max(a + 1, deviceCount) { connected.insert(Pair(a, b)) } }

@@ -1,5 +1,6 @@
 import ShareProtocol
 import ShareSync
+import ShareSyncStore
 
 /// A schedule made from a seed, run, and checked.
 struct SimulationRun {
@@ -9,6 +10,8 @@ struct SimulationRun {
         /// Every change is followed by a full sync of all devices: nothing is ever concurrent, so a conflict copy
         /// would be a false one.
         var sequential = false
+        /// Each device's index in a SQLite database of its own (in `directory`) instead of memory.
+        var sqlite: String?
     }
 
     let seed: UInt64
@@ -51,7 +54,14 @@ struct SimulationRun {
     }
 
     func run(_ steps: [SimStep]) -> Result {
-        let simulation = Simulation(deviceCount: options.devices)
+        let simulation = Simulation(deviceCount: options.devices, store: options.sqlite.map { directory in
+            { index, _ in
+                let path = "\(directory)/device\(index)-\(seed)-\(UInt32.random(in: 0...UInt32.max)).db"
+                let database = try! Database(path: path)
+                try! SQLiteFolderStore.prepare(database)
+                return try! SQLiteFolderStore(database: database, folder: Simulation.folderID)
+            }
+        })
         for step in steps {
             simulation.run(step)
             if options.sequential, case .user = step {

@@ -48,6 +48,23 @@ import Testing
         check(SimulationRun.Options(devices: 3, steps: 40, sequential: true), label: "sequential")
     }
 
+    /// The agent's index (SQLite) behaves exactly as the simulation's own: the same schedules end in the same trees.
+    @Test func sqliteIndexesEndWhereMemoryOnesDo() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-sqlite-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for seed in UInt64(1)...25 {
+            let memory = SimulationRun(seed: seed, options: SimulationRun.Options())
+            var options = SimulationRun.Options()
+            options.sqlite = directory.path
+            let sqlite = SimulationRun(seed: seed, options: options)
+            let a = memory.run(memory.schedule())
+            let b = sqlite.run(sqlite.schedule())
+            #expect(b.failure == nil, "seed \(seed): \(b.failure ?? "")")
+            #expect(a.trees == b.trees && a.conflicts == b.conflicts, "seed \(seed) ends elsewhere with SQLite")
+        }
+    }
+
     @Test func aSeedRunsTheSameTwice() {
         for seed in [UInt64(7), 42, 1234] {
             let run = SimulationRun(seed: seed, options: SimulationRun.Options())

@@ -1,0 +1,306 @@
+import ShareSync
+
+/// A shared folder's index in the device's database (`STATE/folders.db`): this device's own entries with the stamps
+/// it recorded, what it holds of every other device's index, and where each of those stands. Each call is one
+/// transaction. Used under its folder's lock (the database connection is shared by the device's folders).
+public final class SQLiteFolderStore: FolderStore {
+    public let database: Database
+    public let folder: String
+    public private(set) var indexID: UInt64
+    public private(set) var sequence: UInt64
+
+    /// The tables every folder's store shares (created when missing).
+    public static func prepare(_ database: Database) throws {
+        try database.execute(
+            """
+            CREATE TABLE IF NOT EXISTS indexes (folder TEXT PRIMARY KEY, index_id INTEGER NOT NULL,
+                sequence INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS local (folder TEXT NOT NULL, path TEXT NOT NULL, kind INTEGER NOT NULL,
+                size INTEGER NOT NULL, modified INTEGER NOT NULL, mode INTEGER NOT NULL, digest BLOB, target TEXT,
+                deleted INTEGER NOT NULL, version BLOB NOT NULL, sequence INTEGER NOT NULL,
+                modified_by INTEGER NOT NULL, stamp BLOB, PRIMARY KEY (folder, path)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS local_sequence ON local (folder, sequence);
+            CREATE INDEX IF NOT EXISTS local_digest ON local (folder, digest) WHERE deleted = 0 AND kind = 0;
+            CREATE TABLE IF NOT EXISTS remote (folder TEXT NOT NULL, device INTEGER NOT NULL, path TEXT NOT NULL,
+                kind INTEGER NOT NULL, size INTEGER NOT NULL, modified INTEGER NOT NULL, mode INTEGER NOT NULL,
+                digest BLOB, target TEXT, deleted INTEGER NOT NULL, version BLOB NOT NULL, sequence INTEGER NOT NULL,
+                modified_by INTEGER NOT NULL, PRIMARY KEY (folder, device, path)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS remote_path ON remote (folder, path);
+            CREATE TABLE IF NOT EXISTS remote_state (folder TEXT NOT NULL, device INTEGER NOT NULL,
+                index_id INTEGER NOT NULL, have INTEGER NOT NULL, PRIMARY KEY (folder, device));
+            """)
+    }
+
+    /// The store of `folder` (its index made, with a new random identity, when it has none).
+    public init(database: Database, folder: String) throws {
+        self.database = database
+        self.folder = folder
+        var found: (UInt64, UInt64)?
+        try database.query("SELECT index_id, sequence FROM indexes WHERE folder = ?", [.text(folder)]) {
+            found = ($0.unsigned(0), $0.unsigned(1))
+        }
+        if let found {
+            (indexID, sequence) = found
+        } else {
+            indexID = UInt64.random(in: 1...UInt64(Int64.max))
+            sequence = 0
+            try database.query(
+                "INSERT INTO indexes (folder, index_id, sequence) VALUES (?, ?, 0)",
+                [.text(folder), .integer(Int64(bitPattern: indexID))])
+        }
+    }
+
+    /// Everything this device keeps of the folder, gone (the folder is no longer shared).
+    public static func remove(_ folder: String, from database: Database) throws {
+        try database.transaction {
+            for table in ["indexes", "local", "remote", "remote_state"] {
+                try database.query("DELETE FROM \(table) WHERE folder = ?", [.text(folder)])
+            }
+        }
+    }
+
+    // MARK: Encoding
+
+    private static let entryColumns =
+        "path, kind, size, modified, mode, digest, target, deleted, version, sequence, modified_by"
+
+    private static func entry(_ row: Database.Row, from column: Int32 = 0) -> FileEntry {
+        FileEntry(
+            path: row.text(column), kind: FileEntry.Kind(rawValue: UInt8(row.integer(column + 1))) ?? .file,
+            size: row.unsigned(column + 2), modified: row.integer(column + 3), mode: UInt32(row.integer(column + 4)),
+            digest: row.blob(column + 5), target: row.text(column + 6), deleted: row.integer(column + 7) != 0,
+            version: version(row.blob(column + 8)), sequence: row.unsigned(column + 9),
+            modifiedBy: row.unsigned(column + 10))
+    }
+
+    private static func values(_ entry: FileEntry) -> [SQLValue] {
+        [
+            .text(entry.path), .integer(Int64(entry.kind.rawValue)), .integer(Int64(bitPattern: entry.size)),
+            .integer(entry.modified), .integer(Int64(entry.mode)), .blob(entry.digest), .text(entry.target),
+            .integer(entry.deleted ? 1 : 0), .blob(bytes(entry.version)), .integer(Int64(bitPattern: entry.sequence)),
+            .integer(Int64(bitPattern: entry.modifiedBy)),
+        ]
+    }
+
+    static func bytes(_ version: VersionVector) -> [UInt8] {
+        var out: [UInt8] = []
+        for counter in version.counters {
+            for value in [counter.device, counter.value] {
+                for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+            }
+        }
+        return out
+    }
+
+    static func version(_ bytes: [UInt8]) -> VersionVector {
+        var counters: [VersionVector.Counter] = []
+        var at = 0
+        func u64() -> UInt64 {
+            defer { at += 8 }
+            return bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        while at + 16 <= bytes.count { counters.append(VersionVector.Counter(device: u64(), value: u64())) }
+        return VersionVector(counters)
+    }
+
+    private static func stampBytes(_ stamp: DiskStamp?) -> SQLValue {
+        guard let stamp else { return .null }
+        var out: [UInt8] = [stamp.kind.rawValue]
+        for value in [stamp.size, UInt64(bitPattern: stamp.modified), UInt64(stamp.mode), stamp.inode] {
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+        }
+        return .blob(out)
+    }
+
+    private static func stamp(_ row: Database.Row, _ column: Int32) -> DiskStamp? {
+        let bytes = row.blob(column)
+        guard bytes.count == 33, let kind = FileEntry.Kind(rawValue: bytes[0]) else { return nil }
+        func u64(_ at: Int) -> UInt64 { bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+        return DiskStamp(
+            kind: kind, size: u64(1), modified: Int64(bitPattern: u64(9)), mode: UInt32(u64(17)), inode: u64(25))
+    }
+
+    // MARK: This device's index
+
+    public func local(_ path: String) -> LocalEntry? {
+        var found: LocalEntry?
+        try? database.query(
+            "SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ? AND path = ?", [.text(folder), .text(path)]
+        ) { row in
+            found = LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11))
+        }
+        return found
+    }
+
+    public func allLocal() -> [LocalEntry] {
+        var all: [LocalEntry] = []
+        try? database.query("SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ?", [.text(folder)]) { row in
+            all.append(LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11)))
+        }
+        return all
+    }
+
+    public func stamps() -> [String: DiskStamp?] {
+        var all: [String: DiskStamp?] = [:]
+        try? database.query("SELECT path, deleted, stamp FROM local WHERE folder = ?", [.text(folder)]) { row in
+            all[row.text(0)] = row.integer(1) != 0 ? .some(nil) : .some(Self.stamp(row, 2))
+        }
+        return all
+    }
+
+    public func localFile(withDigest digest: [UInt8], size: UInt64) -> LocalEntry? {
+        guard !digest.isEmpty else { return nil }
+        var found: LocalEntry?
+        try? database.query(
+            """
+            SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
+                AND size = ? AND stamp IS NOT NULL ORDER BY path LIMIT 1
+            """, [.text(folder), .blob(digest), .integer(Int64(bitPattern: size))]
+        ) { row in
+            found = LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11))
+        }
+        return found
+    }
+
+    public func recordLocal(_ entries: [LocalEntry]) -> [FileEntry] {
+        guard !entries.isEmpty else { return [] }
+        var recorded: [FileEntry] = []
+        var next = sequence
+        do {
+            try database.transaction {
+                for item in entries {
+                    next += 1
+                    var entry = item.entry
+                    entry.sequence = next
+                    try database.query(
+                        """
+                        INSERT OR REPLACE INTO local (folder, \(Self.entryColumns), stamp)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """, [.text(folder)] + Self.values(entry) + [Self.stampBytes(item.stamp)])
+                    recorded.append(entry)
+                }
+                try database.query(
+                    "UPDATE indexes SET sequence = ? WHERE folder = ?",
+                    [.integer(Int64(bitPattern: next)), .text(folder)])
+            }
+        } catch {
+            return []
+        }
+        sequence = next
+        return recorded
+    }
+
+    public func restamp(_ entries: [LocalEntry]) {
+        guard !entries.isEmpty else { return }
+        try? database.transaction {
+            for item in entries {
+                try database.query(
+                    "UPDATE local SET stamp = ? WHERE folder = ? AND path = ?",
+                    [Self.stampBytes(item.stamp), .text(folder), .text(item.entry.path)])
+            }
+        }
+    }
+
+    public func localSince(_ sequence: UInt64, limit: Int) -> [FileEntry] {
+        var found: [FileEntry] = []
+        try? database.query(
+            "SELECT \(Self.entryColumns) FROM local WHERE folder = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+            [.text(folder), .integer(Int64(bitPattern: sequence)), .integer(Int64(limit))]
+        ) { found.append(Self.entry($0)) }
+        return found
+    }
+
+    // MARK: The others' indexes
+
+    public func remoteState(_ device: ShortID) -> (indexID: UInt64, have: UInt64)? {
+        var found: (UInt64, UInt64)?
+        try? database.query(
+            "SELECT index_id, have FROM remote_state WHERE folder = ? AND device = ?",
+            [.text(folder), .integer(Int64(bitPattern: device))]
+        ) { found = ($0.unsigned(0), $0.unsigned(1)) }
+        return found
+    }
+
+    public func applyRemote(_ device: ShortID, indexID: UInt64, reset: Bool, entries: [FileEntry], have: UInt64) {
+        let key: SQLValue = .integer(Int64(bitPattern: device))
+        try? database.transaction {
+            let held = remoteState(device)
+            var have = have
+            if reset || held?.indexID != indexID {
+                try database.query("DELETE FROM remote WHERE folder = ? AND device = ?", [.text(folder), key])
+            } else if let held {
+                have = max(have, held.have)
+            }
+            for entry in entries {
+                // Kept only when newer than what is held of that path from that device.
+                try database.query(
+                    """
+                    INSERT INTO remote (folder, device, \(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (folder, device, path) DO UPDATE SET kind = excluded.kind, size = excluded.size,
+                        modified = excluded.modified, mode = excluded.mode, digest = excluded.digest,
+                        target = excluded.target, deleted = excluded.deleted, version = excluded.version,
+                        sequence = excluded.sequence, modified_by = excluded.modified_by
+                        WHERE excluded.sequence > remote.sequence
+                    """, [.text(folder), key] + Self.values(entry))
+            }
+            try database.query(
+                "INSERT OR REPLACE INTO remote_state (folder, device, index_id, have) VALUES (?, ?, ?, ?)",
+                [.text(folder), key, .integer(Int64(bitPattern: indexID)), .integer(Int64(bitPattern: have))])
+        }
+    }
+
+    public func remotes(_ path: String) -> [ShortID: FileEntry] {
+        var found: [ShortID: FileEntry] = [:]
+        try? database.query(
+            "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?", [.text(folder), .text(path)]
+        ) { row in
+            found[row.unsigned(0)] = Self.entry(row, from: 1)
+        }
+        return found
+    }
+
+    public func allPaths() -> Set<String> {
+        var paths: Set<String> = []
+        try? database.query(
+            "SELECT path FROM local WHERE folder = ?1 UNION SELECT path FROM remote WHERE folder = ?1", [.text(folder)]
+        ) { paths.insert($0.text(0)) }
+        return paths
+    }
+
+    public func paths(under parent: String) -> Set<String> {
+        var paths: Set<String> = []
+        // Paths beneath `parent/`: from "parent/" up to (not including) "parent0" ('0' follows '/').
+        let low = parent + "/"
+        let high = parent + "0"
+        try? database.query(
+            """
+            SELECT path FROM local WHERE folder = ?1 AND path >= ?2 AND path < ?3
+                UNION SELECT path FROM remote WHERE folder = ?1 AND path >= ?2 AND path < ?3
+            """, [.text(folder), .text(low), .text(high)]
+        ) { paths.insert($0.text(0)) }
+        return paths
+    }
+
+    /// Paths whose entries changed since the remote sequence marks given (what a plan needs to look at): every path
+    /// any device announced after `since` (by device), and this device's own after `localSince`.
+    public func paths(changedSince since: [ShortID: UInt64]) -> Set<String> {
+        var paths: Set<String> = []
+        for (device, sequence) in since {
+            try? database.query(
+                "SELECT path FROM remote WHERE folder = ? AND device = ? AND sequence > ?",
+                [.text(folder), .integer(Int64(bitPattern: device)), .integer(Int64(bitPattern: sequence))]
+            ) { paths.insert($0.text(0)) }
+        }
+        return paths
+    }
+
+    public func forget(_ device: ShortID) {
+        try? database.transaction {
+            for table in ["remote", "remote_state"] {
+                try database.query(
+                    "DELETE FROM \(table) WHERE folder = ? AND device = ?",
+                    [.text(folder), .integer(Int64(bitPattern: device))])
+            }
+        }
+    }
+}
