@@ -106,12 +106,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // Shared folders on the agent (`share sync`): each folder's index and worker, the folder links, the pulls.
+        .target(
+            name: "ShareFolders",
+            dependencies: [
+                "ShareSync", "ShareSyncStore", "ShareEngine", "ShareNet", "ShareTrust", "ShareReach", "ShareTLS",
+                "ShareProtocol", "ShareDisk", "ShareThreads", "CoreTransferable",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // The agent: its parts (outbox, router, discovery, notices, watches, LocalSend's inbox) as services.
         .target(
             name: "ShareAgent",
             dependencies: [
                 "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
-                "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend",
+                "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend", "ShareFolders",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),

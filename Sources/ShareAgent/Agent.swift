@@ -11,6 +11,7 @@ import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
+import ShareFolders
 
 /// The long-running service of one device, as a composition of services: the TLS listener (sessions routed by
 /// `PeerRouter` under `AccessPolicy`), the outbox, the control socket and discovery. `run()` runs them as a service
@@ -38,13 +39,15 @@ package final class Agent: Sendable {
     let reach: ReachParts
     /// LocalSend's server and discovery, when turned on.
     package let localSend: LocalSendPart?
+    /// Shared folders (`share sync`).
+    package let folders: FolderService
     let started = Date()
 
     package init(
         device: LocalDevice, host: String, port: Int, inbox: AgentInbox, timeouts: SessionTimeouts = SessionTimeouts(),
         discovery: (port: Int, interval: Double, interface: String?)? = nil, lowPriority: Bool = true,
         keepalive: Double = 15, jobs: Outbox.Lifetimes = Outbox.Lifetimes(), reach: ReachSettings = ReachSettings(),
-        localSend: LocalSendSettings? = nil
+        localSend: LocalSendSettings? = nil, folders acceptance: FolderAcceptance = FolderAcceptance()
     ) throws {
         self.device = device
         self.inbox = inbox
@@ -67,6 +70,10 @@ package final class Agent: Sendable {
         let programs = RegisteredPrograms()
         router = PeerRouter(
             device: device, trust: trust, inbox: inbox, watches: watches, reach: reach, programs: programs)
+        let inboxFolder = router.inboxFolder
+        folders = try FolderService(
+            device: device, trust: trust, reach: reach, acceptance: acceptance, inbox: { inboxFolder($0) })
+        router.folders = folders
         courier = NoticeCourier(
             device: device, trust: trust, reach: reach,
             interval: ProcessInfo.processInfo.environment["SHARE_NOTICE_INTERVAL"].flatMap(Double.init) ?? 10)
@@ -133,7 +140,7 @@ package final class Agent: Sendable {
     package func services(with others: [any AgentPart] = []) -> [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
-            PartService(mirrors), PartService(courier), PartService(control),
+            PartService(mirrors), PartService(courier), PartService(folders), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
         if let localSend { services.append(PartService(localSend)) }

@@ -57,6 +57,22 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.job = job
             return response
+        case .folders:
+            var response = ControlResponse(ok: true)
+            response.folders = agent.folders.statuses()
+            response.offers = agent.folders.offers
+            return response
+        case .folderAdd(let settings):
+            return folderAnswer { try agent.folders.add(settings) }
+        case .folderAccept(let id, let path):
+            return folderAnswer { try agent.folders.accept(id, into: path) }
+        case .folderDecline(let id):
+            return folderAnswer {
+                try agent.folders.decline(id)
+                return nil
+            }
+        case .folderRemove(let id):
+            return folderAnswer { try agent.folders.remove(id) }
         case .pageLink:
             guard let page = agent.page.withLock({ $0 }) else {
                 return .failure("the agent serves no page (share agent --web, or \"web\" in agent.json)")
@@ -79,6 +95,19 @@ struct ControlAPI {
                 response.job = job
                 return response
             }
+        }
+    }
+
+    /// A folder request's answer: the folder it made or changed, or its failure's sentence.
+    private func folderAnswer(_ body: () throws -> SharedFolderSettings?) -> ControlResponse {
+        do {
+            var response = ControlResponse(ok: true)
+            response.folder = try body()
+            return response
+        } catch let failure as ShareFailure {
+            return .failure(failure.message)
+        } catch {
+            return .failure("\(error)")
         }
     }
 

@@ -10,6 +10,7 @@ import ShareTrust
 import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
+import ShareFolders
 
 /// Serves each authenticated session of the agent: tells what the device asks (a ping, a send into the inbox, a
 /// paste, a watch attaching, a forwarding), asks `AccessPolicy` whether it may, and hands the session to the one
@@ -23,11 +24,16 @@ final class PeerRouter: Sendable {
     let trust: TrustCache
     let inbox: AgentInbox
     let watches: WatchLinks
-    private let parts = Mutex<(outbox: Outbox?, courier: NoticeCourier?)>((nil, nil))
+    private let parts = Mutex<(outbox: Outbox?, courier: NoticeCourier?, folders: FolderService?)>((nil, nil, nil))
     /// Queues what is kept for a watch; set once the outbox exists.
     var outbox: Outbox? {
         get { parts.withLock { $0.outbox } }
         set { parts.withLock { $0.outbox = newValue } }
+    }
+    /// Shared folders: their links and pulls.
+    var folders: FolderService? {
+        get { parts.withLock { $0.folders } }
+        set { parts.withLock { $0.folders = newValue } }
     }
     /// Carries trust notices; woken when a device connects (it may have been away).
     var courier: NoticeCourier? {
@@ -71,6 +77,7 @@ final class PeerRouter: Sendable {
         }
         defer { release(session.peerID) }
         courier?.wake(for: session.peerID)
+        folders?.heard(session.peerID)
         do {
             if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {
@@ -99,6 +106,14 @@ final class PeerRouter: Sendable {
                 }
                 try Exchange.answerNotices(session.connection.channel, taken: taken)
                 if taken > 0 { courier?.wake() }
+            case .folderHello:
+                try check(.syncFolders, entry)
+                guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
+                folders.serveLink(session, first: first, peerName: peer)
+            case .folderPull:
+                try check(.syncFolders, entry)
+                guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
+                try folders.servePull(session, first: first, peerName: peer)
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
                 try serveClipboard(

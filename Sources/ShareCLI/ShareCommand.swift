@@ -30,7 +30,7 @@ public struct ShareCommand: ParsableCommand {
             PairCommand.self, PingCommand.self, AgentCommand.self, InboxCommand.self, StatusCommand.self,
             PeersCommand.self, CopyCommand.self, PasteCommand.self, JobsCommand.self, CancelCommand.self,
             PendingCommand.self, AcceptCommand.self, DeclineCommand.self, ServersCommand.self,
-            WatchClientCommand.self, WebCommand.self, MirrorCommand.self,
+            WatchClientCommand.self, WebCommand.self, MirrorCommand.self, SyncCommand.self,
         ]
     )
 

@@ -332,6 +332,48 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// Makes the folder `name` here with `mode` (exactly: the process's umask does not apply); an error when
+    /// anything has that name.
+    public func makeFolder(_ name: String, mode: mode_t) throws {
+        try Self.checkName(name)
+        guard mkdirat(fd, name, 0o700) == 0 else { throw DiskError.system("cannot make the folder \(display(name))") }
+        try setAttributes(name, mode: mode, modifiedNanoseconds: nil)
+    }
+
+    /// Removes the folder `name` only if it is empty; false when nothing was there.
+    @discardableResult
+    public func removeEmptyFolder(_ name: String) throws -> Bool {
+        try Self.checkName(name)
+        if unlinkat(fd, name, AT_REMOVEDIR) == 0 { return true }
+        if errno == ENOENT { return false }
+        throw DiskError.system("cannot remove the folder \(display(name))")
+    }
+
+    /// Sets the permission bits and the modification time (nanoseconds since 1970) of the file or folder `name`,
+    /// never through a link: the name is opened without following one, checked to be a file or folder, and changed
+    /// through that very descriptor.
+    public func setAttributes(_ name: String, mode: mode_t?, modifiedNanoseconds: Int64?) throws {
+        try Self.checkName(name)
+        let handle = openat(fd, name, CSHARE_O_PATH | O_NOFOLLOW | O_CLOEXEC)
+        guard handle >= 0 else { throw DiskError.system("cannot open \(display(name))") }
+        defer { Glibc.close(handle) }
+        var info = stat()
+        guard fstat(handle, &info) == 0, info.st_mode & S_IFMT == S_IFREG || info.st_mode & S_IFMT == S_IFDIR else {
+            throw DiskError(.wrongKind, "\(display(name)) is not a file or folder")
+        }
+        let through = "/proc/self/fd/\(handle)"
+        if let mode, chmod(through, mode) != 0 { throw DiskError.system("cannot change the mode of \(display(name))") }
+        if let modifiedNanoseconds {
+            let time = timespec(
+                tv_sec: time_t(modifiedNanoseconds / 1_000_000_000), tv_nsec: Int(modifiedNanoseconds % 1_000_000_000))
+            // The access time is left as it is (UTIME_OMIT, a macro Swift cannot see: (1 << 30) - 2).
+            var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), time]
+            guard utimensat(AT_FDCWD, through, &times, 0) == 0 else {
+                throw DiskError.system("cannot set the time of \(display(name))")
+            }
+        }
+    }
+
     /// `name`, or `name (2).ext`, `name (3).ext`, … whichever is free in this folder now.
     public func freeName(for name: String) -> String {
         if info(name) == nil { return name }

@@ -6,8 +6,9 @@ public protocol FolderDisk: AnyObject {
     func stamp(_ path: String) -> DiskStamp?
     /// A file's digest or a link's target as read now; nil when it cannot be read (it went away).
     func content(_ path: String, _ stamp: DiskStamp) -> Scanner.Content?
-    /// Everything in the folder (or beneath `folder`), by path; what the folder keeps for itself left out.
-    func list(under folder: String?) -> [String: DiskStamp]
+    /// Everything in the folder (or beneath `folder`; only its own entries unless `recursive`), by path; what the
+    /// folder keeps for itself left out.
+    func list(under folder: String?, recursive: Bool) -> [String: DiskStamp]
     func makeDirectory(_ path: String, mode: UInt32) throws
     func makeSymlink(_ path: String, target: String) throws
     /// Removes a file, a link or an empty folder.

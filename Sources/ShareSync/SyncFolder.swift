@@ -60,15 +60,15 @@ public final class SyncFolder {
 
     // MARK: Scanning
 
-    /// Records what changed on disk (beneath `folder`, or everywhere): the entries recorded, to announce.
+    /// Records what changed on disk (beneath `folder`, or everywhere; only `folder`'s own entries unless
+    /// `recursive`): the entries recorded, to announce.
     @discardableResult
-    public func scan(under folder: String? = nil) -> [FileEntry] {
-        let observed = disk.list(under: folder).filter { includes($0.key) }
-        let prefix = folder.map { $0 + "/" }
+    public func scan(under folder: String? = nil, recursive: Bool = true) -> [FileEntry] {
+        let observed = disk.list(under: folder, recursive: recursive).filter { includes($0.key) }
+        let prefix = folder.map { $0 + "/" } ?? ""
         return record(observed: observed) { path in
-            guard includes(path) else { return false }
-            guard let folder, let prefix else { return true }
-            return path == folder || path.hasPrefix(prefix)
+            guard includes(path), path.hasPrefix(prefix) else { return false }
+            return recursive || !path.dropFirst(prefix.count).contains("/")
         }
     }
 
@@ -185,31 +185,36 @@ public final class SyncFolder {
         return outcome
     }
 
+    /// What became of fetched content.
+    public enum PlaceOutcome: Sendable, Equatable {
+        /// In place; these entries were recorded.
+        case placed([FileEntry])
+        /// The path changed here since the plan: it must be scanned first (the content waits for the next plan).
+        case changedHere
+        /// The version agreed on moved on while the content came: not put anywhere.
+        case notWanted
+    }
+
     /// Content fetched from another device for `entry`: checked against the index once more (a change here since
-    /// the plan is scanned instead, and the content waits for the next plan), then put in place by `put` (which
-    /// moves the verified bytes over the path, with the entry's mode and time) and recorded. Returns what was
-    /// recorded, or nil when the path must be scanned first.
-    public func place(_ entry: FileEntry, put: () throws -> Void) throws -> [FileEntry]? {
+    /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with
+    /// the entry's mode and time) and recorded.
+    public func place(_ entry: FileEntry, put: () throws -> Void) throws -> PlaceOutcome {
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
-        guard Planner.matches(disk.stamp(entry.path), expected) else { return nil }
+        guard Planner.matches(disk.stamp(entry.path), expected) else { return .changedHere }
         // Still wanted: the global version may have moved on while the content came.
         let remotes = Array(store.remotes(entry.path).values)
         guard let global = GlobalVersion.winner(remotes + (local.map { [$0.entry] } ?? [])),
             global.version == entry.version, !global.deleted
-        else { return [] }
+        else { return .notWanted }
         var recorded = try ensureParents(entry.path)
         if let local, !local.entry.deleted, local.stamp != nil, !entry.version.dominates(local.entry.version) {
             // A concurrent version of other content here: kept as a copy first.
             recorded += try setAside(local.entry, winner: entry)
-            try clearForReplacement(entry.path, keeping: .file)
-            try put()
-            recorded += recordApplied(entry)
-            return recorded
         }
         try clearForReplacement(entry.path, keeping: .file)
         try put()
-        return recorded + recordApplied(entry)
+        return .placed(recorded + recordApplied(entry))
     }
 
     /// Makes the folders above `path` that are missing. One the others agree exists is made as it is; one deleted
@@ -273,7 +278,7 @@ public final class SyncFolder {
     private func clearForReplacement(_ path: String, keeping kind: FileEntry.Kind?) throws {
         guard let now = disk.stamp(path) else { return }
         if let kind, now.kind == kind, kind != .symlink { return }
-        if now.kind == .directory, !disk.list(under: path).isEmpty {
+        if now.kind == .directory, !disk.list(under: path, recursive: false).isEmpty {
             throw FolderDiskError(path, "a folder with files in it is in the way")
         }
         try disk.remove(path)

@@ -252,7 +252,8 @@ public final class SQLiteFolderStore: FolderStore {
     public func remotes(_ path: String) -> [ShortID: FileEntry] {
         var found: [ShortID: FileEntry] = [:]
         try? database.query(
-            "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?", [.text(folder), .text(path)]
+            "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?",
+            [.text(folder), .text(path)]
         ) { row in
             found[row.unsigned(0)] = Self.entry(row, from: 1)
         }
@@ -292,6 +293,48 @@ public final class SQLiteFolderStore: FolderStore {
             ) { paths.insert($0.text(0)) }
         }
         return paths
+    }
+
+    // MARK: For the status
+
+    /// Live files this device holds and their bytes.
+    public func totals() -> (files: Int, bytes: UInt64) {
+        var totals = (0, UInt64(0))
+        try? database.query(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM local WHERE folder = ? AND deleted = 0 AND kind = 0",
+            [.text(folder)]
+        ) { totals = (Int($0.integer(0)), $0.unsigned(1)) }
+        return totals
+    }
+
+    /// How many paths `device`'s index holds at another version than this device's (or holds and this one does
+    /// not, or the reverse): 0 when both are in step.
+    public func differences(with device: ShortID) -> Int {
+        var count = 0
+        let key: SQLValue = .integer(Int64(bitPattern: device))
+        try? database.query(
+            """
+            SELECT
+                (SELECT COUNT(*) FROM local l LEFT JOIN remote r ON r.folder = l.folder AND r.device = ?2
+                    AND r.path = l.path WHERE l.folder = ?1 AND (r.path IS NULL AND l.deleted = 0
+                    OR r.path IS NOT NULL AND r.version != l.version))
+                + (SELECT COUNT(*) FROM remote r LEFT JOIN local l ON l.folder = r.folder AND l.path = r.path
+                    WHERE r.folder = ?1 AND r.device = ?2 AND l.path IS NULL AND r.deleted = 0)
+            """, [.text(folder), key]
+        ) { count = Int($0.integer(0)) }
+        return count
+    }
+
+    /// This device's live entries whose names mark them as conflict copies.
+    public func conflictCopies(limit: Int = 1000) -> [FileEntry] {
+        var found: [FileEntry] = []
+        try? database.query(
+            """
+            SELECT \(Self.entryColumns) FROM local WHERE folder = ? AND deleted = 0 AND path LIKE '%.sync-conflict-%'
+                ORDER BY path LIMIT ?
+            """, [.text(folder), .integer(Int64(limit))]
+        ) { found.append(Self.entry($0)) }
+        return found
     }
 
     public func forget(_ device: ShortID) {

@@ -27,6 +27,8 @@ public enum Capability: String, CaseIterable, Sendable {
     case sendNotices = "deliver trust notices"
     /// Keep a copy of one of its folders current on this device (`share mirror`): files replaced and removed in it.
     case mirrorInto = "mirror a folder into this device"
+    /// Share folders with this device both ways (`share sync`): offer folders, exchange indexes, pull files.
+    case syncFolders = "share folders with this device"
 }
 
 /// Who is asking, when it is not a trusted device.
@@ -107,6 +109,10 @@ public enum AccessPolicy {
                 ? .allowed
                 : .refused(
                     "\(localName) keeps mirrored folders only from its owner's devices (trust this one with --team)")
+        case .syncFolders:
+            return team && !peer.watch
+                ? .allowed
+                : .refused("\(localName) shares folders only with its owner's devices (trust this one with --team)")
         case .sendForwarded:
             return team
                 ? .allowed

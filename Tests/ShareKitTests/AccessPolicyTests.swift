@@ -31,7 +31,7 @@ import Testing
         .group: [.ping, .sendToInbox, .sendNotices],
         .team: [
             .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .lookUpByName, .sendForwarded,
-            .mirrorInto,
+            .mirrorInto, .syncFolders,
         ],
         .watch: [
             .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .attachAsWatch, .lookUpByName,

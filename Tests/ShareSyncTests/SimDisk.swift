@@ -56,11 +56,12 @@ final class SimDisk: FolderDisk {
         return Scanner.Content(digest: node.kind == .file ? Self.digest(node.content) : [], target: node.target)
     }
 
-    func list(under folder: String?) -> [String: DiskStamp] {
+    func list(under folder: String?, recursive: Bool) -> [String: DiskStamp] {
         guard mounted else { return [:] }
         var result: [String: DiskStamp] = [:]
-        for path in nodes.keys {
-            if let folder, !path.hasPrefix(folder + "/") { continue }
+        let prefix = folder.map { $0 + "/" } ?? ""
+        for path in nodes.keys where path.hasPrefix(prefix) {
+            if !recursive, path.dropFirst(prefix.count).contains("/") { continue }
             result[path] = stamp(path)
         }
         return result

@@ -348,16 +348,13 @@ final class Simulation {
                 device.requested[entry.path] = nil
                 guard SimDisk.digest(content) == entry.digest else { continue }
                 do {
-                    if let recorded = try device.folder.place(
-                        entry,
-                        put: {
-                            try device.disk.put(
-                                entry.path, content: content, mode: entry.mode, modified: entry.modified)
-                        })
-                    {
-                        noteScanned(device, recorded)
-                    } else {
-                        rescans.insert(entry.path)
+                    let outcome = try device.folder.place(entry) {
+                        try device.disk.put(entry.path, content: content, mode: entry.mode, modified: entry.modified)
+                    }
+                    switch outcome {
+                    case .placed(let recorded): noteScanned(device, recorded)
+                    case .changedHere: rescans.insert(entry.path)
+                    case .notWanted: break
                     }
                 } catch {
                     continue

@@ -29,10 +29,23 @@ package enum ControlRequest: Codable, Sendable {
     case receive(ProgramRegistration)
     /// A new address of the agent's page (`share web` while the agent serves it): its secret opens one session.
     case pageLink
+    /// Shared folders: every folder and its state, and the folders other devices offer (`share sync`).
+    case folders
+    /// Shares a folder (`share sync add`).
+    case folderAdd(SharedFolderSettings)
+    /// Accepts a folder another device offered, into `path` (nil: the default place).
+    case folderAccept(id: String, path: String?)
+    /// Declines a folder another device offered.
+    case folderDecline(id: String)
+    /// Stops sharing a folder here (its files stay).
+    case folderRemove(id: String)
 
-    private enum Operation: String, Codable { case send, status, wait, copy, notices, cancel, receive, pageLink }
+    private enum Operation: String, Codable {
+        case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
+        case folderDecline, folderRemove
+    }
 
-    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program }
+    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -48,6 +61,14 @@ package enum ControlRequest: Codable, Sendable {
         case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
         case .receive: self = .receive(try container.decode(ProgramRegistration.self, forKey: .program))
         case .pageLink: self = .pageLink
+        case .folders: self = .folders
+        case .folderAdd: self = .folderAdd(try container.decode(SharedFolderSettings.self, forKey: .folder))
+        case .folderAccept:
+            self = .folderAccept(
+                id: try container.decode(String.self, forKey: .id),
+                path: try container.decodeIfPresent(String.self, forKey: .path))
+        case .folderDecline: self = .folderDecline(id: try container.decode(String.self, forKey: .id))
+        case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
         }
     }
 
@@ -76,6 +97,21 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(program, forKey: .program)
         case .pageLink:
             try container.encode(Operation.pageLink, forKey: .op)
+        case .folders:
+            try container.encode(Operation.folders, forKey: .op)
+        case .folderAdd(let settings):
+            try container.encode(Operation.folderAdd, forKey: .op)
+            try container.encode(settings, forKey: .folder)
+        case .folderAccept(let id, let path):
+            try container.encode(Operation.folderAccept, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(path, forKey: .path)
+        case .folderDecline(let id):
+            try container.encode(Operation.folderDecline, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .folderRemove(let id):
+            try container.encode(Operation.folderRemove, forKey: .op)
+            try container.encode(id, forKey: .id)
         }
     }
 }
@@ -172,6 +208,10 @@ package struct ControlResponse: Codable, Sendable {
     package var inbox: String?
     /// A new address of the agent's page.
     package var link: String?
+    /// Shared folders and their state, the folders offered, and the one a request made or changed.
+    package var folders: [FolderStatus]?
+    package var offers: [FolderOffer]?
+    package var folder: SharedFolderSettings?
 
     package init(ok: Bool, error: String? = nil) {
         self.ok = ok

@@ -30,7 +30,7 @@ package final class PartialStore: Sendable {
     }
 
     /// What the ledger records (its JSON form is read back by every later version).
-    struct Ledger: Codable {
+    package struct Ledger: Codable {
         var sender: String
         var item: String
         var version: String?
@@ -59,7 +59,7 @@ package final class PartialStore: Sendable {
 
     /// The name of an item's partial: stable for the same sender, item and type across sessions and versions (the
     /// sender is named in the form earlier versions printed, so their partials are found).
-    static func key(sender: DeviceID, item: String, contentType: String, archive: Bool) -> String {
+    package static func key(sender: DeviceID, item: String, contentType: String, archive: Bool) -> String {
         let text = "\(sender.earlierDescription)|\(item)|\(contentType)" + (archive ? "|archive" : "")
         return String(SHA256Hasher.hash(Array(text.utf8)).hexString.prefix(32))
     }
@@ -80,7 +80,7 @@ package final class PartialStore: Sendable {
     }
 
     /// The ledger as the last session left it: its last checkpoint plus the chunks its journal recorded since.
-    func readLedger(_ key: String) -> Ledger? {
+    package func readLedger(_ key: String) -> Ledger? {
         guard let bytes = try? partials.readFile("\(key).json", limit: 64 << 20),
             var ledger = try? JSONDecoder().decode(Ledger.self, from: Data(bytes))
         else { return nil }
@@ -328,7 +328,7 @@ final class SmallPartial: ReceivedBytes {
 }
 
 /// One item being received into a partial file.
-final class PartialFile: IncomingPayload, ReceivedBytes {
+package final class PartialFile: IncomingPayload, ReceivedBytes {
     let store: PartialStore
     let key: String
     let file: OpenFile
@@ -344,13 +344,13 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     private var closed = false
     /// Placed, discarded or suspended: nothing more is done to it.
     private var ended = false
-    let held: [Int: [UInt8]]
-    let digest: DigestAlgorithm
-    var chunkSize: Int { ledger.chunkSize }
+    package let held: [Int: [UInt8]]
+    package let digest: DigestAlgorithm
+    package var chunkSize: Int { ledger.chunkSize }
 
     /// `digest`: the digest this session records chunks with; a partial recorded with another starts over. Nil
     /// (looking up what is held): whatever the partial was recorded with.
-    init(
+    package init(
         store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
         digest wanted: DigestAlgorithm?
     ) throws {
@@ -396,7 +396,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
 
     deinit { close() }
 
-    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+    package func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
         do {
             try file.write(bytes, at: UInt64(index) * UInt64(ledger.chunkSize))
         } catch let error as DiskError {
@@ -439,7 +439,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     }
 
     /// The item is complete and verified: sets its length and, with `durable`, flushes it.
-    func finish(size: UInt64, durable: Bool) throws {
+    package func finish(size: UInt64, durable: Bool) throws {
         do {
             try file.truncate(to: size)
             if durable { try file.sync() }
@@ -460,7 +460,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         return placed
     }
 
-    func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
+    package func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
         file.setMode(mode)
         close()
         try store.place("\(key).part", into: directory, as: leaf)
@@ -470,12 +470,12 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
         release()
     }
 
-    func complete(done: Done) throws -> Ack {
+    package func complete(done: Done) throws -> Ack {
         preconditionFailure("a disk sink completes its items itself")
     }
 
     /// Drops the partial and its ledger.
-    func discard() {
+    package func discard() {
         guard !ended else { return }
         ended = true
         close()
@@ -486,7 +486,7 @@ final class PartialFile: IncomingPayload, ReceivedBytes {
     }
 
     /// Keeps what is verified for a resume; an item that cannot resume (no version) leaves nothing behind.
-    func suspend() {
+    package func suspend() {
         guard !ended else { return }
         guard keepsLedger else { return discard() }
         ended = true

@@ -142,7 +142,7 @@ package final class Versions: Sendable {
 
     /// The index of `name` in `target` by `hasher`'s digest: from the cache when the file's size, modification time
     /// and inode are those it was built for, else built now (reading the file once) and cached.
-    func index(target: Directory, name: String, info: FileInfo, hasher: ChunkHasher) -> BasisIndex? {
+    package func index(target: Directory, name: String, info: FileInfo, hasher: ChunkHasher) -> BasisIndex? {
         guard info.size >= Delta.minimumSize else { return nil }
         let cacheName = "\(info.device)-\(info.inode)-\(hasher.algorithm.rawValue).index"
         let stamp = "\(info.size) \(info.modified) \(info.modifiedNanoseconds)\n"
@@ -171,7 +171,7 @@ package final class Versions: Sendable {
     }
 
     /// Opens `name` in `target` to read the basis from, when it is still the file that was indexed.
-    func open(target: Directory, name: String, info: FileInfo) throws -> BasisReader {
+    package func open(target: Directory, name: String, info: FileInfo) throws -> BasisReader {
         let file = try target.openFile(name, .read)
         guard let now = file.info, now.inode == info.inode, now.size == info.size, now.modified == info.modified,
             now.modifiedNanoseconds == info.modifiedNanoseconds

@@ -1,0 +1,239 @@
+import ArgumentParser
+import Foundation
+import ShareCommandLine
+import ShareEngine
+import ShareKit
+import ShareTrust
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Folders kept the same on your devices, both ways (the agent keeps them).",
+        discussion: helpPage(
+            "A shared folder has an ID (never its name: two folders of one name are two folders) and the devices it is shared with: your own devices (trusted with --team). Each device keeps an index of what it holds; changes made on any device reach the others, through any device that is on (a change made on the laptop reaches the phone through the desk while the laptop is off). Two devices changing the same file at once: one version wins everywhere, the other is kept beside it as NAME.sync-conflict-DATE-TIME-DEVICE.EXT. A deletion reaches every device; a deletion at the same time as an edit keeps the edit.",
+            "Without a subcommand, every folder: its state (up to date, syncing, waiting for a device, out of sync), its devices with when each was last in step, its conflicts, and the folders your other devices offer this one.",
+            examples: [
+                "share sync add ~/thesis --with desk --with phone", "share sync",
+                "share sync accept abcde-fghij-klmno --into ~/thesis",
+                "share sync remove abcde-fghij-klmno",
+            ]),
+        subcommands: [SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self],
+        defaultSubcommand: SyncList.self)
+}
+
+/// The agent's answer to a folder request, or one clear line when no agent runs.
+func folderRequest(_ request: ControlRequest, device: DeviceOptions) throws -> ControlResponse {
+    guard ControlClient.agentIsRunning(device.paths) else {
+        throw ShareError(
+            .unavailable, "shared folders are kept by the agent, which is not running; start it with: share agent")
+    }
+    let answer = try ControlClient.request(request, paths: device.paths)
+    guard answer.ok else { throw ShareError(.usage, answer.error ?? "the agent refused") }
+    return answer
+}
+
+struct SyncList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "Every shared folder and its state, and the folders offered to this device.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Flag(help: "One JSON object: the folders and their state, and the offers.")
+    var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Wait up to this many seconds until every folder is up to date and in step with every device it is shared with; exit 0 then, 69 if not.",
+            valueName: "seconds"))
+    var wait: Double?
+
+    func run() throws {
+        try ShareCLI.run {
+            var answer = try folderRequest(.folders, device: device)
+            if let wait {
+                let deadline = Date().addingTimeInterval(wait)
+                while !Self.settled(answer.folders ?? []) && Date() < deadline {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    answer = try folderRequest(.folders, device: device)
+                }
+            }
+            if json {
+                struct Listing: Encodable {
+                    var folders: [FolderStatus]
+                    var offers: [FolderOffer]
+                }
+                let data = try JSONEncoder.iso8601.encode(
+                    Listing(folders: answer.folders ?? [], offers: answer.offers ?? []))
+                say(String(decoding: data, as: UTF8.self))
+            } else {
+                Self.print(answer.folders ?? [], offers: answer.offers ?? [])
+            }
+            if wait != nil, !Self.settled(answer.folders ?? []) {
+                throw ShareError(.unavailable, "not every folder is in step yet")
+            }
+        }
+    }
+
+    static func settled(_ folders: [FolderStatus]) -> Bool {
+        folders.allSatisfy { $0.state == "up to date" && $0.peers.allSatisfy(\.inStep) }
+    }
+
+    static func print(_ folders: [FolderStatus], offers: [FolderOffer]) {
+        if folders.isEmpty && offers.isEmpty {
+            say("no shared folders; share one with: share sync add FOLDER --with DEVICE")
+            return
+        }
+        for folder in folders {
+            let settings = folder.settings
+            var line = "\(settings.label) (\(settings.id)) \(settings.path), \(settings.kind.rawValue): \(folder.state)"
+            line += " — \(folder.files) file(s), \(ProgressReporter.bytes(folder.bytes))"
+            if folder.neededFiles > 0 {
+                line += "; \(folder.neededFiles) file(s), \(ProgressReporter.bytes(folder.neededBytes)) to come"
+                if let rate = folder.rate { line += " at \(ProgressReporter.bytes(UInt64(rate)))/s" }
+            }
+            if folder.bytesReceived > 0 || folder.bytesFromLocal > 0 {
+                line +=
+                    "; \(ProgressReporter.bytes(folder.bytesReceived)) crossed, "
+                    + "\(ProgressReporter.bytes(folder.bytesFromLocal)) made from copies here"
+            }
+            say(line)
+            for peer in folder.peers {
+                let when = peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet"
+                say("  \(peer.name): \(peer.connected ? "connected" : "away"), \(peer.inStep ? "in step" : when)")
+            }
+            for conflict in folder.conflicts {
+                let loser = "\(conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"
+                let winner = conflict.winner.map { "\($0)'s of \(conflict.winnerTime.map(Self.time) ?? "?") is there" }
+                say(
+                    "  conflict: \(conflict.path) — \(loser) kept as \(conflict.copy)"
+                        + (winner.map { "; \($0)" } ?? ""))
+            }
+            for problem in folder.problems.prefix(10) { say("  out of sync: \(problem.path): \(problem.reason)") }
+        }
+        for offer in offers {
+            say(
+                "offered: \(offer.label) (\(offer.id)) from \(offer.fromName); share sync accept \(offer.id) --into FOLDER, or share sync decline \(offer.id)"
+            )
+        }
+    }
+
+    static func ago(_ date: Date) -> String {
+        let seconds = Int(-date.timeIntervalSinceNow)
+        if seconds < 5 { return "now" }
+        if seconds < 120 { return "\(seconds) s ago" }
+        if seconds < 7200 { return "\(seconds / 60) min ago" }
+        return "\(seconds / 3600) h ago"
+    }
+
+    static func time(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: date)
+    }
+}
+
+struct SyncAdd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Share a folder with some of your devices (each is offered it).")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder to share.", valueName: "folder"))
+    var folder: String
+
+    @Option(
+        name: .customLong("with"), help: ArgumentHelp("A device to share it with (repeatable).", valueName: "device"))
+    var devices: [String] = []
+
+    @Option(help: ArgumentHelp("What the folder is called on the others (default: its name).", valueName: "name"))
+    var label: String?
+
+    @Flag(help: "This device's files are the truth: changes made elsewhere are not applied here.")
+    var sendOnly = false
+
+    @Flag(help: "This device takes what the others have; its own changes stay here, never sent.")
+    var receiveOnly = false
+
+    func run() throws {
+        try ShareCLI.run {
+            guard !devices.isEmpty else {
+                throw ShareError(.usage, "name at least one device to share \(folder) with: --with DEVICE")
+            }
+            guard !(sendOnly && receiveOnly) else {
+                throw ShareError(.usage, "a folder is --send-only or --receive-only, not both")
+            }
+            let url = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath()
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue else {
+                throw ShareError(.noInput, "\(folder) is not a folder")
+            }
+            var settings = SharedFolderSettings(
+                id: SharedFolderSettings.newID(), label: label ?? url.lastPathComponent, path: url.path,
+                devices: devices)
+            settings.kind = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : .sendReceive
+            let answer = try folderRequest(.folderAdd(settings), device: device)
+            let made = answer.folder ?? settings
+            tell(
+                "sharing \(made.path) as \(made.label) (\(made.id)) with \(devices.joined(separator: ", ")); share sync shows how it stands"
+            )
+        }
+    }
+}
+
+struct SyncAccept: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accept", abstract: "Accept a folder another of your devices offered.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID (share sync lists the offers).", valueName: "id"))
+    var id: String
+
+    @Option(
+        help: ArgumentHelp(
+            "Where it goes here (default: a folder of its name in the agent's place for it).", valueName: "folder"))
+    var into: String?
+
+    func run() throws {
+        try ShareCLI.run {
+            let path = into.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            let answer = try folderRequest(.folderAccept(id: id, path: path), device: device)
+            tell("syncing \(answer.folder?.label ?? id) into \(answer.folder?.path ?? path ?? "?")")
+        }
+    }
+}
+
+struct SyncDecline: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "decline", abstract: "Decline a folder offered.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            _ = try folderRequest(.folderDecline(id: id), device: device)
+            tell("declined \(id)")
+        }
+    }
+}
+
+struct SyncRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Stop syncing a folder here (its files stay; the others keep theirs).")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderRemove(id: id), device: device)
+            tell(
+                "no longer syncing \(answer.folder?.label ?? id) here; its files stay in \(answer.folder?.path ?? "place")"
+            )
+        }
+    }
+}

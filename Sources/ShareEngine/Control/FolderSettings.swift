@@ -1,0 +1,157 @@
+import Foundation
+
+/// A shared folder as this device keeps it: its identity (never its name), what the person called it, where it is
+/// here, how this device treats it, and the devices it is shared with.
+package struct SharedFolderSettings: Codable, Sendable, Equatable {
+    package enum Kind: String, Codable, Sendable, CaseIterable {
+        /// Changes go both ways (the default).
+        case sendReceive = "send-receive"
+        /// This device's files are the truth: changes made elsewhere are not applied here.
+        case sendOnly = "send-only"
+        /// This device takes what the others have; its own changes are kept here and listed, never sent.
+        case receiveOnly = "receive-only"
+    }
+
+    package var id: String
+    package var label: String
+    package var path: String
+    package var kind: Kind
+    /// Device IDs of the devices it is shared with.
+    package var devices: [String]
+    package var created: Date
+    /// Made by `share mirror` (a send-only folder on the sending side; kept in the receiving agent's inbox).
+    package var mirror: Bool?
+
+    package init(
+        id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()
+    ) {
+        self.id = id
+        self.label = label
+        self.path = path
+        self.kind = kind
+        self.devices = devices
+        self.created = created
+    }
+
+    /// A new folder's identity: 3 groups of 5 letters and digits (`abcde-fghij-klmno`), as Syncthing's look.
+    package static func newID() -> String {
+        let alphabet = Array("abcdefghijkmnopqrstuvwxyz23456789")
+        var generator = SystemRandomNumberGenerator()
+        return (0..<3).map { _ in String((0..<5).map { _ in alphabet.randomElement(using: &generator)! }) }
+            .joined(separator: "-")
+    }
+}
+
+/// A folder another device shares with this one, waiting for this device's person to accept it (`share sync accept
+/// ID --into PATH`) or decline it.
+package struct FolderOffer: Codable, Sendable, Equatable {
+    package var id: String
+    package var label: String
+    package var kind: String
+    /// The device that offered it, and its name here.
+    package var from: String
+    package var fromName: String
+    package var offered: Date
+
+    package init(id: String, label: String, kind: String, from: String, fromName: String, offered: Date = Date()) {
+        self.id = id
+        self.label = label
+        self.kind = kind
+        self.from = from
+        self.fromName = fromName
+        self.offered = offered
+    }
+}
+
+/// How a shared folder stands, as `share sync` and the page show it.
+package struct FolderStatus: Codable, Sendable, Equatable {
+    /// One device it is shared with.
+    package struct Peer: Codable, Sendable, Equatable {
+        package var id: String
+        package var name: String
+        /// A link to it is open now.
+        package var connected: Bool
+        /// It holds every path at the version this device agrees on.
+        package var inStep: Bool
+        /// When it last was (nil: never seen in step).
+        package var lastInStep: Date?
+        package init(id: String, name: String, connected: Bool, inStep: Bool, lastInStep: Date?) {
+            self.id = id
+            self.name = name
+            self.connected = connected
+            self.inStep = inStep
+            self.lastInStep = lastInStep
+        }
+    }
+
+    /// A conflict copy in the folder: the path it was made of, the copy, and both versions' device and time.
+    package struct Conflict: Codable, Sendable, Equatable {
+        package var path: String
+        package var copy: String
+        /// The device that made the version kept as the copy (its ID's first group), and when it was modified.
+        package var loser: String
+        package var loserTime: Date?
+        /// The device whose version is at the path now, and when it was modified.
+        package var winner: String?
+        package var winnerTime: Date?
+        package init(
+            path: String, copy: String, loser: String, loserTime: Date?, winner: String?, winnerTime: Date?
+        ) {
+            self.path = path
+            self.copy = copy
+            self.loser = loser
+            self.loserTime = loserTime
+            self.winner = winner
+            self.winnerTime = winnerTime
+        }
+    }
+
+    /// A path this device cannot bring to the agreed version now, and why.
+    package struct Problem: Codable, Sendable, Equatable {
+        package var path: String
+        package var reason: String
+        package init(path: String, reason: String) {
+            self.path = path
+            self.reason = reason
+        }
+    }
+
+    package var settings: SharedFolderSettings
+    /// `up to date`, `syncing`, `scanning`, `waiting for DEVICE`, `out of sync`, `stopped: REASON`.
+    package var state: String
+    /// What this device holds of it: files and their bytes.
+    package var files: Int
+    package var bytes: UInt64
+    /// What it still needs from the others.
+    package var neededFiles: Int
+    package var neededBytes: UInt64
+    /// Bytes a second coming in now, when something is.
+    package var rate: Double?
+    /// What crossed the link for this folder since the agent started, and what was made from copies already here.
+    package var bytesReceived: UInt64
+    package var bytesFromLocal: UInt64
+    package var peers: [Peer]
+    package var conflicts: [Conflict]
+    package var problems: [Problem]
+    package var lastScan: Date?
+
+    package init(
+        settings: SharedFolderSettings, state: String, files: Int, bytes: UInt64, neededFiles: Int,
+        neededBytes: UInt64, rate: Double?, bytesReceived: UInt64, bytesFromLocal: UInt64, peers: [Peer],
+        conflicts: [Conflict], problems: [Problem], lastScan: Date?
+    ) {
+        self.settings = settings
+        self.state = state
+        self.files = files
+        self.bytes = bytes
+        self.neededFiles = neededFiles
+        self.neededBytes = neededBytes
+        self.rate = rate
+        self.bytesReceived = bytesReceived
+        self.bytesFromLocal = bytesFromLocal
+        self.peers = peers
+        self.conflicts = conflicts
+        self.problems = problems
+        self.lastScan = lastScan
+    }
+}

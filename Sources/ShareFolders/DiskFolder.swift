@@ -1,0 +1,189 @@
+import Glibc
+import ShareDisk
+import ShareNet
+import ShareProtocol
+import ShareSync
+
+/// A shared folder on disk, as `SyncFolder` touches it: every call goes through ShareDisk's directory handles from
+/// the folder's root, one checked name at a time, never following a link (a link is synced as a link: its target is
+/// only ever read as text). What the folder keeps for itself at its root (`SyncNames`) is never listed.
+final class DiskFolder: FolderDisk {
+    let root: Directory
+
+    init(root: Directory) { self.root = root }
+
+    /// The folder holding `path`'s last component, and that component.
+    private func parent(of path: String, create: Bool = false) throws -> (Directory, String) {
+        let parts = path.split(separator: "/").map(String.init)
+        guard let leaf = parts.last else { throw FolderDiskError(path, "an empty path") }
+        return (try root.directory(components: Array(parts.dropLast()), create: create, mode: 0o755), leaf)
+    }
+
+    static func stamp(_ info: FileInfo) -> DiskStamp? {
+        switch info.kind {
+        case .file:
+            return DiskStamp(
+                kind: .file, size: info.size,
+                modified: info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds), mode: UInt32(info.mode),
+                inode: info.inode)
+        case .directory:
+            return DiskStamp(kind: .directory, size: 0, modified: 0, mode: UInt32(info.mode), inode: info.inode)
+        case .link:
+            return DiskStamp(kind: .symlink, size: 0, modified: 0, mode: 0o777, inode: info.inode)
+        case .other:
+            return nil
+        }
+    }
+
+    func stamp(_ path: String) -> DiskStamp? {
+        guard let (folder, leaf) = try? parent(of: path), let info = folder.info(leaf) else { return nil }
+        return Self.stamp(info)
+    }
+
+    func content(_ path: String, _ stamp: DiskStamp) -> Scanner.Content? {
+        guard let (folder, leaf) = try? parent(of: path) else { return nil }
+        switch stamp.kind {
+        case .symlink:
+            return (try? folder.readLink(leaf)).map { Scanner.Content(target: $0) }
+        case .directory:
+            return Scanner.Content()
+        case .file:
+            return (try? Self.digest(folder, leaf, size: stamp.size)).map { Scanner.Content(digest: $0) }
+        }
+    }
+
+    /// A file's content digest (`ContentDigest`): BLAKE3 of each 1 MiB chunk, then BLAKE3 of those digests. Nil
+    /// when the file changed size while it was read.
+    static func digest(_ folder: Directory, _ name: String, size: UInt64) throws -> [UInt8]? {
+        let file = try folder.openFile(name, .read)
+        defer { file.close() }
+        file.adviseSequential()
+        let chunk = ContentDigest.chunkSize
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        let hasher = chunkHasher(.blake3)
+        var digests: [UInt8] = []
+        var offset: UInt64 = 0
+        repeat {
+            var filled = 0
+            while filled < chunk, offset + UInt64(filled) < size {
+                let n = try file.read(
+                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: offset + UInt64(filled))
+                guard n > 0 else { return nil }
+                filled += n
+            }
+            digests += hasher.digest(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
+            offset += UInt64(filled)
+        } while offset < size
+        guard file.info?.size == size else { return nil }
+        return hasher.digest(digests)
+    }
+
+    func list(under folder: String?, recursive: Bool) -> [String: DiskStamp] {
+        var result: [String: DiskStamp] = [:]
+        let start: Directory
+        if let folder {
+            guard let opened = try? root.directory(components: folder.split(separator: "/").map(String.init)) else {
+                return result
+            }
+            start = opened
+        } else {
+            start = root
+        }
+        // Through folder handles, depth first without recursion: a link is never followed, whatever replaces a
+        // folder while it is read.
+        var pending: [(Directory, String)] = [(start, folder ?? "")]
+        while let (directory, relative) = pending.popLast() {
+            for name in directory.entries() {
+                // Names that are not UTF-8 cannot be named on the wire: left alone.
+                guard !name.unicodeScalars.contains("\u{FFFD}") else { continue }
+                let path = relative.isEmpty ? name : relative + "/" + name
+                if relative.isEmpty, SyncNames.isInternal(name) { continue }
+                guard let info = directory.info(name), let stamp = Self.stamp(info) else { continue }
+                result[path] = stamp
+                if recursive, info.kind == .directory, let inner = try? directory.directory(components: [name]) {
+                    pending.append((inner, path))
+                }
+            }
+        }
+        return result
+    }
+
+    func makeDirectory(_ path: String, mode: UInt32) throws {
+        try wrap(path) {
+            let (folder, leaf) = try parent(of: path)
+            try folder.makeFolder(leaf, mode: mode_t(mode & 0o777))
+        }
+    }
+
+    func makeSymlink(_ path: String, target: String) throws {
+        try wrap(path) {
+            let (folder, leaf) = try parent(of: path)
+            try folder.symlink(leaf, target: target)
+        }
+    }
+
+    func remove(_ path: String) throws {
+        try wrap(path) {
+            let (folder, leaf) = try parent(of: path)
+            if folder.info(leaf)?.kind == .directory {
+                try folder.removeEmptyFolder(leaf)
+            } else {
+                try folder.remove(leaf)
+            }
+        }
+    }
+
+    func move(_ from: String, to: String) throws {
+        try wrap(from) {
+            let (source, leaf) = try parent(of: from)
+            let (target, newLeaf) = try parent(of: to)
+            try source.rename(leaf, to: newLeaf, in: target)
+        }
+    }
+
+    func copyFile(_ from: String, to: String, mode: UInt32, modified: Int64) throws {
+        try wrap(from) {
+            let (source, leaf) = try parent(of: from)
+            let (target, newLeaf) = try parent(of: to)
+            let input = try source.openFile(leaf, .read)
+            defer { input.close() }
+            let temporary = ".\(newLeaf.prefix(200)).share-copy-\(UInt32.random(in: 0...UInt32.max))"
+            let output = try target.openFile(temporary, .create, mode: mode_t(mode & 0o777))
+            var done = false
+            defer {
+                output.close()
+                if !done { _ = try? target.remove(temporary) }
+            }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var offset: UInt64 = 0
+            while true {
+                let n = try input.read(into: &buffer, count: buffer.count, at: offset)
+                if n == 0 { break }
+                try output.write(buffer[0..<n], at: offset)
+                offset += UInt64(n)
+            }
+            try target.setAttributes(temporary, mode: mode_t(mode & 0o777), modifiedNanoseconds: modified)
+            try target.rename(temporary, to: newLeaf, in: target)
+            done = true
+        }
+    }
+
+    func setMetadata(_ path: String, kind: FileEntry.Kind, mode: UInt32, modified: Int64) throws {
+        guard kind != .symlink else { return }
+        try wrap(path) {
+            let (folder, leaf) = try parent(of: path)
+            try folder.setAttributes(
+                leaf, mode: mode_t(mode & 0o777), modifiedNanoseconds: kind == .file ? modified : nil)
+        }
+    }
+
+    /// Runs a disk step; a failure is the folder's error for that path.
+    private func wrap(_ path: String, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as DiskError {
+            throw FolderDiskError(path, error.message)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import ShareEngine
+import ShareThreads
+import ShareTrust
+
+/// The shared folders this device keeps and the folders others offer it, in `STATE/folders/folders.json` (written
+/// whole and atomically at each change; read once at start).
+final class FolderBook: Sendable {
+    struct Contents: Codable, Equatable {
+        var folders: [SharedFolderSettings] = []
+        var offers: [FolderOffer] = []
+        /// Offers declined, by folder ID and device (not offered again).
+        var declined: [String] = []
+    }
+
+    let file: URL
+    private let contents: Guarded<Contents>
+
+    init(directory: URL) throws {
+        try DevicePaths.ensurePrivateDirectory(directory)
+        file = directory.appendingPathComponent("folders.json")
+        let loaded =
+            FileManager.default.contents(atPath: file.path).flatMap {
+                try? JSONDecoder.iso8601.decode(Contents.self, from: $0)
+            } ?? Contents()
+        contents = Guarded(loaded)
+    }
+
+    var folders: [SharedFolderSettings] { contents.withLock { $0.folders } }
+    var offers: [FolderOffer] { contents.withLock { $0.offers } }
+
+    func folder(_ id: String) -> SharedFolderSettings? { contents.withLock { $0.folders.first { $0.id == id } } }
+
+    /// Changes the book and writes it; returns what `body` returned.
+    @discardableResult
+    func change<T>(_ body: (inout Contents) throws -> T) throws -> T {
+        try contents.withLock { contents in
+            var changed = contents
+            let result = try body(&changed)
+            guard changed != contents else { return result }
+            try AtomicFile.write(try JSONEncoder.iso8601.encode(changed), to: file, mode: 0o600, durable: true)
+            contents = changed
+            return result
+        }
+    }
+
+    func wasDeclined(_ id: String, from device: String) -> Bool {
+        contents.withLock { $0.declined.contains("\(id)|\(device)") }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import ShareNet
+import ShareProtocol
+import ShareSync
+import ShareThreads
+import ShareTLS
+import ShareTrust
+
+/// A folder link with one device: one session that carries both devices' index updates for every folder they
+/// share, both ways, for as long as both run. One thread does all of it — it reads the peer's frames and sends what
+/// this device's folders recorded, woken by a doorbell — so one TLS connection is never used by two threads. The
+/// exchange itself is `FolderLinkMachine`'s; this is its driver.
+final class FolderLink: Sendable {
+    static let log = Log.logger("share.folders")
+    /// Seconds of silence before a ping, and without any frame before the link counts as dead.
+    static let pingAfter = 30.0
+    static let deadAfter = 100.0
+
+    let peer: DeviceID
+    let peerName: String
+    /// Whether this device opened it.
+    let outgoing: Bool
+    let session: Session
+    private let wakeup = Wakeup()
+    private weak let service: FolderService?
+
+    private struct State {
+        var machine: FolderLinkMachine
+        /// Folders with entries to announce.
+        var pending: Set<String> = []
+        var stopped = false
+    }
+    private let state: Guarded<State>
+
+    init(session: Session, peerName: String, outgoing: Bool, local: [FolderAnnouncement], service: FolderService) {
+        self.session = session
+        peer = session.peerID
+        self.peerName = peerName
+        self.outgoing = outgoing
+        self.service = service
+        state = Guarded(State(machine: FolderLinkMachine(local: local)))
+    }
+
+    /// The folders this link was opened for.
+    var folders: Set<String> { state.withLock { Set($0.machine.local.keys) } }
+
+    /// Whether both ends have `folder`, so its entries cross on this link.
+    func shares(_ folder: String) -> Bool { state.withLock { $0.machine.shares(folder) } }
+
+    /// `folder` recorded entries: sent on this link's thread at once.
+    func announce(_ folder: String) {
+        state.withLock { $0.pending.insert(folder) }
+        wakeup.ring()
+    }
+
+    /// Ends the link (from any thread).
+    func stop() {
+        state.withLock { $0.stopped = true }
+        wakeup.ring()
+        session.connection.interrupt()
+    }
+
+    /// Runs the link on the calling thread until it ends. `first`: the peer's hello, when the peer opened the link
+    /// (the router read it); this side's hello goes first when it opened the link.
+    func run(first: Frame?) {
+        let connection = session.connection
+        do {
+            if outgoing { try connection.send(.folderHello, state.withLock { $0.machine.hello }) }
+            if let first {
+                try connection.send(.folderHello, state.withLock { $0.machine.hello })
+                try handle(first)
+            }
+            var lastHeard = ContinuousClock.now
+            var lastSent = ContinuousClock.now
+            while !state.withLock({ $0.stopped }) {
+                if try flush() { lastSent = .now }
+                if (ContinuousClock.now - lastHeard).seconds > Self.deadAfter {
+                    throw ProtocolError(.timeout, "\(peerName) said nothing for \(Int(Self.deadAfter)) s")
+                }
+                if (ContinuousClock.now - lastSent).seconds > Self.pingAfter {
+                    try connection.send(.ping, Ping(nonce: UInt64.random(in: 0...UInt64.max)))
+                    lastSent = .now
+                }
+                guard connection.waitForInput(or: wakeup, timeout: 5) else { continue }
+                let frame = try connection.receive()
+                lastHeard = .now
+                try handle(frame)
+            }
+            try? connection.send(.bye, Bye())
+        } catch {
+            if !state.withLock({ $0.stopped }) {
+                Self.log.info("folder link ended", metadata: ["peer": "\(peerName)", "reason": "\(error)"])
+            }
+            if let error = error as? ProtocolError, !connection.channel.errorExchanged {
+                try? connection.send(.error, error)
+            }
+        }
+        state.withLock { $0.stopped = true }
+        connection.close()
+    }
+
+    /// Sends what the folders recorded since they were last sent; whether anything went.
+    private func flush() throws -> Bool {
+        let pending = state.withLock { state -> [(String, UInt64)] in
+            let folders = state.pending
+            state.pending = []
+            return folders.flatMap { folder in
+                state.machine.localChanged(folder).compactMap { action in
+                    if case .sendIndex(let folder, let since) = action { return (folder, since) }
+                    return nil
+                }
+            }
+        }
+        for (folder, since) in pending { try sendIndex(folder, since: since) }
+        return !pending.isEmpty
+    }
+
+    private func sendIndex(_ folder: String, since: UInt64) throws {
+        guard let service else { return }
+        var from = since
+        while true {
+            guard let update = service.indexUpdate(folder, since: from) else { break }
+            try session.connection.channel.send(Frame(type: .indexUpdate, payload: update.encoded()))
+            state.withLock { $0.machine.sent(folder, upTo: update.to) }
+            from = update.to
+        }
+    }
+
+    private func handle(_ frame: Frame) throws {
+        guard let service else { throw ProtocolError(.cancelled, "the agent is stopping") }
+        switch frame.type {
+        case .folderHello:
+            let hello = try MessageCoding.decode(FolderHello.self, from: frame)
+            let actions = try state.withLock { try $0.machine.received(hello) }
+            for action in actions {
+                switch action {
+                case .sendIndex(let folder, let since): try sendIndex(folder, since: since)
+                case .offered(let announcement): service.offered(announcement, by: peer, name: peerName)
+                default: break
+                }
+            }
+            service.linked(self)
+        case .indexUpdate:
+            let update = try IndexUpdate.decode(frame.payload)
+            let held = service.held(update.folder, of: peer)
+            let actions = try state.withLock { try $0.machine.received(update, held: held) }
+            for action in actions {
+                switch action {
+                case .apply(let update, let reset): try service.apply(update, reset: reset, from: peer)
+                case .gap(let folder):
+                    throw ProtocolError(.badMessage, "\(peerName) skipped part of its index of \(folder)")
+                default: break
+                }
+            }
+        case .ping:
+            try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))
+        case .pong:
+            break
+        case .bye:
+            state.withLock { $0.stopped = true }
+        case .error:
+            throw MessageCoding.peerError(from: frame)
+        default:
+            throw ProtocolError(.badMessage, "\(frame.type) on a folder link")
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import ShareEngine
+import ShareNet
+import ShareProtocol
+import ShareReach
+import ShareSync
+import ShareTLS
+import ShareTrust
+
+extension FolderService {
+    // MARK: Which devices, which links
+
+    /// The devices this device shares at least one folder with.
+    var wantedPeers: [TrustedDevice] {
+        var seen: Set<DeviceID> = []
+        return book.folders.flatMap { devices(of: $0) }.filter { seen.insert($0.id).inserted }
+    }
+
+    /// What this device announces to `peer`: every folder shared with it, with where its index stands and what this
+    /// device holds of the peer's.
+    func announcements(for peer: DeviceID) -> [FolderAnnouncement] {
+        folders.compactMap { folder -> FolderAnnouncement? in
+            let settings = folder.settings
+            guard devices(of: settings).contains(where: { $0.id == peer }) else { return nil }
+            return folder.withFolder { state in
+                let held = state.store.remoteState(ShortIDs.of(peer))
+                return FolderAnnouncement(
+                    id: settings.id, label: settings.label,
+                    type: settings.kind == .sendOnly || settings.mirror == true ? "send-only" : settings.kind.rawValue,
+                    devices: [device.id.description] + settings.devices,
+                    indexID: String(state.store.indexID, radix: 16),
+                    sequence: state.store.sequence, heldIndexID: held.map { String($0.indexID, radix: 16) } ?? "",
+                    heldSequence: held?.have ?? 0)
+            }
+        }
+    }
+
+    /// Folders changed (added, accepted, removed): every link is made again, with the new list.
+    func restartLinks() {
+        let links = run.withLock { run -> [FolderLink] in
+            run.retryAt = [:]
+            run.failures = [:]
+            run.linkerWake = true
+            return Array(run.links.values)
+        }
+        for link in links { link.stop() }
+    }
+
+    func wakeLinker() { run.withLock { $0.linkerWake = true } }
+
+    /// Keeps a link open to every device a folder is shared with: the device with the lower ID opens it at once,
+    /// the other only if none came within a few seconds (one side may not reach the other); a device that cannot be
+    /// reached is tried again after 1, 2, 4 … at most 30 seconds, at once when it is heard from again.
+    func linker() {
+        let started = Date()
+        while !stopping {
+            _ = run.wait(seconds: 1) { $0.linkerWake || $0.stopping }
+            run.withLock { $0.linkerWake = false }
+            let now = Date()
+            for peer in wantedPeers {
+                let go = run.withLock { run -> Bool in
+                    guard run.links[peer.id] == nil, !run.connecting.contains(peer.id),
+                        (run.retryAt[peer.id] ?? .distantPast) <= now
+                    else { return false }
+                    let first = ShortIDs.of(device.id) < ShortIDs.of(peer.id)
+                    guard first || now.timeIntervalSince(started) > 5 else { return false }
+                    run.connecting.insert(peer.id)
+                    return true
+                }
+                guard go else { continue }
+                spawn("share-folders-link") { [self] in connect(to: peer) }
+            }
+        }
+    }
+
+    /// A device was heard from (an announcement, a session of its own): a link to it is tried at once.
+    package func heard(_ id: DeviceID) {
+        run.withLock { run in
+            guard run.retryAt[id] != nil else { return }
+            run.retryAt[id] = nil
+            run.linkerWake = true
+        }
+    }
+
+    private func connect(to peer: TrustedDevice) {
+        defer { run.withLock { _ = $0.connecting.remove(peer.id) } }
+        do {
+            let target = try PeerTarget.resolve(
+                peer.id.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
+            let session = try Reach.connect(
+                from: device, to: target, trust: trust.store, hello: Hello(name: device.name, role: .agent),
+                timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 0), settings: reach)
+            run.withLock { run in
+                run.failures[peer.id] = nil
+                run.retryAt[peer.id] = nil
+            }
+            let link = FolderLink(
+                session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id), service: self
+            )
+            guard register(link) else {
+                session.connection.close()
+                return
+            }
+            link.run(first: nil)
+            unregister(link)
+        } catch {
+            run.withLock { run in
+                let failures = (run.failures[peer.id] ?? 0) + 1
+                run.failures[peer.id] = failures
+                run.retryAt[peer.id] = Date().addingTimeInterval(min(30, pow(2, Double(failures - 1))))
+            }
+            Self.log.debug("no folder link", metadata: ["peer": "\(peer.name)", "reason": "\(error)"])
+        }
+    }
+
+    /// Serves a folder link the peer opened (its hello was the session's first frame).
+    package func serveLink(_ session: Session, first: Frame, peerName: String) {
+        let link = FolderLink(
+            session: session, peerName: peerName, outgoing: false, local: announcements(for: session.peerID),
+            service: self)
+        guard register(link) else {
+            session.connection.fail(with: ProtocolError(.refused, "a folder link with this device is open already"))
+            return
+        }
+        link.run(first: first)
+        unregister(link)
+    }
+
+    /// Keeps `link` as the one to its device: of two links between the same devices, the one the device with the
+    /// lower ID opened stays (both sides decide alike); false when `link` is the one that goes.
+    private func register(_ link: FolderLink) -> Bool {
+        let (keep, old) = run.withLock { run -> (Bool, FolderLink?) in
+            guard !run.stopping else { return (false, nil) }
+            if let existing = run.links[link.peer] {
+                let lowerOpened = (ShortIDs.of(device.id) < ShortIDs.of(link.peer)) == link.outgoing
+                let existingLowerOpened = (ShortIDs.of(device.id) < ShortIDs.of(link.peer)) == existing.outgoing
+                if existing.outgoing != link.outgoing, existingLowerOpened, !lowerOpened { return (false, nil) }
+                run.links[link.peer] = link
+                return (true, existing)
+            }
+            run.links[link.peer] = link
+            return (true, nil)
+        }
+        old?.stop()
+        return keep
+    }
+
+    private func unregister(_ link: FolderLink) {
+        run.withLock { run in
+            if run.links[link.peer] === link { run.links[link.peer] = nil }
+            run.linkerWake = true
+        }
+    }
+
+    /// The peer's hello came: its folders are planned again (what it holds may have changed).
+    func linked(_ link: FolderLink) {
+        for folder in folders where link.shares(folder.id) { folder.touch(paths: nil) }
+    }
+
+    /// The links of `folder`'s devices send what it recorded.
+    func announce(_ folderID: String) {
+        for link in run.withLock({ Array($0.links.values) }) { link.announce(folderID) }
+    }
+
+    // MARK: What a link asks
+
+    /// This device's entries of `folder` after `since`, as one update of at most the index limit (nil: none).
+    func indexUpdate(_ folderID: String, since: UInt64) -> IndexUpdate? {
+        guard let folder = folder(folderID) else { return nil }
+        return folder.withFolder { state -> IndexUpdate? in
+            var records: [IndexRecord] = []
+            var size = 64
+            var last = since
+            for entry in state.store.localSince(since, limit: 20_000) {
+                let record = entry.record
+                if size + record.wireSize > Limits.maxIndexPayload - 1024, !records.isEmpty { break }
+                size += record.wireSize
+                records.append(record)
+                last = entry.sequence
+            }
+            guard !records.isEmpty else { return nil }
+            return IndexUpdate(
+                folder: folderID, indexID: String(state.store.indexID, radix: 16), from: since, to: last,
+                records: records)
+        }
+    }
+
+    /// What this device holds of `peer`'s index of `folder`.
+    func held(_ folderID: String, of peer: DeviceID) -> (indexID: String, have: UInt64)? {
+        folder(folderID)?.withFolder { state in
+            state.store.remoteState(ShortIDs.of(peer)).map { (String($0.indexID, radix: 16), $0.have) }
+        }
+    }
+
+    /// Stores the peer's entries and has the folder planned again for those paths.
+    func apply(_ update: IndexUpdate, reset: Bool, from peer: DeviceID) throws {
+        guard let folder = folder(update.folder) else { return }
+        let entries = try update.records.map { try FileEntry(record: $0) }
+        folder.withFolder { state in
+            state.store.applyRemote(
+                ShortIDs.of(peer), indexID: UInt64(update.indexID, radix: 16) ?? 0, reset: reset, entries: entries,
+                have: update.to)
+        }
+        folder.touch(paths: reset ? nil : Set(entries.map(\.path)))
+    }
+
+    /// A folder the peer shares with this device, which it does not have: accepted at once where agent.json says
+    /// so (or when it is a mirror, a send-only folder, which lands in the inbox for that device), else offered.
+    func offered(_ announcement: FolderAnnouncement, by peer: DeviceID, name: String) {
+        guard let entry = trust.store.device(peer),
+            AccessPolicy.decide(.syncFolders, peer: entry, localName: device.name).isAllowed,
+            book.folder(announcement.id) == nil, !book.wasDeclined(announcement.id, from: peer.description)
+        else { return }
+        let offer = FolderOffer(
+            id: announcement.id, label: announcement.label, kind: announcement.type, from: peer.description,
+            fromName: name)
+        try? book.change { book in
+            book.offers.removeAll { $0.id == offer.id && $0.from == offer.from }
+            book.offers.append(offer)
+        }
+        let automatic =
+            announcement.type == "send-only"
+            || acceptance.autoAccept.contains { trust.store.find($0)?.id == peer }
+        if automatic {
+            do {
+                let settings = try accept(announcement.id, into: nil)
+                Self.log.info(
+                    "accepted a shared folder",
+                    metadata: [
+                        "folder": "\(settings.label)", "from": "\(name)",
+                        "path": "\(settings.path)",
+                    ])
+            } catch {
+                Self.log.warning("cannot accept a shared folder", metadata: ["from": "\(name)", "reason": "\(error)"])
+            }
+        } else {
+            Self.log.info("a folder is offered", metadata: ["folder": "\(announcement.label)", "from": "\(name)"])
+        }
+    }
+}

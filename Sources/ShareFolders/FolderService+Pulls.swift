@@ -1,0 +1,130 @@
+import CoreTransferable
+import Foundation
+import ShareEngine
+import ShareNet
+import ShareProtocol
+import ShareReach
+import ShareSync
+import ShareTLS
+import ShareTrust
+
+extension FolderService {
+    /// A pulled item's id: stable for the same path and content, so a pull cut short resumes (from any device).
+    static func ref(_ entry: FileEntry) -> String {
+        String(SHA256Hasher.hash(Array("\(entry.path)\u{0}\(entry.digest.hexString)".utf8)).hexString.prefix(32))
+    }
+
+    /// Asks the linked devices that hold each file at its version for it: one pull at a time per folder and device,
+    /// batches of at most `pullBatch` files. A file no linked device holds waits (and is listed as waiting).
+    func pull(_ fetches: [FileEntry], into folder: SharedFolder) {
+        let linked = run.withLock { run in run.links.filter { $0.value.shares(folder.id) }.map(\.key) }
+        var byPeer: [DeviceID: [FileEntry]] = [:]
+        folder.withFolder { state in
+            for entry in fetches {
+                let remotes = state.store.remotes(entry.path)
+                guard
+                    let holder = linked.sorted(by: { $0.description < $1.description }).first(where: { peer in
+                        remotes[ShortIDs.of(peer)].map { $0.version == entry.version && !$0.deleted } ?? false
+                    })
+                else {
+                    state.problems[entry.path] = "no device that holds this version is connected"
+                    continue
+                }
+                byPeer[holder, default: []].append(entry)
+            }
+        }
+        for (peer, entries) in byPeer {
+            let key = "\(folder.id)|\(peer)"
+            let started = run.withLock { run -> Bool in
+                guard !run.pulling.contains(key) else { return false }
+                run.pulling.insert(key)
+                return true
+            }
+            guard started else { continue }
+            let batch = Array(entries.prefix(Self.pullBatch))
+            folder.withFolder { state in for entry in batch { state.inFlight[entry.path] = entry.version } }
+            spawn("share-folders-pull") { [self] in
+                defer {
+                    folder.withFolder { state in for entry in batch { state.inFlight[entry.path] = nil } }
+                    run.withLock { _ = $0.pulling.remove(key) }
+                    folder.touch(paths: Set(batch.map(\.path)))
+                }
+                do {
+                    try pullSession(batch, into: folder, from: peer)
+                } catch {
+                    Self.log.info(
+                        "a pull ended", metadata: ["folder": "\(folder.settings.label)", "reason": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// One pull session: asks `peer` for `entries` and receives them into the folder.
+    private func pullSession(_ entries: [FileEntry], into folder: SharedFolder, from peer: DeviceID) throws {
+        guard let entry = trust.store.device(peer) else { return }
+        let target = try PeerTarget.resolve(
+            peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
+        let hello = Hello(
+            name: device.name, role: .agent, accept: ReceiveOptions.everything, compression: ["zstd"],
+            features: [Delta.feature])
+        let session = try Reach.connect(
+            from: device, to: target, trust: trust.store, hello: hello,
+            timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
+        defer { session.connection.close() }
+        var wanted: [String: FileEntry] = [:]
+        for entry in entries { wanted[Self.ref(entry)] = entry }
+        try session.connection.send(
+            .folderPull,
+            FolderPull(
+                folder: folder.id,
+                items: entries.map {
+                    FolderPull.Item(ref: Self.ref($0), path: $0.path, digest: $0.digest.hexString, size: $0.size)
+                }))
+        let sink = try SyncSink(folder: folder, wanted: wanted, owner: device.id, versions: versions) { _, _ in }
+        let machine = ReceiverMachine(
+            negotiator: Negotiator(accept: ReceiveOptions.everything),
+            policy: .init(maxItemSize: nil, freeSpace: folder.root.freeSpace),
+            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
+        let driver = ReceiverDriver(
+            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec())
+        driver.delta = session.peerHello.speaksDelta
+        let started = Date()
+        let summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
+        folder.withFolder { state in
+            state.bytesReceived += summary.wireBytes
+            state.bytesFromLocal += summary.patchedBytes
+            state.recent.append((Date(), summary.wireBytes))
+            state.recent.removeAll { $0.0 < Date().addingTimeInterval(-10) }
+        }
+        Self.log.info(
+            "pulled",
+            metadata: [
+                "folder": "\(folder.settings.label)", "from": "\(entry.name)", "files": "\(summary.delivered.count)",
+                "crossed": "\(summary.wireBytes)", "fromLocalCopy": "\(summary.patchedBytes)",
+                "seconds": "\(String(format: "%.2f", Date().timeIntervalSince(started)))",
+            ])
+    }
+
+    /// Answers a pull another device opened (its `FolderPull` was the session's first frame): the files asked for
+    /// that this device holds at that content, offered as a transfer's sender; the rest are left out.
+    package func servePull(_ session: Session, first: Frame, peerName: String) throws {
+        let pull = try MessageCoding.decode(FolderPull.self, from: first)
+        try pull.validate()
+        guard let folder = folder(pull.folder),
+            devices(of: folder.settings).contains(where: { $0.id == session.peerID })
+        else { throw ProtocolError(.refused, "no folder \(pull.folder) is shared with this device") }
+        guard session.peerHello.accept != nil else {
+            throw ProtocolError(.refused, "\(peerName) pulls without an accept list")
+        }
+        let sources = pull.items.compactMap { SyncFileSource($0, folder: folder) }
+        guard !sources.isEmpty else {
+            throw ProtocolError(.refused, "none of those files is here at that content now")
+        }
+        let decodesZstd = (session.peerHello.compression ?? []).contains("zstd")
+        let driver = SenderDriver(
+            channel: session.connection.channel, chunkSize: ContentDigest.chunkSize, hasher: session.chunkHasher(),
+            codec: decodesZstd ? ZstdChunkCodec() : nil)
+        driver.delta = session.peerHello.speaksDelta
+        _ = try driver.run(sources)
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import ShareDisk
+import ShareSync
+
+extension FolderService {
+    /// Watches every shared folder (inotify through ShareDisk's `TreeWatch`) and hands each folder's worker where it
+    /// changed, `settle` seconds after the first change of a burst (a save of many files is one scan).
+    func watcher() {
+        guard let watch = try? TreeWatch() else {
+            Self.log.warning("folders are not watched (inotify): changes are found by the rescans only")
+            return
+        }
+        watch.skipAtRoot = [SyncNames.partials, SyncNames.versions, SyncNames.marker]
+        var watched: [String: String] = [:]
+        var gathered: [String: [String: Bool]] = [:]
+        var whole: Set<String> = []
+        var due: ContinuousClock.Instant?
+        var warned = false
+        while !stopping {
+            let open = folders
+            for folder in open {
+                let path = folder.settings.path
+                if watched[folder.id] != path {
+                    watch.add(folder.id, root: path)
+                    watched[folder.id] = path
+                }
+            }
+            for id in watched.keys where !open.contains(where: { $0.id == id }) {
+                watch.remove(id)
+                watched[id] = nil
+            }
+            if watch.full, !warned {
+                warned = true
+                Self.log.warning("the inotify watch limit is reached; some changes are found by the rescans only")
+            }
+            let wait = due.map { max(0, ($0 - ContinuousClock.now).seconds) } ?? 0.5
+            for change in watch.next(timeout: min(0.5, wait)) {
+                if change.whole {
+                    whole.insert(change.id)
+                } else {
+                    gathered[change.id, default: [:]][change.folder] =
+                        (gathered[change.id]?[change.folder] ?? false) || change.beneath
+                }
+                if due == nil { due = .now + .seconds(Self.settle) }
+            }
+            guard let when = due, ContinuousClock.now >= when else { continue }
+            due = nil
+            for folder in open {
+                if whole.contains(folder.id) {
+                    folder.touch(paths: [], scan: nil)
+                } else if let changes = gathered[folder.id] {
+                    run.withLock { run in
+                        run.watchChanges[folder.id] = (run.watchChanges[folder.id] ?? [:])
+                            .merging(changes) { $0 || $1 }
+                    }
+                    folder.touch(paths: [], scan: Set(changes.keys))
+                }
+            }
+            gathered = [:]
+            whole = []
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import Logging
+import ShareDisk
+import ShareEngine
+import ShareNet
+import ShareProtocol
+import ShareReach
+import ShareSync
+import ShareSyncStore
+import ShareThreads
+import ShareTLS
+import ShareTrust
+
+/// How an agent takes folders other devices offer it (agent.json's `folders`).
+package struct FolderAcceptance: Codable, Sendable, Equatable {
+    /// Devices (names or IDs) whose folders are accepted without asking, into `path`.
+    package var autoAccept: [String] = []
+    /// Where accepted folders go by default (a folder per folder, by its name); nil: the agent's inbox for the
+    /// device.
+    package var path: String?
+
+    package init(autoAccept: [String] = [], path: String? = nil) {
+        self.autoAccept = autoAccept
+        self.path = path
+    }
+}
+
+/// The agent's shared folders (`share sync`): each folder's index and worker, the folder links to the devices
+/// they are shared with (one per device, carrying every folder's index updates both ways), and the pulls that bring
+/// files from the devices that hold them. Only the owner's devices (`AccessPolicy`'s `syncFolders`) share folders.
+package final class FolderService: AgentPart, Sendable {
+    package let partName = "shared folders"
+    static let log = Log.logger("share.folders")
+    /// Seconds between full rescans (`SHARE_FOLDER_RESCAN_SECONDS` for tests); changes are otherwise seen by inotify.
+    static let rescanInterval: Double =
+        ProcessInfo.processInfo.environment["SHARE_FOLDER_RESCAN_SECONDS"].flatMap(Double.init) ?? 300
+    /// Seconds after the first change of a burst before it is scanned.
+    static let settle = 0.25
+    /// Most files one pull asks for.
+    static let pullBatch = 1000
+
+    let device: LocalDevice
+    let me: ShortID
+    let trust: TrustCache
+    let reach: ReachSettings
+    let acceptance: FolderAcceptance
+    /// Where a folder offered by a device lands by default: the agent's inbox folder for that device.
+    let inbox: @Sendable (String) -> URL
+    let book: FolderBook
+    let directory: URL
+    let versions: Versions?
+
+    struct Run {
+        var folders: [String: SharedFolder] = [:]
+        var links: [DeviceID: FolderLink] = [:]
+        /// Link attempts under way, and when each device may be tried again.
+        var connecting: Set<DeviceID> = []
+        var retryAt: [DeviceID: Date] = [:]
+        var failures: [DeviceID: Int] = [:]
+        /// Pulls under way, by "folder|device".
+        var pulling: Set<String> = []
+        var threads = 0
+        var stopping = false
+        var watchChanges: [String: [String: Bool]] = [:]
+        var linkerWake = false
+    }
+    let run = Guarded(Run())
+
+    package init(
+        device: LocalDevice, trust: TrustCache, reach: ReachSettings, acceptance: FolderAcceptance,
+        inbox: @escaping @Sendable (String) -> URL
+    ) throws {
+        self.device = device
+        me = ShortIDs.of(device.id)
+        self.trust = trust
+        self.reach = reach
+        self.acceptance = acceptance
+        self.inbox = inbox
+        directory = device.paths.state.appendingPathComponent("folders", isDirectory: true)
+        book = try FolderBook(directory: directory)
+        versions = try? Versions(directory: device.paths.versions)
+    }
+
+    // MARK: Lifecycle
+
+    package func start(failed: @escaping @Sendable (Error) -> Void) throws {
+        run.withLock { $0.stopping = false }
+        for settings in book.folders { open(settings) }
+        spawn("share-folders-link") { [self] in linker() }
+        spawn("share-folders-watch") { [self] in watcher() }
+    }
+
+    package func stop() {
+        let (links, folders) = run.withLock { run -> ([FolderLink], [SharedFolder]) in
+            run.stopping = true
+            return (Array(run.links.values), Array(run.folders.values))
+        }
+        for link in links { link.stop() }
+        for folder in folders { folder.withFolder { $0.quitting = true } }
+        run.wait(seconds: 15) { $0.threads == 0 }
+    }
+
+    var stopping: Bool { run.withLock { $0.stopping } }
+
+    /// Runs `body` on a thread of its own, counted until it returns (stop waits for every one).
+    func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        guard
+            run.withLock({ run -> Bool in
+                guard !run.stopping else { return false }
+                run.threads += 1
+                return true
+            })
+        else { return }
+        Threads.start(name: name) { [self] in
+            body()
+            run.withLock { $0.threads -= 1 }
+        }
+    }
+
+    /// Opens a folder's index and files and starts its worker; a folder whose place is gone stays listed, stopped.
+    @discardableResult
+    func open(_ settings: SharedFolderSettings) -> SharedFolder? {
+        if let open = run.withLock({ $0.folders[settings.id] }) { return open }
+        do {
+            let root = try Directory.open(settings.path)
+            let database = try Database(path: directory.appendingPathComponent("\(settings.id).db").path)
+            try SQLiteFolderStore.prepare(database)
+            let folder = try SharedFolder(settings: settings, root: root, database: database, me: me)
+            run.withLock { $0.folders[settings.id] = folder }
+            spawn("share-folder") { [self] in work(folder) }
+            wakeLinker()
+            return folder
+        } catch {
+            Self.log.warning(
+                "cannot open a shared folder", metadata: ["folder": "\(settings.label)", "reason": "\(error)"])
+            return nil
+        }
+    }
+
+    var folders: [SharedFolder] { run.withLock { Array($0.folders.values) } }
+
+    func folder(_ id: String) -> SharedFolder? { run.withLock { $0.folders[id] } }
+
+    /// The trusted devices a folder is shared with that the policy lets share folders (the owner's devices).
+    func devices(of settings: SharedFolderSettings) -> [TrustedDevice] {
+        settings.devices.compactMap { id in
+            guard let device = trust.store.find(id), device.id != self.device.id,
+                AccessPolicy.decide(.syncFolders, peer: device, localName: self.device.name).isAllowed
+            else { return nil }
+            return device
+        }
+    }
+
+    // MARK: Control
+
+    /// Shares `settings` (a new folder of this device's): its path must be a folder.
+    package func add(_ settings: SharedFolderSettings) throws -> SharedFolderSettings {
+        var settings = settings
+        var info = stat()
+        guard stat(settings.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw ShareFailure(.noInput, "\(settings.path) is not a folder")
+        }
+        if let same = book.folders.first(where: { $0.path == settings.path }) {
+            throw ShareFailure(.usage, "\(settings.path) is already shared as \(same.label) (\(same.id))")
+        }
+        for name in settings.devices {
+            guard let device = trust.store.find(name) else {
+                throw ShareFailure(.usage, "no trusted device is called '\(name)'")
+            }
+            if case .refused(let reason) = AccessPolicy.decide(.syncFolders, peer: device, localName: device.name) {
+                throw ShareFailure(.refused, reason)
+            }
+        }
+        settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }
+        try book.change { $0.folders.append(settings) }
+        open(settings)
+        restartLinks()
+        return settings
+    }
+
+    /// Accepts a folder another device offered, into `path` (the default place when nil).
+    package func accept(_ id: String, into path: String?) throws -> SharedFolderSettings {
+        guard let offer = book.offers.first(where: { $0.id == id }) else {
+            throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
+        }
+        let place = path.map { URL(fileURLWithPath: $0) } ?? defaultPlace(label: offer.label, from: offer.fromName)
+        try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
+        var settings = SharedFolderSettings(id: offer.id, label: offer.label, path: place.path, devices: [offer.from])
+        settings.kind = offer.kind == "send-only" ? .receiveOnly : .sendReceive
+        try book.change { book in
+            book.offers.removeAll { $0.id == id }
+            if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }
+        }
+        open(settings)
+        restartLinks()
+        return settings
+    }
+
+    package func decline(_ id: String) throws {
+        guard book.offers.contains(where: { $0.id == id }) else {
+            throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
+        }
+        try book.change { book in
+            for offer in book.offers where offer.id == id { book.declined.append("\(offer.id)|\(offer.from)") }
+            book.offers.removeAll { $0.id == id }
+        }
+    }
+
+    /// Stops sharing a folder here: its files stay where they are; its index goes.
+    package func remove(_ id: String) throws -> SharedFolderSettings {
+        guard let settings = book.folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        try book.change { $0.folders.removeAll { $0.id == id } }
+        if let folder = run.withLock({ $0.folders.removeValue(forKey: id) }) {
+            folder.withFolder { $0.quitting = true }
+            folder.touch(paths: [])
+        }
+        PathOperations.removeIfPresent(directory.appendingPathComponent("\(id).db").path)
+        PathOperations.removeIfPresent(directory.appendingPathComponent("\(id).db-wal").path)
+        PathOperations.removeIfPresent(directory.appendingPathComponent("\(id).db-shm").path)
+        restartLinks()
+        return settings
+    }
+
+    /// The default place of a folder `label` from device `from`: agent.json's folder, else the inbox for the
+    /// device; a free name there (two folders of the same name are two folders).
+    func defaultPlace(label: String, from: String) -> URL {
+        let parent = acceptance.path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? inbox(from)
+        try? FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+        var name = FileNamesOnDisk.sanitize(label, fallback: "folder")
+        while name.hasPrefix(".") { name.removeFirst() }
+        if name.isEmpty { name = "folder" }
+        let taken = Set((try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [])
+        var candidate = name
+        var n = 2
+        while taken.contains(candidate) {
+            candidate = "\(name) (\(n))"
+            n += 1
+        }
+        return parent.appendingPathComponent(candidate, isDirectory: true)
+    }
+}

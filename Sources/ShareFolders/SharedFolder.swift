@@ -1,0 +1,129 @@
+import Foundation
+import ShareDisk
+import ShareEngine
+import ShareProtocol
+import ShareSync
+import ShareSyncStore
+import ShareThreads
+import ShareTLS
+
+/// One shared folder on this device while the agent runs: its index (a SQLite file of its own), its files, and what
+/// its worker has to do next. Every use of the folder's logic (`SyncFolder`) happens under this object's lock —
+/// the worker's scans and plans, a link storing a peer's entries, a pull putting a file in place — so they never
+/// interleave.
+final class SharedFolder: Sendable {
+    let id: String
+    let root: Directory
+    let me: ShortID
+
+    struct State {
+        var settings: SharedFolderSettings
+        let sync: SyncFolder
+        let store: SQLiteFolderStore
+        /// Paths whose plan may have changed (nil: all of them).
+        var dirty: Set<String>? = nil
+        /// Folders beneath which the disk changed, to scan (nil: the whole folder).
+        var toScan: Set<String>? = nil
+        var scanWanted = true
+        /// Paths to scan one by one (their disk was not what the index said).
+        var rescan: Set<String> = []
+        /// Entries recorded and not yet announced to the links.
+        var unannounced = false
+        /// Content being pulled: path → version.
+        var inFlight: [String: VersionVector] = [:]
+        var problems: [String: String] = [:]
+        var neededFiles = 0
+        var neededBytes: UInt64 = 0
+        var lastScan: Date?
+        var scanning = false
+        var bytesReceived: UInt64 = 0
+        var bytesFromLocal: UInt64 = 0
+        /// Why the folder is stopped (its marker gone), when it is.
+        var stopped: String?
+        /// When each device was last seen holding what this device holds.
+        var lastInStep: [String: Date] = [:]
+        var wake = false
+        var quitting = false
+        /// Bytes received in the last seconds, for a rate.
+        var recent: [(Date, UInt64)] = []
+    }
+    let state: Guarded<State>
+
+    init(settings: SharedFolderSettings, root: Directory, database: Database, me: ShortID) throws {
+        id = settings.id
+        self.root = root
+        self.me = me
+        let store = try SQLiteFolderStore(database: database, folder: settings.id)
+        let disk = DiskFolder(root: root)
+        let sync = SyncFolder(
+            me: me, store: store, disk: disk,
+            clock: {
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME, &now)
+                return (UInt64(now.tv_sec), Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec))
+            },
+            label: { ShortIDs.label($0) })
+        sync.includes = { !SyncNames.isInternal($0) }
+        state = Guarded(State(settings: settings, sync: sync, store: store))
+    }
+
+    var settings: SharedFolderSettings { state.withLock { $0.settings } }
+
+    /// Runs `body` with the folder's logic, under its lock.
+    func withFolder<T>(_ body: (inout State) throws -> T) rethrows -> T {
+        try state.withLock { try body(&$0) }
+    }
+
+    /// `path`'s disk is not what the index says: the worker scans it, then plans it again.
+    func rescan(_ path: String) {
+        state.withLock { state in
+            state.rescan.insert(path)
+            state.wake = true
+        }
+    }
+
+    /// Entries were recorded outside the worker (a pull put a file in place): announced at the worker's next round.
+    func recorded(_ entries: [FileEntry]) {
+        guard !entries.isEmpty else { return }
+        state.withLock { state in
+            state.unannounced = true
+            state.wake = true
+        }
+    }
+
+    /// Why `path` could not be brought to the agreed version (shown by `share sync`).
+    func problem(_ path: String, _ reason: String) {
+        state.withLock { $0.problems[path] = reason }
+    }
+
+    /// Something changed: the worker looks again (`paths` to plan, nil for all; `scan`: folders to scan).
+    func touch(paths: Set<String>?, scan folders: Set<String>? = []) {
+        state.withLock { state in
+            if let paths, state.dirty != nil { state.dirty!.formUnion(paths) } else { state.dirty = nil }
+            if let folders {
+                if !folders.isEmpty {
+                    if state.toScan != nil { state.toScan!.formUnion(folders) }
+                    state.scanWanted = true
+                }
+            } else {
+                state.toScan = nil
+                state.scanWanted = true
+            }
+            state.wake = true
+        }
+    }
+}
+
+/// Short device IDs (the first 64 bits of a device ID, as version vectors name devices) and their printed form.
+enum ShortIDs {
+    static func of(_ id: DeviceID) -> ShortID {
+        id.bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The first seven characters of the device ID's printed form (base32 of its first 35 bits), as Syncthing shows
+    /// a device in a conflict copy's name.
+    static func label(_ short: ShortID) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        return String((0..<7).map { alphabet[Int((short >> UInt64(59 - 5 * $0)) & 31)] })
+    }
+}

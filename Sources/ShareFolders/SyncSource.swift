@@ -1,0 +1,78 @@
+import CoreTransferable
+import Foundation
+import ShareDisk
+import ShareEngine
+import ShareProtocol
+import ShareSync
+import ShareTLS
+
+/// A file of a shared folder offered to a device that pulls it: read through the folder's handles, offered only
+/// while this device's index holds it at the digest asked for and the disk still holds what the index recorded, and
+/// checked again after its last chunk (a file changed while it was read is reported as changed, never sent as a mix).
+final class SyncFileSource: ItemSource {
+    let offer: OfferItem
+    let directory: Directory
+    let leaf: String
+    let stamp: DiskStamp
+
+    /// The source of `item`, or nil when this device does not hold that content now.
+    init?(_ item: FolderPull.Item, folder: SharedFolder) {
+        guard SyncNames.isValidPath(item.path), !SyncNames.isInternal(item.path) else { return nil }
+        let parts = item.path.split(separator: "/").map(String.init)
+        guard let leaf = parts.last,
+            let directory = try? folder.root.directory(components: Array(parts.dropLast())),
+            let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.kind == .file,
+            let local = folder.withFolder({ $0.store.local(item.path) }), !local.entry.deleted,
+            local.entry.kind == .file, local.entry.digest.hexString == item.digest, local.entry.size == item.size,
+            let recorded = local.stamp, recorded.same(as: stamp)
+        else { return nil }
+        self.directory = directory
+        self.leaf = leaf
+        self.stamp = stamp
+        offer = OfferItem(
+            id: item.ref, label: item.path,
+            representations: [
+                OfferedRepresentation(
+                    contentType: "public.data", kind: .file, size: item.size, suggestedFileName: leaf)
+            ], declarations: [], version: "sync-" + item.digest)
+    }
+
+    func produce(representation index: Int) throws -> ProducedChunks {
+        let file = try directory.openFile(leaf, .read)
+        return .positional(SyncFileChunks(file: file, source: self))
+    }
+}
+
+/// The bytes of a pulled file.
+final class SyncFileChunks: PositionalSource {
+    let file: OpenFile
+    let source: SyncFileSource
+    let size: UInt64
+
+    init(file: OpenFile, source: SyncFileSource) {
+        self.file = file
+        self.source = source
+        size = source.stamp.size
+        file.adviseSequential()
+    }
+
+    var fileName: String? { source.leaf }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+        try file.read(into: buffer, at: offset)
+    }
+
+    func hashHeld(_ indices: [Int], chunkSize: Int, hasher: ChunkHasher) -> HeldDigests {
+        ComputedDigests(source: self, indices: indices, chunkSize: chunkSize, hasher: hasher)
+    }
+
+    func checkUnchanged() throws {
+        guard let info = source.directory.info(source.leaf), let now = DiskFolder.stamp(info),
+            now.same(as: source.stamp)
+        else {
+            throw ProtocolError(.sourceChanged, "\(source.offer.label) changed while it was being sent")
+        }
+    }
+
+    func close() { file.close() }
+}
