@@ -54,14 +54,16 @@ struct SimulationRun {
     }
 
     func run(_ steps: [SimStep]) -> Result {
-        let simulation = Simulation(deviceCount: options.devices, store: options.sqlite.map { directory in
-            { index, _ in
-                let path = "\(directory)/device\(index)-\(seed)-\(UInt32.random(in: 0...UInt32.max)).db"
-                let database = try! Database(path: path)
-                try! SQLiteFolderStore.prepare(database)
-                return try! SQLiteFolderStore(database: database, folder: Simulation.folderID)
-            }
-        })
+        let simulation = Simulation(
+            deviceCount: options.devices,
+            store: options.sqlite.map { directory in
+                { index, _ in
+                    let path = "\(directory)/device\(index)-\(seed)-\(UInt32.random(in: 0...UInt32.max)).db"
+                    let database = try! Database(path: path)
+                    try! SQLiteFolderStore.prepare(database)
+                    return try! SQLiteFolderStore(database: database, folder: Simulation.folderID)
+                }
+            })
         for step in steps {
             simulation.run(step)
             if options.sequential, case .user = step {
