@@ -45,6 +45,9 @@ final class FolderLink: Sendable {
     /// The folders this link was opened for.
     var folders: Set<String> { state.withLock { Set($0.machine.local.keys) } }
 
+    /// What the peer announced of the folders both have.
+    var peerAnnouncements: [FolderAnnouncement] { state.withLock { Array($0.machine.peer.values) } }
+
     /// Whether both ends have `folder`, so its entries cross on this link.
     func shares(_ folder: String) -> Bool { state.withLock { $0.machine.shares(folder) } }
 

@@ -152,9 +152,29 @@ extension FolderService {
         }
     }
 
-    /// The peer's hello came: its folders are planned again (what it holds may have changed).
+    /// The peer's hello came: its folders are planned again (what it holds may have changed), and the devices it
+    /// shares them with that this device trusts as its owner's join them here too.
     func linked(_ link: FolderLink) {
         for folder in folders where link.shares(folder.id) { folder.touch(paths: nil) }
+        var grew = false
+        for announcement in link.peerAnnouncements {
+            guard let settings = book.folder(announcement.id) else { continue }
+            let known = Set(settings.devices).union([device.id.description])
+            let joining = announcement.devices.filter { id in
+                !known.contains(id)
+                    && trust.store.find(id).map {
+                        AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
+                    } ?? false
+            }
+            guard !joining.isEmpty else { continue }
+            try? book.change { book in
+                guard let index = book.folders.firstIndex(where: { $0.id == settings.id }) else { return }
+                book.folders[index].devices += joining
+            }
+            folder(settings.id)?.withFolder { $0.settings.devices += joining }
+            grew = true
+        }
+        if grew { wakeLinker() }
     }
 
     /// The links of `folder`'s devices send what it recorded.
@@ -211,9 +231,10 @@ extension FolderService {
             AccessPolicy.decide(.syncFolders, peer: entry, localName: device.name).isAllowed,
             book.folder(announcement.id) == nil, !book.wasDeclined(announcement.id, from: peer.description)
         else { return }
-        let offer = FolderOffer(
+        var offer = FolderOffer(
             id: announcement.id, label: announcement.label, kind: announcement.type, from: peer.description,
             fromName: name)
+        offer.devices = announcement.devices
         try? book.change { book in
             book.offers.removeAll { $0.id == offer.id && $0.from == offer.from }
             book.offers.append(offer)

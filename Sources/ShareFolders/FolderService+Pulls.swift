@@ -123,7 +123,13 @@ extension FolderService {
         let decodesZstd = (session.peerHello.compression ?? []).contains("zstd")
         let driver = SenderDriver(
             channel: session.connection.channel, chunkSize: ContentDigest.chunkSize, hasher: session.chunkHasher(),
-            codec: decodesZstd ? ZstdChunkCodec() : nil)
+            codec: decodesZstd ? ZstdChunkCodec() : nil,
+            events: { event in
+                // Tests slow sends down to cut them half way (SHARE_TEST_SEND_RATE, as for every send).
+                if case .progress(let bytes) = event, let rate = ProgressReporter.testSendRate {
+                    usleep(UInt32(min(1, Double(bytes) / rate) * 1_000_000))
+                }
+            })
         driver.delta = session.peerHello.speaksDelta
         _ = try driver.run(sources)
     }

@@ -185,7 +185,16 @@ package final class FolderService: AgentPart, Sendable {
         }
         let place = path.map { URL(fileURLWithPath: $0) } ?? defaultPlace(label: offer.label, from: offer.fromName)
         try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
-        var settings = SharedFolderSettings(id: offer.id, label: offer.label, path: place.path, devices: [offer.from])
+        // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
+        // change then reaches each through any of them).
+        let others = (offer.devices ?? []).filter { id in
+            id != device.id.description
+                && trust.store.find(id).map {
+                    AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
+                } ?? false
+        }
+        var settings = SharedFolderSettings(
+            id: offer.id, label: offer.label, path: place.path, devices: [offer.from] + others.filter { $0 != offer.from })
         settings.kind = offer.kind == "send-only" ? .receiveOnly : .sendReceive
         try book.change { book in
             book.offers.removeAll { $0.id == id }

@@ -52,6 +52,8 @@ package struct FolderOffer: Codable, Sendable, Equatable {
     package var from: String
     package var fromName: String
     package var offered: Date
+    /// The devices the offering device shares it with (IDs): those this device trusts as its owner's are linked too.
+    package var devices: [String]?
 
     package init(id: String, label: String, kind: String, from: String, fromName: String, offered: Date = Date()) {
         self.id = id

@@ -222,7 +222,7 @@ final class TestDevice: @unchecked Sendable {
         // Options go after the (sub)command path: `share trust add --config DIR …`.
         var path = [first]
         var rest = Array(arguments.dropFirst())
-        if ["trust", "profile", "inbox", "servers"].contains(first), let sub = rest.first, !sub.hasPrefix("-") {
+        if ["trust", "profile", "inbox", "servers", "sync"].contains(first), let sub = rest.first, !sub.hasPrefix("-") {
             path.append(sub)
             rest.removeFirst()
         }

@@ -1,0 +1,292 @@
+import Foundation
+import Glibc
+import ShareTestSupport
+import Testing
+
+/// Devices that share folders, each with its agent running (the owner's devices, trusted as team both ways).
+final class SyncDevices {
+    let devices: [TestDevice]
+    var agents: [BackgroundShare?]
+    let ports: [Int]
+    let environment: [String: String]
+
+    init(_ names: [String], environment: [String: String] = [:]) throws {
+        devices = try names.map { try TestDevice($0) }
+        ports = names.map { _ in freePort() }
+        self.environment = environment
+        for (i, a) in devices.enumerated() {
+            for (j, b) in devices.enumerated() where i != j {
+                a.trust(b, address: "127.0.0.1:\(ports[j])", flags: ["--team"])
+            }
+        }
+        agents = []
+        for index in devices.indices { agents.append(try start(index)) }
+    }
+
+    deinit { for agent in agents { agent?.stop() } }
+
+    subscript(_ index: Int) -> TestDevice { devices[index] }
+
+    @discardableResult
+    func start(_ index: Int) throws -> BackgroundShare {
+        let (agent, _) = try devices[index].startAgent(
+            ["--no-discovery", "--port", String(ports[index])], environment: environment)
+        if index < agents.count { agents[index] = agent }
+        return agent
+    }
+
+    func stop(_ index: Int) {
+        agents[index]?.stop()
+        agents[index] = nil
+    }
+
+    func kill9(_ index: Int) {
+        guard let agent = agents[index] else { return }
+        kill(agent.pid, SIGKILL)
+        _ = agent.wait(timeout: 10)
+        agents[index] = nil
+    }
+
+    /// `share sync --json` of a device: its folders and the offers.
+    func listing(_ index: Int) -> (folders: [[String: Any]], offers: [[String: Any]]) {
+        let result = devices[index].run(["sync", "--json"])
+        guard result.status == 0,
+            let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else { return ([], []) }
+        return ((object["folders"] as? [[String: Any]]) ?? [], (object["offers"] as? [[String: Any]]) ?? [])
+    }
+
+    /// Shares `folder` of device `index` with the others named; its ID.
+    func share(_ index: Int, _ folder: URL, with others: [Int], extra: [String] = []) throws -> String {
+        let result = devices[index].run(
+            ["sync", "add", folder.path] + others.flatMap { ["--with", devices[$0].name] } + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        let line = try #require(result.stderr.split(separator: "\n").first { $0.contains("sharing") })
+        let id = try #require(line.split(separator: "(").dropFirst().first?.split(separator: ")").first)
+        return String(id)
+    }
+
+    /// Waits for the offer of `id` on device `index` and accepts it into `into`.
+    func accept(_ index: Int, _ id: String, into: URL) throws {
+        #expect(
+            waitUntil(timeout: 30) { self.listing(index).offers.contains { $0["id"] as? String == id } },
+            "\(devices[index].name) was not offered \(id)")
+        let result = devices[index].run(["sync", "accept", id, "--into", into.path])
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    /// Waits until every device's folders are up to date and in step with every device (bounded).
+    func settled(_ indices: [Int]? = nil, timeout: Double = 60) -> Bool {
+        waitUntil(timeout: timeout) {
+            (indices ?? Array(self.devices.indices)).allSatisfy { index in
+                let folders = self.listing(index).folders
+                return !folders.isEmpty
+                    && folders.allSatisfy { folder in
+                        folder["state"] as? String == "up to date"
+                            && ((folder["peers"] as? [[String: Any]]) ?? []).allSatisfy {
+                                $0["inStep"] as? Bool == true || $0["connected"] as? Bool == false
+                            }
+                    }
+            }
+        }
+    }
+}
+
+/// Every file beneath `root` and its bytes (folders and links by what they are).
+func treeOf(_ root: URL, skippingConflicts: Bool = false) -> [String: String] {
+    var out: [String: String] = [:]
+    let manager = FileManager.default
+    guard let walker = manager.enumerator(atPath: root.path) else { return out }
+    while let path = walker.nextObject() as? String {
+        if path.hasPrefix(".share-") { continue }
+        if skippingConflicts, path.contains(".sync-conflict-") { continue }
+        let full = root.appendingPathComponent(path).path
+        let attributes = try? manager.attributesOfItem(atPath: full)
+        switch attributes?[.type] as? FileAttributeType {
+        case .typeDirectory?: out[path] = "folder"
+        case .typeSymbolicLink?: out[path] = "link " + ((try? manager.destinationOfSymbolicLink(atPath: full)) ?? "")
+        default:
+            let data = manager.contents(atPath: full) ?? Data()
+            out[path] = data.count > 64 ? "\(data.count) bytes \(data.hashValue)" : String(decoding: data, as: UTF8.self)
+        }
+    }
+    return out
+}
+
+extension EndToEndAgents {
+    /// `share sync`: three agents keep one folder the same, both ways, through whichever device is on.
+    @Suite(.serialized) struct SyncEndToEndTests {
+        /// Three devices sharing a folder of the first one's, accepted by the other two; the folders.
+        func threeSharing(_ environment: [String: String] = [:]) throws -> (SyncDevices, [URL], String) {
+            let devices = try SyncDevices(["laptop", "desk", "phone"], environment: environment)
+            let folders = try (0..<3).map { try devices[$0].folder("thesis") }
+            try Data("first draft\n".utf8).write(to: folders[0].appendingPathComponent("notes.txt"))
+            try FileManager.default.createDirectory(
+                at: folders[0].appendingPathComponent("chapters"), withIntermediateDirectories: true)
+            try makeFile(folders[0].appendingPathComponent("chapters/one.bin"), size: 300_000)
+            let id = try devices.share(0, folders[0], with: [1, 2])
+            try devices.accept(1, id, into: folders[1])
+            try devices.accept(2, id, into: folders[2])
+            #expect(devices.settled(), "the first sync did not settle")
+            return (devices, folders, id)
+        }
+
+        func same(_ folders: [URL], skippingConflicts: Bool = false) -> Bool {
+            let first = treeOf(folders[0], skippingConflicts: skippingConflicts)
+            return folders.dropFirst().allSatisfy { treeOf($0, skippingConflicts: skippingConflicts) == first }
+        }
+
+        @Test func editsOnEachSideReachEveryDevice() throws {
+            let (devices, folders, _) = try threeSharing()
+            #expect(same(folders), "\(folders.map { treeOf($0) })")
+            // An edit on the desk, a new file on the phone, a removal and a rename on the laptop.
+            try Data("second draft from the desk\n".utf8).write(to: folders[1].appendingPathComponent("notes.txt"))
+            try Data("from the phone\n".utf8).write(to: folders[2].appendingPathComponent("idea.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[0])["idea.txt"] == "from the phone\n"
+                        && treeOf(folders[0])["notes.txt"] == "second draft from the desk\n"
+                }, "\(treeOf(folders[0]))")
+            try FileManager.default.moveItem(
+                at: folders[0].appendingPathComponent("chapters/one.bin"),
+                to: folders[0].appendingPathComponent("chapters/first.bin"))
+            try FileManager.default.removeItem(at: folders[0].appendingPathComponent("idea.txt"))
+            #expect(devices.settled())
+            #expect(
+                waitUntil(timeout: 30) { self.same(folders) }, "\(folders.map { treeOf($0) })")
+            let tree = treeOf(folders[2])
+            #expect(tree["notes.txt"] == "second draft from the desk\n" && tree["idea.txt"] == nil)
+            #expect(tree["chapters/first.bin"] != nil && tree["chapters/one.bin"] == nil, "\(tree)")
+        }
+
+        @Test func aChangeReachesTheThirdDeviceThroughTheSecondWhileTheFirstIsOff() throws {
+            let (devices, folders, _) = try threeSharing()
+            // The phone is off while the laptop changes; then the laptop goes off and the phone comes back.
+            devices.stop(2)
+            try Data("written on the laptop\n".utf8).write(to: folders[0].appendingPathComponent("later.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    FileManager.default.fileExists(atPath: folders[1].appendingPathComponent("later.txt").path)
+                }, "the desk did not get it")
+            #expect(devices.settled([1]))
+            devices.stop(0)
+            try devices.start(2)
+            #expect(
+                waitUntil(timeout: 60) {
+                    (try? String(contentsOf: folders[2].appendingPathComponent("later.txt"), encoding: .utf8))
+                        == "written on the laptop\n"
+                }, "the phone did not get it through the desk")
+        }
+
+        @Test func concurrentEditsKeepOneWinnerEverywhereAndTheOtherAsAConflictCopy() throws {
+            let (devices, folders, _) = try threeSharing()
+            // The phone is off; the laptop and the phone edit the same file; the phone comes back.
+            devices.stop(2)
+            try Data("the laptop's version\n".utf8).write(to: folders[0].appendingPathComponent("notes.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])["notes.txt"] == "the laptop's version\n" })
+            try Data("the phone's version\n".utf8).write(to: folders[2].appendingPathComponent("notes.txt"))
+            try devices.start(2)
+            #expect(
+                waitUntil(timeout: 60) {
+                    self.same(folders)
+                        && treeOf(folders[0]).keys.contains { $0.hasPrefix("notes.sync-conflict-") }
+                }, "\(folders.map { treeOf($0) })")
+            let tree = treeOf(folders[1])
+            let copies = tree.filter { $0.key.hasPrefix("notes.sync-conflict-") }
+            #expect(copies.count == 1, "\(tree)")
+            #expect(
+                Set([tree["notes.txt"], copies.first?.value])
+                    == Set(["the laptop's version\n", "the phone's version\n"]), "\(tree)")
+            // Every device lists the conflict, with both versions' devices.
+            for index in 0..<3 {
+                let listed = devices.listing(index).folders.first?["conflicts"] as? [[String: Any]] ?? []
+                #expect(listed.count == 1 && listed[0]["path"] as? String == "notes.txt", "\(listed)")
+                #expect(listed.first?["winner"] as? String != nil)
+            }
+            let text = devices[1].run(["sync"]).stdout
+            #expect(text.contains("conflict: notes.txt"), "\(text)")
+        }
+
+        @Test func aDeletionAtTheSameTimeAsAnEditKeepsTheEdit() throws {
+            let (devices, folders, _) = try threeSharing()
+            devices.stop(2)
+            try FileManager.default.removeItem(at: folders[0].appendingPathComponent("notes.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    !FileManager.default.fileExists(atPath: folders[1].appendingPathComponent("notes.txt").path)
+                }, "the desk kept notes.txt")
+            try Data("edited while the laptop deleted it\n".utf8).write(to: folders[2].appendingPathComponent("notes.txt"))
+            try devices.start(2)
+            #expect(
+                waitUntil(timeout: 60) {
+                    self.same(folders)
+                        && treeOf(folders[0])["notes.txt"] == "edited while the laptop deleted it\n"
+                }, "\(folders.map { treeOf($0) })")
+        }
+
+        @Test func anAgentKilledMidTransferCatchesUp() throws {
+            let (devices, folders, _) = try threeSharing(["SHARE_TEST_SEND_RATE": String(8 << 20)])
+            try makeFile(folders[0].appendingPathComponent("big.bin"), size: 48 << 20)
+            // The desk is killed while the file crosses (about six seconds at this rate), then started again.
+            #expect(
+                waitUntil(timeout: 30) {
+                    let partials = folders[1].appendingPathComponent(".share-partial")
+                    return ((try? FileManager.default.contentsOfDirectory(atPath: partials.path)) ?? [])
+                        .contains { $0.hasSuffix(".part") }
+                }, "the transfer did not start")
+            devices.kill9(1)
+            try devices.start(1)
+            #expect(
+                waitUntil(timeout: 120) { self.same(folders) }, "\(folders.map { treeOf($0) })")
+        }
+
+        @Test func twoFoldersOfTheSameNameAreTwoFolders() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let one = try devices[0].folder("w1/docs")
+            let two = try devices[0].folder("w2/docs")
+            try Data("plan one\n".utf8).write(to: one.appendingPathComponent("plan.txt"))
+            try Data("plan two\n".utf8).write(to: two.appendingPathComponent("plan.txt"))
+            let first = try devices.share(0, one, with: [1])
+            let second = try devices.share(0, two, with: [1])
+            #expect(first != second)
+            let intoOne = try devices[1].folder("docs-1")
+            let intoTwo = try devices[1].folder("docs-2")
+            try devices.accept(1, first, into: intoOne)
+            try devices.accept(1, second, into: intoTwo)
+            #expect(devices.settled())
+            #expect(treeOf(intoOne)["plan.txt"] == "plan one\n" && treeOf(intoTwo)["plan.txt"] == "plan two\n")
+            // A removal in one touches nothing of the other.
+            try FileManager.default.removeItem(at: one.appendingPathComponent("plan.txt"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(intoOne)["plan.txt"] == nil })
+            #expect(treeOf(intoTwo)["plan.txt"] == "plan two\n")
+        }
+
+        @Test func aFolderSentThenSyncedHoldsNoDuplicates() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folder = try devices[0].folder("photos")
+            for n in 0..<5 { try makeFile(folder.appendingPathComponent("p\(n).jpg"), size: 20_000) }
+            let inbox = devices[1].directory.appendingPathComponent("config/data/inbox")
+            let sent = devices[0].run(["send", folder.path, "--to", "desk", "--direct"])
+            #expect(sent.status == 0, "\(sent.stderr)")
+            let copy = try #require(
+                (try? FileManager.default.contentsOfDirectory(atPath: inbox.appendingPathComponent("laptop").path))?
+                    .first { $0.hasPrefix("photos") })
+            let target = inbox.appendingPathComponent("laptop/\(copy)")
+            let id = try devices.share(0, folder, with: [1])
+            try devices.accept(1, id, into: target)
+            #expect(devices.settled())
+            let tree = treeOf(target)
+            #expect(tree.count == 5 && !tree.keys.contains { $0.contains("sync-conflict") }, "\(tree)")
+        }
+
+        @Test func aFolderOnlyOfTheOwnersDevices() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let friend = try TestDevice("friend")
+            devices[0].trust(friend)
+            let folder = try devices[0].folder("shared")
+            let refused = devices[0].run(["sync", "add", folder.path, "--with", "friend"])
+            #expect(refused.status != 0 && refused.stderr.contains("owner's devices"), "\(refused.stderr)")
+        }
+    }
+}
