@@ -27,8 +27,6 @@ package final class Agent: Sendable {
     package let inbox: AgentInbox
     package let listener: Listener
     package let outbox: Outbox
-    /// Queues the mirror jobs again when their folders change.
-    let mirrors: MirrorWatcher
     /// The watches attached to this agent, and those it has seen.
     package let watches: WatchLinks
     let router: PeerRouter
@@ -84,8 +82,7 @@ package final class Agent: Sendable {
             hello: {
                 // A program receiving through the agent answers with its accept list.
                 let hello = ReceiveSession.hello(
-                    name: name, accept: programs.active?.registration.accept ?? agentAccept,
-                    keepsMirrors: programs.active == nil)
+                    name: name, accept: programs.active?.registration.accept ?? agentAccept)
                 return Hello(
                     name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression,
                     features: hello.features)
@@ -94,17 +91,20 @@ package final class Agent: Sendable {
             router.serve(session)
         }
         let watches = watches
-        let mirrorChanges = MirrorChanges()
         outbox = try Outbox(
             directory: device.paths.state.appendingPathComponent("outbox", isDirectory: true),
             nice: lowPriority ? Self.transferNice : 0, lifetimes: jobs
         ) { job, cancellation, progress in
             OutboxRunner.run(
                 job, device: device, watches: watches, reach: reach, cancellation: cancellation,
-                mirrorChanges: mirrorChanges, progress: progress)
+                progress: progress)
         }
         router.outbox = outbox
-        mirrors = MirrorWatcher(outbox: outbox, changes: mirrorChanges)
+        // A mirror job of an earlier version is now a send-only shared folder (made once); the job ends.
+        for job in outbox.all where job.mirror != nil && (!job.state.isFinal || job.state == .mirroring) {
+            _ = folders.migrateMirror(folder: job.mirror!.folder, to: job.to)
+            outbox.retire(job.id, note: "now a send-only shared folder (share sync lists it)")
+        }
         control = try ControlServer(path: ControlClient.socketPath(device.paths))
         var heard: Discovery?
         if let discovery {
@@ -140,7 +140,7 @@ package final class Agent: Sendable {
     package func services(with others: [any AgentPart] = []) -> [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
-            PartService(mirrors), PartService(courier), PartService(folders), PartService(control),
+            PartService(courier), PartService(folders), PartService(control),
         ]
         if let discovery { services.append(PartService(discovery)) }
         if let localSend { services.append(PartService(localSend)) }

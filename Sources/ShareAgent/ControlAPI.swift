@@ -15,16 +15,6 @@ struct ControlAPI {
     func answer(_ request: ControlRequest) -> ControlResponse {
         switch request {
         case .send(let job):
-            if let mirror = job.mirror,
-                let existing = agent.outbox.all.first(where: {
-                    $0.mirror == mirror && $0.to.lowercased() == job.to.lowercased() && !$0.state.isFinal
-                })
-            {
-                // One job per folder and device: asking again answers with the one that runs.
-                var response = ControlResponse(ok: true)
-                response.job = existing
-                return response
-            }
             do {
                 try agent.outbox.add(job)
             } catch {
@@ -46,11 +36,7 @@ struct ControlAPI {
             agent.courier.wake()
             return ControlResponse(ok: true)
         case .wait(let id, let timeout):
-            let mirror = agent.outbox.all.first(where: { $0.id == id })?.mirror != nil
-            let found =
-                mirror
-                ? agent.outbox.waitMirrored(id, timeout: timeout ?? 86_400)
-                : agent.outbox.wait(for: id, timeout: timeout ?? 86_400)
+            let found = agent.outbox.wait(for: id, timeout: timeout ?? 86_400)
             guard let job = found else {
                 return .failure("no job \(id)")
             }
@@ -73,6 +59,10 @@ struct ControlAPI {
             }
         case .folderRemove(let id):
             return folderAnswer { try agent.folders.remove(id) }
+        case .folderRevert(let id):
+            return folderAnswer { try agent.folders.revert(id) }
+        case .folderOverride(let id):
+            return folderAnswer { try agent.folders.override(id) }
         case .pageLink:
             guard let page = agent.page.withLock({ $0 }) else {
                 return .failure("the agent serves no page (share agent --web, or \"web\" in agent.json)")
@@ -153,19 +143,9 @@ enum OutboxRunner {
 
     static func run(
         _ job: OutboxJob, device: LocalDevice, watches: WatchLinks, reach: ReachSettings,
-        cancellation: SendCancellation, mirrorChanges: MirrorChanges = MirrorChanges(),
-        progress: @escaping @Sendable (TransferProgress) -> Void
+        cancellation: SendCancellation, progress: @escaping @Sendable (TransferProgress) -> Void
     ) -> Result<SendReport, ShareFailure> {
         var log = Self.log
-        // A mirror job's changes taken for this attempt, given back if it fails.
-        var taken: Set<MirrorChanges.Change>??
-        defer {
-            if let taken, let job = job.mirror.map({ _ in job.id }) {
-                mirrorChanges.giveBack(job, taken)
-            }
-            // The plan of a large mirrored folder is let go of, and so is the memory it took.
-            if job.mirror != nil { Syscalls.releaseFreeMemory() }
-        }
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "to"] = "\(job.to)"
         log[metadataKey: "attempt"] = "\(job.attempts)"
@@ -173,27 +153,7 @@ enum OutboxRunner {
             let trust = try TrustStore.load(device.paths.trustFile)
             // The items are made again at each attempt: files and folders may have changed or gone.
             let makeItems: (PeerRelation) throws -> [OutgoingItem]
-            var mirrorPlan: MirrorPlan?
-            var mirrorItems: [OutgoingItem] = []
-            if let mirror = job.mirror {
-                // What changed in the folder since the device last acknowledged an update (where the watcher saw
-                // changes, or all of it); a failed update gives back what it took.
-                let changes = mirrorChanges.take(job.id)
-                taken = .some(changes)
-                let plan = try MirrorPlan(
-                    job: job, mirror: mirror, outbox: device.paths.state.appendingPathComponent("outbox"),
-                    changes: changes)
-                if plan.isEmpty {
-                    taken = nil
-                    return .success(SendReport())
-                }
-                mirrorItems = try plan.items()
-                mirrorPlan = plan
-                let items = mirrorItems
-                makeItems = { _ in items }
-                log.info(
-                    "mirror update", metadata: ["files": "\(plan.changed.count)", "removed": "\(plan.removed.count)"])
-            } else if let queued = job.items {
+            if let queued = job.items {
                 let catalog = device.paths.profilesFile
                 makeItems = { _ in try queued.map { try $0.outgoing(catalogFile: catalog) } }
             } else {
@@ -238,13 +198,6 @@ enum OutboxRunner {
                 let session = SendSession(
                     device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
                 report = try session.run(to: target, trust: trust, makeItems: makeItems)
-            }
-            if let mirrorPlan {
-                mirrorPlan.commit(report, items: mirrorItems)
-                report.more = mirrorPlan.more
-                taken = nil
-                // The next batch of a large update is found by scanning again.
-                if mirrorPlan.more { mirrorChanges.markAll(job.id) }
             }
             log.info(
                 "delivered",

@@ -41,8 +41,6 @@ package final class Outbox: AgentPart, Sendable {
         var running: (id: String, cancellation: SendCancellation)?
         /// Counts the changes the worker waits for (a job added, retried or cancelled; a stop).
         var changes = 0
-        /// Mirror jobs whose folder changed while they were running: queued again once the attempt ends.
-        var poked: Set<String> = []
     }
     private let state = Guarded(State())
     private let runner: Runner
@@ -185,29 +183,17 @@ package final class Outbox: AgentPart, Sendable {
         }
     }
 
-    /// A mirror job's folder changed: it is sent again now (after its current attempt, if one runs; a job waiting
-    /// out a backoff keeps it).
-    package func poke(_ id: String) {
+    /// A mirror job of an earlier version, now a shared folder: it ends, saying so.
+    package func retire(_ id: String, note: String) {
         state.withLock { state in
-            guard let job = state.jobs[id], job.mirror != nil else { return }
-            switch job.state {
-            case .mirroring:
-                state.jobs[id]?.state = .queued
-                state.jobs[id]?.nextAttempt = Date()
-                state.changes += 1
-            case .running:
-                state.poked.insert(id)
-            default:
-                break
-            }
+            guard var job = state.jobs[id], !job.state.isFinal || job.state == .mirroring else { return }
+            job.state = .delivered
+            job.finished = Date()
+            job.lastError = note
+            state.jobs[id] = job
+            state.changes += 1
+            try? save(job)
         }
-    }
-
-    /// Waits until a mirror job has nothing left to send (or `timeout` passes); nil for an unknown job.
-    package func waitMirrored(_ id: String, timeout: Double) -> OutboxJob? {
-        state.withLock(
-            when: { $0.jobs[id].map { $0.state != .queued && $0.state != .running } ?? true }, seconds: timeout
-        ) { state, _ in state.jobs[id] }
     }
 
     /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
@@ -304,12 +290,6 @@ package final class Outbox: AgentPart, Sendable {
                 job.bytesSkipped = report.bytesSkipped
                 job.state = OutboxJob.finalState(
                     delivered: report.delivered.count, refusals: report.refused.map(\.reason))
-                if job.mirror != nil, job.state == .delivered {
-                    // A mirror never ends by itself: it waits for its folder to change (or sends its next batch).
-                    job.state = report.more ? .queued : .mirroring
-                    job.nextAttempt = Date()
-                    job.failuresWithoutProgress = nil
-                }
                 job.failure = report.refused.isEmpty ? nil : .refused
                 job.lastError =
                     report.refused.isEmpty
@@ -329,7 +309,7 @@ package final class Outbox: AgentPart, Sendable {
                 job.lastError = "\(error.message) (failed the same way twice; not tried again)"
             case .failure(let error):
                 job.lastError = error.message
-                if [.unavailable, .interrupted, .ioError].contains(error.code), job.mirror == nil,
+                if [.unavailable, .interrupted, .ioError].contains(error.code),
                     Date().timeIntervalSince(job.created) >= lifetimes.giveUpAfter
                 {
                     job.state = .failed
@@ -353,11 +333,6 @@ package final class Outbox: AgentPart, Sendable {
             }
             let ended = job
             state.withLock { state in
-                var ended = ended
-                if state.poked.remove(ended.id) != nil, ended.state == .mirroring {
-                    ended.state = .queued
-                    ended.nextAttempt = Date()
-                }
                 state.jobs[ended.id] = ended
                 try? save(ended)
                 pruneFinished(&state)

@@ -114,6 +114,10 @@ final class PeerRouter: Sendable {
                 try check(.syncFolders, entry)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 try folders.servePull(session, first: first, peerName: peer)
+            case .folderPush:
+                try check(.syncFolders, entry)
+                guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
+                try folders.receivePush(session, first: first, peerName: peer)
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
                 try serveClipboard(
@@ -186,7 +190,6 @@ final class PeerRouter: Sendable {
             options.catalogFile = device.paths.profilesFile
             options.mediaDirectory = device.paths.data
             options.history = inbox.history
-            options.keepsMirrors = true
         }
         if let entry, entry.asks {
             // The user answers first (share pending / accept / decline); the sender offers again to learn it.

@@ -42,7 +42,7 @@ struct JobsCommand: ParsableCommand {
         var line = "\(job.id)  \(job.to)  \(job.state.rawValue)  \(job.summary)"
         if let progress = job.progress { line += "  " + StatusCommand.describe(progress) }
         if job.attempts > 0 { line += "  \(job.attempts) attempt(s)" }
-        if job.state == .delivered || job.state == .mirroring {
+        if job.state == .delivered {
             line += "  \(ProgressReporter.bytes(job.bytesSent)) sent"
         }
         if let error = job.lastError { line += " — \(error)" }

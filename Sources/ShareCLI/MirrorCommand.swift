@@ -8,10 +8,10 @@ import ShareTrust
 struct MirrorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mirror",
-        abstract: "Keep a copy of a folder current on one of your devices (a job of the agent).",
+        abstract: "Keep a copy of a folder current on one of your devices (a send-only shared folder).",
         discussion: helpPage(
-            "The agent watches the folder and, about a second after it changes, sends what changed: new and changed files (each as a delta against the copy's earlier version), renamed and removed ones. A device that is away catches up when it is back. The copy lives in the receiving device's inbox (or where share receive saves), in a folder of the same name; a file changed there since the last update is kept aside as NAME.sync-conflict-DATE-TIME.EXT, never overwritten. One way only: nothing changed on the copy comes back. Only your own devices (trusted with --team) keep mirrored folders.",
-            "share jobs lists the job (state mirroring when the copy is current); share cancel ID stops it.",
+            "The folder becomes a send-only shared folder (share sync) with that device: the agent watches it and, a moment after it changes, the device's agent brings its copy in step — new and changed files (each as a delta against the copy's version), renamed ones (moved where the content already is) and removed ones. A device that is away catches up when it is back. The copy lives in the receiving agent's inbox for this device, in a folder of the same name (another name when that is taken by another folder); a file changed or removed there is put back, what was changed kept beside it as NAME.sync-conflict-DATE-TIME-DEVICE.EXT. One way only: nothing changed on the copy comes back. Only your own devices (trusted with --team) keep mirrored folders.",
+            "share sync lists it, with how the copy stands; share sync remove ID stops it.",
             examples: ["share mirror ~/Documents/thesis --to desk", "share mirror photos --to desk --wait 60"]))
 
     @OptionGroup var device: DeviceOptions
@@ -24,7 +24,7 @@ struct MirrorCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Wait up to this many seconds for the first update to be delivered; exit 0 once the copy is current.",
+            "Wait up to this many seconds for the copy to be current; exit 0 then, 69 if it is not yet.",
             valueName: "seconds"))
     var wait: Double?
 
@@ -39,25 +39,38 @@ struct MirrorCommand: ParsableCommand {
             guard let peer = trust.find(to) else {
                 throw ShareError(.usage, "no trusted device is called '\(to)' (see: share trust list)")
             }
-            guard ControlClient.agentIsRunning(device.paths) else {
-                throw ShareError(
-                    .unavailable, "share mirror is a job of the agent, which is not running; start it with: share agent"
-                )
+            let listed = try folderRequest(.folders, device: device).folders ?? []
+            var id: String
+            if let existing = listed.first(where: {
+                $0.settings.path == url.path && $0.settings.devices.contains(peer.id.description)
+            }) {
+                id = existing.settings.id
+            } else {
+                var settings = SharedFolderSettings(
+                    id: SharedFolderSettings.newID(), label: url.lastPathComponent, path: url.path, kind: .sendOnly,
+                    devices: [peer.id.description])
+                settings.mirror = true
+                id = (try folderRequest(.folderAdd(settings), device: device).folder ?? settings).id
             }
-            var job = OutboxJob(to: peer.name)
-            job.mirror = MirrorJob(folder: url.path)
-            let answer = try ControlClient.request(.send(job), paths: device.paths)
-            let queued = answer.job ?? job
-            tell(
-                "mirroring \(url.path) to \(peer.name) (job \(queued.id)); share jobs lists it, share cancel \(queued.id) stops it"
-            )
+            tell("mirroring \(url.path) to \(peer.name) (folder \(id)); share sync shows how the copy stands")
             guard let wait else { return }
-            let waited = try ControlClient.request(.wait(id: queued.id, timeout: wait), paths: device.paths)
-            guard let now = waited.job, now.state == .mirroring else {
-                let state = waited.job.map { "\($0.state.rawValue)" + ($0.lastError.map { ": \($0)" } ?? "") }
-                throw ShareError(
-                    .unavailable, "the copy on \(peer.name) is not current yet (\(state ?? "unknown")); the job goes on"
-                )
+            let deadline = Date().addingTimeInterval(wait)
+            // Current: this device holds its folder as scanned, and the device holds it too.
+            var reason: String?
+            func current() throws -> Bool {
+                let folder = try folderRequest(.folders, device: device).folders?.first { $0.settings.id == id }
+                let status = folder?.peers.first { $0.id == peer.id.description }
+                reason = status?.reason
+                return folder?.lastScan != nil && status.map { $0.connected && $0.inStep } ?? false
+            }
+            while try !current() {
+                guard Date() < deadline else {
+                    throw ShareError(
+                        .unavailable,
+                        "the copy on \(peer.name) is not current yet"
+                            + (reason.map { ": \($0)" } ?? "; it keeps being kept"))
+                }
+                Thread.sleep(forTimeInterval: 0.2)
             }
             tell("the copy on \(peer.name) is current")
         }

@@ -17,7 +17,10 @@ struct SyncCommand: ParsableCommand {
                 "share sync accept abcde-fghij-klmno --into ~/thesis",
                 "share sync remove abcde-fghij-klmno",
             ]),
-        subcommands: [SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self],
+        subcommands: [
+            SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncRevert.self,
+            SyncOverride.self,
+        ],
         defaultSubcommand: SyncList.self)
 }
 
@@ -99,7 +102,8 @@ struct SyncList: ParsableCommand {
             say(line)
             for peer in folder.peers {
                 let when = peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet"
-                say("  \(peer.name): \(peer.connected ? "connected" : "away"), \(peer.inStep ? "in step" : when)")
+                let away = peer.reason.map { "away (\($0))" } ?? "away"
+                say("  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when)")
             }
             for conflict in folder.conflicts {
                 let loser = "\(conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"
@@ -234,6 +238,42 @@ struct SyncRemove: ParsableCommand {
             tell(
                 "no longer syncing \(answer.folder?.label ?? id) here; its files stay in \(answer.folder?.path ?? "place")"
             )
+        }
+    }
+}
+
+struct SyncRevert: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revert",
+        abstract: "Receive-only: bring the others' versions back over what was changed here (files added here go).")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderRevert(id: id), device: device)
+            tell("reverting what was changed in \(answer.folder?.label ?? id) here; the others' versions come back")
+        }
+    }
+}
+
+struct SyncOverride: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "override",
+        abstract: "Send-only: push this device's files again everywhere, over what was changed elsewhere.")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderOverride(id: id), device: device)
+            tell("pushing this device's \(answer.folder?.label ?? id) again to every device")
         }
     }
 }

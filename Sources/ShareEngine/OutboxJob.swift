@@ -15,7 +15,7 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     package enum State: String, Codable, Sendable {
         /// `delivered`: at least one item arrived (`refused` counts any that did not); `declined`: the receiver's
         /// user said no to every item; `refused`: the receiver refused every item (its limits, its types, its policy).
-        /// `mirroring`: a mirror job with nothing left to send; it is queued again when its folder changes.
+        /// `mirroring`: a mirror job of an earlier version (now a shared folder; such a job ends when loaded).
         case queued, running, delivered, declined, refused, failed, cancelled, mirroring
         package var isFinal: Bool { ![.queued, .running, .mirroring].contains(self) }
     }
@@ -85,7 +85,7 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     /// into `STATE/outbox/<id>/`). Jobs of earlier versions describe theirs with `files`, `texts`, `urls` and
     /// `profiles` instead, which are still read.
     package var items: [QueuedItem]?
-    /// Set for `share mirror`: the folder whose copy on `to` this job keeps current (it never ends by itself).
+    /// Set by earlier versions' `share mirror` (now a shared folder: such a job ends when loaded).
     package var mirror: MirrorJob?
 
     private enum CodingKeys: String, CodingKey {

@@ -40,8 +40,6 @@ package struct OutgoingItem: Sendable {
     package var origin: String?
     /// What the receiver's user sees before accepting (a title and, optionally, a small image); nil: the label.
     package var preview: ItemPreview?
-    /// Where it goes in the receiver's copy of a mirrored folder.
-    package var mirror: MirrorEntry?
 
     package init(
         id: String, label: String, representations: [OutgoingRepresentation],
@@ -55,11 +53,9 @@ package struct OutgoingItem: Sendable {
     }
 
     package var offerItem: OfferItem {
-        var item = OfferItem(
+        OfferItem(
             id: id, label: label, representations: representations.map(\.offered), declarations: declarations,
             version: version, origin: origin, preview: preview ?? ItemPreview(title: Self.title(label)))
-        item.mirror = mirror
-        return item
     }
 
     /// A preview title from any text: no control characters, at most `ItemPreview.maxTitle` bytes.

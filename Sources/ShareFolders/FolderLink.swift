@@ -29,6 +29,8 @@ final class FolderLink: Sendable {
         var machine: FolderLinkMachine
         /// Folders with entries to announce.
         var pending: Set<String> = []
+        /// Frames to send (asks for files).
+        var queued: [Frame] = []
         var stopped = false
     }
     private let state: Guarded<State>
@@ -57,6 +59,12 @@ final class FolderLink: Sendable {
         wakeup.ring()
     }
 
+    /// Asks the peer to open a session to this device and send these files (this device cannot open one to it).
+    func ask(_ pull: FolderPull) {
+        state.withLock { $0.queued.append(MessageCoding.frame(.folderAsk, pull)) }
+        wakeup.ring()
+    }
+
     /// Ends the link (from any thread).
     func stop() {
         state.withLock { $0.stopped = true }
@@ -65,8 +73,11 @@ final class FolderLink: Sendable {
     }
 
     /// Runs the link on the calling thread until it ends. `first`: the peer's hello, when the peer opened the link
-    /// (the router read it); this side's hello goes first when it opened the link.
-    func run(first: Frame?) {
+    /// (the router read it); this side's hello goes first when it opened the link. Returns the peer's refusal, when
+    /// it refused the link (its policy, say).
+    @discardableResult
+    func run(first: Frame?) -> String? {
+        var refusal: String?
         let connection = session.connection
         do {
             if outgoing { try connection.send(.folderHello, state.withLock { $0.machine.hello }) }
@@ -95,16 +106,23 @@ final class FolderLink: Sendable {
             if !state.withLock({ $0.stopped }) {
                 Self.log.info("folder link ended", metadata: ["peer": "\(peerName)", "reason": "\(error)"])
             }
-            if let error = error as? ProtocolError, !connection.channel.errorExchanged {
-                try? connection.send(.error, error)
+            if let error = error as? ProtocolError {
+                if error.code == .refused, connection.channel.errorExchanged { refusal = error.message }
+                if !connection.channel.errorExchanged { try? connection.send(.error, error) }
             }
         }
         state.withLock { $0.stopped = true }
         connection.close()
+        return refusal
     }
 
-    /// Sends what the folders recorded since they were last sent; whether anything went.
+    /// Sends what the folders recorded since they were last sent, and what was queued; whether anything went.
     private func flush() throws -> Bool {
+        let queued = state.withLock { state -> [Frame] in
+            defer { state.queued = [] }
+            return state.queued
+        }
+        for frame in queued { try session.connection.send(frame) }
         let pending = state.withLock { state -> [(String, UInt64)] in
             let folders = state.pending
             state.pending = []
@@ -116,7 +134,7 @@ final class FolderLink: Sendable {
             }
         }
         for (folder, since) in pending { try sendIndex(folder, since: since) }
-        return !pending.isEmpty
+        return !pending.isEmpty || !queued.isEmpty
     }
 
     private func sendIndex(_ folder: String, since: UInt64) throws {
@@ -156,6 +174,10 @@ final class FolderLink: Sendable {
                 default: break
                 }
             }
+        case .folderAsk:
+            let pull = try MessageCoding.decode(FolderPull.self, from: frame)
+            try pull.validate()
+            service.push(pull, to: peer, name: peerName)
         case .ping:
             try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))
         case .pong:

@@ -49,7 +49,7 @@ extension FolderService {
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
 
     /// Keeps a link open to every device a folder is shared with: the device with the lower ID opens it at once,
-    /// the other only if none came within a few seconds (one side may not reach the other); a device that cannot be
+    /// the other if none came within a second (one side may not reach the other); a device that cannot be
     /// reached is tried again after 1, 2, 4 … at most 30 seconds, at once when it is heard from again.
     func linker() {
         let started = Date()
@@ -63,7 +63,7 @@ extension FolderService {
                         (run.retryAt[peer.id] ?? .distantPast) <= now
                     else { return false }
                     let first = ShortIDs.of(device.id) < ShortIDs.of(peer.id)
-                    guard first || now.timeIntervalSince(started) > 5 else { return false }
+                    guard first || now.timeIntervalSince(started) > 1 else { return false }
                     run.connecting.insert(peer.id)
                     return true
                 }
@@ -93,6 +93,7 @@ extension FolderService {
             run.withLock { run in
                 run.failures[peer.id] = nil
                 run.retryAt[peer.id] = nil
+                run.linkErrors[peer.id] = nil
             }
             let link = FolderLink(
                 session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id), service: self
@@ -101,13 +102,14 @@ extension FolderService {
                 session.connection.close()
                 return
             }
-            link.run(first: nil)
+            if let refusal = link.run(first: nil) { run.withLock { $0.linkErrors[peer.id] = refusal } }
             unregister(link)
         } catch {
             run.withLock { run in
                 let failures = (run.failures[peer.id] ?? 0) + 1
                 run.failures[peer.id] = failures
                 run.retryAt[peer.id] = Date().addingTimeInterval(min(30, pow(2, Double(failures - 1))))
+                run.linkErrors[peer.id] = (error as? ShareFailure)?.message ?? "\(error)"
             }
             Self.log.debug("no folder link", metadata: ["peer": "\(peer.name)", "reason": "\(error)"])
         }
@@ -122,7 +124,7 @@ extension FolderService {
             session.connection.fail(with: ProtocolError(.refused, "a folder link with this device is open already"))
             return
         }
-        link.run(first: first)
+        _ = link.run(first: first)
         unregister(link)
     }
 

@@ -6,7 +6,7 @@ import ShareTLS
 extension FolderService {
     /// Every folder and how it stands, for `share sync`, the status and the page.
     package func statuses() -> [FolderStatus] {
-        let linked = run.withLock { $0.links }
+        let (linked, linkErrors) = run.withLock { ($0.links, $0.linkErrors) }
         var result: [FolderStatus] = []
         for settings in book.folders {
             guard let folder = folder(settings.id) else {
@@ -27,7 +27,8 @@ extension FolderService {
                         if inStep { state.lastInStep[peer.id.description] = Date() }
                         return FolderStatus.Peer(
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
-                            lastInStep: state.lastInStep[peer.id.description])
+                            lastInStep: state.lastInStep[peer.id.description],
+                            reason: connected ? nil : linkErrors[peer.id])
                     }
                     let conflicts = state.store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
                         guard let original = ConflictName.original(of: copy.path) else { return nil }
@@ -46,6 +47,28 @@ extension FolderService {
                         guard !recent.isEmpty else { return nil }
                         return Double(recent.reduce(0) { $0 + $1.1 }) / 5
                     }()
+                    var problems = state.problems.sorted { $0.key < $1.key }.prefix(100).map {
+                        FolderStatus.Problem(path: $0.key, reason: $0.value)
+                    }
+                    switch settings.kind {
+                    case .receiveOnly:
+                        problems += state.sync.changedHere().prefix(100).map {
+                            FolderStatus.Problem(
+                                path: $0.path,
+                                reason: ($0.deleted ? "deleted here" : "changed here")
+                                    + " (kept here only; share sync revert \(settings.id) brings the others' back)")
+                        }
+                    case .sendOnly:
+                        problems += state.sync.changedElsewhere().prefix(100).map {
+                            FolderStatus.Problem(
+                                path: $0,
+                                reason:
+                                    "changed elsewhere (not applied; share sync override \(settings.id) pushes this device's)"
+                            )
+                        }
+                    case .sendReceive:
+                        break
+                    }
                     let waiting = peers.filter { !(linked[$0.id]?.shares(settings.id) ?? false) }.map(\.name)
                     let words: String
                     if let stopped = state.stopped {
@@ -56,7 +79,7 @@ extension FolderService {
                         words =
                             waiting.count == peers.count && !peers.isEmpty
                             ? "waiting for \(waiting.joined(separator: ", "))" : "syncing"
-                    } else if !state.problems.isEmpty {
+                    } else if !problems.isEmpty {
                         words = "out of sync"
                     } else {
                         words = "up to date"
@@ -65,10 +88,7 @@ extension FolderService {
                         settings: settings, state: words, files: totals.files, bytes: totals.bytes,
                         neededFiles: state.neededFiles, neededBytes: state.neededBytes, rate: rate,
                         bytesReceived: state.bytesReceived, bytesFromLocal: state.bytesFromLocal, peers: peerStatus,
-                        conflicts: conflicts,
-                        problems: state.problems.sorted { $0.key < $1.key }.prefix(100).map {
-                            FolderStatus.Problem(path: $0.key, reason: $0.value)
-                        }, lastScan: state.lastScan)
+                        conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan)
                 })
         }
         return result

@@ -23,6 +23,8 @@ extension FolderService {
                 if watched[folder.id] != path {
                     watch.add(folder.id, root: path)
                     watched[folder.id] = path
+                    // What changed before the watches were in place is found by a scan.
+                    folder.touch(paths: [], scan: nil)
                 }
             }
             for id in watched.keys where !open.contains(where: { $0.id == id }) {

@@ -57,8 +57,13 @@ package final class FolderService: AgentPart, Sendable {
         var connecting: Set<DeviceID> = []
         var retryAt: [DeviceID: Date] = [:]
         var failures: [DeviceID: Int] = [:]
+        /// Why the last link attempt to each device failed.
+        var linkErrors: [DeviceID: String] = [:]
         /// Pulls under way, by "folder|device".
         var pulling: Set<String> = []
+        /// Files asked of a device over its link ("folder|ref"), and those whose push session ended.
+        var asked: [String: FileEntry] = [:]
+        var answered: Set<String> = []
         var threads = 0
         var stopping = false
         var watchChanges: [String: [String: Bool]] = [:]
@@ -183,7 +188,9 @@ package final class FolderService: AgentPart, Sendable {
         guard let offer = book.offers.first(where: { $0.id == id }) else {
             throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
         }
-        let place = path.map { URL(fileURLWithPath: $0) } ?? defaultPlace(label: offer.label, from: offer.fromName)
+        let place =
+            path.map { URL(fileURLWithPath: $0) }
+            ?? defaultPlace(label: offer.label, from: offer.fromName, reuse: offer.kind == "send-only")
         try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
         // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
         // change then reaches each through any of them).
@@ -194,8 +201,11 @@ package final class FolderService: AgentPart, Sendable {
                 } ?? false
         }
         var settings = SharedFolderSettings(
-            id: offer.id, label: offer.label, path: place.path, devices: [offer.from] + others.filter { $0 != offer.from })
+            id: offer.id, label: offer.label, path: place.path,
+            devices: [offer.from] + others.filter { $0 != offer.from })
+        // A send-only folder (a mirror) is kept as its copy: receive-only, what is changed here put back at once.
         settings.kind = offer.kind == "send-only" ? .receiveOnly : .sendReceive
+        if offer.kind == "send-only" { settings.mirror = true }
         try book.change { book in
             book.offers.removeAll { $0.id == id }
             if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }
@@ -232,14 +242,71 @@ package final class FolderService: AgentPart, Sendable {
         return settings
     }
 
+    /// A mirror job of an earlier version (`share mirror`, an outbox job): the same folder becomes a send-only
+    /// shared folder with that device (once); whether it was made.
+    package func migrateMirror(folder path: String, to name: String) -> Bool {
+        guard let peer = trust.store.find(name), !book.folders.contains(where: { $0.path == path }) else {
+            return false
+        }
+        var settings = SharedFolderSettings(
+            id: SharedFolderSettings.newID(), label: URL(fileURLWithPath: path).lastPathComponent, path: path,
+            kind: .sendOnly, devices: [peer.id.description])
+        settings.mirror = true
+        do {
+            try book.change { $0.folders.append(settings) }
+            Self.log.info(
+                "a mirror job is now a send-only shared folder", metadata: ["folder": "\(path)", "to": "\(peer.name)"])
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Receive-only: the others' versions come back over what was changed here.
+    package func revert(_ id: String) throws -> SharedFolderSettings {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard folder.settings.kind == .receiveOnly else {
+            throw ShareFailure(
+                .usage, "\(folder.settings.label) is not receive-only: nothing here is kept back to revert")
+        }
+        folder.withFolder { _ = $0.sync.revert() }
+        folder.touch(paths: nil)
+        return folder.settings
+    }
+
+    /// Send-only: this device's state is pushed again everywhere.
+    package func override(_ id: String) throws -> SharedFolderSettings {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard folder.settings.kind == .sendOnly else {
+            throw ShareFailure(.usage, "\(folder.settings.label) is not send-only: its changes already go both ways")
+        }
+        let recorded = folder.withFolder { $0.sync.override() }
+        if !recorded.isEmpty { announce(id) }
+        return folder.settings
+    }
+
     /// The default place of a folder `label` from device `from`: agent.json's folder, else the inbox for the
-    /// device; a free name there (two folders of the same name are two folders).
-    func defaultPlace(label: String, from: String) -> URL {
+    /// device; a free name there (two folders of the same name are two folders). `reuse`: a folder of that name
+    /// no shared folder uses (a mirror's copy from before, or the folder as it was sent) is taken as it is.
+    func defaultPlace(label: String, from: String, reuse: Bool = false) -> URL {
         let parent = acceptance.path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? inbox(from)
         try? FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
         var name = FileNamesOnDisk.sanitize(label, fallback: "folder")
         while name.hasPrefix(".") { name.removeFirst() }
         if name.isEmpty { name = "folder" }
+        let used = Set(book.folders.map(\.path))
+        if reuse, !used.contains(parent.appendingPathComponent(name).path) {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: parent.appendingPathComponent(name).path, isDirectory: &isFolder),
+                isFolder.boolValue
+            {
+                return parent.appendingPathComponent(name, isDirectory: true)
+            }
+        }
         let taken = Set((try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [])
         var candidate = name
         var n = 2

@@ -64,10 +64,21 @@ final class SharedFolder: Sendable {
             },
             label: { ShortIDs.label($0) })
         sync.includes = { !SyncNames.isInternal($0) }
+        sync.mode = Self.mode(settings)
         state = Guarded(State(settings: settings, sync: sync, store: store))
     }
 
     var settings: SharedFolderSettings { state.withLock { $0.settings } }
+
+    /// How the folder's logic treats it: a mirror's copy (a receive-only folder made for `share mirror`) takes the
+    /// source's versions back at once, keeping what was changed here as conflict copies.
+    static func mode(_ settings: SharedFolderSettings) -> SyncFolder.Mode {
+        switch settings.kind {
+        case .sendReceive: return .sendReceive
+        case .sendOnly: return .sendOnly
+        case .receiveOnly: return .receiveOnly(revertLocal: settings.mirror == true)
+        }
+    }
 
     /// Runs `body` with the folder's logic, under its lock.
     func withFolder<T>(_ body: (inout State) throws -> T) rethrows -> T {

@@ -43,6 +43,11 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case folderHello = 0x30
     case indexUpdate = 0x31
     case folderPull = 0x32
+    /// On a folder link: "send me these" (`FolderPull`), when the asking side cannot open a session to the other
+    /// (the other opened the link); the other then opens a session to it whose first frame is `folderPush`.
+    case folderAsk = 0x33
+    /// The first frame of a session that brings files asked for with `folderAsk` (`FolderPull`: what follows).
+    case folderPush = 0x34
     case clipboardRequest = 0x20
     case clipboardInfo = 0x21
     case bye = 0x1F
@@ -56,7 +61,7 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
         case .data, .chunk, .zchunk, .patch: return Limits.maxChunkPayload
         case .basis, .basisDetail, .blockSums: return Delta.maxPayload
         case .indexUpdate: return Limits.maxIndexPayload
-        case .offer, .select, .folderPull: return Limits.maxOfferPayload
+        case .offer, .select, .folderPull, .folderAsk, .folderPush: return Limits.maxOfferPayload
         default: return Limits.maxControlPayload
         }
     }

@@ -30,7 +30,7 @@ public struct Hello: Sendable, Codable, Equatable {
     /// Chunk digests this device computes besides SHA-256 (`blake3`); absent means none. Two ends that both list
     /// BLAKE3 use it (`DigestAlgorithm.agreed`).
     public var digests: [String]?
-    /// What else this device speaks (`delta-2`: delta transfer; `mirror-1`: mirrored folders); absent means nothing
+    /// What else this device speaks (`delta-2`: delta transfer); absent means nothing
     /// more.
     public var features: [String]?
 

@@ -131,9 +131,6 @@ public struct OfferItem: Sendable, Codable, Equatable {
     public var origin: String?
     /// What the receiver's user is shown before accepting: a title and, optionally, a small image.
     public var preview: ItemPreview?
-    /// Set for a file of a mirrored folder (`share mirror`), or for the list of its files removed: where it goes in
-    /// the receiver's copy of the folder. Sent only to a device whose hello lists `MirrorEntry.feature`.
-    public var mirror: MirrorEntry?
 
     public init(
         id: String, label: String, representations: [OfferedRepresentation],
@@ -165,7 +162,6 @@ public struct OfferItem: Sendable, Codable, Equatable {
             throw ProtocolError(.badMessage, "item \(id) names its origin with an empty, too long or control name")
         }
         try preview?.validate(item: id)
-        try mirror?.validate(item: id)
         guard !representations.isEmpty, representations.count <= 64 else {
             throw ProtocolError(
                 .badMessage, "item \(id) offers \(representations.count) representations (1–64 allowed)")
@@ -184,48 +180,6 @@ public struct OfferItem: Sendable, Codable, Equatable {
             if let name = representation.suggestedFileName, name.utf8.count > 1024 {
                 throw ProtocolError(.badMessage, "item \(id) suggests a file name longer than 1024 bytes")
             }
-        }
-    }
-}
-
-/// Where an item of a mirrored folder goes: the folder's name, and the file's path inside it (`a/b.txt`), or, for
-/// the item listing the files removed since the last update, no path.
-public struct MirrorEntry: Sendable, Codable, Equatable {
-    /// The hello feature of a device that keeps mirrored folders.
-    public static let feature = "mirror-1"
-    /// The content type of the item listing removed files (a JSON array of paths).
-    public static let removalsType = "com.share.mirror-removals"
-
-    public var folder: String
-    public var path: String?
-    /// Where the same file was before (a rename), for the receiver to take its bytes from.
-    public var was: String?
-
-    public init(folder: String, path: String?, was: String? = nil) {
-        self.folder = folder
-        self.path = path
-        self.was = was
-    }
-
-    /// The parts of a path inside the folder: no empty part, no `.` or `..`, no NUL, at most 4096 bytes.
-    public static func components(_ path: String) -> [Substring]? {
-        guard !path.isEmpty, path.utf8.count <= 4096, !path.utf8.contains(0) else { return nil }
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." && $0.utf8.count <= 255 }) else { return nil }
-        return parts
-    }
-
-    public func validate(item: String) throws(ProtocolError) {
-        // A plain name that does not begin with a dot: never a hidden folder at the top of the receiver's folder
-        // (`.ssh`, `.config`), nor one the receiver keeps for itself (`.share-partial`).
-        guard !folder.isEmpty, folder.utf8.count <= 255, !folder.utf8.contains(UInt8(ascii: "/")),
-            folder.utf8.first != UInt8(ascii: "."), !folder.utf8.contains(0)
-        else {
-            throw ProtocolError(
-                .badMessage, "item \(item) names a mirrored folder that is not a plain name, or a hidden one")
-        }
-        for path in [path, was].compactMap({ $0 }) where Self.components(path) == nil {
-            throw ProtocolError(.badMessage, "item \(item) names a path in its mirrored folder that leaves it")
         }
     }
 }

@@ -27,6 +27,9 @@ public struct FileEntry: Hashable, Sendable {
     public var sequence: UInt64
     /// The device that made the change this version records.
     public var modifiedBy: ShortID
+    /// A change made here in a receive-only folder: kept and listed on this device, never announced, and losing to
+    /// whatever the others agree on (never on the wire).
+    public var localOnly = false
 
     public init(
         path: String, kind: Kind, size: UInt64 = 0, modified: Int64 = 0, mode: UInt32 = 0o644, digest: [UInt8] = [],

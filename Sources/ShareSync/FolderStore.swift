@@ -23,7 +23,8 @@ public protocol FolderStore: AnyObject {
     func recordLocal(_ entries: [LocalEntry]) -> [FileEntry]
     /// Changes only the stamps of entries (a file found unchanged under a new inode): no new sequence.
     func restamp(_ entries: [LocalEntry])
-    /// This device's entries recorded after `sequence`, in sequence order, at most `limit`.
+    /// This device's entries recorded after `sequence`, in sequence order, at most `limit` (changes kept here only,
+    /// `localOnly`, left out).
     func localSince(_ sequence: UInt64, limit: Int) -> [FileEntry]
 
     /// What this device holds of `device`'s index: its identity and the last sequence received in order.
@@ -85,8 +86,8 @@ public final class MemoryFolderStore: FolderStore {
 
     public func localSince(_ sequence: UInt64, limit: Int) -> [FileEntry] {
         Array(
-            locals.values.map(\.entry).filter { $0.sequence > sequence }.sorted { $0.sequence < $1.sequence }
-                .prefix(limit))
+            locals.values.map(\.entry).filter { $0.sequence > sequence && !$0.localOnly }
+                .sorted { $0.sequence < $1.sequence }.prefix(limit))
     }
 
     public func remoteState(_ device: ShortID) -> (indexID: UInt64, have: UInt64)? {

@@ -31,11 +31,21 @@ public enum SyncAction: Hashable, Sendable {
 /// the path to the global version. Pure: the agent and the simulation run the same decisions.
 public enum Planner {
     /// The global version of `path` and the steps towards it (none when this device holds it already).
-    public static func plan(local: LocalEntry?, remotes: [FileEntry], disk: DiskStamp?) -> (
-        global: FileEntry?, actions: [SyncAction]
-    ) {
-        let candidates = remotes + (local.map { [$0.entry] } ?? [])
+    ///
+    /// A change made here that is kept here only (`localOnly`, a receive-only folder) is no candidate: the others'
+    /// version is the global one. It stays as long as the others have not changed the path since it was made
+    /// (its version follows theirs) — unless `revertLocal` (a mirror's copy), when theirs comes back at once, what
+    /// was changed here kept as a conflict copy.
+    public static func plan(local: LocalEntry?, remotes: [FileEntry], disk: DiskStamp?, revertLocal: Bool = false)
+        -> (global: FileEntry?, actions: [SyncAction])
+    {
+        let keptHere = local?.entry.localOnly == true
+        let candidates = remotes + (local.map { keptHere ? [] : [$0.entry] } ?? [])
         guard let global = GlobalVersion.winner(candidates) else { return (nil, []) }
+        if let local, keptHere, !revertLocal, local.entry.version.dominates(global.version) {
+            let expected = local.entry.deleted ? nil : local.stamp
+            return (global, matches(disk, expected) ? [] : [.rescan(global.path)])
+        }
         let path = global.path
         // What the index says is on disk: a live entry's stamp (nil once its content was set aside); nothing for a
         // deletion or a path this device never recorded.

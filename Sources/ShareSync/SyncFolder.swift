@@ -47,6 +47,22 @@ public final class SyncFolder {
     /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
     public var includes: (String) -> Bool = { _ in true }
 
+    /// How this device treats the folder.
+    public enum Mode: Sendable, Equatable {
+        /// Changes go both ways.
+        case sendReceive
+        /// This device's files are the truth: changes made elsewhere are recorded, never applied (`override`
+        /// pushes this device's state again).
+        case sendOnly
+        /// Changes made here are kept here only and listed (`localOnly`), never announced; the others' versions
+        /// are applied (`revert` brings them back over what was changed here). `revertLocal`: at once (a mirror's
+        /// copy: what was changed here is kept as a conflict copy and the source's version comes back).
+        case receiveOnly(revertLocal: Bool)
+    }
+    public var mode = Mode.sendReceive
+
+    private var receivesOnly: Bool { if case .receiveOnly = mode { true } else { false } }
+
     public init(
         me: ShortID, store: FolderStore, disk: FolderDisk, clock: @escaping () -> (seconds: UInt64, nanoseconds: Int64),
         label: @escaping (ShortID) -> String
@@ -82,10 +98,13 @@ public final class SyncFolder {
 
     private func record(observed: [String: DiskStamp], inScope: (String) -> Bool) -> [FileEntry] {
         let (seconds, nanoseconds) = clock()
-        let result = Scanner.scan(
+        var result = Scanner.scan(
             store: store, observed: observed, inScope: inScope, content: { disk.content($0, $1) }, me: me,
             now: seconds, time: nanoseconds)
         store.restamp(result.restamped)
+        if receivesOnly {
+            for index in result.changed.indices { result.changed[index].entry.localOnly = true }
+        }
         return result.changed.isEmpty ? [] : store.recordLocal(result.changed)
     }
 
@@ -94,10 +113,16 @@ public final class SyncFolder {
     /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
     /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
     public func plan(_ paths: Set<String>? = nil) -> [SyncAction] {
+        guard mode != .sendOnly else { return [] }
+        let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
         for path in (paths ?? store.allPaths()) where includes(path) {
             let remotes = Array(store.remotes(path).values)
-            actions += Planner.plan(local: store.local(path), remotes: remotes, disk: disk.stamp(path)).actions
+            actions +=
+                Planner.plan(
+                    local: store.local(path), remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal
+                )
+                .actions
         }
         return actions.sorted { rank($0) < rank($1) }
     }
@@ -111,6 +136,76 @@ public final class SyncFolder {
         case .fetch, .makeSymlink, .setMetadata, .record: return (3, depth, action.path)
         case .remove: return (4, -depth, action.path)
         }
+    }
+
+    // MARK: Over the others, or back to them
+
+    /// Paths whose change here is kept here only (a receive-only folder), conflict copies aside (they are listed as
+    /// conflicts).
+    public func changedHere() -> [FileEntry] {
+        store.allLocal().map(\.entry).filter { $0.localOnly && !ConflictName.isConflictCopy($0.path) }
+    }
+
+    /// Receive-only: what was changed here goes, the others' versions come back (by the next plan): a file or link
+    /// changed or added here is removed (a folder only when empty), and the path records the others' version with
+    /// nothing of it on disk yet. Returns the paths reverted.
+    @discardableResult
+    public func revert() -> [String] {
+        var reverted: [String] = []
+        for entry in changedHere().sorted(by: {
+            $0.path.split(separator: "/").count > $1.path.split(separator: "/").count
+        }) {
+            let path = entry.path
+            if let now = disk.stamp(path), now.kind != .directory || disk.list(under: path, recursive: false).isEmpty {
+                try? disk.remove(path)
+            }
+            if let global = GlobalVersion.winner(Array(store.remotes(path).values)) {
+                var theirs = global
+                theirs.sequence = 0
+                store.recordLocal([LocalEntry(entry: theirs, stamp: nil)])
+            } else {
+                let (seconds, nanoseconds) = clock()
+                var gone = entry.tombstone(by: me, now: seconds, at: nanoseconds)
+                gone.localOnly = true
+                store.recordLocal([LocalEntry(entry: gone, stamp: nil)])
+            }
+            reverted.append(path)
+        }
+        return reverted
+    }
+
+    /// Paths where the others agree on another version than this device's.
+    public func changedElsewhere() -> [String] {
+        store.allPaths().filter { path in
+            let local = store.local(path)?.entry
+            let global = GlobalVersion.winner(Array(store.remotes(path).values) + (local.map { [$0] } ?? []))
+            return global.map { $0.version != local?.version } ?? false
+        }.sorted()
+    }
+
+    /// Send-only: this device's state is pushed again everywhere: every path where the others agree on another
+    /// version gets a new version of this device's that follows theirs — this device's content, or a deletion where
+    /// it has none. Returns what was recorded (to announce).
+    @discardableResult
+    public func override() -> [FileEntry] {
+        let (seconds, nanoseconds) = clock()
+        var changes: [LocalEntry] = []
+        for path in changedElsewhere() {
+            let remotes = Array(store.remotes(path).values)
+            let theirs = GlobalVersion.winner(remotes)?.version ?? .empty
+            if let local = store.local(path), !local.entry.deleted {
+                var mine = local.entry
+                mine.version = mine.version.merged(with: theirs).updated(by: me, now: seconds)
+                mine.modifiedBy = me
+                changes.append(LocalEntry(entry: mine, stamp: local.stamp))
+            } else if let global = GlobalVersion.winner(remotes), !global.deleted {
+                var gone = global.tombstone(by: me, now: seconds, at: nanoseconds)
+                gone.version = (store.local(path)?.entry.version ?? .empty).merged(with: theirs)
+                    .updated(by: me, now: seconds)
+                changes.append(LocalEntry(entry: gone, stamp: nil))
+            }
+        }
+        return store.recordLocal(changes)
     }
 
     // MARK: Executing
@@ -202,13 +297,17 @@ public final class SyncFolder {
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
         guard Planner.matches(disk.stamp(entry.path), expected) else { return .changedHere }
-        // Still wanted: the global version may have moved on while the content came.
+        // Still wanted: the global version may have moved on while the content came. (A change kept here only is
+        // no candidate: it loses to the others' version.)
+        let keptHere = local?.entry.localOnly == true
         let remotes = Array(store.remotes(entry.path).values)
-        guard let global = GlobalVersion.winner(remotes + (local.map { [$0.entry] } ?? [])),
+        guard let global = GlobalVersion.winner(remotes + (local.map { keptHere ? [] : [$0.entry] } ?? [])),
             global.version == entry.version, !global.deleted
         else { return .notWanted }
         var recorded = try ensureParents(entry.path)
-        if let local, !local.entry.deleted, local.stamp != nil, !entry.version.dominates(local.entry.version) {
+        if let local, !local.entry.deleted, local.stamp != nil,
+            keptHere || !entry.version.dominates(local.entry.version)
+        {
             // A concurrent version of other content here: kept as a copy first.
             recorded += try setAside(local.entry, winner: entry)
         }
@@ -337,11 +436,13 @@ public final class SyncFolder {
         return recorded + leave(loser)
     }
 
-    /// Records that this device's version of a path left it (moved to a conflict copy): a deletion that follows it.
+    /// Records that this device's version of a path left it (moved to a conflict copy): a deletion that follows it
+    /// (in a receive-only folder, one kept here only).
     private func leave(_ loser: FileEntry) -> [FileEntry] {
         let (seconds, nanoseconds) = clock()
-        return store.recordLocal([LocalEntry(entry: loser.tombstone(by: me, now: seconds, at: nanoseconds), stamp: nil)]
-        )
+        var gone = loser.tombstone(by: me, now: seconds, at: nanoseconds)
+        gone.localOnly = receivesOnly
+        return store.recordLocal([LocalEntry(entry: gone, stamp: nil)])
     }
 
     /// Records `entry` (the global version) as this device's, with the disk's stamp of it now.
@@ -351,7 +452,8 @@ public final class SyncFolder {
     private func recordApplied(_ entry: FileEntry) -> [FileEntry] {
         var applied = entry
         applied.sequence = 0
-        if let local = store.local(entry.path)?.entry, !entry.version.dominates(local.version) {
+        applied.localOnly = false
+        if let local = store.local(entry.path)?.entry, !local.localOnly, !entry.version.dominates(local.version) {
             applied.version = entry.version.merged(with: local.version)
         }
         let stamp = entry.deleted ? nil : disk.stamp(entry.path)

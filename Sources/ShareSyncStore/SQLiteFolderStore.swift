@@ -18,7 +18,8 @@ public final class SQLiteFolderStore: FolderStore {
             CREATE TABLE IF NOT EXISTS local (folder TEXT NOT NULL, path TEXT NOT NULL, kind INTEGER NOT NULL,
                 size INTEGER NOT NULL, modified INTEGER NOT NULL, mode INTEGER NOT NULL, digest BLOB, target TEXT,
                 deleted INTEGER NOT NULL, version BLOB NOT NULL, sequence INTEGER NOT NULL,
-                modified_by INTEGER NOT NULL, stamp BLOB, PRIMARY KEY (folder, path)) WITHOUT ROWID;
+                modified_by INTEGER NOT NULL, stamp BLOB, local_only INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (folder, path)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS local_sequence ON local (folder, sequence);
             CREATE INDEX IF NOT EXISTS local_digest ON local (folder, digest) WHERE deleted = 0 AND kind = 0;
             CREATE TABLE IF NOT EXISTS remote (folder TEXT NOT NULL, device INTEGER NOT NULL, path TEXT NOT NULL,
@@ -73,6 +74,13 @@ public final class SQLiteFolderStore: FolderStore {
             modifiedBy: row.unsigned(column + 10))
     }
 
+    /// A row of `entryColumns, stamp, local_only`.
+    private static func localEntry(_ row: Database.Row) -> LocalEntry {
+        var entry = entry(row)
+        entry.localOnly = row.integer(12) != 0
+        return LocalEntry(entry: entry, stamp: stamp(row, 11))
+    }
+
     private static func values(_ entry: FileEntry) -> [SQLValue] {
         [
             .text(entry.path), .integer(Int64(entry.kind.rawValue)), .integer(Int64(bitPattern: entry.size)),
@@ -125,24 +133,28 @@ public final class SQLiteFolderStore: FolderStore {
     public func local(_ path: String) -> LocalEntry? {
         var found: LocalEntry?
         try? database.query(
-            "SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ? AND path = ?", [.text(folder), .text(path)]
+            "SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND path = ?",
+            [.text(folder), .text(path)]
         ) { row in
-            found = LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11))
+            found = Self.localEntry(row)
         }
         return found
     }
 
     public func allLocal() -> [LocalEntry] {
         var all: [LocalEntry] = []
-        try? database.query("SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ?", [.text(folder)]) { row in
-            all.append(LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11)))
+        try? database.query(
+            "SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ?", [.text(folder)]
+        ) { row in
+            all.append(Self.localEntry(row))
         }
         return all
     }
 
     public func stamps() -> [String: DiskStamp?] {
         var all: [String: DiskStamp?] = [:]
-        try? database.query("SELECT path, deleted, stamp FROM local WHERE folder = ?", [.text(folder)]) { row in
+        try? database.query("SELECT path, deleted, stamp, local_only FROM local WHERE folder = ?", [.text(folder)]) {
+            row in
             all[row.text(0)] = row.integer(1) != 0 ? .some(nil) : .some(Self.stamp(row, 2))
         }
         return all
@@ -153,11 +165,11 @@ public final class SQLiteFolderStore: FolderStore {
         var found: LocalEntry?
         try? database.query(
             """
-            SELECT \(Self.entryColumns), stamp FROM local WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
+            SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
                 AND size = ? AND stamp IS NOT NULL ORDER BY path LIMIT 1
             """, [.text(folder), .blob(digest), .integer(Int64(bitPattern: size))]
         ) { row in
-            found = LocalEntry(entry: Self.entry(row), stamp: Self.stamp(row, 11))
+            found = Self.localEntry(row)
         }
         return found
     }
@@ -174,9 +186,12 @@ public final class SQLiteFolderStore: FolderStore {
                     entry.sequence = next
                     try database.query(
                         """
-                        INSERT OR REPLACE INTO local (folder, \(Self.entryColumns), stamp)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """, [.text(folder)] + Self.values(entry) + [Self.stampBytes(item.stamp)])
+                        INSERT OR REPLACE INTO local (folder, \(Self.entryColumns), stamp, local_only)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                        [.text(folder)] + Self.values(entry) + [
+                            Self.stampBytes(item.stamp), .integer(entry.localOnly ? 1 : 0),
+                        ])
                     recorded.append(entry)
                 }
                 try database.query(
@@ -204,7 +219,10 @@ public final class SQLiteFolderStore: FolderStore {
     public func localSince(_ sequence: UInt64, limit: Int) -> [FileEntry] {
         var found: [FileEntry] = []
         try? database.query(
-            "SELECT \(Self.entryColumns) FROM local WHERE folder = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+            """
+            SELECT \(Self.entryColumns) FROM local WHERE folder = ? AND sequence > ? AND local_only = 0
+                ORDER BY sequence LIMIT ?
+            """,
             [.text(folder), .integer(Int64(bitPattern: sequence)), .integer(Int64(limit))]
         ) { found.append(Self.entry($0)) }
         return found

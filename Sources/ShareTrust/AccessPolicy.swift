@@ -25,9 +25,8 @@ public enum Capability: String, CaseIterable, Sendable {
     case revokeDevices = "revoke devices"
     /// Deliver signed trust notices (each is then judged on its own signature).
     case sendNotices = "deliver trust notices"
-    /// Keep a copy of one of its folders current on this device (`share mirror`): files replaced and removed in it.
-    case mirrorInto = "mirror a folder into this device"
-    /// Share folders with this device both ways (`share sync`): offer folders, exchange indexes, pull files.
+    /// Share folders with this device (`share sync`, and `share mirror`, a send-only folder): offer folders,
+    /// exchange indexes, pull files.
     case syncFolders = "share folders with this device"
 }
 
@@ -104,11 +103,6 @@ public enum AccessPolicy {
                 )
         case .lookUpByName:
             return team ? .allowed : .refused(notForwarded(localName))
-        case .mirrorInto:
-            return team
-                ? .allowed
-                : .refused(
-                    "\(localName) keeps mirrored folders only from its owner's devices (trust this one with --team)")
         case .syncFolders:
             return team && !peer.watch
                 ? .allowed

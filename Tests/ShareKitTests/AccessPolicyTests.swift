@@ -31,11 +31,11 @@ import Testing
         .group: [.ping, .sendToInbox, .sendNotices],
         .team: [
             .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .lookUpByName, .sendForwarded,
-            .mirrorInto, .syncFolders,
+            .syncFolders,
         ],
         .watch: [
             .ping, .sendToInbox, .sendNotices, .revokeDevices, .pasteClipboard, .attachAsWatch, .lookUpByName,
-            .sendForwarded, .mirrorInto,
+            .sendForwarded,
         ],
     ]
 

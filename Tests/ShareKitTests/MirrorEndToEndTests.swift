@@ -2,7 +2,8 @@ import Foundation
 import Testing
 
 extension EndToEnd {
-    /// `share mirror`: the laptop's agent keeps a copy of a folder current in the desk agent's inbox.
+    /// `share mirror`: a send-only shared folder; the desk's agent keeps its copy current in its inbox for the laptop
+    /// (receive-only: what is changed there is put back).
     @Suite(.serialized) struct MirrorEndToEndTests {
         /// Two devices; the laptop knows the desk at `deskPort`.
         func devices(deskPort: Int, deskTrustsLaptopAs flags: [String] = ["--team"]) throws -> (TestDevice, TestDevice)
@@ -48,7 +49,7 @@ extension EndToEnd {
             try Data("notes\n".utf8).write(to: folder.appendingPathComponent("notes.txt"))
             let started = laptop.run(["mirror", folder.path, "--to", "desk", "--wait", "60"], timeout: 90)
             #expect(started.status == 0, "\(started.stderr)")
-            #expect(started.stderr.contains("the copy on desk is current"))
+            #expect(started.stderr.contains("the copy on desk is current"), "\(started.stderr)")
             let copy = inbox.appendingPathComponent("laptop/thesis")
             #expect(same(folder, copy))
             // Changed, renamed, added in a new folder, removed: the watcher sends each burst on its own.
@@ -63,12 +64,12 @@ extension EndToEnd {
             try makeFile(folder.appendingPathComponent("figures/plot.png"), size: 50_000)
             #expect(waitUntil(timeout: 30) { same(folder, copy) }, "the copy did not follow the folder")
             #expect(!FileManager.default.fileExists(atPath: copy.appendingPathComponent("notes.txt").path))
-            let jobs = laptop.run(["jobs"])
-            #expect(jobs.stdout.contains("mirroring  mirror of \(folder.path)"), "\(jobs.stdout)")
-            // A file changed on the desk is kept aside when the laptop's version replaces it.
+            let listed = laptop.run(["sync"])
+            #expect(listed.stdout.contains("thesis (") && listed.stdout.contains("send-only"), "\(listed.stdout)")
+            // A file changed on the desk is put back, the desk's edit kept aside; one removed there comes back.
             try Data("desk's edit\n".utf8).write(to: copy.appendingPathComponent("todo.txt"))
-            try Data("laptop's edit\n".utf8).write(to: folder.appendingPathComponent("todo.txt"))
-            #expect(waitUntil(timeout: 30) { same(folder, copy) })
+            try FileManager.default.removeItem(at: copy.appendingPathComponent("figures/plot.png"))
+            #expect(waitUntil(timeout: 30) { same(folder, copy) }, "the copy was not put back")
             let kept = try FileManager.default.contentsOfDirectory(atPath: copy.path).filter {
                 $0.hasPrefix("todo.sync-conflict-") && $0.hasSuffix(".txt")
             }
@@ -76,12 +77,19 @@ extension EndToEnd {
             if let name = kept.first {
                 #expect(try String(contentsOf: copy.appendingPathComponent(name), encoding: .utf8) == "desk's edit\n")
             }
-            // Cancelled, it stops: later changes stay on the laptop.
-            let id = try #require(jobs.stdout.split(separator: " ").first.map(String.init))
-            #expect(laptop.run(["cancel", id]).status == 0)
+            // Nothing changed on the copy comes back to the laptop.
+            #expect(
+                !(try FileManager.default.contentsOfDirectory(atPath: folder.path)).contains { $0.contains("conflict") }
+            )
+            // Removed, it stops: later changes stay on the laptop.
+            let id = try #require(
+                listed.stdout.split(separator: "(").dropFirst().first?.split(separator: ")").first.map(String.init))
+            #expect(laptop.run(["sync", "remove", id]).status == 0)
             try Data("after\n".utf8).write(to: folder.appendingPathComponent("after.txt"))
-            Thread.sleep(forTimeInterval: 3)
-            #expect(!FileManager.default.fileExists(atPath: copy.appendingPathComponent("after.txt").path))
+            #expect(
+                !waitUntil(timeout: 3) {
+                    FileManager.default.fileExists(atPath: copy.appendingPathComponent("after.txt").path)
+                })
         }
 
         /// The desk is away while the folder changes: when its agent is back, the copy catches up.
@@ -103,7 +111,7 @@ extension EndToEnd {
             #expect(waitUntil(timeout: 60) { same(folder, copy) }, "the copy did not catch up")
         }
 
-        /// A device that is not one of the owner's may not keep a mirror: the job ends refused, saying why.
+        /// A device that is not one of the owner's may not keep a mirror: it refuses, and the laptop says why.
         @Test func onlyTheOwnersDevicesKeepMirrors() throws {
             let deskPort = freePort()
             let (laptop, desk) = try devices(deskPort: deskPort, deskTrustsLaptopAs: [])
@@ -114,10 +122,10 @@ extension EndToEnd {
             defer { agent.stop() }
             let folder = try laptop.folder("work")
             try Data("x".utf8).write(to: folder.appendingPathComponent("x.txt"))
-            let started = laptop.run(["mirror", folder.path, "--to", "desk", "--wait", "60"], timeout: 90)
+            let started = laptop.run(["mirror", folder.path, "--to", "desk", "--wait", "15"], timeout: 90)
             #expect(started.status != 0)
             #expect(
-                started.stderr.contains("keeps mirrored folders only from its owner's devices"), "\(started.stderr)")
+                started.stderr.contains("shares folders only with its owner's devices"), "\(started.stderr)")
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("laptop/work").path))
         }
     }

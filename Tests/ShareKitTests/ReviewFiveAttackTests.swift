@@ -46,30 +46,31 @@ extension EndToEndAgents {
             return result
         }
 
-        /// Hole 1: `share receive` run in a home folder. A team device's mirrored folder named `.ssh` or `.config`
-        /// replaces nothing, plants nothing, and reads no basis there: a one-off receive keeps no mirrored folder.
+        /// Hole 1: `share receive` run in a home folder. A team device's items naming a mirrored folder `.ssh` or
+        /// `.config` replace nothing, plant nothing, and read no basis there: mirrored folders are shared folders
+        /// now, which land only where their person accepted them (or, for a mirror, the agent's inbox for that
+        /// device); an item's folder is no part of a send, which saves its file under its own name.
         @Test func aMirroredFolderNeverLandsInTheFolderAOneOffReceiveRunsIn() throws {
             let desk = try TestDevice("desk")
             let hostile = try TestDevice("hostile")
             desk.trust(hostile, flags: ["--team"])
             let home = try home(in: desk)
-            let before = snapshot(home)
+            let before = snapshot(home).filter { $0.key.hasPrefix(".") }
             for attack in [
                 ["mirror", ".ssh", "authorized_keys", "64"], ["mirror", ".config", "autostart/x.desktop", "64"],
-                ["mirror", ".config", "secrets.db", "\(32 << 10)"], ["mirror", "notes", "plan.txt", "64"],
+                ["mirror", ".config", "secrets.db", "\(32 << 10)"],
             ] {
                 let (receiver, port) = try desk.startReceive(["--quiet"], into: home)
                 defer { receiver.stop() }
                 let report = send(hostile, port, attack)
                 #expect(report.contains("no-basis") && !report.contains("sums"), "\(attack): \(report)")
-                #expect(!report.contains("saved"), "\(attack): \(report)")
                 _ = receiver.wait(timeout: 30)
             }
-            #expect(snapshot(home) == before, "the home folder changed")
+            #expect(snapshot(home).filter { $0.key.hasPrefix(".") } == before, "a hidden folder changed")
         }
 
-        /// Hole 1 under the agent: its inbox for the device is the one place a mirrored folder may land; a name
-        /// beginning with a dot is refused there too, and a file the mirror did not write is no basis.
+        /// Hole 1 under the agent: nothing an item names reaches into a folder of the inbox, and a file the sender
+        /// did not deliver is no basis; a mirror of a folder named `.ssh` lands as `ssh` in the inbox for the device.
         @Test func underTheAgentAMirrorTakesNoDotFolderAndReadsOnlyWhatItWrote() throws {
             let desk = try TestDevice("desk")
             let hostile = try TestDevice("hostile")
@@ -78,25 +79,31 @@ extension EndToEndAgents {
             let placed = inbox.appendingPathComponent("hostile/docs")
             try FileManager.default.createDirectory(at: placed, withIntermediateDirectories: true)
             try randomData(32 << 10).write(to: placed.appendingPathComponent("notes.db"))
+            let owned = try Data(contentsOf: placed.appendingPathComponent("notes.db"))
             let (agent, port) = try desk.startAgent(["--inbox", inbox.path, "--no-discovery"])
             defer { agent.stop() }
-            let dotted = send(hostile, port, ["mirror", ".config", "autostart/x.desktop", "64"])
-            #expect(dotted.contains("refused") || dotted.contains("error"), "\(dotted)")
+            _ = send(hostile, port, ["mirror", ".config", "autostart/x.desktop", "64"])
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("hostile/.config").path))
-            // The user's own file in the same folder: no basis, no sums, and it is kept aside rather than replaced.
-            let owned = try Data(contentsOf: placed.appendingPathComponent("notes.db"))
+            // The user's own file in a folder of the inbox: no basis, no sums, untouched.
             let probe = send(hostile, port, ["mirror", "docs", "notes.db", "\(32 << 10)"])
             #expect(probe.contains("no-basis") && !probe.contains("sums"), "\(probe)")
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: placed.path)) ?? []
-            #expect(
-                names.contains { name in
-                    name.hasPrefix("notes.sync-conflict-")
-                        && (try? Data(contentsOf: placed.appendingPathComponent(name))) == owned
-                }, "the user's file was not kept: \(names)")
-            // What the mirror wrote itself is its basis (the fixture sees one when there is one).
+            #expect((try? Data(contentsOf: placed.appendingPathComponent("notes.db"))) == owned)
+            // What the sender delivered itself is its basis (the fixture sees one when there is one).
             #expect(send(hostile, port, ["mirror", "docs", "own.db", "\(32 << 10)"]).contains("saved"))
             let again = send(hostile, port, ["mirror", "docs", "own.db", "\(32 << 10 + 1)"])
             #expect(again.contains("basis") && again.contains("sums 128"), "\(again)")
+            // A mirrored folder named `.ssh` (a real one) lands in the inbox for the device, without its dot.
+            hostile.trust(desk, address: "127.0.0.1:\(port)", flags: ["--team"])
+            let (hostileAgent, _) = try hostile.startAgent(["--no-discovery"])
+            defer { hostileAgent.stop() }
+            let dotted = try hostile.folder(".ssh")
+            try Data("ssh-ed25519 AAAA the-attacker\n".utf8).write(to: dotted.appendingPathComponent("authorized_keys"))
+            let mirrored = hostile.run(["mirror", dotted.path, "--to", "desk", "--wait", "30"], timeout: 60)
+            #expect(mirrored.status == 0, "\(mirrored.stderr)")
+            #expect(
+                FileManager.default.fileExists(atPath: inbox.appendingPathComponent("hostile/ssh/authorized_keys").path)
+            )
+            #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("hostile/.ssh").path))
         }
 
         /// Hole 2: a friend's re-send of a name finds a basis only while the file is still what was delivered.

@@ -27,6 +27,14 @@ final class SyncDevices {
 
     subscript(_ index: Int) -> TestDevice { devices[index] }
 
+    /// What every running agent said (for a failure's message).
+    var logs: String {
+        zip(devices, agents).map { device, agent in
+            "== \(device.name)\n"
+                + (agent?.stderr.text.split(separator: "\n").suffix(40).joined(separator: "\n") ?? "off")
+        }.joined(separator: "\n")
+    }
+
     @discardableResult
     func start(_ index: Int) throws -> BackgroundShare {
         let (agent, _) = try devices[index].startAgent(
@@ -107,7 +115,8 @@ func treeOf(_ root: URL, skippingConflicts: Bool = false) -> [String: String] {
         case .typeSymbolicLink?: out[path] = "link " + ((try? manager.destinationOfSymbolicLink(atPath: full)) ?? "")
         default:
             let data = manager.contents(atPath: full) ?? Data()
-            out[path] = data.count > 64 ? "\(data.count) bytes \(data.hashValue)" : String(decoding: data, as: UTF8.self)
+            out[path] =
+                data.count > 64 ? "\(data.count) bytes \(data.hashValue)" : String(decoding: data, as: UTF8.self)
         }
     }
     return out
@@ -146,7 +155,7 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) {
                     treeOf(folders[0])["idea.txt"] == "from the phone\n"
                         && treeOf(folders[0])["notes.txt"] == "second draft from the desk\n"
-                }, "\(treeOf(folders[0]))")
+                }, "\(treeOf(folders[0]))\n\(devices.logs)")
             try FileManager.default.moveItem(
                 at: folders[0].appendingPathComponent("chapters/one.bin"),
                 to: folders[0].appendingPathComponent("chapters/first.bin"))
@@ -215,7 +224,8 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) {
                     !FileManager.default.fileExists(atPath: folders[1].appendingPathComponent("notes.txt").path)
                 }, "the desk kept notes.txt")
-            try Data("edited while the laptop deleted it\n".utf8).write(to: folders[2].appendingPathComponent("notes.txt"))
+            try Data("edited while the laptop deleted it\n".utf8).write(
+                to: folders[2].appendingPathComponent("notes.txt"))
             try devices.start(2)
             #expect(
                 waitUntil(timeout: 60) {

@@ -385,25 +385,3 @@ import Testing
         #expect(sink.items.isEmpty)
     }
 }
-
-extension DeltaTests {
-    /// A mirrored folder's paths stay inside the copy: no empty part, `.`, `..`, NUL or absolute path.
-    @Test func mirrorPathsStayInsideTheCopy() {
-        for good in ["a.txt", "chapters/one.tex", "a b/c d.txt", ".hidden/x"] {
-            #expect(MirrorEntry.components(good) != nil, "\(good)")
-            #expect((try? MirrorEntry(folder: "thesis", path: good).validate(item: "x")) != nil)
-        }
-        for bad in [
-            "", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b", "a/", "x\u{0}y",
-            String(repeating: "a", count: 300),
-        ] {
-            #expect(MirrorEntry.components(bad) == nil, "\(bad)")
-            #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "thesis", path: bad).validate(item: "x") }
-        }
-        // Nor a folder the receiver keeps its own state in (its partials): the copy would overwrite them.
-        for folder in ["", "..", ".", "a/b", ".share-partial", ".share-anything"] {
-            #expect(throws: ProtocolError.self) { try MirrorEntry(folder: folder, path: "x").validate(item: "x") }
-        }
-        #expect(throws: ProtocolError.self) { try MirrorEntry(folder: "t", path: "x", was: "../y").validate(item: "x") }
-    }
-}

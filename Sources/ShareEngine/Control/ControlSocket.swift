@@ -39,10 +39,14 @@ package enum ControlRequest: Codable, Sendable {
     case folderDecline(id: String)
     /// Stops sharing a folder here (its files stay).
     case folderRemove(id: String)
+    /// Receive-only: brings the others' versions back over what was changed here.
+    case folderRevert(id: String)
+    /// Send-only: pushes this device's state again everywhere.
+    case folderOverride(id: String)
 
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
-        case folderDecline, folderRemove
+        case folderDecline, folderRemove, folderRevert, folderOverride
     }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path }
@@ -69,6 +73,8 @@ package enum ControlRequest: Codable, Sendable {
                 path: try container.decodeIfPresent(String.self, forKey: .path))
         case .folderDecline: self = .folderDecline(id: try container.decode(String.self, forKey: .id))
         case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
+        case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
+        case .folderOverride: self = .folderOverride(id: try container.decode(String.self, forKey: .id))
         }
     }
 
@@ -111,6 +117,12 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(id, forKey: .id)
         case .folderRemove(let id):
             try container.encode(Operation.folderRemove, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .folderRevert(let id):
+            try container.encode(Operation.folderRevert, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .folderOverride(let id):
+            try container.encode(Operation.folderOverride, forKey: .op)
             try container.encode(id, forKey: .id)
         }
     }

@@ -77,12 +77,16 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var inStep: Bool
         /// When it last was (nil: never seen in step).
         package var lastInStep: Date?
-        package init(id: String, name: String, connected: Bool, inStep: Bool, lastInStep: Date?) {
+        /// Why no link to it is open, when one failed (it refused, or cannot be reached).
+        package var reason: String?
+        package init(id: String, name: String, connected: Bool, inStep: Bool, lastInStep: Date?, reason: String? = nil)
+        {
             self.id = id
             self.name = name
             self.connected = connected
             self.inStep = inStep
             self.lastInStep = lastInStep
+            self.reason = reason
         }
     }
 

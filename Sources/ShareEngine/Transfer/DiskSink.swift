@@ -23,10 +23,6 @@ final class DiskSink: ItemSink {
     var report = ReceiveReport()
     /// Catalog imports from concurrent sessions (an agent) happen one at a time.
     static let catalogLock = NSLock()
-    /// The copies of mirrored folders this session updates, by folder name.
-    private var mirrors: [String: MirrorCopy] = [:]
-    /// Updates of one mirrored copy from concurrent sessions happen one at a time.
-    static let mirrorLock = NSLock()
 
     init(options: ReceiveOptions, store: PartialStore, sender: DeviceID, peerName: String, progress: ProgressReporter) {
         self.options = options
@@ -87,15 +83,6 @@ final class DiskSink: ItemSink {
         guard let versions = options.versions, options.keptFor == nil, let size = representation.size,
             size >= Delta.minimumSize
         else { return nil }
-        if let mirror = item.mirror {
-            // A file of a mirrored folder: its version in the copy (or where it was before a rename).
-            guard let path = mirror.path, let copy = try? mirrorCopy(mirror.folder),
-                let (directory, leaf, info) = copy.basis(path: path, was: mirror.was),
-                var index = versions.index(target: directory, name: leaf, info: info, hasher: hasher)
-            else { return nil }
-            index.item = item.id
-            return ItemBasis(index: index) { try versions.open(target: directory, name: leaf, info: info) }
-        }
         if Self.isArchive(representation) {
             // A folder: the one this sender delivered last under the same name, as a tar stream.
             let name = FileNamesOnDisk.sanitize(representation.suggestedFileName ?? item.label, fallback: "folder")
@@ -129,54 +116,6 @@ final class DiskSink: ItemSink {
         return ItemBasis(index: index) { try versions.open(target: folder, name: placed, info: info) }
     }
 
-    /// The copy of the mirrored folder `folder` in the target folder.
-    private func mirrorCopy(_ folder: String) throws -> MirrorCopy {
-        if let copy = mirrors[folder] { return copy }
-        guard let versions = options.versions else {
-            throw ProtocolError(.refused, "this receiver does not keep mirrored folders")
-        }
-        let copy = try MirrorCopy(target: store.folder, folder: folder, sender: sender, versions: versions)
-        mirrors[folder] = copy
-        return copy
-    }
-
-    /// A file of a mirrored folder replaces its earlier version in the copy; the list of removed files removes
-    /// them. What was changed here is moved aside, never lost.
-    private func completeMirrored(
-        _ partial: ReceivedBytes, item: OfferItem, mirror: MirrorEntry, done: Done
-    ) throws -> Ack {
-        try Self.mirrorLock.withLock {
-            let copy = try mirrorCopy(mirror.folder)
-            let before = copy.conflicts.count
-            if let path = mirror.path {
-                try partial.finish(size: done.size, durable: options.durable)
-                try copy.place(partial, path: path, mode: 0o644)
-                progress.note(
-                    "mirrored \(mirror.folder)/\(path)", event: "mirrored",
-                    fields: ["folder": mirror.folder, "path": path])
-            } else {
-                try partial.finish(size: done.size, durable: options.durable)
-                let bytes = try partial.contents(limit: 64 << 20)
-                partial.discard()
-                guard let paths = try? JSONDecoder().decode([String].self, from: Data(bytes)),
-                    paths.allSatisfy({ MirrorEntry.components($0) != nil })
-                else {
-                    throw ProtocolError(.badMessage, "the list of files removed from \(mirror.folder) is not valid")
-                }
-                let removed = copy.remove(paths)
-                progress.note(
-                    "removed \(removed) file(s) from the mirrored \(mirror.folder)", event: "mirror-removed",
-                    fields: ["folder": mirror.folder, "removed": removed])
-            }
-            for conflict in copy.conflicts[before...] {
-                progress.note(
-                    "\(mirror.folder)/\(conflict): changed here since the last update, kept aside",
-                    event: "conflict", fields: ["folder": mirror.folder, "path": conflict])
-            }
-            return Ack(item: item.id, outcome: "mirrored", savedAs: mirror.path)
-        }
-    }
-
     /// The name a file item is saved under (or its first free variant).
     private func savedName(item: OfferItem, chosen: OfferedRepresentation, fileName: String?) -> String {
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
@@ -195,9 +134,6 @@ final class DiskSink: ItemSink {
     fileprivate func complete(_ partial: ReceivedBytes, item: OfferItem, chosen: OfferedRepresentation, done: Done)
         throws -> Ack
     {
-        if let mirror = item.mirror, options.keptFor == nil, options.handOver == nil {
-            return try completeMirrored(partial, item: item, mirror: mirror, done: done)
-        }
         try partial.finish(size: done.size, durable: options.durable)
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if options.keptFor != nil || options.handOver != nil {

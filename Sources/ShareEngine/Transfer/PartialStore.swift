@@ -190,7 +190,7 @@ protocol ReceivedBytes: AnyObject {
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
     func place(as name: String, mode: mode_t) throws -> String
-    /// Moves the verified file to `leaf` in `directory`, replacing what is there (a mirrored folder's copy).
+    /// Moves the verified file to `leaf` in `directory`, replacing what is there (a shared folder's file).
     func place(into directory: Directory, as leaf: String, mode: mode_t) throws
     func discard()
     func suspend()

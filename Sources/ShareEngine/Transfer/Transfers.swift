@@ -26,10 +26,7 @@ package struct SendReport: Sendable {
     package var seconds: Double = 0
     /// How the session went: `direct`, or `via relay HOST`.
     package var route: SessionRoute = .direct
-    /// A mirror job's attempt that sent one batch of several: the next batch follows at once.
-    package var more = false
-
-    /// Nothing sent (a mirror with nothing changed).
+    /// Nothing sent.
     package init() {}
 
     /// A send to a LocalSend device, as the outbox records it.
@@ -193,13 +190,6 @@ package final class SendSession: Sendable {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
         }
-        if items.contains(where: { $0.mirror != nil }),
-            !(session.peerHello.features ?? []).contains(MirrorEntry.feature)
-        {
-            throw ProtocolError(
-                .refused,
-                "\(peerName) does not keep mirrored folders: only its agent does (share agent there, or update share)")
-        }
         let start = ContinuousClock.now
         let decodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
         let driver = SenderDriver(
@@ -245,9 +235,6 @@ package struct ReceiveOptions: Sendable {
     package var handOver: (@Sendable (ReceivedItem) -> Void)?
     /// Mode of the target folder when it has to be created.
     package var folderMode: mode_t = 0o755
-    /// Whether mirrored folders may land here: only an agent's inbox for the sending device, a place set up for
-    /// them (never the folder a one-off `share receive` runs in).
-    package var keepsMirrors = false
     /// Where the files delivered are remembered (which sender's item became which file, and its index), so that a
     /// later version of one arrives as a delta against it; nil: every item arrives whole.
     package var versions: Versions?
@@ -328,12 +315,9 @@ package final class ReceiveSession: Sendable {
         _ = (UTType.shareProfile, UTType.shareProfilesArchive)
     }
 
-    /// The hello this receiver answers with: its name and accept list, and whether it keeps mirrored folders (only
-    /// an agent does, in its inbox).
-    package static func hello(name: String, accept: AcceptList, keepsMirrors: Bool = false) -> Hello {
-        Hello(
-            name: name, role: .cli, accept: accept, compression: ["zstd"],
-            features: keepsMirrors ? [Delta.feature, MirrorEntry.feature] : [Delta.feature])
+    /// The hello this receiver answers with: its name and accept list.
+    package static func hello(name: String, accept: AcceptList) -> Hello {
+        Hello(name: name, role: .cli, accept: accept, compression: ["zstd"], features: [Delta.feature])
     }
 
     /// Serves one session. `first` is a frame already read from it (the agent reads one to tell a ping from an
@@ -347,21 +331,9 @@ package final class ReceiveSession: Sendable {
         defer { store.removeIfEmpty() }
         // An item passed on for another device names its origin; only the owner's own devices are believed.
         let forwarded = AccessPolicy.decide(.sendForwarded, peer: peer, localName: "this device")
-        let mirrorInto = AccessPolicy.decide(.mirrorInto, peer: peer, localName: "this device")
         let policy = ReceiverMachine.Policy(
             maxItemSize: options.maxSize, freeSpace: store.folder.freeSpace,
             refuse: { [options] item in
-                if item.mirror != nil {
-                    // A mirrored folder's files replace and remove files: only where the policy lets this device,
-                    // and only into a place set up for them (an agent's inbox for the device), never into whatever
-                    // folder a one-off receive runs in, a program's or a watch's spool.
-                    guard options.keepsMirrors, options.versions != nil, options.handOver == nil,
-                        options.keptFor == nil
-                    else {
-                        return "this receiver does not keep mirrored folders: a mirror goes to the device's agent"
-                    }
-                    if case .refused(let reason) = mirrorInto { return reason }
-                }
                 guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
                 return reason
             },
