@@ -341,9 +341,9 @@ copy="$WORK/inbox/sender/mirrored/saved.bin"
 for _ in $(seq 600); do cmp -s "$WORK/saved.bin" "$copy" 2> /dev/null && break; sleep 0.02; done
 cmp -s "$WORK/saved.bin" "$copy" || { echo "the mirrored file did not arrive" >&2; exit 1; }
 echo "mirror: a 4 MiB file saved is complete on the other side after $(echo "$(date +%s.%N) - $start" | bc) s"
-# Idle: once the job says the copy is current and a few seconds have passed, nothing changes for 20 s (a tenth of it in
-# the smoke pass).
-for _ in $(seq 600); do "${SEND[@]}" $BIN jobs --config "$S" | grep -q "  mirroring  " && break; sleep 0.1; done
+# Idle: once the folder says the copy is in step and a few seconds have passed, nothing changes for 20 s (a tenth of
+# it in the smoke pass).
+for _ in $(seq 600); do "${SEND[@]}" $BIN sync --config "$S" | grep -q "receiver: connected, in step" && break; sleep 0.1; done
 idle=20; [ -n "${SHARE_SMOKE:-}" ] && idle=2
 sleep $((idle / 4))
 before=$(awk '{print $14 + $15}' "/proc/$SAGENT/stat")

@@ -16,6 +16,7 @@ extension EndToEndAgents {
         /// The capabilities, as columns.
         enum Capability: String, CaseIterable {
             case ping, sendToInbox, pasteClipboard, attachAsWatch, sendToAWatch, sendFromAWatch, deliverForwarded
+            case shareFolders
         }
 
         /// docs/SECURITY.md, as data: who may do what.
@@ -23,7 +24,7 @@ extension EndToEndAgents {
             .untrusted: [],
             .trusted: [.ping, .sendToInbox],
             .group: [.ping, .sendToInbox],
-            .team: [.ping, .sendToInbox, .pasteClipboard, .sendToAWatch, .deliverForwarded],
+            .team: [.ping, .sendToInbox, .pasteClipboard, .sendToAWatch, .deliverForwarded, .shareFolders],
             .watch: [.ping, .sendToInbox, .pasteClipboard, .attachAsWatch, .sendFromAWatch, .deliverForwarded],
         ]
 
@@ -92,14 +93,9 @@ extension EndToEndAgents {
                 let result = device.run(["paste", "--from", "phone"])
                 return result.status == 0 && result.stdout.contains("the door code")
             case .attachAsWatch:
-                let output = runTool(
-                    "/usr/bin/python3",
-                    [
-                        Self.attacker.path, "\(port)", device.config.appendingPathComponent("cert.pem").path,
-                        device.config.appendingPathComponent("key.pem").path, "attach-as-watch",
-                    ]
-                ).output
-                return output.contains("attached")
+                return attack("attach-as-watch", device: device, port: port).contains("attached")
+            case .shareFolders:
+                return attack("share-folders", device: device, port: port).contains("linked")
             case .sendToAWatch:
                 return device.run(["send", "--direct", "--via", "phone", "--to", "my-watch", "--text", "x"]).status == 0
             case .sendFromAWatch:
@@ -107,6 +103,17 @@ extension EndToEndAgents {
             case .deliverForwarded:
                 return false
             }
+        }
+
+        /// What the phone answered `scenario` of Fixtures/attacker.py, run as `device`.
+        func attack(_ scenario: String, device: TestDevice, port: Int) -> String {
+            runTool(
+                "/usr/bin/python3",
+                [
+                    Self.attacker.path, "\(port)", device.config.appendingPathComponent("cert.pem").path,
+                    device.config.appendingPathComponent("key.pem").path, scenario,
+                ]
+            ).output
         }
 
         /// A receiver that trusts the phone with `relation` is sent a watch's item through the phone (which trusts the

@@ -117,7 +117,20 @@ def tar_entry(path, kind, target=""):
     return info, None
 
 
-if scenario == "attach-as-watch":
+if scenario == "share-folders":
+    # Opens a folder link (as an agent) and announces a folder: answered with the agent's own folder hello, or refused.
+    s = Session(role="agent", name="folders")
+    folder = {"id": "policy-check", "label": "notes", "type": "send-receive", "devices": [], "indexID": "1",
+              "sequence": 0, "heldIndexID": "", "heldSequence": 0}
+    s.message(0x30, {"folders": [folder]})
+    kind, body = s.receive()
+    if kind == 0x30:
+        print("linked")
+    elif kind == 0x02:
+        report(kind, json.loads(body))
+    else:
+        print("closed")
+elif scenario == "attach-as-watch":
     # C1 (a), M1: any trusted device registering as a watch. Welcomed with a ping, or held for two seconds without an
     # error: attached.
     s = Session(role="watch", accept=["public.item"])
