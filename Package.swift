@@ -147,7 +147,7 @@ let package = Package(
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach",
                 "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
-                "ShareLocalSend", "ShareWeb",
+                "ShareLocalSend", "ShareWeb", "ShareFolders",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

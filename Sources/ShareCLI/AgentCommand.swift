@@ -12,6 +12,7 @@ import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent
+import ShareFolders
 
 struct AgentCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,7 +20,8 @@ struct AgentCommand: ParsableCommand {
         abstract: "Run this device's agent: receive from trusted devices into the inbox until stopped.",
         discussion: helpPage(
             "Items from a trusted device land in INBOX/<device name>/, moved into place only once verified; text and URLs are kept in the inbox history (see: share inbox). Profiles are imported into the catalog. The agent also delivers this device's queued sends (share send while it runs), serves paste requests of your own devices, and keeps the link your watch opens.",
-            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays, localsend, wormhole, web); the options override them.",
+            "Its port is chosen once and saved in agent.json, so devices that paired with this one keep reaching it after a restart. Settings come from agent.json (listen, port, inbox, accept, maxSize, idleTimeout, discovery, discoveryPort, lowPriority, giveUpAfter, discoveryServers, relays, localsend, wormhole, web, folders); the options override them.",
+            "Shared folders (share sync): a folder another of your devices shares with this one is offered (share sync accept), or accepted at once when agent.json's \"folders\": {\"autoAccept\": [DEVICE…]} names that device, into \"path\" (default: the inbox for that device).",
             "LocalSend: with --localsend (or a \"localsend\" object in agent.json: port, multicastPort, interface, peers, pin, answerTimeout) the agent speaks LocalSend too. Phones and computers running LocalSend see it and send to it: each upload waits in share pending unless the device is trusted with share trust add --localsend FINGERPRINT --no-ask, and lands in INBOX/<its name> (LocalSend <fingerprint>)/. share peers lists the LocalSend devices seen, and share send --to NAME reaches them. The PIN comes from agent.json or SHARE_LOCALSEND_PIN.",
             "Beyond the LAN: with discovery servers configured (share servers add https://HOST:PORT/?id=ID) the agent announces its port there, and with a relay (share servers add relay://HOST:PORT/?id=ID) it stays joined to it and takes relayed sessions exactly like direct ones. With none, nothing leaves the local network.",
             examples: [
@@ -207,7 +209,7 @@ struct AgentCommand: ParsableCommand {
                         lifetimes.giveUpAfter = limit
                     }
                     return lifetimes
-                }(), reach: reach, localSend: localSendSettings(config))
+                }(), reach: reach, localSend: localSendSettings(config), folders: config.folders ?? FolderAcceptance())
             tell("share agent: \(local.name) (\(local.id)), inbox \(folder.path), listening on port \(agent.port)")
             if let part = agent.localSend {
                 tell("share agent: LocalSend on port \(part.port), fingerprint \(part.fingerprint)")
@@ -281,7 +283,8 @@ struct LocalSendConfig: Codable {
 ///       "maxSize": "4G", "idleTimeout": 300, "discovery": true, "discoveryPort": 21847, "lowPriority": true,
 ///       "giveUpAfter": "7d", "discoveryServers": ["https://203.0.113.10:8443/?id=…"],
 ///       "relays": ["relay://203.0.113.10:22067/?id=…"], "localsend": {"port": 53317, "pin": "4711"},
-///       "wormhole": {"server": "ws://HOST:PORT/v1", "relay": "tcp:HOST:PORT"} }
+///       "wormhole": {"server": "ws://HOST:PORT/v1", "relay": "tcp:HOST:PORT"},
+///       "folders": {"autoAccept": ["desk"], "path": "/home/me/Sync"} }
 struct AgentConfig: Codable {
     var listen: String?
     var port: Int?
@@ -300,6 +303,8 @@ struct AgentConfig: Codable {
     var wormhole: [String: String]?
     /// The page (as `--web`): on when the object is there and not `"enabled": false`.
     var web: WebConfig?
+    /// Shared folders: whose offers are accepted without asking, and where accepted folders go.
+    var folders: FolderAcceptance?
 
     struct WebConfig: Codable {
         var enabled: Bool?
@@ -318,6 +323,7 @@ struct AgentConfig: Codable {
             "an object (enabled, port, listen, multicastPort, interface, peers, pin, answerTimeout)",
         "wormhole": "an object (server, relay)",
         "web": "an object (enabled, port)",
+        "folders": "an object (autoAccept: a list of device names or IDs, path: a folder)",
     ]
 
     static func load(_ file: URL) throws -> AgentConfig {

@@ -272,6 +272,34 @@ extension EndToEndAgents {
             #expect(treeOf(intoTwo)["plan.txt"] == "plan two\n")
         }
 
+        /// agent.json's `folders` names the devices whose folders are taken without asking, and where they go: two
+        /// folders of one name land side by side, each its own.
+        @Test func foldersOfADeviceNamedInAgentJSONAreAcceptedWithoutAsking() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let place = devices[1].directory.appendingPathComponent("Sync")
+            let settings = devices[1].config.appendingPathComponent("agent.json")
+            var object =
+                (try? JSONSerialization.jsonObject(with: Data(contentsOf: settings))) as? [String: Any] ?? [:]
+            object["folders"] = ["autoAccept": ["laptop"], "path": place.path]
+            try JSONSerialization.data(withJSONObject: object).write(to: settings)
+            devices.stop(1)
+            try devices.start(1)
+            let one = try devices[0].folder("w1/docs")
+            let two = try devices[0].folder("w2/docs")
+            try Data("plan one\n".utf8).write(to: one.appendingPathComponent("plan.txt"))
+            try Data("plan two\n".utf8).write(to: two.appendingPathComponent("plan.txt"))
+            _ = try devices.share(0, one, with: [1])
+            _ = try devices.share(0, two, with: [1])
+            #expect(
+                waitUntil(timeout: 60) {
+                    let plans = ["docs", "docs (2)"].map {
+                        treeOf(place.appendingPathComponent($0))["plan.txt"] ?? ""
+                    }
+                    return Set(plans) == ["plan one\n", "plan two\n"]
+                }, "\(treeOf(place))\n\(devices.logs)")
+            #expect(devices.listing(1).offers.isEmpty && devices.listing(1).folders.count == 2)
+        }
+
         @Test func aFolderSentThenSyncedHoldsNoDuplicates() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let folder = try devices[0].folder("photos")
