@@ -1,9 +1,9 @@
 /*
  * linkshaper: one emulated link between two network namespaces, for benchmarks on a kernel without netem.
  *
- *   linkshaper NS_A NS_B DELAY_US
+ *   linkshaper NS_A NS_B DELAY_US [NAME]
  *
- * Creates a TAP interface "shl0" in namespace NS_A and one in NS_B (the caller addresses them, shapes their rate
+ * Creates a TAP interface NAME (default "shl0") in namespace NS_A and one in NS_B (the caller addresses them, shapes their rate
  * with tbf and drops packets with nftables), prints "ready", and forwards every Ethernet frame from one to the other,
  * holding each for DELAY_US microseconds (the one-way delay), in order. The delay is packet-level, so the TCP
  * stacks on both sides see it, as they would on a real link. Runs until killed.
@@ -52,8 +52,8 @@ static void die(const char *what) {
     exit(1);
 }
 
-/* A TAP interface named shl0 in the named network namespace. */
-static int tap_in(const char *namespace) {
+/* A TAP interface called `name` in the named network namespace. */
+static int tap_in(const char *namespace, const char *name) {
     char path[256];
     snprintf(path, sizeof path, "/var/run/netns/%s", namespace);
     int ns = open(path, O_RDONLY | O_CLOEXEC);
@@ -65,20 +65,21 @@ static int tap_in(const char *namespace) {
     struct ifreq request;
     memset(&request, 0, sizeof request);
     request.ifr_flags = IFF_TAP | IFF_NO_PI;
-    strncpy(request.ifr_name, "shl0", IFNAMSIZ - 1);
+    strncpy(request.ifr_name, name, IFNAMSIZ - 1);
     if (ioctl(fd, TUNSETIFF, &request) != 0) die("TUNSETIFF");
     return fd;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: linkshaper NS_A NS_B DELAY_US\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: linkshaper NS_A NS_B DELAY_US [NAME]\n");
         return 2;
     }
+    const char *name = argc == 5 ? argv[4] : "shl0";
     uint64_t delay = (uint64_t)strtoull(argv[3], NULL, 10) * 1000ull;
     int fds[2];
-    fds[0] = tap_in(argv[1]);
-    fds[1] = tap_in(argv[2]);
+    fds[0] = tap_in(argv[1], name);
+    fds[1] = tap_in(argv[2], name);
     for (int d = 0; d < 2; d++)
         for (unsigned i = 0; i < SLOTS; i++) forward[d].slots[i].bytes = NULL;
     printf("ready\n");

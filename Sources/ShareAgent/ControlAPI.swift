@@ -63,6 +63,16 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.revert(id) }
         case .folderOverride(let id):
             return folderAnswer { try agent.folders.override(id) }
+        case .folderRescan(let id):
+            do {
+                var response = ControlResponse(ok: true)
+                response.folders = [try agent.folders.rescan(id)]
+                return response
+            } catch let failure as ShareFailure {
+                return .failure(failure.message)
+            } catch {
+                return .failure("\(error)")
+            }
         case .pageLink:
             guard let page = agent.page.withLock({ $0 }) else {
                 return .failure("the agent serves no page (share agent --web, or \"web\" in agent.json)")

@@ -19,7 +19,7 @@ struct SyncCommand: ParsableCommand {
             ]),
         subcommands: [
             SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncRevert.self,
-            SyncOverride.self,
+            SyncOverride.self, SyncRescan.self,
         ],
         defaultSubcommand: SyncList.self)
 }
@@ -274,6 +274,35 @@ struct SyncOverride: ParsableCommand {
         try ShareCLI.run {
             let answer = try folderRequest(.folderOverride(id: id), device: device)
             tell("pushing this device's \(answer.folder?.label ?? id) again to every device")
+        }
+    }
+}
+
+struct SyncRescan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rescan",
+        abstract:
+            "Scan the whole folder now (the agent watches for changes and scans everything every 5 minutes anyway).")
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    @Flag(help: "The folder's state after the scan, as JSON.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderRescan(id: id), device: device)
+            guard let status = answer.folders?.first else { throw ShareError(.failure, "the agent said nothing") }
+            if json {
+                say(String(decoding: try JSONEncoder.iso8601.encode(status), as: UTF8.self))
+                return
+            }
+            tell(
+                "scanned \(status.settings.label): \(status.files) files, \(ProgressReporter.bytes(status.bytes)) in "
+                    + String(format: "%.2f s", status.lastScanSeconds ?? 0))
         }
     }
 }

@@ -9,8 +9,23 @@ import ShareSync
 /// only ever read as text). What the folder keeps for itself at its root (`SyncNames`) is never listed.
 final class DiskFolder: FolderDisk {
     let root: Directory
+    /// While a plan reads the disk: the folders opened so far, by path (nil otherwise). Used under the folder's
+    /// lock only, like everything here.
+    private var opened: [String: Directory]?
 
     init(root: Directory) { self.root = root }
+
+    func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T {
+        guard opened == nil else { return try body() }
+        opened = [:]
+        defer { opened = nil }
+        return try body()
+    }
+
+    /// The tree's folders changed through this disk: what was kept open may no longer be where it was.
+    private func forgetFolders() {
+        if opened != nil { opened = [:] }
+    }
 
     /// The folder holding `path`'s last component, and that component.
     private func parent(of path: String, create: Bool = false) throws -> (Directory, String) {
@@ -36,6 +51,18 @@ final class DiskFolder: FolderDisk {
     }
 
     func stamp(_ path: String) -> DiskStamp? {
+        if opened != nil {
+            let parts = path.split(separator: "/").map(String.init)
+            guard let leaf = parts.last else { return nil }
+            let parent = parts.dropLast().joined(separator: "/")
+            if opened![parent] == nil, opened!.count < 4096 {
+                opened![parent] = try? root.directory(components: Array(parts.dropLast()))
+            }
+            guard let folder = opened![parent] ?? (try? root.directory(components: Array(parts.dropLast()))),
+                let info = folder.info(leaf)
+            else { return nil }
+            return Self.stamp(info)
+        }
         guard let (folder, leaf) = try? parent(of: path), let info = folder.info(leaf) else { return nil }
         return Self.stamp(info)
     }
@@ -110,6 +137,7 @@ final class DiskFolder: FolderDisk {
     }
 
     func makeDirectory(_ path: String, mode: UInt32) throws {
+        forgetFolders()
         try wrap(path) {
             let (folder, leaf) = try parent(of: path)
             try folder.makeFolder(leaf, mode: mode_t(mode & 0o777))
@@ -117,6 +145,7 @@ final class DiskFolder: FolderDisk {
     }
 
     func makeSymlink(_ path: String, target: String) throws {
+        forgetFolders()
         try wrap(path) {
             let (folder, leaf) = try parent(of: path)
             try folder.symlink(leaf, target: target)
@@ -124,6 +153,7 @@ final class DiskFolder: FolderDisk {
     }
 
     func remove(_ path: String) throws {
+        forgetFolders()
         try wrap(path) {
             let (folder, leaf) = try parent(of: path)
             if folder.info(leaf)?.kind == .directory {
@@ -135,6 +165,7 @@ final class DiskFolder: FolderDisk {
     }
 
     func move(_ from: String, to: String) throws {
+        forgetFolders()
         try wrap(from) {
             let (source, leaf) = try parent(of: from)
             let (target, newLeaf) = try parent(of: to)

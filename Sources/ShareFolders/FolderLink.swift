@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ShareEngine
 import ShareNet
 import ShareProtocol
 import ShareSync
@@ -65,6 +66,12 @@ final class FolderLink: Sendable {
         wakeup.ring()
     }
 
+    /// Tells the peer that files it asked for will not come in a push.
+    func notComing(_ pull: FolderPull) {
+        state.withLock { $0.queued.append(MessageCoding.frame(.folderPush, pull)) }
+        wakeup.ring()
+    }
+
     /// Ends the link (from any thread).
     func stop() {
         state.withLock { $0.stopped = true }
@@ -79,16 +86,18 @@ final class FolderLink: Sendable {
     func run(first: Frame?) -> String? {
         var refusal: String?
         let connection = session.connection
+        // Index updates are compressed when that pays (both ends of a link are agents, which decode zstd).
+        let codec = ZstdChunkCodec()
         do {
             if outgoing { try connection.send(.folderHello, state.withLock { $0.machine.hello }) }
             if let first {
                 try connection.send(.folderHello, state.withLock { $0.machine.hello })
-                try handle(first)
+                try handle(first, codec: codec)
             }
             var lastHeard = ContinuousClock.now
             var lastSent = ContinuousClock.now
             while !state.withLock({ $0.stopped }) {
-                if try flush() { lastSent = .now }
+                if try flush(codec: codec) { lastSent = .now }
                 if (ContinuousClock.now - lastHeard).seconds > Self.deadAfter {
                     throw ProtocolError(.timeout, "\(peerName) said nothing for \(Int(Self.deadAfter)) s")
                 }
@@ -99,7 +108,7 @@ final class FolderLink: Sendable {
                 guard connection.waitForInput(or: wakeup, timeout: 5) else { continue }
                 let frame = try connection.receive()
                 lastHeard = .now
-                try handle(frame)
+                try handle(frame, codec: codec)
             }
             try? connection.send(.bye, Bye())
         } catch {
@@ -117,7 +126,7 @@ final class FolderLink: Sendable {
     }
 
     /// Sends what the folders recorded since they were last sent, and what was queued; whether anything went.
-    private func flush() throws -> Bool {
+    private func flush(codec: ZstdChunkCodec) throws -> Bool {
         let queued = state.withLock { state -> [Frame] in
             defer { state.queued = [] }
             return state.queued
@@ -133,22 +142,23 @@ final class FolderLink: Sendable {
                 }
             }
         }
-        for (folder, since) in pending { try sendIndex(folder, since: since) }
+        for (folder, since) in pending { try sendIndex(folder, since: since, codec: codec) }
         return !pending.isEmpty || !queued.isEmpty
     }
 
-    private func sendIndex(_ folder: String, since: UInt64) throws {
+    private func sendIndex(_ folder: String, since: UInt64, codec: ZstdChunkCodec) throws {
         guard let service else { return }
         var from = since
         while true {
             guard let update = service.indexUpdate(folder, since: from) else { break }
-            try session.connection.channel.send(Frame(type: .indexUpdate, payload: update.encoded()))
+            try session.connection.channel.send(
+                Frame(type: .indexUpdate, payload: Packed.pack(update.encoded(), codec: codec)))
             state.withLock { $0.machine.sent(folder, upTo: update.to) }
             from = update.to
         }
     }
 
-    private func handle(_ frame: Frame) throws {
+    private func handle(_ frame: Frame, codec: ZstdChunkCodec) throws {
         guard let service else { throw ProtocolError(.cancelled, "the agent is stopping") }
         switch frame.type {
         case .folderHello:
@@ -156,14 +166,15 @@ final class FolderLink: Sendable {
             let actions = try state.withLock { try $0.machine.received(hello) }
             for action in actions {
                 switch action {
-                case .sendIndex(let folder, let since): try sendIndex(folder, since: since)
+                case .sendIndex(let folder, let since): try sendIndex(folder, since: since, codec: codec)
                 case .offered(let announcement): service.offered(announcement, by: peer, name: peerName)
                 default: break
                 }
             }
             service.linked(self)
         case .indexUpdate:
-            let update = try IndexUpdate.decode(frame.payload)
+            let update = try IndexUpdate.decode(
+                Packed.unpack(frame.payload, codec: codec, limit: Limits.maxIndexPayload, what: "index update"))
             let held = service.held(update.folder, of: peer)
             let actions = try state.withLock { try $0.machine.received(update, held: held) }
             for action in actions {
@@ -177,7 +188,11 @@ final class FolderLink: Sendable {
         case .folderAsk:
             let pull = try MessageCoding.decode(FolderPull.self, from: frame)
             try pull.validate()
-            service.push(pull, to: peer, name: peerName)
+            service.push(pull, to: peer, name: peerName, link: self)
+        case .folderPush:
+            let missing = try MessageCoding.decode(FolderPull.self, from: frame)
+            try missing.validate()
+            service.notComing(missing, from: peer)
         case .ping:
             try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))
         case .pong:

@@ -49,7 +49,7 @@ extension FolderService {
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
 
     /// Keeps a link open to every device a folder is shared with: the device with the lower ID opens it at once,
-    /// the other if none came within a second (one side may not reach the other); a device that cannot be
+    /// the other if none came within a second (one side may not reach the other), or at once the first time; a device that cannot be
     /// reached is tried again after 1, 2, 4 … at most 30 seconds, at once when it is heard from again.
     func linker() {
         let started = Date()
@@ -62,8 +62,12 @@ extension FolderService {
                     guard run.links[peer.id] == nil, !run.connecting.contains(peer.id),
                         (run.retryAt[peer.id] ?? .distantPast) <= now
                     else { return false }
+                    // The device with the lower ID opens the link; the other waits a second for it, unless it
+                    // never had one with it (it may not know yet that a folder is shared with it: an offer).
                     let first = ShortIDs.of(device.id) < ShortIDs.of(peer.id)
-                    guard first || now.timeIntervalSince(started) > 1 else { return false }
+                    guard first || now.timeIntervalSince(started) > 1 || !run.everLinked.contains(peer.id) else {
+                        return false
+                    }
                     run.connecting.insert(peer.id)
                     return true
                 }
@@ -141,6 +145,7 @@ extension FolderService {
                 return (true, existing)
             }
             run.links[link.peer] = link
+            run.everLinked.insert(link.peer)
             return (true, nil)
         }
         old?.stop()
@@ -218,12 +223,25 @@ extension FolderService {
     func apply(_ update: IndexUpdate, reset: Bool, from peer: DeviceID) throws {
         guard let folder = folder(update.folder) else { return }
         let entries = try update.records.map { try FileEntry(record: $0) }
-        folder.withFolder { state in
+        // Only paths whose plan may change are planned again: an entry at this device's own version (the peer
+        // caught up) changes nothing, and one at the version a pull already waits for only names another holder.
+        let changed = folder.withFolder { state -> Set<String>? in
             state.store.applyRemote(
                 ShortIDs.of(peer), indexID: UInt64(update.indexID, radix: 16) ?? 0, reset: reset, entries: entries,
                 have: update.to)
+            guard !reset else { return nil }
+            var changed: Set<String> = []
+            for entry in entries {
+                if state.store.local(entry.path)?.entry.version == entry.version { continue }
+                if state.queue[entry.path]?.version == entry.version || state.inFlight[entry.path] == entry.version {
+                    state.unheld.remove(entry.path)
+                    continue
+                }
+                changed.insert(entry.path)
+            }
+            return changed
         }
-        folder.touch(paths: reset ? nil : Set(entries.map(\.path)))
+        folder.touch(paths: changed)
     }
 
     /// A folder the peer shares with this device, which it does not have: accepted at once where agent.json says
@@ -246,7 +264,8 @@ extension FolderService {
             || acceptance.autoAccept.contains { trust.store.find($0)?.id == peer }
         if automatic {
             do {
-                let settings = try accept(announcement.id, into: nil)
+                let (settings, new) = try acceptOnce(announcement.id, into: nil)
+                guard new else { return }
                 Self.log.info(
                     "accepted a shared folder",
                     metadata: [

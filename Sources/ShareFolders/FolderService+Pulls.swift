@@ -1,5 +1,6 @@
 import CoreTransferable
 import Foundation
+import ShareDisk
 import ShareEngine
 import ShareNet
 import ShareProtocol
@@ -14,41 +15,78 @@ extension FolderService {
         String(SHA256Hasher.hash(Array("\(entry.path)\u{0}\(entry.digest.hexString)".utf8)).hexString.prefix(32))
     }
 
-    /// Asks the linked devices that hold each file at its version for it: one pull at a time per folder and device,
-    /// batches of at most `pullBatch` files. A file no linked device holds waits (and is listed as waiting).
-    func pull(_ fetches: [FileEntry], into folder: SharedFolder) {
-        let linked = run.withLock { run in run.links.filter { $0.value.shares(folder.id) }.map(\.key) }
-        var byPeer: [DeviceID: [FileEntry]] = [:]
+    /// Starts pulls of the folder's queued files: each linked device gets batches of at most `pullBatch` files it
+    /// holds at the version wanted, up to `pullsPerDevice` pulls of this folder under way from it (the next is asked
+    /// for while one is still arriving). A file no connected device holds waits (listed as waiting) until the next
+    /// plan or link. Looks at a bounded part of the queue each time.
+    func schedulePulls(_ folder: SharedFolder) {
+        let (peers, outgoing, running) = run.withLock { run -> ([DeviceID], [DeviceID: Bool], [DeviceID: Int]) in
+            let linked = run.links.filter { $0.value.shares(folder.id) }
+            let peers = linked.keys.sorted { $0.description < $1.description }
+            return (
+                peers, linked.mapValues(\.outgoing),
+                Dictionary(uniqueKeysWithValues: peers.map { ($0, run.pulling["\(folder.id)|\($0)", default: 0]) })
+            )
+        }
+        // How many more batches each device may be asked for now.
+        var room = running.mapValues { Self.pullsPerDevice - $0 }.filter { $0.value > 0 }
+        var open: [DeviceID: [FileEntry]] = [:]
+        var batches: [(DeviceID, [FileEntry])] = []
         folder.withFolder { state in
-            for entry in fetches {
-                let remotes = state.store.remotes(entry.path)
-                guard
-                    let holder = linked.sorted(by: { $0.description < $1.description }).first(where: { peer in
-                        remotes[ShortIDs.of(peer)].map { $0.version == entry.version && !$0.deleted } ?? false
-                    })
-                else {
-                    state.problems[entry.path] = "no device that holds this version is connected"
+            guard !state.queue.isEmpty, !room.isEmpty else { return }
+            var examined = 0
+            for (path, entry) in state.queue where !state.unheld.contains(path) {
+                if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice { break }
+                examined += 1
+                let remotes = state.store.remotes(path)
+                let holders = peers.filter { peer in
+                    remotes[ShortIDs.of(peer)].map { $0.version == entry.version && !$0.deleted } ?? false
+                }
+                guard !holders.isEmpty else {
+                    state.unheld.insert(path)
+                    state.problems[path] = "no device that holds this version is connected"
                     continue
                 }
-                byPeer[holder, default: []].append(entry)
+                guard let peer = holders.first(where: { room[$0] != nil }) else { continue }
+                open[peer, default: []].append(entry)
+                if open[peer]!.count >= Self.pullBatch {
+                    batches.append((peer, open.removeValue(forKey: peer)!))
+                    room[peer]! -= 1
+                    if room[peer]! <= 0 { room[peer] = nil }
+                }
             }
+            batches += open.map { ($0.key, $0.value) }
+            for (_, entries) in batches {
+                for entry in entries {
+                    state.queue[entry.path] = nil
+                    state.inFlight[entry.path] = entry.version
+                    state.problems[entry.path] = nil
+                }
+            }
+            state.countNeeded()
         }
-        let outgoing = run.withLock { run in run.links.mapValues(\.outgoing) }
-        for (peer, entries) in byPeer {
+        for (peer, batch) in batches {
             let key = "\(folder.id)|\(peer)"
-            let started = run.withLock { run -> Bool in
-                guard !run.pulling.contains(key) else { return false }
-                run.pulling.insert(key)
-                return true
-            }
-            guard started else { continue }
-            let batch = Array(entries.prefix(Self.pullBatch))
-            folder.withFolder { state in for entry in batch { state.inFlight[entry.path] = entry.version } }
+            run.withLock { $0.pulling[key, default: 0] += 1 }
             spawn("share-folders-pull") { [self] in
                 defer {
-                    folder.withFolder { state in for entry in batch { state.inFlight[entry.path] = nil } }
-                    run.withLock { _ = $0.pulling.remove(key) }
-                    folder.touch(paths: Set(batch.map(\.path)))
+                    // What came is recorded at its version; the rest is planned again (and queued again).
+                    let missed = folder.withFolder { state -> Set<String> in
+                        var missed: Set<String> = []
+                        for entry in batch where state.inFlight[entry.path] == entry.version {
+                            state.inFlight[entry.path] = nil
+                            if state.store.local(entry.path)?.entry.version != entry.version {
+                                missed.insert(entry.path)
+                            }
+                        }
+                        state.countNeeded()
+                        return missed
+                    }
+                    run.withLock { run in
+                        run.pulling[key, default: 1] -= 1
+                        if run.pulling[key] == 0 { run.pulling[key] = nil }
+                    }
+                    folder.touch(paths: missed)
                 }
                 do {
                     // The side that opened the link opens the pull's session too (the other may not reach it).
@@ -65,13 +103,35 @@ extension FolderService {
         }
     }
 
-    /// What a pull asks for.
-    static func request(_ entries: [FileEntry], folder: String) -> FolderPull {
-        FolderPull(
-            folder: folder,
-            items: entries.map {
-                FolderPull.Item(ref: Self.ref($0), path: $0.path, digest: $0.digest.hexString, size: $0.size)
+    /// What a pull asks for: each file by path, content and size, and for a small file this device holds an
+    /// earlier version of, that version's block signature (what changed crosses, not the whole file).
+    func request(_ entries: [FileEntry], in folder: SharedFolder) -> FolderPull {
+        let whole = folder.withFolder { $0.wholeNext }
+        return FolderPull(
+            folder: folder.id,
+            items: entries.map { entry in
+                var basis: String?
+                if entry.size <= UInt64(FolderFiles.largest), !whole.contains(entry.path),
+                    let bytes = localVersion(entry.path, in: folder), !bytes.isEmpty
+                {
+                    basis = bytes.withUnsafeBytes { Data(SmallDelta.Signature(of: $0).encoded()).base64EncodedString() }
+                }
+                return FolderPull.Item(
+                    ref: Self.ref(entry), path: entry.path, digest: entry.digest.hexString, size: entry.size,
+                    basis: basis)
             })
+    }
+
+    /// The bytes of this device's version of a small file, when the disk still holds what the index recorded.
+    func localVersion(_ path: String, in folder: SharedFolder) -> [UInt8]? {
+        guard let local = folder.withFolder({ $0.store.local(path) }), !local.entry.deleted, local.entry.kind == .file,
+            local.entry.size <= UInt64(FolderFiles.largest), let recorded = local.stamp
+        else { return nil }
+        let parts = path.split(separator: "/").map(String.init)
+        guard let leaf = parts.last, let directory = try? folder.root.directory(components: Array(parts.dropLast())),
+            let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.same(as: recorded)
+        else { return nil }
+        return SyncFileSource.read(leaf, in: directory, stamp: stamp)
     }
 
     /// Asks `peer` over its link to bring `entries` (it opens the session), and waits (bounded) for them.
@@ -82,13 +142,15 @@ extension FolderService {
             for (ref, entry) in refs { run.asked["\(folder.id)|\(ref)"] = entry }
         }
         defer { run.withLock { run in for ref in refs.keys { run.asked["\(folder.id)|\(ref)"] = nil } } }
-        link.ask(Self.request(entries, folder: folder.id))
-        // Done when every file came (or was left out), the link ended, or a minute passed.
-        _ = run.wait(seconds: 60) { run in
-            run.stopping || run.links[peer] !== link
-                || refs.keys.allSatisfy {
-                    run.asked["\(folder.id)|\($0)"] == nil || run.answered.contains("\(folder.id)|\($0)")
-                }
+        link.ask(request(entries, in: folder))
+        // Done when every file came or was said not to come, or the link ended; given up after a minute in which
+        // no push brought any of them.
+        let keys = refs.keys.map { "\(folder.id)|\($0)" }
+        while true {
+            let over = run.wait(seconds: 60) { run in
+                run.stopping || run.links[peer] !== link || keys.allSatisfy { run.answered.contains($0) }
+            }
+            if over || !run.withLock({ run in keys.contains { run.arriving.contains($0) } }) { break }
         }
         run.withLock { run in for ref in refs.keys { run.answered.remove("\(folder.id)|\(ref)") } }
     }
@@ -107,37 +169,165 @@ extension FolderService {
         defer { session.connection.close() }
         var wanted: [String: FileEntry] = [:]
         for entry in entries { wanted[Self.ref(entry)] = entry }
-        try session.connection.send(.folderPull, Self.request(entries, folder: folder.id))
+        try session.connection.send(.folderPull, request(entries, in: folder))
         try receive(session, into: folder, wanted: wanted, from: entry.name)
     }
 
-    /// Receives the files of a pull (or a push) into the folder, as a transfer's receiver over `session`.
+    /// Receives the files of a pull (or a push) into the folder over `session`: first the small ones, whole, several
+    /// to a frame; then, when the holder says so, the larger ones as a transfer's receiver.
     private func receive(_ session: Session, into folder: SharedFolder, wanted: [String: FileEntry], from name: String)
         throws
     {
-        let sink = try SyncSink(folder: folder, wanted: wanted, owner: device.id, versions: versions) { _, _ in }
-        let machine = ReceiverMachine(
-            negotiator: Negotiator(accept: ReceiveOptions.everything),
-            policy: .init(maxItemSize: nil, freeSpace: folder.root.freeSpace),
-            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
-        let driver = ReceiverDriver(
-            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec())
-        driver.delta = session.peerHello.speaksDelta
         let started = Date()
-        let summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
-        folder.withFolder { state in
-            state.bytesReceived += summary.wireBytes
-            state.bytesFromLocal += summary.patchedBytes
-            state.recent.append((Date(), summary.wireBytes))
-            state.recent.removeAll { $0.0 < Date().addingTimeInterval(-10) }
+        let channel = session.connection.channel
+        let before = channel.bytesIn
+        let codec = ZstdChunkCodec()
+        var small = 0
+        var more = false
+        defer {
+            let crossed = channel.bytesIn - before
+            folder.withFolder { state in
+                state.bytesReceived += crossed
+                state.recent.append((Date(), crossed))
+                state.recent.removeAll { $0.0 < Date().addingTimeInterval(-10) }
+            }
+        }
+        reading: while true {
+            let frame = try session.connection.receive()
+            switch frame.type {
+            case .folderFiles:
+                small += try placeSmall(FolderFiles.decode(frame.payload, codec: codec), wanted: wanted, into: folder)
+            case .folderFilesEnd:
+                more = try MessageCoding.decode(FolderFilesEnd.self, from: frame).more
+                break reading
+            case .error:
+                throw MessageCoding.peerError(from: frame)
+            default:
+                throw ProtocolError(.badMessage, "\(frame.type) among a pull's files")
+            }
+        }
+        var summary = TransferSummary()
+        if more {
+            let large = wanted.filter { $0.value.size > UInt64(FolderFiles.largest) }
+            let sink = try SyncSink(folder: folder, wanted: large, owner: device.id, versions: versions) { _, _ in }
+            let machine = ReceiverMachine(
+                negotiator: Negotiator(accept: ReceiveOptions.everything),
+                policy: .init(maxItemSize: nil, freeSpace: folder.root.freeSpace),
+                window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
+            let driver = ReceiverDriver(channel: channel, hasher: session.chunkHasher(), codec: codec)
+            driver.delta = session.peerHello.speaksDelta
+            summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
+            folder.withFolder { $0.bytesFromLocal += summary.patchedBytes }
+        } else {
+            try? session.connection.send(.bye, Bye())
         }
         Self.log.info(
             "pulled",
             metadata: [
-                "folder": "\(folder.settings.label)", "from": "\(name)", "files": "\(summary.delivered.count)",
-                "crossed": "\(summary.wireBytes)", "fromLocalCopy": "\(summary.patchedBytes)",
+                "folder": "\(folder.settings.label)", "from": "\(name)",
+                "files": "\(small + summary.delivered.count)", "crossed": "\(channel.bytesIn - before)",
+                "fromLocalCopy": "\(summary.patchedBytes)",
                 "seconds": "\(String(format: "%.2f", Date().timeIntervalSince(started)))",
             ])
+    }
+
+    /// Small files that came whole: each checked against the content digest its index entry names, then put in
+    /// place in one transaction of the folder's index (a path changed here meanwhile is scanned instead); how many
+    /// were placed.
+    private func placeSmall(_ frame: FolderFiles, wanted: [String: FileEntry], into folder: SharedFolder) throws -> Int
+    {
+        let hasher = chunkHasher(.blake3)
+        var verified: [(FileEntry, [UInt8])] = []
+        var failedPatches: [String] = []
+        for file in frame.files {
+            guard let entry = wanted[file.ref], entry.size <= UInt64(FolderFiles.largest), file.size == entry.size
+            else {
+                throw ProtocolError(.badMessage, "the holder sent a file that was not asked for")
+            }
+            var bytes = file.bytes
+            if file.patch {
+                // Made from this device's version; a version changed meanwhile, or a patch that does not give the
+                // content, is asked for whole next time.
+                guard let made = applyPatch(file, to: entry, in: folder),
+                    made.withUnsafeBytes({ hasher.digest(hasher.digest($0)) }) == entry.digest
+                else {
+                    failedPatches.append(entry.path)
+                    continue
+                }
+                bytes = made
+            } else {
+                let digest = bytes.withUnsafeBytes { hasher.digest(hasher.digest($0)) }
+                guard bytes.count == entry.size, digest == entry.digest else {
+                    throw ProtocolError(.digestMismatch, "\(entry.path) does not hold the content its index names")
+                }
+            }
+            verified.append((entry, bytes))
+        }
+        if !failedPatches.isEmpty { folder.withFolder { $0.wholeNext.formUnion(failedPatches) } }
+        var recorded: [FileEntry] = []
+        var rescans: [String] = []
+        folder.withFolder { state in
+            state.store.batch {
+                state.sync.placing {
+                    var directories: [String: Directory] = [:]
+                    for (entry, bytes) in verified {
+                        let parts = entry.path.split(separator: "/").map(String.init)
+                        let parent = parts.dropLast().joined(separator: "/")
+                        let mode = mode_t(entry.mode & 0o777)
+                        do {
+                            let outcome = try state.sync.place(entry) {
+                                let directory =
+                                    try directories[parent]
+                                    ?? folder.root.directory(components: Array(parts.dropLast()))
+                                directories[parent] = directory
+                                try directory.writeAtomically(parts.last!, bytes, mode: mode, durable: false)
+                                try directory.setAttributes(
+                                    parts.last!, mode: mode, modifiedNanoseconds: entry.modified)
+                            }
+                            switch outcome {
+                            case .placed(let entries):
+                                recorded += entries
+                                state.wholeNext.remove(entry.path)
+                            case .changedHere: rescans.append(entry.path)
+                            case .notWanted: break
+                            }
+                        } catch {
+                            state.problems[entry.path] = "\(error)"
+                        }
+                    }
+                }
+            }
+        }
+        folder.recorded(recorded)
+        for path in rescans { folder.rescan(path) }
+        return verified.count - rescans.count
+    }
+
+    /// A small file made from this device's version of it and the holder's patch; nil when that version is no
+    /// longer here as the index recorded it, or the patch does not fit it.
+    private func applyPatch(_ file: FolderFiles.File, to entry: FileEntry, in folder: SharedFolder) -> [UInt8]? {
+        guard let basis = localVersion(entry.path, in: folder) else { return nil }
+        var made = [UInt8](repeating: 0, count: file.size)
+        do {
+            let result = try file.bytes.withUnsafeBytes { patch in
+                try made.withUnsafeMutableBytes { output in
+                    try Patch.apply(patch, basisSize: UInt64(basis.count), length: file.size, into: output) {
+                        buffer, offset in
+                        let start = Int(offset)
+                        let count = min(buffer.count, basis.count - start)
+                        guard count > 0 else { return 0 }
+                        basis.withUnsafeBytes {
+                            buffer.baseAddress!.copyMemory(from: $0.baseAddress! + start, byteCount: count)
+                        }
+                        return count
+                    }
+                }
+            }
+            _ = result
+        } catch {
+            return nil
+        }
+        return made
     }
 
     /// A session `peer` opened to bring files this device asked for over its link (its `folderPush` first).
@@ -154,33 +344,56 @@ extension FolderService {
                 uniquingKeysWith: { first, _ in first })
         }
         guard !wanted.isEmpty else { throw ProtocolError(.refused, "none of those files was asked for") }
-        defer { run.withLock { run in run.answered.formUnion(keys) } }
+        run.withLock { $0.arriving.formUnion(keys) }
+        defer {
+            run.withLock { run in
+                run.arriving.subtract(keys)
+                run.answered.formUnion(keys)
+            }
+        }
         try receive(session, into: folder, wanted: wanted, from: peerName)
     }
 
     /// `peer` asked over the link for files (it cannot open a session to this device): a session to it brings the
     /// ones this device holds at that content.
-    func push(_ pull: FolderPull, to peer: DeviceID, name: String) {
+    /// What will not come of an ask is said on the link (`folderPush` there): the asker stops waiting for it.
+    func push(_ pull: FolderPull, to peer: DeviceID, name: String, link: FolderLink) {
         spawn("share-folders-push") { [self] in
+            var coming: Set<String> = []
+            defer {
+                let missing = pull.items.filter { !coming.contains($0.ref) }
+                if !missing.isEmpty { link.notComing(FolderPull(folder: pull.folder, items: missing)) }
+            }
             do {
                 guard let folder = folder(pull.folder),
                     devices(of: folder.settings).contains(where: { $0.id == peer })
                 else { return }
-                let sources = pull.items.compactMap { SyncFileSource($0, folder: folder) }
+                let sources = SyncFileSource.sources(pull.items, folder: folder)
+                let offered = FolderPull(
+                    folder: pull.folder,
+                    items: pull.items.filter { item in sources.contains { $0.offer.id == item.ref } })
+                guard !offered.items.isEmpty else { return }
                 let target = try PeerTarget.resolve(
                     peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
                 let session = try Reach.connect(
                     from: device, to: target, trust: trust.store, hello: Hello(name: device.name, role: .agent),
                     timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
                 defer { session.connection.close() }
-                let offered = FolderPull(
-                    folder: pull.folder,
-                    items: pull.items.filter { item in sources.contains { $0.offer.id == item.ref } })
-                guard !offered.items.isEmpty else { return }
                 try session.connection.send(.folderPush, offered)
+                // Once the session carries them, the asker counts them by the session's end.
+                coming = Set(offered.items.map(\.ref))
                 try send(sources, over: session)
             } catch {
                 Self.log.info("a push ended", metadata: ["to": "\(name)", "reason": "\(error)"])
+            }
+        }
+    }
+
+    /// `peer` said files asked of it will not come (it does not hold them at that content, or could not push).
+    func notComing(_ pull: FolderPull, from peer: DeviceID) {
+        run.withLock { run in
+            for item in pull.items where run.asked["\(pull.folder)|\(item.ref)"] != nil {
+                run.answered.insert("\(pull.folder)|\(item.ref)")
             }
         }
     }
@@ -196,29 +409,69 @@ extension FolderService {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "\(peerName) pulls without an accept list")
         }
-        let sources = pull.items.compactMap { SyncFileSource($0, folder: folder) }
+        let sources = SyncFileSource.sources(pull.items, folder: folder)
         guard !sources.isEmpty else {
             throw ProtocolError(.refused, "none of those files is here at that content now")
         }
         try send(sources, over: session)
     }
 
-    /// Sends files of a folder as a transfer's sender over `session` (whose other end receives them).
+    /// Sends files of a folder over `session` to the device that pulls them: the small ones whole, several to a
+    /// frame, then the others as a transfer's sender.
     private func send(_ sources: [SyncFileSource], over session: Session) throws {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "the device receives without an accept list")
         }
         let decodesZstd = (session.peerHello.compression ?? []).contains("zstd")
+        let codec = decodesZstd ? ZstdChunkCodec() : nil
+        let small = sources.filter { $0.stamp.size <= UInt64(FolderFiles.largest) }
+        let large = sources.filter { $0.stamp.size > UInt64(FolderFiles.largest) }
+        var files: [FolderFiles.File] = []
+        var bytes = 0
+        func flush() throws {
+            guard !files.isEmpty else { return }
+            let payload = FolderFiles(files: files).encoded(codec: codec)
+            // Tests slow sends down to cut them half way (SHARE_TEST_SEND_RATE, as for every send).
+            if let rate = ProgressReporter.testSendRate {
+                usleep(UInt32(min(1, Double(payload.count) / rate) * 1_000_000))
+            }
+            try session.connection.send(Frame(type: .folderFiles, payload: payload))
+            files = []
+            bytes = 0
+        }
+        for source in small {
+            // A file changed since the pull was planned is left out (the device pulls it again once it knows).
+            guard let contents = source.wholeContents() else { continue }
+            var file = FolderFiles.File(ref: source.offer.id, bytes: contents)
+            // Against the puller's version when it described one: the patch when it saves a quarter or more.
+            if let basis = source.basis, let data = Data(base64Encoded: basis),
+                let signature = try? SmallDelta.Signature.decode(Array(data))
+            {
+                let patch = contents.withUnsafeBytes { SmallDelta.patch($0, against: signature) }
+                if patch.count * 4 < contents.count * 3 {
+                    file = FolderFiles.File(ref: source.offer.id, size: contents.count, patch: patch)
+                }
+            }
+            files.append(file)
+            bytes += file.bytes.count + source.offer.id.utf8.count + 10
+            if bytes >= FolderFiles.frameBytes { try flush() }
+        }
+        try flush()
+        try session.connection.send(.folderFilesEnd, FolderFilesEnd(more: !large.isEmpty))
+        guard !large.isEmpty else {
+            // The puller says bye when it has read everything.
+            _ = try? session.connection.receive()
+            return
+        }
         let driver = SenderDriver(
             channel: session.connection.channel, chunkSize: ContentDigest.chunkSize, hasher: session.chunkHasher(),
-            codec: decodesZstd ? ZstdChunkCodec() : nil,
+            codec: codec,
             events: { event in
-                // Tests slow sends down to cut them half way (SHARE_TEST_SEND_RATE, as for every send).
                 if case .progress(let bytes) = event, let rate = ProgressReporter.testSendRate {
                     usleep(UInt32(min(1, Double(bytes) / rate) * 1_000_000))
                 }
             })
         driver.delta = session.peerHello.speaksDelta
-        _ = try driver.run(sources)
+        _ = try driver.run(large)
     }
 }

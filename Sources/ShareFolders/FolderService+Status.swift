@@ -20,28 +20,18 @@ extension FolderService {
             let peers = devices(of: settings)
             result.append(
                 folder.withFolder { state in
-                    let totals = state.store.totals()
+                    let summary = Self.summary(of: &state, peers: peers.map { ShortIDs.of($0.id) })
+                    let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
                         let connected = linked[peer.id]?.shares(settings.id) ?? false
-                        let inStep = state.store.differences(with: ShortIDs.of(peer.id)) == 0
+                        let inStep = summary.differences[ShortIDs.of(peer.id)] == 0
                         if inStep { state.lastInStep[peer.id.description] = Date() }
                         return FolderStatus.Peer(
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
                             lastInStep: state.lastInStep[peer.id.description],
                             reason: connected ? nil : linkErrors[peer.id])
                     }
-                    let conflicts = state.store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
-                        guard let original = ConflictName.original(of: copy.path) else { return nil }
-                        let (time, device) = Self.parts(ofConflict: copy.path)
-                        let winner = state.store.local(original)?.entry
-                        return FolderStatus.Conflict(
-                            path: original, copy: copy.path, loser: device, loserTime: time,
-                            winner: winner.flatMap { $0.deleted ? nil : ShortIDs.label($0.modifiedBy) },
-                            winnerTime: winner.flatMap {
-                                $0.deleted || $0.modified == 0
-                                    ? nil : Date(timeIntervalSince1970: Double($0.modified) / 1e9)
-                            })
-                    }
+                    let conflicts = summary.conflicts
                     let rate: Double? = {
                         let recent = state.recent.filter { $0.0 > Date().addingTimeInterval(-5) }
                         guard !recent.isEmpty else { return nil }
@@ -50,25 +40,7 @@ extension FolderService {
                     var problems = state.problems.sorted { $0.key < $1.key }.prefix(100).map {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
-                    switch settings.kind {
-                    case .receiveOnly:
-                        problems += state.sync.changedHere().prefix(100).map {
-                            FolderStatus.Problem(
-                                path: $0.path,
-                                reason: ($0.deleted ? "deleted here" : "changed here")
-                                    + " (kept here only; share sync revert \(settings.id) brings the others' back)")
-                        }
-                    case .sendOnly:
-                        problems += state.sync.changedElsewhere().prefix(100).map {
-                            FolderStatus.Problem(
-                                path: $0,
-                                reason:
-                                    "changed elsewhere (not applied; share sync override \(settings.id) pushes this device's)"
-                            )
-                        }
-                    case .sendReceive:
-                        break
-                    }
+                    problems += summary.kept
                     let waiting = peers.filter { !(linked[$0.id]?.shares(settings.id) ?? false) }.map(\.name)
                     let words: String
                     if let stopped = state.stopped {
@@ -88,10 +60,73 @@ extension FolderService {
                         settings: settings, state: words, files: totals.files, bytes: totals.bytes,
                         neededFiles: state.neededFiles, neededBytes: state.neededBytes, rate: rate,
                         bytesReceived: state.bytesReceived, bytesFromLocal: state.bytesFromLocal, peers: peerStatus,
-                        conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan)
+                        conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan,
+                        lastScanSeconds: state.lastScanSeconds)
                 })
         }
         return result
+    }
+
+    /// What a status reads from the whole index (totals, how far each device is from this one, conflict copies,
+    /// what a receive-only or send-only folder keeps apart): read again only when this device's index or what it
+    /// holds of the others' moved on, so a status asked for often costs little on a large folder.
+    static func summary(of state: inout SharedFolder.State, peers: [ShortID]) -> FolderSummary {
+        let store = state.store
+        let kind: UInt64 =
+            switch state.settings.kind {
+            case .sendReceive: 0
+            case .sendOnly: 1
+            case .receiveOnly: 2
+            }
+        var key: [UInt64] = [store.indexID, store.sequence, kind]
+        for peer in peers {
+            let held = store.remoteState(peer)
+            key += [peer, held?.indexID ?? 0, held?.have ?? 0]
+        }
+        // Read again when the index moved on, at most four times a second (a status asked for in a loop while
+        // thousands of files arrive would otherwise hold the folder more than the arrivals do).
+        if let summary = state.summary, summary.key == key || ContinuousClock.now - summary.read < .milliseconds(250) {
+            return summary
+        }
+        let id = state.settings.id
+        var kept: [FolderStatus.Problem] = []
+        switch state.settings.kind {
+        case .receiveOnly:
+            kept = state.sync.changedHere().prefix(100).map {
+                FolderStatus.Problem(
+                    path: $0.path,
+                    reason: ($0.deleted ? "deleted here" : "changed here")
+                        + " (kept here only; share sync revert \(id) brings the others' back)")
+            }
+        case .sendOnly:
+            kept = state.sync.changedElsewhere().prefix(100).map {
+                FolderStatus.Problem(
+                    path: $0,
+                    reason: "changed elsewhere (not applied; share sync override \(id) pushes this device's)")
+            }
+        case .sendReceive:
+            break
+        }
+        let conflicts = store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
+            guard let original = ConflictName.original(of: copy.path) else { return nil }
+            let (time, device) = Self.parts(ofConflict: copy.path)
+            let winner = store.local(original)?.entry
+            return FolderStatus.Conflict(
+                path: original, copy: copy.path, loser: device, loserTime: time,
+                winner: winner.flatMap { $0.deleted ? nil : ShortIDs.label($0.modifiedBy) },
+                winnerTime: winner.flatMap {
+                    $0.deleted || $0.modified == 0 ? nil : Date(timeIntervalSince1970: Double($0.modified) / 1e9)
+                })
+        }
+        // While files are still to come here, no device is in step with this one (and nothing is counted).
+        let caughtUp = state.caughtUp
+        let summary = FolderSummary(
+            key: key, read: .now, totals: store.totals(),
+            differences: Dictionary(
+                uniqueKeysWithValues: peers.map { ($0, caughtUp ? store.differences(with: $0) : -1) }),
+            conflicts: conflicts, kept: kept)
+        state.summary = summary
+        return summary
     }
 
     /// The time and device a conflict copy's name gives (`…sync-conflict-YYYYMMDD-HHMMSS-DEVICE…`).
@@ -109,4 +144,14 @@ extension FolderService {
     }
 
     package var offers: [FolderOffer] { book.offers }
+}
+
+/// A folder's status as read from its whole index, and the index's position it was read at.
+struct FolderSummary {
+    var key: [UInt64]
+    var read: ContinuousClock.Instant
+    var totals: (files: Int, bytes: UInt64)
+    var differences: [ShortID: Int]
+    var conflicts: [FolderStatus.Conflict]
+    var kept: [FolderStatus.Problem]
 }

@@ -3,6 +3,7 @@ import ShareDisk
 import ShareEngine
 import ShareSync
 import ShareThreads
+import ShareTrust
 
 extension FolderService {
     /// A folder's worker: scans what changed, plans and does what needs no other device, announces what it
@@ -10,53 +11,89 @@ extension FolderService {
     /// the pulls; a full rescan (and a full plan) at least every `rescanInterval`.
     func work(_ folder: SharedFolder) {
         var nextFull = ContinuousClock.now
-        // Paths planned but not yet brought to the agreed version (content to come, a step refused): planned again.
+        // Paths whose step failed (a folder in the way, a disk error): planned again after a while.
         var pending: Set<String> = []
         var retryAt = ContinuousClock.now
         while !stopping {
-            let full = ContinuousClock.now >= nextFull
+            let due = ContinuousClock.now >= nextFull
+            // Entries recorded by pulls and not yet announced go out within a tenth of a second.
+            let quiet = folder.state.withLock { $0.unannounced } ? 0.1 : 1
             let taken = folder.state.withLock(
-                when: { $0.wake || $0.quitting || full || (!pending.isEmpty && ContinuousClock.now >= retryAt) },
-                seconds: 1
+                when: {
+                    $0.wake || $0.quitting || due || $0.fullWanted
+                        || (!pending.isEmpty && ContinuousClock.now >= retryAt)
+                },
+                seconds: quiet
             ) {
-                state, _ -> (scan: [String: Bool]?, wanted: Bool, rescan: Set<String>, dirty: Set<String>?, quit: Bool)?
-                in
-                guard !state.quitting else { return ([:], false, [], [], true) }
-                guard state.wake || full || (!pending.isEmpty && ContinuousClock.now >= retryAt) else { return nil }
+                state, _ -> (
+                    scan: [String: Bool]?, wanted: Bool, rescan: Set<String>, dirty: Set<String>?, full: Bool,
+                    quit: Bool
+                )? in
+                guard !state.quitting else { return ([:], false, [], [], false, true) }
+                guard state.wake || due || state.fullWanted || (!pending.isEmpty && ContinuousClock.now >= retryAt)
+                else { return nil }
                 state.wake = false
+                let full = due || state.fullWanted
                 defer {
                     state.toScan = []
                     state.scanWanted = false
                     state.rescan = []
                     state.dirty = []
+                    state.fullWanted = false
                 }
                 let scan = state.toScan.map { Dictionary(uniqueKeysWithValues: $0.map { ($0, true) }) }
-                return (scan, state.scanWanted, state.rescan, state.dirty, false)
+                return (scan, state.scanWanted, state.rescan, state.dirty, full, false)
             }
-            guard let taken else { continue }
+            guard let taken else {
+                // A quiet moment: what pulls recorded meanwhile is announced.
+                if folder.state.withLock({ $0.unannounced }) { announceOnly(folder) }
+                continue
+            }
             if taken.quit { return }
+            let full = taken.full
             let watched = run.withLock { $0.watchChanges.removeValue(forKey: folder.id) }
             if full { nextFull = .now + .seconds(Self.rescanInterval) }
-            round(
+            let retry = !pending.isEmpty && ContinuousClock.now >= retryAt
+            let planned = round(
                 folder, full: full, scan: taken.wanted ? taken.scan : [:], watched: watched ?? [:],
-                rescan: taken.rescan, dirty: full ? nil : taken.dirty, pending: &pending)
-            if !pending.isEmpty { retryAt = .now + .seconds(5) }
+                rescan: taken.rescan, dirty: full ? nil : taken.dirty, retry: retry ? pending : [])
+            if let planned { pending = planned.failed.union(retry ? [] : pending.subtracting(planned.paths ?? [])) }
+            if !pending.isEmpty, retry || planned != nil { retryAt = .now + .seconds(5) }
         }
     }
 
-    /// One round of a folder's work.
+    /// What a round planned (nil paths: everything) and which of those steps failed.
+    struct Planned {
+        var paths: Set<String>?
+        var failed: Set<String>
+    }
+
+    /// One round of a folder's work: scans what changed, plans the paths that may have changed (every path after a
+    /// full scan), does what needs no other device, queues what must be pulled, announces what was recorded, and
+    /// starts pulls. Nil when there was nothing to scan or plan (only an announcement).
     private func round(
         _ folder: SharedFolder, full: Bool, scan: [String: Bool]?, watched: [String: Bool], rescan: Set<String>,
-        dirty: Set<String>?, pending: inout Set<String>
-    ) {
+        dirty: Set<String>?, retry: Set<String>
+    ) -> Planned? {
         let started = ContinuousClock.now
-        let (announce, outcome, fetches) = folder.withFolder { state -> (Bool, SyncFolder.Outcome, [FileEntry]) in
+        let nothing =
+            !full && scan?.isEmpty == true && watched.isEmpty && rescan.isEmpty && dirty?.isEmpty == true
+            && retry.isEmpty
+        if nothing {
+            announceOnly(folder)
+            schedulePulls(folder)
+            return nil
+        }
+        let (announce, planned) = folder.withFolder { state -> (Bool, Planned) in
             var recorded: [FileEntry] = []
             state.scanning = true
             defer { state.scanning = false }
             if full || scan == nil {
+                let began = ContinuousClock.now
                 recorded += state.sync.scan()
                 state.lastScan = Date()
+                state.lastScanSeconds = (ContinuousClock.now - began).seconds
+                state.fullScans += 1
             } else {
                 // The watcher says where and how deep; a folder asked for otherwise is scanned whole.
                 var targets = watched
@@ -68,7 +105,7 @@ extension FolderService {
             if !rescan.isEmpty { recorded += state.sync.scan(paths: rescan) }
             var paths: Set<String>? = nil
             if !full, let dirty {
-                paths = dirty.union(pending).union(recorded.map(\.path))
+                paths = dirty.union(retry).union(rescan).union(recorded.map(\.path))
             }
             let actions = state.kind == .sendOnly ? [] : state.sync.plan(paths)
             var outcome = state.sync.execute(actions)
@@ -76,33 +113,65 @@ extension FolderService {
                 recorded += state.sync.scan(paths: outcome.rescans)
                 outcome = SyncFolder.Outcome(
                     merging: outcome, with: state.sync.execute(state.sync.plan(outcome.rescans)))
+                paths?.formUnion(outcome.rescans)
             }
             recorded += outcome.recorded
-            let fetches = outcome.fetches.filter { state.inFlight[$0.path] != $0.version }
-            state.problems = state.problems.filter { outcome.failed[$0.key] == nil && paths?.contains($0.key) == false }
-            for (path, reason) in outcome.failed { state.problems[path] = reason }
-            state.neededFiles = outcome.fetches.count
-            state.neededBytes = outcome.fetches.reduce(0) { $0 + $1.size }
-            if outcome.fetches.isEmpty, outcome.failed.isEmpty, state.inFlight.isEmpty {
-                for peer in state.settings.devices { state.lastInStep[peer] = Date() }
+            // The queue of pulls: what these paths need now replaces what they needed before.
+            if let paths {
+                for path in paths {
+                    state.queue[path] = nil
+                    state.unheld.remove(path)
+                }
+            } else {
+                state.queue = [:]
+                state.unheld = []
             }
+            for entry in outcome.fetches where state.inFlight[entry.path] != entry.version {
+                state.queue[entry.path] = entry
+            }
+            if let paths {
+                state.problems = state.problems.filter { !paths.contains($0.key) }
+            } else {
+                state.problems = [:]
+            }
+            for (path, reason) in outcome.failed { state.problems[path] = reason }
+            state.countNeeded()
             let announce = !recorded.isEmpty || state.unannounced
-            state.unannounced = false
-            return (announce, outcome, fetches)
+            return (announce, Planned(paths: paths, failed: Set(outcome.failed.keys)))
         }
-        pending = Set(outcome.fetches.map(\.path)).union(outcome.failed.keys)
-        if announce { self.announce(folder.id) }
-        if !fetches.isEmpty { pull(fetches, into: folder) }
+        if announce { announceOnly(folder, force: true) }
+        schedulePulls(folder)
         let seconds = (ContinuousClock.now - started).seconds
         if seconds > 2 {
             Self.log.debug(
                 "a slow round", metadata: ["folder": "\(folder.settings.label)", "seconds": "\(seconds)"])
         }
+        return planned
+    }
+
+    /// Sends the folder's links what was recorded (pulls record without the worker).
+    func announceOnly(_ folder: SharedFolder, force: Bool = false) {
+        let due = folder.withFolder { state -> Bool in
+            guard state.unannounced || force else { return false }
+            state.unannounced = false
+            state.announced = .now
+            return true
+        }
+        if due { announce(folder.id) }
     }
 }
 
 extension SharedFolder.State {
     var kind: SharedFolderSettings.Kind { settings.kind }
+
+    /// What is still to come, for the status: queued and in flight.
+    mutating func countNeeded() {
+        neededFiles = queue.count + inFlight.count
+        neededBytes = queue.values.reduce(0) { $0 + $1.size }
+    }
+
+    /// Whether this device holds every path at the agreed version as far as it knows (nothing to pull or redo).
+    var caughtUp: Bool { queue.isEmpty && inFlight.isEmpty && problems.isEmpty }
 }
 
 extension SyncFolder.Outcome {
@@ -113,5 +182,29 @@ extension SyncFolder.Outcome {
         fetches = a.fetches + b.fetches
         rescans = b.rescans
         failed = a.failed.merging(b.failed) { $1 }
+    }
+}
+
+extension FolderService {
+    /// Scans the whole of folder `id` now (`share sync rescan`) and answers its status once that scan is done
+    /// (bounded: ten minutes).
+    package func rescan(_ id: String) throws -> FolderStatus {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) here; share sync lists them")
+        }
+        let before = folder.state.withLock { state -> Int in
+            state.fullWanted = true
+            return state.fullScans
+        }
+        let done = folder.state.withLock(when: { $0.fullScans > before || $0.quitting }, seconds: 600) { state, met in
+            met && state.fullScans > before
+        }
+        guard done else {
+            throw ShareFailure(.unavailable, "the scan of \(folder.settings.label) did not end in 10 minutes")
+        }
+        guard let status = statuses().first(where: { $0.settings.id == id }) else {
+            throw ShareFailure(.usage, "the folder \(id) was removed meanwhile")
+        }
+        return status
     }
 }

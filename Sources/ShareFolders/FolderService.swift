@@ -36,8 +36,9 @@ package final class FolderService: AgentPart, Sendable {
         ProcessInfo.processInfo.environment["SHARE_FOLDER_RESCAN_SECONDS"].flatMap(Double.init) ?? 300
     /// Seconds after the first change of a burst before it is scanned.
     static let settle = 0.25
-    /// Most files one pull asks for.
+    /// Most files one pull asks for, and pulls of one folder from one device at a time.
     static let pullBatch = 1000
+    static let pullsPerDevice = 1
 
     let device: LocalDevice
     let me: ShortID
@@ -53,6 +54,8 @@ package final class FolderService: AgentPart, Sendable {
     struct Run {
         var folders: [String: SharedFolder] = [:]
         var links: [DeviceID: FolderLink] = [:]
+        /// Devices this agent had a link with since it started.
+        var everLinked: Set<DeviceID> = []
         /// Link attempts under way, and when each device may be tried again.
         var connecting: Set<DeviceID> = []
         var retryAt: [DeviceID: Date] = [:]
@@ -60,10 +63,14 @@ package final class FolderService: AgentPart, Sendable {
         /// Why the last link attempt to each device failed.
         var linkErrors: [DeviceID: String] = [:]
         /// Pulls under way, by "folder|device".
-        var pulling: Set<String> = []
-        /// Files asked of a device over its link ("folder|ref"), and those whose push session ended.
+        var pulling: [String: Int] = [:]
+        /// Folders being accepted now.
+        var accepting: Set<String> = []
+        /// Files asked of a device over its link ("folder|ref"), those whose push session ended or that the device
+        /// said will not come, and those a push session is bringing now.
         var asked: [String: FileEntry] = [:]
         var answered: Set<String> = []
+        var arriving: Set<String> = []
         var threads = 0
         var stopping = false
         var watchChanges: [String: [String: Bool]] = [:]
@@ -185,6 +192,20 @@ package final class FolderService: AgentPart, Sendable {
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).
     package func accept(_ id: String, into path: String?) throws -> SharedFolderSettings {
+        try acceptOnce(id, into: path).settings
+    }
+
+    /// Accepts a folder offered; whether this call accepted it (false: it was accepted already).
+    func acceptOnce(_ id: String, into path: String?) throws -> (settings: SharedFolderSettings, new: Bool) {
+        // One acceptance of a folder at a time (two devices may offer it at once): a later one finds it accepted.
+        run.wait(seconds: 30) { !$0.accepting.contains(id) }
+        let claimed = run.withLock { $0.accepting.insert(id).inserted }
+        guard claimed else { throw ShareFailure(.unavailable, "the folder \(id) is being accepted; try again") }
+        defer { run.withLock { _ = $0.accepting.remove(id) } }
+        if let accepted = book.folder(id) {
+            try book.change { $0.offers.removeAll { $0.id == id } }
+            return (accepted, false)
+        }
         guard let offer = book.offers.first(where: { $0.id == id }) else {
             throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
         }
@@ -212,7 +233,7 @@ package final class FolderService: AgentPart, Sendable {
         }
         open(settings)
         restartLinks()
-        return settings
+        return (settings, true)
     }
 
     package func decline(_ id: String) throws {

@@ -31,10 +31,24 @@ final class SharedFolder: Sendable {
         var unannounced = false
         /// Content being pulled: path → version.
         var inFlight: [String: VersionVector] = [:]
+        /// Files whose content must come from another device and that no pull has taken yet, by path.
+        var queue: [String: FileEntry] = [:]
+        /// Of those, the ones no connected device holds at that version (left until the next plan or link).
+        var unheld: Set<String> = []
+        /// Small files whose patch did not give their content: asked for whole next time.
+        var wholeNext: Set<String> = []
+        /// When entries were last announced (recorded entries wake the worker at most ten times a second).
+        var announced = ContinuousClock.now
         var problems: [String: String] = [:]
         var neededFiles = 0
         var neededBytes: UInt64 = 0
         var lastScan: Date?
+        var lastScanSeconds: Double?
+        /// What the status last read from the whole index (`FolderService.summary`).
+        var summary: FolderSummary?
+        /// A whole scan asked for (`share sync rescan`), and how many whole scans were done.
+        var fullWanted = false
+        var fullScans = 0
         var scanning = false
         var bytesReceived: UInt64 = 0
         var bytesFromLocal: UInt64 = 0
@@ -98,7 +112,7 @@ final class SharedFolder: Sendable {
         guard !entries.isEmpty else { return }
         state.withLock { state in
             state.unannounced = true
-            state.wake = true
+            if ContinuousClock.now - state.announced > .milliseconds(100) { state.wake = true }
         }
     }
 

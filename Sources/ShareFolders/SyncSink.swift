@@ -41,6 +41,8 @@ final class SyncSink: ItemSink {
     }
 
     func held(item: OfferItem, representation: OfferedRepresentation, chunkSize: Int) throws -> HeldChunks {
+        // A small file is received in memory (nothing of it is ever kept to resume from).
+        if let entry = wanted[item.id], entry.size <= UInt64(SmallPartial.limit) { return .nothing }
         let key = PartialStore.key(
             sender: owner, item: item.id, contentType: representation.contentType, archive: false)
         guard store.readLedger(key) != nil else { return .nothing }
@@ -58,9 +60,16 @@ final class SyncSink: ItemSink {
         guard representation.size == entry.size else {
             throw ProtocolError(.badMessage, "the holder offered \(entry.path) at another size than its index says")
         }
-        let partial = try PartialFile(
-            store: store, sender: owner, item: item, representation: representation, chunkSize: chunkSize,
-            digest: digest)
+        // Small files in memory until they are placed: thousands of them cost their bytes, not a partial file, a
+        // ledger and a lock each.
+        let partial: any ReceivedBytes =
+            entry.size <= UInt64(SmallPartial.limit)
+            ? SmallPartial(
+                store: store, sender: owner, item: item, representation: representation, chunkSize: chunkSize,
+                digest: digest)
+            : try PartialFile(
+                store: store, sender: owner, item: item, representation: representation, chunkSize: chunkSize,
+                digest: digest)
         return SyncPayload(partial: partial, entry: entry, sink: self)
     }
 
@@ -80,7 +89,7 @@ final class SyncSink: ItemSink {
     }
 
     /// A verified file: into place, or kept (complete) for the next plan when the path changed here meanwhile.
-    fileprivate func complete(_ partial: PartialFile, entry: FileEntry, done: Done) throws -> Ack {
+    fileprivate func complete(_ partial: any ReceivedBytes, entry: FileEntry, done: Done) throws -> Ack {
         // The transfer's whole digest is the content digest when it went in 1 MiB chunks of BLAKE3.
         if partial.digest == .blake3, partial.chunkSize == ContentDigest.chunkSize {
             guard done.digest == entry.digest.hexString else {
@@ -128,11 +137,11 @@ final class SyncSink: ItemSink {
 
 /// One pulled file being received.
 final class SyncPayload: IncomingPayload {
-    let partial: PartialFile
+    let partial: any ReceivedBytes
     let entry: FileEntry
     unowned let sink: SyncSink
 
-    init(partial: PartialFile, entry: FileEntry, sink: SyncSink) {
+    init(partial: any ReceivedBytes, entry: FileEntry, sink: SyncSink) {
         self.partial = partial
         self.entry = entry
         self.sink = sink

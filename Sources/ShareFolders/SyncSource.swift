@@ -14,14 +14,28 @@ final class SyncFileSource: ItemSource {
     let directory: Directory
     let leaf: String
     let stamp: DiskStamp
+    /// The puller's version of the file, when it described one (`SmallDelta.Signature`, base64).
+    let basis: String?
+
+    /// The sources of the items this device holds at the content asked for now (the others left out); the
+    /// folders they are in are opened once each.
+    static func sources(_ items: [FolderPull.Item], folder: SharedFolder) -> [SyncFileSource] {
+        var directories: [String: Directory?] = [:]
+        return items.compactMap { item in
+            guard SyncNames.isValidPath(item.path), !SyncNames.isInternal(item.path) else { return nil }
+            let parts = item.path.split(separator: "/").map(String.init)
+            let parent = parts.dropLast().joined(separator: "/")
+            if directories[parent] == nil {
+                directories[parent] = .some(try? folder.root.directory(components: Array(parts.dropLast())))
+            }
+            guard let directory = directories[parent] ?? nil else { return nil }
+            return SyncFileSource(item, leaf: parts.last!, in: directory, folder: folder)
+        }
+    }
 
     /// The source of `item`, or nil when this device does not hold that content now.
-    init?(_ item: FolderPull.Item, folder: SharedFolder) {
-        guard SyncNames.isValidPath(item.path), !SyncNames.isInternal(item.path) else { return nil }
-        let parts = item.path.split(separator: "/").map(String.init)
-        guard let leaf = parts.last,
-            let directory = try? folder.root.directory(components: Array(parts.dropLast())),
-            let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.kind == .file,
+    init?(_ item: FolderPull.Item, leaf: String, in directory: Directory, folder: SharedFolder) {
+        guard let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.kind == .file,
             let local = folder.withFolder({ $0.store.local(item.path) }), !local.entry.deleted,
             local.entry.kind == .file, local.entry.digest.hexString == item.digest, local.entry.size == item.size,
             let recorded = local.stamp, recorded.same(as: stamp)
@@ -29,12 +43,33 @@ final class SyncFileSource: ItemSource {
         self.directory = directory
         self.leaf = leaf
         self.stamp = stamp
+        basis = item.basis
         offer = OfferItem(
             id: item.ref, label: item.path,
             representations: [
                 OfferedRepresentation(
                     contentType: "public.data", kind: .file, size: item.size, suggestedFileName: leaf)
             ], declarations: [], version: "sync-" + item.digest)
+    }
+
+    /// The whole file, read now, when it is still what the index recorded after it was read (a small file).
+    func wholeContents() -> [UInt8]? { Self.read(leaf, in: directory, stamp: stamp) }
+
+    /// The bytes of the small file `leaf`, when it is still as `stamp` says after it was read.
+    static func read(_ leaf: String, in directory: Directory, stamp: DiskStamp) -> [UInt8]? {
+        guard let file = try? directory.openFile(leaf, .read) else { return nil }
+        defer { file.close() }
+        var bytes = [UInt8](repeating: 0, count: Int(stamp.size))
+        var filled = 0
+        while filled < bytes.count {
+            let n = bytes.withUnsafeMutableBytes {
+                (try? file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...]), at: UInt64(filled))) ?? 0
+            }
+            guard n > 0 else { return nil }
+            filled += n
+        }
+        guard let info = directory.info(leaf), let now = DiskFolder.stamp(info), now.same(as: stamp) else { return nil }
+        return bytes
     }
 
     func produce(representation index: Int) throws -> ProducedChunks {

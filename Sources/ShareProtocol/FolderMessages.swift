@@ -211,11 +211,14 @@ public struct FolderPull: Sendable, Codable, Equatable {
         /// Hex.
         public var digest: String
         public var size: UInt64
-        public init(ref: String, path: String, digest: String, size: UInt64) {
+        /// For a small file: the puller's version of it, as a `SmallDelta.Signature` (base64), when it has one.
+        public var basis: String?
+        public init(ref: String, path: String, digest: String, size: UInt64, basis: String? = nil) {
             self.ref = ref
             self.path = path
             self.digest = digest
             self.size = size
+            self.basis = basis
         }
     }
 
@@ -231,10 +234,131 @@ public struct FolderPull: Sendable, Codable, Equatable {
         guard FolderAnnouncement.validID(folder), !items.isEmpty, items.count <= Offer.maxItems,
             items.allSatisfy({
                 !$0.ref.isEmpty && $0.ref.utf8.count <= 64 && $0.path.utf8.count <= Limits.maxPathBytes
-                    && $0.digest.utf8.count <= 128
+                    && $0.digest.utf8.count <= 128 && ($0.basis?.utf8.count ?? 0) <= 1024
             })
         else { throw ProtocolError(.badMessage, "a pull that breaks its rules") }
     }
+}
+
+/// Whole small files of a pull, several to a frame: what per-file transfers would spend more on than the files
+/// themselves (an offer, a selection, a resume, a digest and an answer each). A file travels here when the pull
+/// names it at most `largest` bytes long; the puller checks each against the content digest its index names.
+///
+/// A `Packed` message whose body is, per file, `ref (1 + n) | kind (1: 0 whole, 1 patch) | size (4) | length (4) |
+/// bytes` (the file, or a `SmallDelta` patch of it).
+public struct FolderFiles: Sendable, Equatable {
+    /// Files up to this size travel whole in these frames.
+    public static let largest = 64 << 10
+    /// About how many bytes of files a frame carries before the next one starts.
+    public static let frameBytes = 1 << 20
+
+    public struct File: Sendable, Equatable {
+        public var ref: String
+        /// The file's size.
+        public var size: Int
+        /// `bytes` is a patch against the version the puller described (`SmallDelta`), not the file itself.
+        public var patch: Bool
+        public var bytes: [UInt8]
+        public init(ref: String, bytes: [UInt8]) {
+            self.ref = ref
+            size = bytes.count
+            patch = false
+            self.bytes = bytes
+        }
+        public init(ref: String, size: Int, patch: [UInt8]) {
+            self.ref = ref
+            self.size = size
+            self.patch = true
+            bytes = patch
+        }
+    }
+    public var files: [File]
+    public init(files: [File]) { self.files = files }
+
+    /// The frame's payload (`Packed`: compressed with `codec` when that saves a tenth or more).
+    public func encoded(codec: ChunkCodec?) -> [UInt8] {
+        var records = WireWriter()
+        for file in files {
+            records.string8(file.ref)
+            records.u8(file.patch ? 1 : 0)
+            records.u32(UInt32(file.size))
+            records.u32(UInt32(file.bytes.count))
+            records.bytes += file.bytes
+        }
+        return Packed.pack(records.bytes, codec: codec)
+    }
+
+    /// Reads a frame: every file checked against `largest`.
+    public static func decode(_ payload: [UInt8], codec: ChunkCodec?) throws(ProtocolError) -> FolderFiles {
+        let records = try Packed.unpack(payload, codec: codec, limit: Limits.maxChunkPayload, what: "files frame")
+        var reader = WireReader(records, what: "files frame")
+        var files: [File] = []
+        while reader.remaining > 0 {
+            let ref = try reader.string8()
+            let kind = try reader.u8()
+            let size = Int(try reader.u32())
+            let length = Int(try reader.u32())
+            guard !ref.isEmpty, kind <= 1, size <= largest, kind == 1 ? length <= 2 * largest : length == size else {
+                throw ProtocolError(.badMessage, "a files frame with a file that breaks its rules")
+            }
+            let bytes = try reader.take(length)
+            files.append(kind == 1 ? File(ref: ref, size: size, patch: bytes) : File(ref: ref, bytes: bytes))
+        }
+        return FolderFiles(files: files)
+    }
+}
+
+/// A binary message as it crosses, compressed when that pays: `flags (1: bit 0 = zstd) | length (4) | body`, the
+/// length being the message's before compression (checked against the frame's limit before anything is
+/// decompressed). Index updates and pulls' small files travel so.
+public enum Packed {
+    public static func pack(_ message: [UInt8], codec: ChunkCodec?) -> [UInt8] {
+        var out = WireWriter()
+        if let codec, message.count >= 256,
+            let packed = message.withUnsafeBytes({ codec.compress($0, level: 3, minSaving: 0.1) })
+        {
+            out.u8(1)
+            out.u32(UInt32(message.count))
+            out.bytes += packed
+        } else {
+            out.u8(0)
+            out.u32(UInt32(message.count))
+            out.bytes += message
+        }
+        return out.bytes
+    }
+
+    public static func unpack(_ payload: [UInt8], codec: ChunkCodec?, limit: Int, what: String) throws(ProtocolError)
+        -> [UInt8]
+    {
+        var head = WireReader(payload, what: what)
+        let flags = try head.u8()
+        let length = Int(try head.u32())
+        guard flags <= 1, length <= limit else {
+            throw ProtocolError(.badMessage, "a \(what) whose header breaks its rules")
+        }
+        let body = try head.take(head.remaining)
+        guard flags == 1 else {
+            guard body.count == length else { throw ProtocolError(.badMessage, "a \(what) cut short") }
+            return body
+        }
+        guard let codec else { throw ProtocolError(.badMessage, "a compressed \(what) nobody asked for") }
+        var message = [UInt8](repeating: 0, count: length)
+        do {
+            try body.withUnsafeBytes { compressed in
+                try message.withUnsafeMutableBytes { try codec.decompress(compressed, into: $0, expected: length) }
+            }
+        } catch {
+            throw ProtocolError(.badMessage, "a \(what) that does not decompress to its length")
+        }
+        return message
+    }
+}
+
+/// The end of a pull's small files: whether a transfer of its larger files follows on the same session.
+public struct FolderFilesEnd: Sendable, Codable, Equatable {
+    public var more: Bool
+    public init(more: Bool) { self.more = more }
 }
 
 /// Big-endian writing of binary messages.

@@ -48,6 +48,10 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     case folderAsk = 0x33
     /// The first frame of a session that brings files asked for with `folderAsk` (`FolderPull`: what follows).
     case folderPush = 0x34
+    /// A pull's small files, whole, several to a frame (`FolderFiles`, binary), before its larger files' transfer;
+    /// then `folderFilesEnd` (`FolderFilesEnd`): whether a transfer follows.
+    case folderFiles = 0x35
+    case folderFilesEnd = 0x36
     case clipboardRequest = 0x20
     case clipboardInfo = 0x21
     case bye = 0x1F
@@ -58,7 +62,7 @@ public enum FrameType: UInt8, Sendable, CaseIterable {
     /// The largest payload a peer may send in a frame of this type.
     public var maxPayload: Int {
         switch self {
-        case .data, .chunk, .zchunk, .patch: return Limits.maxChunkPayload
+        case .data, .chunk, .zchunk, .patch, .folderFiles: return Limits.maxChunkPayload
         case .basis, .basisDetail, .blockSums: return Delta.maxPayload
         case .indexUpdate: return Limits.maxIndexPayload
         case .offer, .select, .folderPull, .folderAsk, .folderPush: return Limits.maxOfferPayload

@@ -16,6 +16,9 @@ public final class FrameChannel {
     private var frameStarted: ContinuousClock.Instant?
     /// Whether an `error` frame went either way: the session is over and its reason told, once.
     public private(set) var errorExchanged = false
+    /// Bytes of frames read from and written to the stream so far (before the stream's own encryption).
+    public private(set) var bytesIn: UInt64 = 0
+    public private(set) var bytesOut: UInt64 = 0
 
     public init(stream: ByteStream, readBufferSize: Int = 64 << 10) {
         self.stream = stream
@@ -32,7 +35,10 @@ public final class FrameChannel {
             )
         }
         if frame.type == .error { errorExchanged = true }
-        try frame.encoded().withUnsafeBytes { try stream.write($0) }
+        try frame.encoded().withUnsafeBytes {
+            try stream.write($0)
+            bytesOut += UInt64($0.count)
+        }
     }
 
     public func send(_ type: FrameType, _ message: some Encodable) throws {
@@ -45,6 +51,7 @@ public final class FrameChannel {
         head += header.encoded()
         try head.withUnsafeBytes { try stream.write($0) }
         if data.count > 0 { try stream.write(data) }
+        bytesOut += UInt64(head.count + data.count)
     }
 
     // MARK: Receiving
@@ -113,6 +120,7 @@ public final class FrameChannel {
                 let n = try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: destination[filled...]))
                 if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a chunk") }
                 filled += n
+                bytesIn += UInt64(n)
             }
         }
         return .binary(type, header, length: dataLength)
@@ -169,9 +177,11 @@ public final class FrameChannel {
     }
 
     private func readPending(at offset: Int) throws -> Int {
-        try pending.withUnsafeMutableBytes {
+        let n = try pending.withUnsafeMutableBytes {
             try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[offset...]))
         }
+        bytesIn += UInt64(max(0, n))
+        return n
     }
 
     private func checkDeadline() throws {

@@ -332,14 +332,15 @@ public final class ReceiverDriver {
             plain = ownPlain!
         }
         var matched = true
+        var copied = 0
         do {
-            _ = try Patch.apply(
+            copied = try Patch.apply(
                 UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), basisSize: basis?.index.size,
                 length: expected, into: plain.bytes
             ) { buffer, offset in
                 guard let reader = try openBasis(item: item, basis: basis) else { throw DeltaBasisChanged() }
                 return try reader.read(into: buffer, at: offset)
-            }
+            }.copied
         } catch is DeltaBasisChanged {
             matched = false
         } catch let error as ProtocolError {
@@ -365,6 +366,7 @@ public final class ReceiverDriver {
             digests.record(index, header.digest)
         }
         summary.bytes += UInt64(expected)
+        if matched { summary.patchedBytes += UInt64(copied) }
         events(.progress(bytes: expected))
     }
 

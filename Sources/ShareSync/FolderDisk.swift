@@ -19,6 +19,13 @@ public protocol FolderDisk: AnyObject {
     func copyFile(_ from: String, to: String, mode: UInt32, modified: Int64) throws
     /// Sets a file's (or folder's) permission bits and a file's time.
     func setMetadata(_ path: String, kind: FileEntry.Kind, mode: UInt32, modified: Int64) throws
+    /// Runs `body` (a plan, or a batch of files put in place): the folders it opens may be kept open until it
+    /// returns, and are forgotten whenever a folder, link or name of the tree is changed through this disk.
+    func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T
+}
+
+extension FolderDisk {
+    public func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T { try body() }
 }
 
 /// A step the disk refused; the path is planned again later.

@@ -12,9 +12,9 @@ public protocol FolderStore: AnyObject {
     func local(_ path: String) -> LocalEntry?
     /// Every entry of this device's own index.
     func allLocal() -> [LocalEntry]
-    /// What a scan compares first: every path of this device's index with the stamp it recorded (nil for a
-    /// deletion, or a path whose content is not on disk).
-    func stamps() -> [String: DiskStamp?]
+    /// What a scan compares first: every path of this device's index beneath `folder` (everywhere when nil) with
+    /// the stamp it recorded (nil for a deletion, or a path whose content is not on disk).
+    func stamps(under folder: String?) -> [String: DiskStamp?]
     /// A live entry of this device's index with this content digest (a file that is already here under another
     /// name); nil when there is none.
     func localFile(withDigest digest: [UInt8], size: UInt64) -> LocalEntry?
@@ -58,8 +58,9 @@ public final class MemoryFolderStore: FolderStore {
 
     public func local(_ path: String) -> LocalEntry? { locals[path] }
     public func allLocal() -> [LocalEntry] { Array(locals.values) }
-    public func stamps() -> [String: DiskStamp?] {
-        locals.mapValues { $0.entry.deleted ? nil : $0.stamp }
+    public func stamps(under folder: String?) -> [String: DiskStamp?] {
+        let prefix = folder.map { $0 + "/" } ?? ""
+        return locals.filter { $0.key.hasPrefix(prefix) }.mapValues { $0.entry.deleted ? nil : $0.stamp }
     }
 
     public func localFile(withDigest digest: [UInt8], size: UInt64) -> LocalEntry? {

@@ -22,15 +22,14 @@ public enum Scanner {
     }
 
     /// `observed`: what is on disk, by path, in the part of the folder scanned (`inScope` tells whether a recorded
-    /// path lies in it). `content` reads a file or link (nil: it went away meanwhile, left for the next scan). `me`:
+    /// path lies in it); `recorded`: the index's stamps of that part (at least). `content` reads a file or link (nil: it went away meanwhile, left for the next scan). `me`:
     /// this device; `now`: seconds since 1970 (the version counters' clock); `time`: nanoseconds since 1970 (a
     /// deletion's time).
     public static func scan(
-        store: FolderStore, observed: [String: DiskStamp], inScope: (String) -> Bool,
+        store: FolderStore, recorded: [String: DiskStamp?], observed: [String: DiskStamp], inScope: (String) -> Bool,
         content: (String, DiskStamp) -> Content?, me: ShortID, now: UInt64, time: Int64
     ) -> ScanResult {
         var result = ScanResult()
-        let recorded = store.stamps()
         for (path, stamp) in observed.sorted(by: { $0.key < $1.key }) {
             if let known = recorded[path], let known, known.same(as: stamp) { continue }
             let local = store.local(path)

@@ -82,7 +82,7 @@ public final class SyncFolder {
     public func scan(under folder: String? = nil, recursive: Bool = true) -> [FileEntry] {
         let observed = disk.list(under: folder, recursive: recursive).filter { includes($0.key) }
         let prefix = folder.map { $0 + "/" } ?? ""
-        return record(observed: observed) { path in
+        return record(observed: observed, recorded: store.stamps(under: folder)) { path in
             guard includes(path), path.hasPrefix(prefix) else { return false }
             return recursive || !path.dropFirst(prefix.count).contains("/")
         }
@@ -93,13 +93,17 @@ public final class SyncFolder {
     public func scan(paths: Set<String>) -> [FileEntry] {
         var observed: [String: DiskStamp] = [:]
         for path in paths where includes(path) { observed[path] = disk.stamp(path) }
-        return record(observed: observed) { paths.contains($0) && includes($0) }
+        var recorded: [String: DiskStamp?] = [:]
+        for path in paths { if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp } }
+        return record(observed: observed, recorded: recorded) { paths.contains($0) && includes($0) }
     }
 
-    private func record(observed: [String: DiskStamp], inScope: (String) -> Bool) -> [FileEntry] {
+    private func record(observed: [String: DiskStamp], recorded: [String: DiskStamp?], inScope: (String) -> Bool)
+        -> [FileEntry]
+    {
         let (seconds, nanoseconds) = clock()
         var result = Scanner.scan(
-            store: store, observed: observed, inScope: inScope, content: { disk.content($0, $1) }, me: me,
+            store: store, recorded: recorded, observed: observed, inScope: inScope, content: { disk.content($0, $1) }, me: me,
             now: seconds, time: nanoseconds)
         store.restamp(result.restamped)
         if receivesOnly {
@@ -116,15 +120,17 @@ public final class SyncFolder {
         guard mode != .sendOnly else { return [] }
         let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
-        for path in (paths ?? store.allPaths()) where includes(path) {
-            let remotes = Array(store.remotes(path).values)
-            actions +=
-                Planner.plan(
-                    local: store.local(path), remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal
-                )
-                .actions
+        disk.keepingFoldersOpen {
+            for path in (paths ?? store.allPaths()) where includes(path) {
+                let remotes = Array(store.remotes(path).values)
+                actions +=
+                    Planner.plan(
+                        local: store.local(path), remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal
+                    )
+                    .actions
+            }
         }
-        return actions.sorted { rank($0) < rank($1) }
+        return actions.map { (rank($0), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     private func rank(_ action: SyncAction) -> (Int, Int, String) {
@@ -289,6 +295,9 @@ public final class SyncFolder {
         /// The version agreed on moved on while the content came: not put anywhere.
         case notWanted
     }
+
+    /// Runs `body` (files put in place one after another) with the folders it reaches kept open.
+    public func placing<T>(_ body: () throws -> T) rethrows -> T { try disk.keepingFoldersOpen(body) }
 
     /// Content fetched from another device for `entry`: checked against the index once more (a change here since
     /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with

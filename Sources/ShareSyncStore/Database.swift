@@ -35,6 +35,9 @@ public final class Database {
         // WAL: a writer never blocks a reader, and a transaction interrupted by a kill is rolled back on the next
         // open. NORMAL: a committed transaction survives a process crash (not a power cut, which the next scan and
         // the others' indexes repair).
+        // Only this process uses the file (the agent, one per device): holding its lock for the connection's life
+        // saves two file-lock calls per statement, and the log's index lives in memory.
+        try execute("PRAGMA locking_mode = EXCLUSIVE")
         try execute("PRAGMA journal_mode = WAL")
         try execute("PRAGMA synchronous = NORMAL")
         try execute("PRAGMA foreign_keys = OFF")

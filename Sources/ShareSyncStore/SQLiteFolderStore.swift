@@ -9,8 +9,17 @@ public final class SQLiteFolderStore: FolderStore {
     public private(set) var indexID: UInt64
     public private(set) var sequence: UInt64
 
-    /// The tables every folder's store shares (created when missing).
+    /// The layout of the tables: 2 keys the others' entries by path first (a plan looks them up by path).
+    static let layout = 2
+
+    /// The tables every folder's store shares (created when missing). The others' entries in a database of an
+    /// earlier layout are dropped: what was held of them is asked for again (the hellos say nothing is held).
     public static func prepare(_ database: Database) throws {
+        var version: Int64 = 0
+        try database.query("PRAGMA user_version") { version = $0.integer(0) }
+        if version < layout {
+            try database.execute("DROP TABLE IF EXISTS remote; DROP TABLE IF EXISTS remote_state")
+        }
         try database.execute(
             """
             CREATE TABLE IF NOT EXISTS indexes (folder TEXT PRIMARY KEY, index_id INTEGER NOT NULL,
@@ -25,10 +34,11 @@ public final class SQLiteFolderStore: FolderStore {
             CREATE TABLE IF NOT EXISTS remote (folder TEXT NOT NULL, device INTEGER NOT NULL, path TEXT NOT NULL,
                 kind INTEGER NOT NULL, size INTEGER NOT NULL, modified INTEGER NOT NULL, mode INTEGER NOT NULL,
                 digest BLOB, target TEXT, deleted INTEGER NOT NULL, version BLOB NOT NULL, sequence INTEGER NOT NULL,
-                modified_by INTEGER NOT NULL, PRIMARY KEY (folder, device, path)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS remote_path ON remote (folder, path);
+                modified_by INTEGER NOT NULL, PRIMARY KEY (folder, path, device)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS remote_device ON remote (folder, device, sequence);
             CREATE TABLE IF NOT EXISTS remote_state (folder TEXT NOT NULL, device INTEGER NOT NULL,
                 index_id INTEGER NOT NULL, have INTEGER NOT NULL, PRIMARY KEY (folder, device));
+            PRAGMA user_version = \(layout);
             """)
     }
 
@@ -48,6 +58,20 @@ public final class SQLiteFolderStore: FolderStore {
             try database.query(
                 "INSERT INTO indexes (folder, index_id, sequence) VALUES (?, ?, 0)",
                 [.text(folder), .integer(Int64(bitPattern: indexID))])
+        }
+    }
+
+    /// Runs `body` in one transaction: many entries recorded at once cost one commit.
+    public func batch(_ body: () -> Void) {
+        var ran = false
+        do {
+            try database.transaction {
+                ran = true
+                body()
+            }
+        } catch {
+            // No transaction could begin: each entry is recorded in its own.
+            if !ran { body() }
         }
     }
 
@@ -151,10 +175,14 @@ public final class SQLiteFolderStore: FolderStore {
         return all
     }
 
-    public func stamps() -> [String: DiskStamp?] {
+    public func stamps(under parent: String?) -> [String: DiskStamp?] {
         var all: [String: DiskStamp?] = [:]
-        try? database.query("SELECT path, deleted, stamp, local_only FROM local WHERE folder = ?", [.text(folder)]) {
-            row in
+        // Beneath `parent`: the paths from "parent/" up to "parent0" ("0" follows "/").
+        let range: String = parent == nil ? "" : " AND path >= ? AND path < ?"
+        let bounds: [SQLValue] = parent.map { [.text($0 + "/"), .text($0 + "0")] } ?? []
+        try? database.query(
+            "SELECT path, deleted, stamp, local_only FROM local WHERE folder = ?" + range, [.text(folder)] + bounds
+        ) { row in
             all[row.text(0)] = row.integer(1) != 0 ? .some(nil) : .some(Self.stamp(row, 2))
         }
         return all
@@ -165,7 +193,8 @@ public final class SQLiteFolderStore: FolderStore {
         var found: LocalEntry?
         try? database.query(
             """
-            SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
+            SELECT \(Self.entryColumns), stamp, local_only FROM local INDEXED BY local_digest
+                WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
                 AND size = ? AND stamp IS NOT NULL ORDER BY path LIMIT 1
             """, [.text(folder), .blob(digest), .integer(Int64(bitPattern: size))]
         ) { row in
@@ -254,7 +283,7 @@ public final class SQLiteFolderStore: FolderStore {
                 try database.query(
                     """
                     INSERT INTO remote (folder, device, \(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (folder, device, path) DO UPDATE SET kind = excluded.kind, size = excluded.size,
+                        ON CONFLICT (folder, path, device) DO UPDATE SET kind = excluded.kind, size = excluded.size,
                         modified = excluded.modified, mode = excluded.mode, digest = excluded.digest,
                         target = excluded.target, deleted = excluded.deleted, version = excluded.version,
                         sequence = excluded.sequence, modified_by = excluded.modified_by
@@ -336,7 +365,7 @@ public final class SQLiteFolderStore: FolderStore {
                 (SELECT COUNT(*) FROM local l LEFT JOIN remote r ON r.folder = l.folder AND r.device = ?2
                     AND r.path = l.path WHERE l.folder = ?1 AND (r.path IS NULL AND l.deleted = 0
                     OR r.path IS NOT NULL AND r.version != l.version))
-                + (SELECT COUNT(*) FROM remote r LEFT JOIN local l ON l.folder = r.folder AND l.path = r.path
+                + (SELECT COUNT(*) FROM remote r INDEXED BY remote_device LEFT JOIN local l ON l.folder = r.folder AND l.path = r.path
                     WHERE r.folder = ?1 AND r.device = ?2 AND l.path IS NULL AND r.deleted = 0)
             """, [.text(folder), key]
         ) { count = Int($0.integer(0)) }

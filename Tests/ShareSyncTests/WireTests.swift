@@ -83,4 +83,90 @@ import Testing
         #expect(b.compare(c) == .concurrent && b.merged(with: c).dominates(b) && b.merged(with: c).dominates(c))
         #expect(a.updated(by: 1, now: 50).value(of: 1) == 101 && a.updated(by: 1, now: 500).value(of: 1) == 500)
     }
+
+    /// A small file's patch against the puller's version: rebuilt exactly whatever the edit, and about as large as
+    /// what changed.
+    @Test func aSmallFilesPatchCarriesAboutWhatChanged() throws {
+        var generator = SystemRandomNumberGenerator()
+        func random(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        func rebuilt(_ old: [UInt8], _ new: [UInt8]) throws -> (bytes: [UInt8], patch: Int) {
+            let signature = old.withUnsafeBytes { SmallDelta.Signature(of: $0) }
+            let decoded = try SmallDelta.Signature.decode(signature.encoded())
+            #expect(decoded == signature)
+            let patch = new.withUnsafeBytes { SmallDelta.patch($0, against: decoded) }
+            var out = [UInt8](repeating: 0, count: new.count)
+            _ = try patch.withUnsafeBytes { ops in
+                try out.withUnsafeMutableBytes { output in
+                    try Patch.apply(ops, basisSize: UInt64(old.count), length: new.count, into: output) { buffer, at in
+                        let count = min(buffer.count, old.count - Int(at))
+                        old.withUnsafeBytes {
+                            buffer.baseAddress!.copyMemory(from: $0.baseAddress! + Int(at), byteCount: count)
+                        }
+                        return count
+                    }
+                }
+            }
+            return (out, patch.count)
+        }
+        let old = random(10_500)
+        var edited = old
+        edited.replaceSubrange(3000..<4024, with: random(1024))
+        var result = try rebuilt(old, edited)
+        #expect(result.bytes == edited && result.patch < 2200, "in place: \(result.patch)")
+        var inserted = old
+        inserted.insert(contentsOf: random(100), at: 5000)
+        result = try rebuilt(old, inserted)
+        #expect(result.bytes == inserted && result.patch < 1300, "inserted: \(result.patch)")
+        let removed = Array(old[0..<2000] + old[2500...])
+        result = try rebuilt(old, removed)
+        #expect(result.bytes == removed && result.patch < 2200, "removed: \(result.patch)")
+        let appended = old + random(10)
+        result = try rebuilt(old, appended)
+        #expect(result.bytes == appended && result.patch < 700, "appended: \(result.patch)")
+        let fresh = random(3000)
+        result = try rebuilt(old, fresh)
+        #expect(result.bytes == fresh && result.patch >= 3000)
+        result = try rebuilt(old, [])
+        #expect(result.bytes.isEmpty)
+        #expect(try rebuilt([], old).bytes == old)
+        // A signature that lies about its blocks is refused.
+        var lying = old.withUnsafeBytes { SmallDelta.Signature(of: $0) }.encoded()
+        lying.removeLast(8)
+        #expect(throws: ProtocolError.self) { try SmallDelta.Signature.decode(lying) }
+    }
+
+    /// A frame of small files, whole and patched, compressed or not, reads back; a frame that breaks its rules is
+    /// refused before anything is kept.
+    @Test func aFrameOfSmallFilesReadsBackAsItWasWritten() throws {
+        let frame = FolderFiles(files: [
+            FolderFiles.File(ref: "a", bytes: Array("hello, hello, hello, hello, hello".utf8)),
+            FolderFiles.File(ref: "b", size: 40, patch: [2, 0, 0, 0, 1, 7]),
+            FolderFiles.File(ref: "c", bytes: []),
+        ])
+        #expect(try FolderFiles.decode(frame.encoded(codec: nil), codec: nil) == frame)
+        let text = FolderFiles(
+            files: (0..<100).map { FolderFiles.File(ref: "r\($0)", bytes: Array("line \($0)\n".utf8)) })
+        #expect(try FolderFiles.decode(text.encoded(codec: nil), codec: nil) == text)
+        var oversized = WireBytes()
+        oversized.add([0])
+        oversized.add32(UInt32(Limits.maxChunkPayload + 1))
+        #expect(throws: ProtocolError.self) { try FolderFiles.decode(oversized.bytes, codec: nil) }
+        var big = [UInt8](repeating: 0, count: 0)
+        big += [1, 0x61, 0, 0, 1, 0, 1, 0, 1, 0, 1]  // a whole file of 65,537 bytes: over the limit
+        var frameBytes: [UInt8] = [0]
+        frameBytes += [
+            UInt8(big.count >> 24), UInt8(big.count >> 16 & 0xFF), UInt8(big.count >> 8 & 0xFF),
+            UInt8(big.count & 0xFF),
+        ]
+        #expect(throws: ProtocolError.self) { try FolderFiles.decode(frameBytes + big, codec: nil) }
+    }
+}
+
+/// Big-endian bytes for hand-made frames.
+struct WireBytes {
+    var bytes: [UInt8] = []
+    mutating func add(_ more: [UInt8]) { bytes += more }
+    mutating func add32(_ value: UInt32) {
+        bytes += [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
 }

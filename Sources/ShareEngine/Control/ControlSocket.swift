@@ -43,10 +43,12 @@ package enum ControlRequest: Codable, Sendable {
     case folderRevert(id: String)
     /// Send-only: pushes this device's state again everywhere.
     case folderOverride(id: String)
+    /// Scans the whole folder now and answers when the scan is done (its time in the folder's status).
+    case folderRescan(id: String)
 
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
-        case folderDecline, folderRemove, folderRevert, folderOverride
+        case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan
     }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path }
@@ -75,6 +77,7 @@ package enum ControlRequest: Codable, Sendable {
         case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
         case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
         case .folderOverride: self = .folderOverride(id: try container.decode(String.self, forKey: .id))
+        case .folderRescan: self = .folderRescan(id: try container.decode(String.self, forKey: .id))
         }
     }
 
@@ -123,6 +126,9 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(id, forKey: .id)
         case .folderOverride(let id):
             try container.encode(Operation.folderOverride, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .folderRescan(let id):
+            try container.encode(Operation.folderRescan, forKey: .op)
             try container.encode(id, forKey: .id)
         }
     }
@@ -366,7 +372,10 @@ package enum ControlClient {
                 .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
         }
         defer { Syscalls.close(fd) }
-        if case .wait = request {} else { Syscalls.setTimeouts(fd, seconds: 30) }
+        switch request {
+        case .wait, .folderRescan: break  // as long as the agent takes (each bounded there)
+        default: Syscalls.setTimeouts(fd, seconds: 30)
+        }
         do {
             try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
             guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {

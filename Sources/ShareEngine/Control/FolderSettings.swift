@@ -140,11 +140,13 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     package var conflicts: [Conflict]
     package var problems: [Problem]
     package var lastScan: Date?
+    /// How long the last scan of the whole folder took, in seconds.
+    package var lastScanSeconds: Double?
 
     package init(
         settings: SharedFolderSettings, state: String, files: Int, bytes: UInt64, neededFiles: Int,
         neededBytes: UInt64, rate: Double?, bytesReceived: UInt64, bytesFromLocal: UInt64, peers: [Peer],
-        conflicts: [Conflict], problems: [Problem], lastScan: Date?
+        conflicts: [Conflict], problems: [Problem], lastScan: Date?, lastScanSeconds: Double? = nil
     ) {
         self.settings = settings
         self.state = state
@@ -159,5 +161,6 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         self.conflicts = conflicts
         self.problems = problems
         self.lastScan = lastScan
+        self.lastScanSeconds = lastScanSeconds
     }
 }

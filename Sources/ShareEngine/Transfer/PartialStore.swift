@@ -180,7 +180,7 @@ package final class PartialStore: Sendable {
 }
 
 /// What a sink keeps an item's bytes in until it is verified: a partial file, or memory for a small item.
-protocol ReceivedBytes: AnyObject {
+package protocol ReceivedBytes: AnyObject {
     var held: [Int: [UInt8]] { get }
     /// The digest of `held` and of the chunks written.
     var digest: DigestAlgorithm { get }
@@ -200,17 +200,17 @@ protocol ReceivedBytes: AnyObject {
 /// it is small: text that is printed never touches the disk, and one kept as a file is written once, when it is
 /// placed. Thousands of texts in one send cost their bytes, not a partial file, a ledger and a lock each. Past
 /// `limit` bytes (such items arrive in order from chunk 0) it moves to a partial file like any other item.
-final class SmallPartial: ReceivedBytes {
+package final class SmallPartial: ReceivedBytes {
     /// The most kept in memory.
-    static let limit = 64 << 10
+    package static let limit = 64 << 10
     let store: PartialStore
     let sender: DeviceID
     let item: OfferItem
     let representation: OfferedRepresentation
     let key: String
-    let chunkSize: Int
-    let held: [Int: [UInt8]] = [:]
-    let digest: DigestAlgorithm
+    package let chunkSize: Int
+    package let held: [Int: [UInt8]] = [:]
+    package let digest: DigestAlgorithm
     private var bytes: [UInt8] = []
     private var durable = false
     /// The partial file it moved to once it grew past `limit`.
@@ -221,7 +221,7 @@ final class SmallPartial: ReceivedBytes {
         item.version == nil && (representation.size.map { $0 <= UInt64(limit) } ?? true)
     }
 
-    init(
+    package init(
         store: PartialStore, sender: DeviceID, item: OfferItem, representation: OfferedRepresentation, chunkSize: Int,
         digest: DigestAlgorithm
     ) {
@@ -234,7 +234,7 @@ final class SmallPartial: ReceivedBytes {
         self.chunkSize = chunkSize
     }
 
-    func write(index: Int, bytes chunk: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+    package func write(index: Int, bytes chunk: UnsafeRawBufferPointer, digest: [UInt8]) throws {
         if let spilled { return try spilled.write(index: index, bytes: chunk, digest: digest) }
         let offset = index * chunkSize
         guard offset + chunk.count <= Self.limit else {
@@ -262,12 +262,12 @@ final class SmallPartial: ReceivedBytes {
         }
     }
 
-    func contents(limit: Int) throws -> [UInt8] {
+    package func contents(limit: Int) throws -> [UInt8] {
         if let spilled { return try spilled.contents(limit: limit) }
         return Array(bytes.prefix(limit))
     }
 
-    func finish(size: UInt64, durable: Bool) throws {
+    package func finish(size: UInt64, durable: Bool) throws {
         if let spilled { return try spilled.finish(size: size, durable: durable) }
         guard size <= UInt64(Self.limit) else { throw ProtocolError(.badMessage, "an item is longer than sent") }
         if bytes.count > Int(size) { bytes.removeSubrange(Int(size)...) }
@@ -275,7 +275,7 @@ final class SmallPartial: ReceivedBytes {
         self.durable = durable
     }
 
-    func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
+    package func place(into directory: Directory, as leaf: String, mode: mode_t) throws {
         if let spilled { return try spilled.place(into: directory, as: leaf, mode: mode) }
         let part = try writePart(mode: mode)
         do {
@@ -287,7 +287,7 @@ final class SmallPartial: ReceivedBytes {
     }
 
     /// Writes the verified bytes into a partial file of its own and moves it into the target folder.
-    func place(as name: String, mode: mode_t) throws -> String {
+    package func place(as name: String, mode: mode_t) throws -> String {
         if let spilled { return try spilled.place(as: name, mode: mode) }
         let part = try writePart(mode: mode)
         do {
@@ -316,12 +316,12 @@ final class SmallPartial: ReceivedBytes {
         return part
     }
 
-    func discard() {
+    package func discard() {
         spilled?.discard()
         bytes = []
     }
 
-    func suspend() {
+    package func suspend() {
         spilled?.suspend()
         bytes = []
     }
@@ -430,7 +430,7 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
     }
 
     /// The received bytes of a small item, for items handled in memory (printed text, a profile).
-    func contents(limit: Int) throws -> [UInt8] {
+    package func contents(limit: Int) throws -> [UInt8] {
         do {
             return try file.readAll(limit: limit)
         } catch {
@@ -449,7 +449,7 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
     }
 
     /// Moves the verified file into the target folder under `name` (or a free variant); returns the name it got.
-    func place(as name: String, mode: mode_t = 0o644) throws -> String {
+    package func place(as name: String, mode: mode_t = 0o644) throws -> String {
         file.setMode(mode)
         close()
         let placed = try store.place("\(key).part", as: name)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Shared folders on three devices, every tool in the same run (scripts/bench_sync.py does the measuring):
+#   share       three agents; the first device shares a folder (share sync add), the other two take it unasked
+#               (agent.json's folders.autoAccept), then the changes below are made on the first device
+#   share send  the same folder sent by the first device to the other two at once (the first sync's baseline)
+#   rsync -a    over ssh (aes128-gcm) from the first device to the other two at once, --delete; -az too for updates
+#   Syncthing   Debian's, three instances that know each other at fixed addresses, one send-receive folder, the
+#               watcher on with its default 10 s delay; a second update with a rescan asked for at once
+# Phases: the first sync of FILES random files (1–20 KiB, 100 to a folder); an update of 100 edits (1 KiB rewritten
+# in place), 50 renames and 20 removals; 50 renames alone (bytes per rename); one 8 KiB file saved (seconds until
+# both others hold it). On loopback also: MANY small files' first sync (share beside rsync -a), the agents idle
+# with them (CPU over IDLE seconds, RSS), and a full rescan of them unchanged (share sync rescan).
+# Links (PROFILES): loopback (one network namespace, counted on lo) and 100mbit (a namespace per device, a link
+# between each two, 100 Mbit/s with tbf at each end and 1 ms each way by Benchmarks/linkshaper; counted on each
+# link's ends). Every clock stops when the devices hold the new state, checked on disk.
+# Release build; needs root (namespaces). Usage: scripts/bench-sync.sh
+# Settings (environment): FILES (5000), MANY (100000), PROFILES ("loopback 100mbit"), ROUNDS (1; medians when more),
+# SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
+# no Syncthing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+[ "$(id -u)" -eq 0 ] || { echo "bench-sync: network namespaces need root" >&2; exit 77; }
+export DEBIAN_FRONTEND=noninteractive
+need=()
+for p in openssh-server openssh-client rsync syncthing gcc; do
+  dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || need+=($p)
+done
+if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" > /dev/null; fi
+release_build share > /dev/null
+BIN=$(bin_dir)/share
+WORK=$(mktemp -d /var/tmp/share-sync.XXXXXX)
+source scripts/lib-bench.sh
+trap bench_cleanup EXIT
+gcc -O2 -o "$WORK/linkshaper" Benchmarks/linkshaper/linkshaper.c
+bench_ssh_config 127.0.0.1 2222 "Ciphers aes128-gcm@openssh.com"
+echo "bench-sync: ${FILES:-5000} files (${MANY:-100000} on loopback), links: ${PROFILES:-loopback 100mbit}"
+python3 scripts/bench_sync.py "$WORK" "$BIN"
