@@ -34,5 +34,4 @@ source scripts/lib-bench.sh
 trap bench_cleanup EXIT
 gcc -O2 -o "$WORK/linkshaper" Benchmarks/linkshaper/linkshaper.c
 bench_ssh_config 127.0.0.1 2222 "Ciphers aes128-gcm@openssh.com"
-echo "bench-sync: ${FILES:-5000} files (${MANY:-100000} on loopback), links: ${PROFILES:-loopback 100mbit}"
 python3 scripts/bench_sync.py "$WORK" "$BIN"

@@ -8,8 +8,8 @@ baseline the first sync is held to), rsync -a over ssh from the first device to 
 default delay, and again with a rescan asked for at once). Every clock stops when the devices hold the new state:
 share's and Syncthing's when every device says it is in step and the trees are then found equal on disk (or the
 poll goes on), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
-counters of the links' interfaces (both directions, loopback: lo). CPU is the seconds the tool's processes spent in
-the phase; RSS their peak.
+counters of the links' interfaces (both directions, loopback: lo). CPU is the machine's busy seconds during the
+phase; RSS the peak of the tool's largest process (share's agents, Syncthing, share receive).
 
 Usage: bench_sync.py WORK BIN   (settings from the environment: see scripts/bench-sync.sh)
 """
@@ -158,6 +158,20 @@ def peak_kib(pid):
     return 0
 
 
+def reap(process):
+    """Waits for a child (bounded) and returns its peak RSS in KiB, as the kernel kept it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid == process.pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_maxrss
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    return 0
+
+
 def stop(processes):
     for p in processes:
         if p.poll() is None:
@@ -170,24 +184,27 @@ def stop(processes):
             p.wait()
 
 
+def busy_seconds():
+    """CPU seconds the machine spent busy so far (every process and the kernel)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class Clock:
-    """One measured phase: seconds, bytes on the links, CPU of the given processes (and of children waited for)."""
+    """One measured phase: seconds, bytes on the links, and the machine's busy CPU seconds meanwhile (every tool's
+    processes alike: rsync's ssh and sshd too, and the benchmark's own polling)."""
 
     def __init__(self, net, processes=()):
-        self.net, self.processes = net, list(processes)
-        self.cpu = [cpu_seconds(p.pid) for p in self.processes]
-        self.children = os.times()
+        self.net = net
+        self.cpu = busy_seconds()
         self.bytes = net.bytes()
         self.start = time.monotonic()
 
     def stop(self, at=None):
         seconds = (at or time.monotonic()) - self.start
-        moved = self.net.bytes() - self.bytes
-        children = os.times()
-        cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(self.processes, self.cpu))
-        cpu += (children.children_user - self.children.children_user) + (
-            children.children_system - self.children.children_system)
-        return seconds, moved, cpu
+        return seconds, self.net.bytes() - self.bytes, busy_seconds() - self.cpu
 
 
 # MARK: Workloads
@@ -399,9 +416,7 @@ def share_send_both(net, profile, source):
     for p in senders:
         p.wait(timeout=LIMIT)
     result = clock.stop()
-    for p in receivers:
-        p.wait(timeout=60)
-    rss = max(peak_kib(p.pid) for p in receivers)
+    rss = max(reap(p) for p in receivers)
     for i in (1, 2):
         got = os.path.join(into[i], os.path.basename(source))
         if not same_tree(source, got):
@@ -536,8 +551,8 @@ class Syncthing:
             root.remove(element)
         folder = ET.SubElement(root, "folder", {
             "id": "bench", "label": "bench", "path": path, "type": "sendreceive", "rescanIntervalS": "3600",
-            "fsWatcherEnabled": "true", "fsWatcherDelayS": "10", "ignorePerms": "false", "autoNormalize": "true",
-            "paused": "true" if paused else "false"})
+            "fsWatcherEnabled": "true", "fsWatcherDelayS": "10", "ignorePerms": "false", "autoNormalize": "true"})
+        ET.SubElement(folder, "paused").text = "true" if paused else "false"
         for device_id in ids:
             ET.SubElement(folder, "device", {"id": device_id, "introducedBy": ""})
         ET.SubElement(folder, "minDiskFree", {"unit": "%"}).text = "0"
@@ -621,6 +636,7 @@ class Syncthing:
 def syncthing_all(net, profile, pristine, seed):
     root = os.path.join(WORK, "st-folders")
     discard(root)
+    os.makedirs(root)
     folders = [os.path.join(root, f"f{i}") for i in range(3)]
     copy_tree(pristine, folders[0])
     for folder in folders[1:]:
@@ -726,6 +742,8 @@ def sshd(net):
 
 
 def main():
+    print(f"bench-sync: {FILES} files ({MANY} on loopback), links: {' '.join(PROFILES)}, "
+          f"{ROUNDS} round(s){'' if SYNCTHING else ', without Syncthing'}", flush=True)
     pristine = os.path.join(WORK, "pristine")
     make_folder(pristine, FILES, seed=7)
     for profile in PROFILES:
@@ -769,7 +787,7 @@ def main():
             return values[(len(values) - 1) // 2]
         medians[key] = (median(3), median(4), median(5), median(6))
         seconds, moved, cpu, rss = medians[key]
-        print(f"{key[0]:<9} {key[1]:<22} {key[2]:<28} {seconds:>8.3f} {moved:>12} {cpu:>7.2f} {rss:>13}")
+        print(f"{key[0]:<9} {key[1]:<22} {key[2]:<28} {seconds:>8.3f} {moved:>12} {cpu:>7.2f} {rss or '-':>13}")
     # The targets, each as a verdict line.
     for profile in PROFILES:
         def get(phase, tool):

@@ -132,6 +132,18 @@ check_sync_check() {
   expect "$1" "^3 devices: 100 schedules from seed 1, 0 failed" "^4 devices: 100 schedules from seed 1, 0 failed" \
     "^sequential: 100 schedules from seed 1, 0 failed, 0 conflict copies"
 }
+check_bench_sync() {
+  local rows=() phase tool
+  for row in "first|share send" "first|share sync" "update|share sync" "5 renames|share sync" "one edit|share sync" \
+    "first|rsync -a" "update|rsync -a" "update|rsync -az" "first, 2000 files|share sync" "first, 2000 files|rsync -a"; do
+    phase=${row%%|*} tool=${row#*|}
+    rows+=("^loopback +$phase +$tool +$NUM +[0-9]+ +$NUM +([0-9]+|-)$")
+  done
+  expect "$1" "${rows[@]}" "^idle with 2000 files: agent CPU $NUM, $NUM, $NUM %, RSS [0-9]+, [0-9]+, [0-9]+ KiB$" \
+    "^full rescan of 2000 unchanged files: $NUM s" "^loopback first sync: ${NUM}x share send" \
+    "^loopback update: [0-9]+ bytes, ${NUM}x rsync -az's" "^loopback a rename: [0-9]+ bytes" \
+    "^loopback one edit on both others after $NUM s" "^loopback first sync of 2000 files: ${NUM}x rsync -a"
+}
 check_gen_builder() { expect "$1" "is current"; }
 check_gen_system_types() { expect "$1" "^[0-9]+ types, [0-9]+ static members$"; }
 
@@ -152,17 +164,18 @@ if [ "$(id -u)" -eq 0 ]; then
   smoke bench-relay 120 bash scripts/bench-relay.sh 4 1
   smoke bench-localsend 90 bash scripts/bench-localsend.sh 4 1
   smoke bench-delta 120 bash scripts/bench-delta.sh
+  smoke bench-sync 240 bash scripts/bench-sync.sh
   smoke bench-links 180 env FILE_MIB_LAN=4 PHOTOS=10 TEXTS=50 WORKLOADS="photos texts" LIMIT=60 REF_SECONDS=1 \
     bash scripts/bench-links.sh lan
 else
-  echo "- smoke bench-relay, bench-links, bench-localsend, bench-delta: skipped (network namespaces need root)"
+  echo "- smoke bench-relay, bench-links, bench-localsend, bench-delta, bench-sync: skipped (network namespaces need root)"
 fi
 smoke demo 240 bash scripts/demo.sh
 
 # Every script is smoked above or run by the test command itself.
 covered=" bench-flood.sh sync-check.sh bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
   package-deb.sh
-  gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh bench-delta.sh demo.sh bench_syncthing.py
+  gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh bench-delta.sh bench-sync.sh bench_sync.py demo.sh bench_syncthing.py
   test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "
 if [ "$ONLY" = "  " ]; then
