@@ -15,11 +15,9 @@
 # in the last seconds (recently_deleted), so deleting a 1,000-file result would charge the next run's creates for it.
 # Then, on loopback: a BIG_MIB file with one 1 MiB block changed, as a fraction of its whole transfer's bytes; the
 # index of an INDEX_MIB basis built on one core (share-bench-delta: GB/s and peak RSS); the peak RSS of share send
-# and share receive during the 1 MiB-block delta; and a mirrored folder (share mirror between two agents): the time
-# from a file saved to the file complete on the other side, and the sending agent's CPU and RSS while it mirrors a
-# folder of MIRROR_FILES files and nothing changes.
+# and share receive during the 1 MiB-block delta. (Shared folders, share mirror among them: scripts/bench-sync.sh.)
 # Release build; needs root (namespaces). Usage: scripts/bench-delta.sh
-# Settings (environment): FILE_MIB (256), FILES (1000), BIG_MIB (1024), INDEX_MIB (10240), MIRROR_FILES (100000),
+# Settings (environment): FILE_MIB (256), FILES (1000), BIG_MIB (1024), INDEX_MIB (10240),
 # SYNCTHING (1: include Syncthing; 0: leave it out), LINKS ("loopback 100mbit"), LIMIT (120: seconds after which a
 # run is given up and shown as such), ROUNDS (3: each edit by each tool, interleaved round by round; the table shows
 # the medians). SHARE_SMOKE=1 (the test command's smoke pass): tiny sizes, one round, no Syncthing.
@@ -27,14 +25,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 if [ -n "${SHARE_SMOKE:-}" ]; then
-  : "${FILE_MIB:=4}" "${FILES:=40}" "${BIG_MIB:=16}" "${INDEX_MIB:=64}" "${MIRROR_FILES:=500}" "${SYNCTHING:=0}"
+  : "${FILE_MIB:=4}" "${FILES:=40}" "${BIG_MIB:=16}" "${INDEX_MIB:=64}" "${SYNCTHING:=0}"
   : "${ROUNDS:=1}"
 fi
 FILE_MIB=${FILE_MIB:-256}
 FILES=${FILES:-1000}
 BIG_MIB=${BIG_MIB:-1024}
 INDEX_MIB=${INDEX_MIB:-10240}
-MIRROR_FILES=${MIRROR_FILES:-100000}
 SYNCTHING=${SYNCTHING:-1}
 LINKS=${LINKS:-loopback 100mbit}
 LIMIT=${LIMIT:-120}
@@ -295,7 +292,7 @@ PY
   done
 done
 
-# On loopback alone: the big file, the budgets, the index, the mirror.
+# On loopback alone: the big file, the budgets, the index.
 link_up loopback
 head -c $((BIG_MIB << 20)) /dev/urandom > "$WORK/big.bin"
 rm -rf "$DST" "$R/state/versions"; mkdir -p "$DST"
@@ -313,42 +310,4 @@ read -r bytes seconds rate groups size rss <<< "$(taskset -c 0 "$(bin_dir)/share
 echo "index of a $INDEX_MIB MiB basis on one core: $rate GB/s ($seconds s), $groups groups, $size bytes, peak RSS $rss KiB"
 rm -f "$WORK/basis.bin"
 
-# The mirror: two agents on loopback.
-"${RECV[@]}" $BIN agent --config "$R" --port 0 --listen 127.0.0.1 --inbox "$WORK/inbox" --no-discovery > "$WORK/ragent.log" 2>&1 &
-for _ in $(seq 300); do grep -q "listening on port" "$WORK/ragent.log" 2> /dev/null && break; sleep 0.05; done
-RPORT=$(grep -o 'listening on port [0-9]*' "$WORK/ragent.log" | awk '{print $4}')
-$BIN trust add --config "$S" "$($BIN id --config "$R" | tail -1)" --name receiver --team --address "127.0.0.1:$RPORT" > /dev/null 2>&1
-"${SEND[@]}" $BIN agent --config "$S" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/sagent.log" 2>&1 &
-for _ in $(seq 300); do grep -q "listening on port" "$WORK/sagent.log" 2> /dev/null && break; sleep 0.05; done
-SAGENT=$(pgrep -f "agent --config $S" | head -1)
-mkdir -p "$WORK/mirrored"
-python3 - "$WORK/mirrored" "$MIRROR_FILES" <<'PY'
-import os, sys
-root, count = sys.argv[1], int(sys.argv[2])
-for n in range(count):
-    path = os.path.join(root, f"d{n // 1000}", f"f{n}.txt")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f: f.write(f"{n}\n")
-PY
-"${SEND[@]}" $BIN mirror --config "$S" "$WORK/mirrored" --to receiver --wait 600 > /dev/null 2>&1
-n=$(find "$WORK/inbox/sender/mirrored" -type f | wc -l)
-[ "$n" -eq "$MIRROR_FILES" ] || { echo "the mirrored copy holds $n files of $MIRROR_FILES" >&2; exit 1; }
-# A file saved: the clock stops when it is complete on the other side.
-head -c $((4 << 20)) /dev/urandom > "$WORK/saved.bin"
-start=$(date +%s.%N)
-cp "$WORK/saved.bin" "$WORK/mirrored/saved.bin"
-copy="$WORK/inbox/sender/mirrored/saved.bin"
-for _ in $(seq 600); do cmp -s "$WORK/saved.bin" "$copy" 2> /dev/null && break; sleep 0.02; done
-cmp -s "$WORK/saved.bin" "$copy" || { echo "the mirrored file did not arrive" >&2; exit 1; }
-echo "mirror: a 4 MiB file saved is complete on the other side after $(echo "$(date +%s.%N) - $start" | bc) s"
-# Idle: once the folder says the copy is in step and a few seconds have passed, nothing changes for 20 s (a tenth of
-# it in the smoke pass).
-for _ in $(seq 600); do "${SEND[@]}" $BIN sync --config "$S" | grep -q "receiver: connected, in step" && break; sleep 0.1; done
-idle=20; [ -n "${SHARE_SMOKE:-}" ] && idle=2
-sleep $((idle / 4))
-before=$(awk '{print $14 + $15}' "/proc/$SAGENT/stat")
-sleep "$idle"
-after=$(awk '{print $14 + $15}' "/proc/$SAGENT/stat")
-rss=$(awk '/VmRSS/ {print $2}' "/proc/$SAGENT/status")
-echo "mirror of $MIRROR_FILES files, idle: agent CPU $(python3 -c "print(f'{($after - $before) / $(getconf CLK_TCK) / $idle * 100:.2f}')") %, RSS $rss KiB"
 link_down

@@ -12,7 +12,8 @@
 # with them (CPU over IDLE seconds, RSS), and a full rescan of them unchanged (share sync rescan).
 # Links (PROFILES): loopback (one network namespace, counted on lo) and 100mbit (a namespace per device, a link
 # between each two, 100 Mbit/s with tbf at each end and 1 ms each way by Benchmarks/linkshaper; counted on each
-# link's ends). Every clock stops when the devices hold the new state, checked on disk.
+# link's ends). Every clock stops when the devices hold the new state, checked on disk. Everything is written to a
+# fresh ext4 file system mounted from an image (FRESH_FS=0: /var/tmp as it is).
 # Release build; needs root (namespaces). Usage: scripts/bench-sync.sh
 # Settings (environment): FILES (5000), MANY (100000), PROFILES ("loopback 100mbit"), ROUNDS (1; medians when more),
 # SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
@@ -31,7 +32,24 @@ release_build share > /dev/null
 BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-sync.XXXXXX)
 source scripts/lib-bench.sh
-trap bench_cleanup EXIT
+IMAGE=
+cleanup() {
+  kill $(jobs -p) 2> /dev/null || true
+  for pid in "$WORK"/sshd*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2> /dev/null || true; done
+  if [ -n "$IMAGE" ]; then umount "$WORK" 2> /dev/null || umount -l "$WORK" 2> /dev/null || true; rm -f "$IMAGE"; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+# Every tool works on a fresh ext4 file system (with a journal, as mkfs makes it), so that what ran on this machine
+# before (thousands of files deleted a minute ago cost every file created now on a file system without a journal)
+# weighs on none of them. FRESH_FS=0 works in /var/tmp as it is.
+if [ -z "${SHARE_SMOKE:-}" ] && [ "${FRESH_FS:-1}" = 1 ]; then
+  IMAGE=$WORK.img
+  truncate -s 32G "$IMAGE"
+  mkfs.ext4 -q -F -N 3000000 "$IMAGE"
+  mount -o loop "$IMAGE" "$WORK"
+  echo "work: a fresh ext4 file system of 32 GiB (sparse, on $(df --output=source /var/tmp | tail -1))"
+fi
 gcc -O2 -o "$WORK/linkshaper" Benchmarks/linkshaper/linkshaper.c
 bench_ssh_config 127.0.0.1 2222 "Ciphers aes128-gcm@openssh.com"
 python3 scripts/bench_sync.py "$WORK" "$BIN"

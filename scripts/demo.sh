@@ -2,7 +2,8 @@
 # The main job on one machine: two devices on loopback, paired, sending a text, a file of a custom declared type, a
 # profile the receiver accepts only as text, a large file that is interrupted and resumed, a folder, the profile
 # catalog as one archive, and the agents: a queued send, the inbox, a lazy copy and paste, the page in a headless
-# browser with a pending offer and its preview, a watch; a send by code to
+# browser with a pending offer and its preview, a folder kept the same on three devices (a conflict, and how each
+# device shows it), a watch; a send by code to
 # a device that never paired and to the `wormhole` command; (as root) a phone running LocalSend; then (as root)
 # the two devices on different networks behind NAT, meeting through a discovery server and a relay. Every step
 # prints what was offered, what was chosen and why.
@@ -167,6 +168,56 @@ SHOTS=${SHARE_DEMO_SCREENSHOTS:-/var/tmp/share-demo-screenshots}
 /usr/bin/python3 Tests/Browser/page_test.py "$SHARE" "$WORK/page" --screenshots "$SHOTS" --demo 2>&1 |
   grep -v "^#" | sed 's/^/    page | /'
 [ -s "$SHOTS/2-pending-offer.png" ] && echo "    page | the pending offer with its preview: $SHOTS/2-pending-offer.png"
+
+step "7d. a folder kept the same on three devices, both ways: the laptop shares it, the desk and a phone accept it"
+LAPTOPPORT=$(grep -o 'listening on port [0-9]*' "$WORK/laptop-agent.out" | awk '{print $4}')
+PHONE="--config $WORK/phone"
+$SHARE id $PHONE --name phone > /dev/null
+PHONEID=$($SHARE id $PHONE | tail -1)
+$SHARE agent $PHONE --listen 127.0.0.1 --port 0 --no-discovery > "$WORK/phone-agent.out" 2>&1 &
+PHONEAGENT=$!
+for _ in $(seq 1200); do grep -q "listening on port" "$WORK/phone-agent.out" 2>/dev/null && break; sleep 0.05; done
+PHONEPORT=$(grep -o 'listening on port [0-9]*' "$WORK/phone-agent.out" | awk '{print $4}')
+for who in LAPTOP DESK; do
+  $SHARE trust add ${!who} "$PHONEID" --name phone --team --address "127.0.0.1:$PHONEPORT" > /dev/null 2>&1
+done
+$SHARE trust add $PHONE "$LAPTOPID" --name laptop --team --address "127.0.0.1:$LAPTOPPORT" > /dev/null 2>&1
+$SHARE trust add $PHONE "$DESKID" --name desk --team --address "127.0.0.1:$DESKPORT" > /dev/null 2>&1
+mkdir -p "$WORK/thesis/chapters"
+printf 'Chapter one: what moves\n' > "$WORK/thesis/chapters/one.md"
+printf 'to do: figures\n' > "$WORK/thesis/notes.md"
+$SHARE sync add $LAPTOP "$WORK/thesis" --with desk --with phone 2>&1 | sed 's/^/ laptop | /'
+FOLDER=$($SHARE sync $LAPTOP --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["folders"][0]["settings"]["id"])')
+for who in DESK PHONE; do
+  name=$(echo "$who" | tr A-Z a-z)
+  for _ in $(seq 600); do $SHARE sync ${!who} --json | grep -q "\"$FOLDER\"" && break; sleep 0.05; done
+  $SHARE sync ${!who} | sed "s/^/ $(printf '%6s' "$name") | /"
+  $SHARE sync accept ${!who} "$FOLDER" --into "$WORK/$name-thesis" 2>&1 | sed "s/^/ $(printf '%6s' "$name") | /"
+done
+for who in LAPTOP DESK PHONE; do $SHARE sync ${!who} --wait 60 > /dev/null || true; done
+echo "   the desk edits the notes; the laptop and the phone have the edit a moment later:"
+printf 'to do: figures, then the bibliography\n' > "$WORK/desk-thesis/notes.md"
+for _ in $(seq 600); do
+  grep -q bibliography "$WORK/thesis/notes.md" 2>/dev/null && grep -q bibliography "$WORK/phone-thesis/notes.md" 2>/dev/null && break
+  sleep 0.05
+done
+echo " laptop | notes.md: $(cat "$WORK/thesis/notes.md")"
+echo "  phone | notes.md: $(cat "$WORK/phone-thesis/notes.md")"
+echo "   the phone is off while both it and the laptop change chapter one: a conflict once it is back"
+kill $PHONEAGENT; wait $PHONEAGENT 2>/dev/null || true
+printf 'Chapter one: what moves (the laptop'"'"'s draft)\n' > "$WORK/thesis/chapters/one.md"
+printf 'Chapter one: what moves (written on the phone)\n' > "$WORK/phone-thesis/chapters/one.md"
+$SHARE agent $PHONE --listen 127.0.0.1 --port "$PHONEPORT" --no-discovery >> "$WORK/phone-agent.out" 2>&1 &
+for _ in $(seq 1200); do
+  ls "$WORK/desk-thesis/chapters" 2>/dev/null | grep -q sync-conflict && ls "$WORK/thesis/chapters" | grep -q sync-conflict && break
+  sleep 0.05
+done
+for who in LAPTOP DESK PHONE; do $SHARE sync ${!who} --wait 60 > /dev/null || true; done
+for who in LAPTOP DESK PHONE; do
+  name=$(echo "$who" | tr A-Z a-z)
+  $SHARE sync ${!who} | sed "s/^/ $(printf '%6s' "$name") | /"
+done
+echo "   on every device: $(ls "$WORK/desk-thesis/chapters" | tr '\n' ' ')"
 
 step "8. a watch attached to the desk's agent: it opens no port and gets what fits it"
 WATCH="--config $WORK/watch"

@@ -82,6 +82,8 @@ extension FolderService {
                         state.countNeeded()
                         return missed
                     }
+                    // The last batch of a sync: what the pulls took is given back to the system.
+                    if folder.withFolder({ $0.queue.isEmpty && $0.inFlight.isEmpty }) { Syscalls.releaseFreeMemory() }
                     run.withLock { run in
                         run.pulling[key, default: 1] -= 1
                         if run.pulling[key] == 0 { run.pulling[key] = nil }

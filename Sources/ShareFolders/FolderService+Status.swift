@@ -83,9 +83,9 @@ extension FolderService {
             let held = store.remoteState(peer)
             key += [peer, held?.indexID ?? 0, held?.have ?? 0]
         }
-        // Read again when the index moved on, at most four times a second (a status asked for in a loop while
+        // Read again when the index moved on, at most twenty times a second (a status asked for in a loop while
         // thousands of files arrive would otherwise hold the folder more than the arrivals do).
-        if let summary = state.summary, summary.key == key || ContinuousClock.now - summary.read < .milliseconds(250) {
+        if let summary = state.summary, summary.key == key || ContinuousClock.now - summary.read < .milliseconds(50) {
             return summary
         }
         let id = state.settings.id
@@ -107,23 +107,23 @@ extension FolderService {
         case .sendReceive:
             break
         }
-        let conflicts = store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
-            guard let original = ConflictName.original(of: copy.path) else { return nil }
-            let (time, device) = Self.parts(ofConflict: copy.path)
-            let winner = store.local(original)?.entry
-            return FolderStatus.Conflict(
-                path: original, copy: copy.path, loser: device, loserTime: time,
-                winner: winner.flatMap { $0.deleted ? nil : ShortIDs.label($0.modifiedBy) },
-                winnerTime: winner.flatMap {
-                    $0.deleted || $0.modified == 0 ? nil : Date(timeIntervalSince1970: Double($0.modified) / 1e9)
-                })
-        }
-        // While files are still to come here, no device is in step with this one (and nothing is counted).
-        let caughtUp = state.caughtUp
+        let conflicts =
+            state.summary.flatMap { $0.conflictGeneration == store.conflictGeneration ? $0.conflicts : nil }
+            ?? store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
+                guard let original = ConflictName.original(of: copy.path) else { return nil }
+                let (time, device) = Self.parts(ofConflict: copy.path)
+                let winner = store.local(original)?.entry
+                return FolderStatus.Conflict(
+                    path: original, copy: copy.path, loser: device, loserTime: time,
+                    winner: winner.flatMap { $0.deleted ? nil : ShortIDs.label($0.modifiedBy) },
+                    winnerTime: winner.flatMap {
+                        $0.deleted || $0.modified == 0 ? nil : Date(timeIntervalSince1970: Double($0.modified) / 1e9)
+                    })
+            }
         let summary = FolderSummary(
-            key: key, read: .now, totals: store.totals(),
+            key: key, read: .now, conflictGeneration: store.conflictGeneration, totals: store.totals(),
             differences: Dictionary(
-                uniqueKeysWithValues: peers.map { ($0, caughtUp ? store.differences(with: $0) : -1) }),
+                uniqueKeysWithValues: peers.map { ($0, store.differences(with: $0)) }),
             conflicts: conflicts, kept: kept)
         state.summary = summary
         return summary
@@ -150,6 +150,7 @@ extension FolderService {
 struct FolderSummary {
     var key: [UInt64]
     var read: ContinuousClock.Instant
+    var conflictGeneration: Int
     var totals: (files: Int, bytes: UInt64)
     var differences: [ShortID: Int]
     var conflicts: [FolderStatus.Conflict]

@@ -1,6 +1,7 @@
 import Foundation
 import ShareDisk
 import ShareEngine
+import ShareNet
 import ShareSync
 import ShareThreads
 import ShareTrust
@@ -141,6 +142,8 @@ extension FolderService {
         }
         if announce { announceOnly(folder, force: true) }
         schedulePulls(folder)
+        // A round over the whole folder takes memory in proportion to it: given back to the system after.
+        if planned.paths == nil { Syscalls.releaseFreeMemory() }
         let seconds = (ContinuousClock.now - started).seconds
         if seconds > 2 {
             Self.log.debug(
@@ -170,8 +173,6 @@ extension SharedFolder.State {
         neededBytes = queue.values.reduce(0) { $0 + $1.size }
     }
 
-    /// Whether this device holds every path at the agreed version as far as it knows (nothing to pull or redo).
-    var caughtUp: Bool { queue.isEmpty && inFlight.isEmpty && problems.isEmpty }
 }
 
 extension SyncFolder.Outcome {

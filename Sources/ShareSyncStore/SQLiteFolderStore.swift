@@ -8,6 +8,13 @@ public final class SQLiteFolderStore: FolderStore {
     public let folder: String
     public private(set) var indexID: UInt64
     public private(set) var sequence: UInt64
+    /// How many paths each device's index holds at another version than this device's, kept up to date by every
+    /// entry recorded here or received (a device is counted once, by the whole index, when first asked about).
+    private var differing: [ShortID: Int] = [:]
+    /// This device's live files and their bytes, kept up to date likewise (nil until first asked).
+    private var counted: (files: Int, bytes: UInt64)?
+    /// Grows whenever an entry whose name marks a conflict copy is recorded (what the status lists may change).
+    public private(set) var conflictGeneration = 0
 
     /// The layout of the tables: 2 keys the others' entries by path first (a plan looks them up by path).
     static let layout = 2
@@ -213,6 +220,25 @@ public final class SQLiteFolderStore: FolderStore {
                     next += 1
                     var entry = item.entry
                     entry.sequence = next
+                    if ConflictName.isConflictCopy(entry.path) { conflictGeneration += 1 }
+                    if !differing.isEmpty || counted != nil {
+                        let before = local(entry.path)?.entry
+                        if let totals = counted {
+                            func live(_ e: FileEntry?) -> (Int, UInt64) {
+                                guard let e, !e.deleted, e.kind == .file else { return (0, 0) }
+                                return (1, e.size)
+                            }
+                            let (oldFiles, oldBytes) = live(before)
+                            let (newFiles, newBytes) = live(entry)
+                            counted = (totals.files - oldFiles + newFiles, totals.bytes - oldBytes + newBytes)
+                        }
+                        let theirs = differing.isEmpty ? [:] : remotes(entry.path)
+                        for device in differing.keys {
+                            differing[device]! +=
+                                (Self.differs(entry, theirs[device]) ? 1 : 0)
+                                - (Self.differs(before, theirs[device]) ? 1 : 0)
+                        }
+                    }
                     try database.query(
                         """
                         INSERT OR REPLACE INTO local (folder, \(Self.entryColumns), stamp, local_only)
@@ -228,10 +254,23 @@ public final class SQLiteFolderStore: FolderStore {
                     [.integer(Int64(bitPattern: next)), .text(folder)])
             }
         } catch {
+            differing = [:]
+            counted = nil
             return []
         }
         sequence = next
         return recorded
+    }
+
+    /// Whether two devices' entries of one path differ as the status counts it: one holds a live entry the other
+    /// lacks, or both hold it at other versions.
+    static func differs(_ mine: FileEntry?, _ theirs: FileEntry?) -> Bool {
+        switch (mine, theirs) {
+        case (nil, nil): return false
+        case (let mine?, nil): return !mine.deleted
+        case (nil, let theirs?): return !theirs.deleted
+        case (let mine?, let theirs?): return mine.version != theirs.version
+        }
     }
 
     public func restamp(_ entries: [LocalEntry]) {
@@ -270,15 +309,34 @@ public final class SQLiteFolderStore: FolderStore {
 
     public func applyRemote(_ device: ShortID, indexID: UInt64, reset: Bool, entries: [FileEntry], have: UInt64) {
         let key: SQLValue = .integer(Int64(bitPattern: device))
-        try? database.transaction {
+        do {
+            try applyRemoteEntries(device, key: key, indexID: indexID, reset: reset, entries: entries, have: have)
+        } catch {
+            // Rolled back: what was counted of that device meanwhile is counted again when next asked.
+            differing[device] = nil
+        }
+    }
+
+    private func applyRemoteEntries(
+        _ device: ShortID, key: SQLValue, indexID: UInt64, reset: Bool, entries: [FileEntry], have: UInt64
+    ) throws {
+        try database.transaction {
             let held = remoteState(device)
             var have = have
             if reset || held?.indexID != indexID {
                 try database.query("DELETE FROM remote WHERE folder = ? AND device = ?", [.text(folder), key])
+                differing[device] = nil
             } else if let held {
                 have = max(have, held.have)
             }
             for entry in entries {
+                if differing[device] != nil {
+                    let before = remotes(entry.path)[device]
+                    // The entry is kept only when newer than what is held (as the statement below decides).
+                    let after = before.map { entry.sequence > $0.sequence ? entry : $0 } ?? entry
+                    let mine = local(entry.path)?.entry
+                    differing[device]! += (Self.differs(mine, after) ? 1 : 0) - (Self.differs(mine, before) ? 1 : 0)
+                }
                 // Kept only when newer than what is held of that path from that device.
                 try database.query(
                     """
@@ -346,17 +404,27 @@ public final class SQLiteFolderStore: FolderStore {
 
     /// Live files this device holds and their bytes.
     public func totals() -> (files: Int, bytes: UInt64) {
+        if let counted { return counted }
         var totals = (0, UInt64(0))
         try? database.query(
             "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM local WHERE folder = ? AND deleted = 0 AND kind = 0",
             [.text(folder)]
         ) { totals = (Int($0.integer(0)), $0.unsigned(1)) }
+        counted = totals
         return totals
     }
 
     /// How many paths `device`'s index holds at another version than this device's (or holds and this one does
     /// not, or the reverse): 0 when both are in step.
     public func differences(with device: ShortID) -> Int {
+        if let count = differing[device] { return count }
+        let count = countDifferences(with: device)
+        differing[device] = count
+        return count
+    }
+
+    /// The same, counted over the whole of both indexes.
+    public func countDifferences(with device: ShortID) -> Int {
         var count = 0
         let key: SQLValue = .integer(Int64(bitPattern: device))
         try? database.query(
@@ -385,6 +453,7 @@ public final class SQLiteFolderStore: FolderStore {
     }
 
     public func forget(_ device: ShortID) {
+        differing[device] = nil
         try? database.transaction {
             for table in ["remote", "remote_state"] {
                 try database.query(

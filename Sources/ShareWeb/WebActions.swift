@@ -127,6 +127,10 @@ final class WebActions: Sendable {
             }
             return line
         }
+        if status != nil, let folders = try? ControlClient.request(.folders, paths: paths) {
+            state.folders = folders.folders ?? []
+            state.folderOffers = folders.offers ?? []
+        }
         let box = AgentInbox(directory: URL(fileURLWithPath: state.agent.inbox, isDirectory: true))
         state.texts = box.history.entries().suffix(50).reversed().map {
             .init(date: $0.date, from: $0.from, type: $0.type, text: $0.text)
@@ -179,6 +183,21 @@ final class WebActions: Sendable {
             ? "accepted \(entry.itemCount) item(s) from \(entry.fromName): "
                 + (phone ? "they arrive now if it still waits" : "they arrive when it offers them again")
             : "declined \(entry.itemCount) item(s) from \(entry.fromName)"
+    }
+
+    // MARK: shared folders
+
+    /// Accepts (into its default place) or declines a folder another of the owner's devices offers.
+    func answerFolder(_ id: String, accept: Bool) throws -> String {
+        do {
+            let answer = try ControlClient.request(
+                accept ? .folderAccept(id: id, path: nil) : .folderDecline(id: id), paths: paths)
+            invalidate()
+            guard accept else { return "declined the folder \(id)" }
+            return "accepted \(answer.folder?.label ?? id) into \(answer.folder?.path ?? "its place")"
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
     }
 
     // MARK: jobs
@@ -567,6 +586,9 @@ struct WebState: Encodable {
     var texts: [Text] = []
     var inbox: [InboxItem] = []
     var pairing = PairingState()
+    /// Shared folders and how each stands, and the folders other devices offer this one.
+    var folders: [FolderStatus] = []
+    var folderOffers: [FolderOffer] = []
 }
 
 /// Where a pairing started on the page stands: idle, waiting, connecting, confirm (the code shown, an answer wanted),

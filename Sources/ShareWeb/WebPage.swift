@@ -26,6 +26,7 @@ enum WebPage {
           <button id="send-button">Send</button>
         </section>
         <section id="jobs"><h2>Sends</h2><div class="list"><p class="muted loading">Loading…</p></div></section>
+        <section id="folders"><h2>Shared folders</h2><div class="list"><p class="muted loading">Loading…</p></div></section>
         <section id="devices"><h2>Devices</h2><table class="list"><thead><tr><th>Name</th><th>Relation</th><th>Route</th><th>Last seen</th></tr></thead><tbody></tbody></table>
           <h3>On this network</h3><div id="nearby"><p class="muted loading">Loading…</p></div></section>
         <section id="inbox"><h2>Received</h2><div id="texts"></div><div class="list"><p class="muted loading">Loading…</p></div></section>
@@ -135,6 +136,7 @@ enum WebPage {
           // about to be clicked stays).
           if (changed("pending", state.pending)) renderPending(state.pending);
           renderJobs(state.jobs);
+          if (changed("folders", [state.folders, state.folderOffers])) renderFolders(state);
           if (changed("devices", [state.devices, state.nearby])) renderDevices(state);
           if (changed("inbox", [state.texts, state.inbox])) renderInbox(state);
           if (changed("pairing", state.pairing)) renderPairing(state.pairing);
@@ -212,6 +214,47 @@ enum WebPage {
             const place = previous ? previous.nextSibling : list.firstChild;
             if (view.box !== place) list.insertBefore(view.box, place);
             previous = view.box;
+          }
+        }
+
+        // Each shared folder: its state, each device with when it was last in step, its conflicts and what waits;
+        // then the folders offered to this device, to accept or decline.
+        function renderFolders(state) {
+          const list = $("#folders .list"); list.replaceChildren();
+          if (!state.folders.length && !state.folderOffers.length) {
+            list.append(el("p", state.agent.running ? "No shared folder: share one with share sync add FOLDER --with DEVICE." : "The agent keeps shared folders: start it to see them.", { class: "muted" }));
+          }
+          for (const folder of state.folders) {
+            const box = el("div", null, { class: "folder", "data-id": folder.settings.id, "data-state": folder.state });
+            const kind = folder.settings.mirror ? "mirror" : folder.settings.kind;
+            box.append(el("strong", folder.settings.label), el("span", " (" + kind + ") — " + folder.state + ", " + folder.files + " file(s), " + bytes(folder.bytes), { class: "muted state" }));
+            if (folder.neededFiles > 0) {
+              box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s" : ""), { class: "muted" }));
+            }
+            box.append(el("div", folder.settings.path, { class: "muted path" }));
+            const peers = el("ul", null, { class: "peers" });
+            for (const peer of folder.peers) {
+              const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
+              peers.append(el("li", peer.name + ": " + words + (peer.inStep ? "" : ", last in step " + ago(peer.lastInStep)), { "data-peer": peer.name }));
+            }
+            box.append(peers);
+            for (const conflict of folder.conflicts) {
+              box.append(el("div", "conflict: " + conflict.path + " — the version of " + conflict.loser + " is kept as " + conflict.copy, { class: "conflict" }));
+            }
+            for (const problem of folder.problems) {
+              box.append(el("div", problem.path + ": " + problem.reason, { class: "muted problem" }));
+            }
+            list.append(box);
+          }
+          for (const offer of state.folderOffers) {
+            const box = el("div", null, { class: "offer folder-offer", "data-id": offer.id });
+            box.append(el("strong", offer.label), el("span", " offered by " + offer.fromName + " (" + offer.kind + ")", { class: "muted" }));
+            const accept = el("button", "Accept", { class: "accept" });
+            accept.onclick = () => act(post("/api/folders/accept?" + q({ id: offer.id })));
+            const decline = el("button", "Decline", { class: "decline" });
+            decline.onclick = () => act(post("/api/folders/decline?" + q({ id: offer.id })));
+            box.append(accept, decline);
+            list.append(box);
           }
         }
 

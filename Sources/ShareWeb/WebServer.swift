@@ -295,6 +295,10 @@ public final class WebServer: PageLinks, Sendable {
                 + (download ? [URLQueryItem(name: "download", value: "1")] : [])
                 + [URLQueryItem(name: "ticket", value: ticket)]
             try json(http, ["url": "/api/inbox/file?" + (query.percentEncodedQuery ?? "")])
+        case ("POST", "/api/folders/accept"), ("POST", "/api/folders/decline"):
+            try http.discard(length)
+            try json(
+                http, ["said": try actions.answerFolder(head.query["id"] ?? "", accept: head.path.hasSuffix("accept"))])
         case ("POST", "/api/jobs/cancel"):
             try http.discard(length)
             try json(http, ["said": try actions.cancel(head.query["id"] ?? "")])

@@ -10,10 +10,14 @@ final class SyncDevices {
     let ports: [Int]
     let environment: [String: String]
 
-    init(_ names: [String], environment: [String: String] = [:]) throws {
+    /// More arguments of each device's agent, by index.
+    let options: [Int: [String]]
+
+    init(_ names: [String], environment: [String: String] = [:], options: [Int: [String]] = [:]) throws {
         devices = try names.map { try TestDevice($0) }
         ports = names.map { _ in freePort() }
         self.environment = environment
+        self.options = options
         for (i, a) in devices.enumerated() {
             for (j, b) in devices.enumerated() where i != j {
                 a.trust(b, address: "127.0.0.1:\(ports[j])", flags: ["--team"])
@@ -38,7 +42,7 @@ final class SyncDevices {
     @discardableResult
     func start(_ index: Int) throws -> BackgroundShare {
         let (agent, _) = try devices[index].startAgent(
-            ["--no-discovery", "--port", String(ports[index])], environment: environment)
+            ["--no-discovery", "--port", String(ports[index])] + (options[index] ?? []), environment: environment)
         if index < agents.count { agents[index] = agent }
         return agent
     }

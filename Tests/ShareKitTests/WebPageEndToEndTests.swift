@@ -246,6 +246,45 @@ extension EndToEndAgents {
             #expect(climbing.status == 404, "\(climbing.text.prefix(300))")
         }
 
+        /// The page's Folders panel: a folder another of the owner's devices offers, accepted from the page, then
+        /// the folder with its state and each device's, in step once its files are here.
+        @Test func theFoldersPanelShowsEachFolderAndTakesAnOffer() throws {
+            let devices = try SyncDevices(["laptop", "desk"], options: [1: ["--web"]])
+            let (port, secret) = try page(of: try #require(devices.agents[1]))
+            let host = "Host: 127.0.0.1:\(port)\r\n"
+            let auth = try session(port, secret)
+            func state() throws -> [String: Any] {
+                let answer = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(auth)\r\n")
+                return try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
+            }
+            let folder = try devices[0].folder("recipes")
+            try Data("flour, water, salt\n".utf8).write(to: folder.appendingPathComponent("bread.txt"))
+            let id = try devices.share(0, folder, with: [1])
+            #expect(
+                waitUntil(timeout: 30) {
+                    ((try? state())?["folderOffers"] as? [[String: Any]])?.contains { $0["id"] as? String == id }
+                        ?? false
+                })
+            let accepted = try exchange(
+                port, "POST /api/folders/accept?id=\(id) HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
+            #expect(accepted.status == 200 && accepted.text.contains("accepted recipes into"), "\(accepted.text)")
+            var shown: [String: Any] = [:]
+            #expect(
+                waitUntil(timeout: 60) {
+                    guard let folders = (try? state())?["folders"] as? [[String: Any]], let first = folders.first
+                    else { return false }
+                    shown = first
+                    let peers = first["peers"] as? [[String: Any]] ?? []
+                    return first["state"] as? String == "up to date" && first["files"] as? Int == 1
+                        && peers.first?["name"] as? String == "laptop" && peers.first?["inStep"] as? Bool == true
+                }, "\(shown)\n\(devices.logs)")
+            let unknown = try exchange(
+                port, "POST /api/folders/accept?id=nothing HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
+            #expect(unknown.status == 409 && unknown.text.contains("no folder nothing is offered"), "\(unknown.text)")
+            let shell = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
+            #expect(shell.text.contains("<section id=\"folders\"><h2>Shared folders</h2>"))
+        }
+
         /// What a person sees first: a loading state until the state arrives, an icon (no refused request in the
         /// log), this device never among its neighbours, a folder's size as its contents.
         @Test func thePageLoadsPlainlyAndSaysWhatIsTrue() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import ShareSync
+import ShareSyncStore
 import Testing
 
 /// The seeded randomized test of shared folders (`Simulation`): several devices change one folder while messages are
@@ -62,6 +63,49 @@ import Testing
             let b = sqlite.run(sqlite.schedule())
             #expect(b.failure == nil, "seed \(seed): \(b.failure ?? "")")
             #expect(a.trees == b.trees && a.conflicts == b.conflicts, "seed \(seed) ends elsewhere with SQLite")
+        }
+    }
+
+    /// What the status says of each device (how many paths it holds at other versions) is kept up to date entry by
+    /// entry, and always equals the count over both whole indexes.
+    @Test func theCountOfDifferencesFollowsEveryEntry() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-count-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try Database(path: directory.appendingPathComponent("index.db").path)
+        try SQLiteFolderStore.prepare(database)
+        let store = try SQLiteFolderStore(database: database, folder: "f")
+        var random = SplitMix64(seed: 99)
+        let paths = (0..<12).map { "p\($0)" }
+        let devices: [ShortID] = [11, 22]
+        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
+        func entry(_ path: String) -> FileEntry {
+            let counter = random.next() % 3
+            return FileEntry(
+                path: path, kind: .file, size: 1, digest: Array(repeating: UInt8(counter), count: 32),
+                deleted: random.next() % 5 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
+        }
+        for _ in devices { _ = store.differences(with: devices[0]) }
+        for step in 0..<400 {
+            switch random.next() % 3 {
+            case 0:
+                store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 12)]), stamp: nil)])
+            default:
+                let device = devices[Int(random.next() % 2)]
+                var batch: [FileEntry] = []
+                for _ in 0..<Int(random.next() % 4) {
+                    sequences[device]! += 1
+                    var next = entry(paths[Int(random.next() % 12)])
+                    next.sequence = sequences[device]!
+                    batch.append(next)
+                }
+                store.applyRemote(device, indexID: 1, reset: false, entries: batch, have: sequences[device]!)
+            }
+            for device in devices {
+                #expect(
+                    store.differences(with: device) == store.countDifferences(with: device),
+                    "step \(step), device \(device)")
+            }
         }
     }
 
