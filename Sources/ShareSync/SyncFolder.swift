@@ -94,7 +94,9 @@ public final class SyncFolder {
         var observed: [String: DiskStamp] = [:]
         for path in paths where includes(path) { observed[path] = disk.stamp(path) }
         var recorded: [String: DiskStamp?] = [:]
-        for path in paths { if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp } }
+        for path in paths {
+            if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp }
+        }
         return record(observed: observed, recorded: recorded) { paths.contains($0) && includes($0) }
     }
 
@@ -103,7 +105,8 @@ public final class SyncFolder {
     {
         let (seconds, nanoseconds) = clock()
         var result = Scanner.scan(
-            store: store, recorded: recorded, observed: observed, inScope: inScope, content: { disk.content($0, $1) }, me: me,
+            store: store, recorded: recorded, observed: observed, inScope: inScope, content: { disk.content($0, $1) },
+            me: me,
             now: seconds, time: nanoseconds)
         store.restamp(result.restamped)
         if receivesOnly {
