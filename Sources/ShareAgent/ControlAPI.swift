@@ -63,6 +63,8 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.revert(id) }
         case .folderOverride(let id):
             return folderAnswer { try agent.folders.override(id) }
+        case .folderAllowDeletes(let id):
+            return folderAnswer { try agent.folders.allowDeletes(id) }
         case .folderRescan(let id):
             do {
                 var response = ControlResponse(ok: true)

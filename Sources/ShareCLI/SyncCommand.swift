@@ -11,6 +11,8 @@ struct SyncCommand: ParsableCommand {
         abstract: "Folders kept the same on your devices, both ways (the agent keeps them).",
         discussion: helpPage(
             "A shared folder has an ID (never its name: two folders of one name are two folders) and the devices it is shared with: your own devices (trusted with --team). Each device keeps an index of what it holds; changes made on any device reach the others, through any device that is on (a change made on the laptop reaches the phone through the desk while the laptop is off). Two devices changing the same file at once: one version wins everywhere, the other is kept beside it as NAME.sync-conflict-DATE-TIME-DEVICE.EXT. A deletion reaches every device; a deletion at the same time as an edit keeps the edit.",
+            "Not synced: what .shareignore at the folder's root names, one pattern a line (the file itself stays on this device): * within a name, ** across folders, ? one character, [a-z] a set; /pattern from the root only, pattern/ folders only; the first pattern that matches decides, and !pattern takes back what it matches; (?i) ignores case, (?d) lets an ignored file go with a folder removed elsewhere; # and // begin comments. A folder ignored ignores all it holds. Ignoring a path never deletes it anywhere.",
+            "Protection: a folder whose marker (.sharefolder) is gone — an unmounted disk, a moved folder — stops, and nothing in it is taken for deleted until it is back; a scan that finds more than half of a folder gone at once holds those deletions until share sync allow-deletes ID.",
             "Without a subcommand, every folder: its state (up to date, syncing, waiting for a device, out of sync), its devices with when each was last in step, its conflicts, and the folders your other devices offer this one.",
             examples: [
                 "share sync add ~/thesis --with desk --with phone", "share sync",
@@ -19,7 +21,7 @@ struct SyncCommand: ParsableCommand {
             ]),
         subcommands: [
             SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncRevert.self,
-            SyncOverride.self, SyncRescan.self,
+            SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
         ],
         defaultSubcommand: SyncList.self)
 }
@@ -37,7 +39,10 @@ func folderRequest(_ request: ControlRequest, device: DeviceOptions) throws -> C
 
 struct SyncList: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "list", abstract: "Every shared folder and its state, and the folders offered to this device.")
+        commandName: "list", abstract: "Every shared folder and its state, and the folders offered to this device.",
+        discussion: helpPage(
+            "The state of each folder: up to date, scanning, syncing (files and bytes to come, the rate), waiting for a device, out of sync (each path and why), holding deletions, or stopped (its marker gone); its devices with when each was last in step; its conflict copies with both versions' device and time. --json gives all of it as one object; --wait waits until every folder is in step.",
+            examples: ["share sync", "share sync list --json", "share sync --wait 60"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -138,7 +143,13 @@ struct SyncList: ParsableCommand {
 
 struct SyncAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "add", abstract: "Share a folder with some of your devices (each is offered it).")
+        commandName: "add", abstract: "Share a folder with some of your devices (each is offered it).",
+        discussion: helpPage(
+            "The folder gets an ID and a marker (.sharefolder) at its root; each device named is offered it (share sync accept on that device, or at once where its agent.json says so). Send-only: this device's files are the truth (override); receive-only: what changes here stays here (revert). A .shareignore at the root lists what is not synced (see share sync --help).",
+            examples: [
+                "share sync add ~/thesis --with desk --with phone", "share sync add ~/photos --with desk --send-only",
+                "share sync add ~/backup --with laptop --receive-only",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -186,7 +197,10 @@ struct SyncAdd: ParsableCommand {
 
 struct SyncAccept: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "accept", abstract: "Accept a folder another of your devices offered.")
+        commandName: "accept", abstract: "Accept a folder another of your devices offered.",
+        discussion: helpPage(
+            "The folder is synced into the folder given, created if missing (its files are kept: what differs is synced like any change); without --into, into agent.json's folders.path or the inbox for the device that offered it.",
+            examples: ["share sync accept abcde-fghij-klmno --into ~/thesis", "share sync accept abcde-fghij-klmno"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -208,7 +222,11 @@ struct SyncAccept: ParsableCommand {
 }
 
 struct SyncDecline: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "decline", abstract: "Decline a folder offered.")
+    static let configuration = CommandConfiguration(
+        commandName: "decline", abstract: "Decline a folder offered.",
+        discussion: helpPage(
+            "The folder is not offered again by that device.",
+            examples: ["share sync decline abcde-fghij-klmno"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -225,7 +243,10 @@ struct SyncDecline: ParsableCommand {
 
 struct SyncRemove: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "remove", abstract: "Stop syncing a folder here (its files stay; the others keep theirs).")
+        commandName: "remove", abstract: "Stop syncing a folder here (its files stay; the others keep theirs).",
+        discussion: helpPage(
+            "This device stops syncing the folder and forgets its index; its files stay where they are, and the other devices go on with theirs.",
+            examples: ["share sync remove abcde-fghij-klmno"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -245,7 +266,10 @@ struct SyncRemove: ParsableCommand {
 struct SyncRevert: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "revert",
-        abstract: "Receive-only: bring the others' versions back over what was changed here (files added here go).")
+        abstract: "Receive-only: bring the others' versions back over what was changed here (files added here go).",
+        discussion: helpPage(
+            "What was changed or added here in a receive-only folder goes, and the others' versions come back.",
+            examples: ["share sync revert abcde-fghij-klmno"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -263,7 +287,10 @@ struct SyncRevert: ParsableCommand {
 struct SyncOverride: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "override",
-        abstract: "Send-only: push this device's files again everywhere, over what was changed elsewhere.")
+        abstract: "Send-only: push this device's files again everywhere, over what was changed elsewhere.",
+        discussion: helpPage(
+            "What was changed elsewhere in a send-only folder is replaced, on every device, by this device's version.",
+            examples: ["share sync override abcde-fghij-klmno"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -282,7 +309,10 @@ struct SyncRescan: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rescan",
         abstract:
-            "Scan the whole folder now (the agent watches for changes and scans everything every 5 minutes anyway).")
+            "Scan the whole folder now (the agent watches for changes and scans everything every 5 minutes anyway).",
+        discussion: helpPage(
+            "Answers once the scan is done, with how long it took.",
+            examples: ["share sync rescan abcde-fghij-klmno", "share sync rescan abcde-fghij-klmno --json"]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -303,6 +333,28 @@ struct SyncRescan: ParsableCommand {
             tell(
                 "scanned \(status.settings.label): \(status.files) files, \(ProgressReporter.bytes(status.bytes)) in "
                     + String(format: "%.2f s", status.lastScanSeconds ?? 0))
+        }
+    }
+}
+
+struct SyncAllowDeletes: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "allow-deletes",
+        abstract:
+            "Let the deletions go that a scan held back: more than half of the folder gone at once (an unmounted disk, a folder emptied by mistake) is not passed on without this.",
+        discussion: helpPage(
+            "share sync shows such a folder as holding deletions, with how many.",
+            examples: ["share sync allow-deletes abcde-fghij-klmno"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderAllowDeletes(id: id), device: device)
+            tell("the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
         }
     }
 }

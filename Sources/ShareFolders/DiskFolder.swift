@@ -8,12 +8,17 @@ import ShareSync
 /// the folder's root, one checked name at a time, never following a link (a link is synced as a link: its target is
 /// only ever read as text). What the folder keeps for itself at its root (`SyncNames`) is never listed.
 final class DiskFolder: FolderDisk {
-    let root: Directory
+    /// The folder (replaced when it is found again elsewhere at its path); used under the folder's lock.
+    var root: Directory {
+        didSet { opened = opened.map { _ in [:] } }
+    }
     /// While a plan reads the disk: the folders opened so far, by path (nil otherwise). Used under the folder's
     /// lock only, like everything here.
     private var opened: [String: Directory]?
 
     init(root: Directory) { self.root = root }
+
+    var isPresent: Bool { root.info(SyncNames.marker)?.kind == .directory }
 
     func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T {
         guard opened == nil else { return try body() }

@@ -24,7 +24,10 @@ extension FolderService {
                     let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
                         let connected = linked[peer.id]?.shares(settings.id) ?? false
-                        let inStep = summary.differences[ShortIDs.of(peer.id)] == 0
+                        // A device whose index never arrived is not in step, however little this one holds.
+                        let inStep =
+                            state.store.remoteState(ShortIDs.of(peer.id)) != nil
+                            && summary.differences[ShortIDs.of(peer.id)] == 0
                         if inStep { state.lastInStep[peer.id.description] = Date() }
                         return FolderStatus.Peer(
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
@@ -43,10 +46,19 @@ extension FolderService {
                     problems += summary.kept
                     let waiting = peers.filter { !(linked[$0.id]?.shares(settings.id) ?? false) }.map(\.name)
                     let words: String
+                    let held = state.sync.heldDeletions
+                    problems += state.patternProblems.map { FolderStatus.Problem(path: SyncNames.ignore, reason: $0) }
                     if let stopped = state.stopped {
                         words = "stopped: \(stopped)"
+                    } else if held > 0 {
+                        words =
+                            "holding \(held) deletions: more than half of it went at once (an unmounted disk?); "
+                            + "share sync allow-deletes \(settings.id) lets them go, or put the files back"
                     } else if state.scanning {
                         words = "scanning"
+                    } else if !peers.isEmpty, peers.allSatisfy({ state.store.remoteState(ShortIDs.of($0.id)) == nil }) {
+                        // Nothing was ever heard from any of its devices: a folder just accepted is not "up to date".
+                        words = "waiting for \(peers.map(\.name).joined(separator: ", "))"
                     } else if state.neededFiles > 0 || !state.inFlight.isEmpty {
                         words =
                             waiting.count == peers.count && !peers.isEmpty

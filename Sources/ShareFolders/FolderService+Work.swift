@@ -51,7 +51,29 @@ extension FolderService {
                 continue
             }
             if taken.quit { return }
-            let full = taken.full
+            var full = taken.full
+            // A folder not there is stopped: nothing scanned (so nothing taken for deleted), planned or pulled.
+            if let reason = folder.absence() {
+                let was = folder.withFolder { state -> String? in
+                    defer { state.stopped = reason }
+                    return state.stopped
+                }
+                if was == nil {
+                    Self.log.warning(
+                        "a shared folder stopped",
+                        metadata: ["folder": "\(folder.settings.label)", "reason": "\(reason)"])
+                }
+                _ = folder.state.wait(seconds: 2) { $0.quitting }
+                folder.withFolder { $0.wake = true }
+                continue
+            }
+            if folder.withFolder({ $0.stopped }) != nil {
+                folder.withFolder { $0.stopped = nil }
+                Self.log.info("a shared folder is back", metadata: ["folder": "\(folder.settings.label)"])
+                full = true
+            }
+            // New ignore patterns: everything is looked at again (what was ignored may not be any more).
+            if folder.refreshPatterns() { full = true }
             let watched = run.withLock { $0.watchChanges.removeValue(forKey: folder.id) }
             if full { nextFull = .now + .seconds(Self.rescanInterval) }
             let retry = !pending.isEmpty && ContinuousClock.now >= retryAt

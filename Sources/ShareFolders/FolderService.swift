@@ -138,6 +138,11 @@ package final class FolderService: AgentPart, Sendable {
             let database = try Database(path: directory.appendingPathComponent("\(settings.id).db").path)
             try SQLiteFolderStore.prepare(database)
             let folder = try SharedFolder(settings: settings, root: root, database: database, me: me)
+            // A folder shared for the first time gets its marker; one that had an index and lost it is stopped
+            // (its worker says why) rather than taken for emptied.
+            if folder.withFolder({ $0.store.sequence == 0 }), root.info(SyncNames.marker) == nil {
+                try? root.makeFolder(SyncNames.marker, mode: 0o755)
+            }
             run.withLock { $0.folders[settings.id] = folder }
             spawn("share-folder") { [self] in work(folder) }
             wakeLinker()
@@ -281,6 +286,24 @@ package final class FolderService: AgentPart, Sendable {
         } catch {
             return false
         }
+    }
+
+    /// The deletions a scan held back (more than half the folder gone at once) go with the next scan, which
+    /// starts now.
+    package func allowDeletes(_ id: String) throws -> SharedFolderSettings {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        let held = folder.withFolder { state -> Int in
+            state.sync.allowDeletions = true
+            return state.sync.heldDeletions
+        }
+        guard held > 0 else {
+            folder.withFolder { $0.sync.allowDeletions = false }
+            throw ShareFailure(.usage, "\(folder.settings.label) holds no deletions back")
+        }
+        folder.touch(paths: nil, scan: nil)
+        return folder.settings
     }
 
     /// Receive-only: the others' versions come back over what was changed here.

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import ShareDisk
 import ShareEngine
@@ -13,13 +14,16 @@ import ShareTLS
 /// interleave.
 final class SharedFolder: Sendable {
     let id: String
-    let root: Directory
     let me: ShortID
+    /// The folder, opened: the same directory until it is found again elsewhere at its path (a disk mounted again).
+    private let opened: Mutex<Directory>
+    var root: Directory { opened.withLock { $0 } }
 
     struct State {
         var settings: SharedFolderSettings
         let sync: SyncFolder
         let store: SQLiteFolderStore
+        let disk: DiskFolder
         /// Paths whose plan may have changed (nil: all of them).
         var dirty: Set<String>? = nil
         /// Folders beneath which the disk changed, to scan (nil: the whole folder).
@@ -46,6 +50,9 @@ final class SharedFolder: Sendable {
         var lastScanSeconds: Double?
         /// What the status last read from the whole index (`FolderService.summary`).
         var summary: FolderSummary?
+        /// `.shareignore` as last read (its stamp), and the lines of it that could not be used.
+        var patternsStamp: DiskStamp?
+        var patternProblems: [String] = []
         /// A whole scan asked for (`share sync rescan`), and how many whole scans were done.
         var fullWanted = false
         var fullScans = 0
@@ -65,7 +72,7 @@ final class SharedFolder: Sendable {
 
     init(settings: SharedFolderSettings, root: Directory, database: Database, me: ShortID) throws {
         id = settings.id
-        self.root = root
+        opened = Mutex(root)
         self.me = me
         let store = try SQLiteFolderStore(database: database, folder: settings.id)
         let disk = DiskFolder(root: root)
@@ -79,10 +86,53 @@ final class SharedFolder: Sendable {
             label: { ShortIDs.label($0) })
         sync.includes = { !SyncNames.isInternal($0) }
         sync.mode = Self.mode(settings)
-        state = Guarded(State(settings: settings, sync: sync, store: store))
+        state = Guarded(State(settings: settings, sync: sync, store: store, disk: disk))
     }
 
     var settings: SharedFolderSettings { state.withLock { $0.settings } }
+
+    /// Reads `.shareignore` again when it changed since it was last read; whether it did (the folder is then
+    /// scanned and planned again whole: what was ignored may not be any more). At most 1 MiB of it is read.
+    func refreshPatterns() -> Bool {
+        let stamp = root.info(SyncNames.ignore).flatMap(DiskFolder.stamp)
+        let known = state.withLock { $0.patternsStamp }
+        if stamp == nil && known == nil { return false }
+        if let stamp, let known, stamp.same(as: known) { return false }
+        var text = ""
+        if stamp?.kind == .file, let file = try? root.openFile(SyncNames.ignore, .read) {
+            defer { file.close() }
+            var bytes = [UInt8](repeating: 0, count: min(Int(stamp!.size), 1 << 20))
+            let n = bytes.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
+            text = String(decoding: bytes.prefix(n), as: UTF8.self)
+        }
+        let patterns = IgnorePatterns(text: text)
+        state.withLock { state in
+            state.patternsStamp = stamp
+            state.sync.patterns = patterns
+            state.patternProblems = patterns.problems
+        }
+        return true
+    }
+
+    /// Why the folder cannot be synced now, nil when it can: its path must lead to a folder holding the marker
+    /// (`.sharefolder`). A folder found at its path again, other than the one opened (a disk mounted again), is
+    /// taken from then on.
+    func absence() -> String? {
+        let path = settings.path
+        guard let here = try? Directory.open(path) else {
+            return
+                "\(path) is gone (moved, removed, or its disk not mounted); nothing is synced or deleted until it is back"
+        }
+        guard here.info(SyncNames.marker)?.kind == .directory else {
+            return
+                "\(path) has no \(SyncNames.marker) (its disk not mounted, or another folder there?); nothing is synced or deleted until it is back"
+        }
+        if let now = here.ownInfo, let was = root.ownInfo, now.inode != was.inode || now.device != was.device {
+            opened.withLock { $0 = here }
+            state.withLock { $0.disk.root = here }
+        }
+        return nil
+    }
 
     /// How the folder's logic treats it: a mirror's copy (a receive-only folder made for `share mirror`) takes the
     /// source's versions back at once, keeping what was changed here as conflict copies.

@@ -2,6 +2,9 @@
 /// through a link, nothing ever written outside. The agent's implementation goes through ShareDisk's directory
 /// handles; the simulation's is a tree in memory.
 public protocol FolderDisk: AnyObject {
+    /// Whether the folder is there: its marker is (an unmounted disk, a moved or emptied folder has none). A folder
+    /// that is not there is neither scanned (nothing it lacks is taken for deleted) nor changed.
+    var isPresent: Bool { get }
     /// What is at `path` now (a link is a link), nil when nothing is.
     func stamp(_ path: String) -> DiskStamp?
     /// A file's digest or a link's target as read now; nil when it cannot be read (it went away).

@@ -12,6 +12,8 @@ public protocol FolderStore: AnyObject {
     func local(_ path: String) -> LocalEntry?
     /// Every entry of this device's own index.
     func allLocal() -> [LocalEntry]
+    /// How many live entries (files, folders and links) this device's index holds.
+    func liveCount() -> Int
     /// What a scan compares first: every path of this device's index beneath `folder` (everywhere when nil) with
     /// the stamp it recorded (nil for a deletion, or a path whose content is not on disk).
     func stamps(under folder: String?) -> [String: DiskStamp?]
@@ -58,6 +60,7 @@ public final class MemoryFolderStore: FolderStore {
 
     public func local(_ path: String) -> LocalEntry? { locals[path] }
     public func allLocal() -> [LocalEntry] { Array(locals.values) }
+    public func liveCount() -> Int { locals.values.filter { !$0.entry.deleted }.count }
     public func stamps(under folder: String?) -> [String: DiskStamp?] {
         let prefix = folder.map { $0 + "/" } ?? ""
         return locals.filter { $0.key.hasPrefix(prefix) }.mapValues { $0.entry.deleted ? nil : $0.stamp }

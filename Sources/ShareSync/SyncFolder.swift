@@ -46,6 +46,22 @@ public final class SyncFolder {
     public private(set) var conflicts: [Conflict] = []
     /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
     public var includes: (String) -> Bool = { _ in true }
+    /// The folder's ignore patterns: an ignored path is neither scanned nor taken from the others, and what was
+    /// recorded of it stays as it was (never a deletion).
+    public var patterns = IgnorePatterns.none
+
+    /// Whether `path` takes part in syncing: not the folder's own, not ignored (`kind`: what it is, when known; a
+    /// path of unknown kind is taken as a folder, so that a folder-only pattern never lets a deletion through).
+    public func syncs(_ path: String, kind: FileEntry.Kind? = nil) -> Bool {
+        includes(path) && !patterns.ignores(path, folder: kind.map { $0 == .directory } ?? true)
+    }
+    /// A scan that finds more than this share (0–1) of the folder's entries gone at once, and at least ten of them,
+    /// records none of those deletions until `allowDeletions` (a disk half unmounted, a folder emptied by mistake);
+    /// nil: no limit.
+    public var deletionShare: Double? = 0.5
+    /// Deletions the last scan held back, and the person's word that they may go (used by the next scan).
+    public private(set) var heldDeletions = 0
+    public var allowDeletions = false
 
     /// How this device treats the folder.
     public enum Mode: Sendable, Equatable {
@@ -80,10 +96,11 @@ public final class SyncFolder {
     /// `recursive`): the entries recorded, to announce.
     @discardableResult
     public func scan(under folder: String? = nil, recursive: Bool = true) -> [FileEntry] {
-        let observed = disk.list(under: folder, recursive: recursive).filter { includes($0.key) }
+        guard disk.isPresent else { return [] }
+        let observed = disk.list(under: folder, recursive: recursive).filter { syncs($0.key, kind: $0.value.kind) }
         let prefix = folder.map { $0 + "/" } ?? ""
         return record(observed: observed, recorded: store.stamps(under: folder)) { path in
-            guard includes(path), path.hasPrefix(prefix) else { return false }
+            guard syncs(path), path.hasPrefix(prefix) else { return false }
             return recursive || !path.dropFirst(prefix.count).contains("/")
         }
     }
@@ -91,13 +108,18 @@ public final class SyncFolder {
     /// Records what changed at exactly these paths.
     @discardableResult
     public func scan(paths: Set<String>) -> [FileEntry] {
+        guard disk.isPresent else { return [] }
         var observed: [String: DiskStamp] = [:]
-        for path in paths where includes(path) { observed[path] = disk.stamp(path) }
+        for path in paths where includes(path) {
+            if let stamp = disk.stamp(path) {
+                if syncs(path, kind: stamp.kind) { observed[path] = stamp }
+            }
+        }
         var recorded: [String: DiskStamp?] = [:]
         for path in paths {
             if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp }
         }
-        return record(observed: observed, recorded: recorded) { paths.contains($0) && includes($0) }
+        return record(observed: observed, recorded: recorded) { paths.contains($0) && syncs($0) }
     }
 
     private func record(observed: [String: DiskStamp], recorded: [String: DiskStamp?], inScope: (String) -> Bool)
@@ -112,6 +134,16 @@ public final class SyncFolder {
         if receivesOnly {
             for index in result.changed.indices { result.changed[index].entry.localOnly = true }
         }
+        let deletions = result.changed.filter(\.entry.deleted).count
+        if deletions >= 10, let share = deletionShare, !allowDeletions,
+            Double(deletions) > share * Double(max(1, store.liveCount()))
+        {
+            heldDeletions = deletions
+            result.changed.removeAll(where: \.entry.deleted)
+        } else if deletions > 0 || allowDeletions {
+            heldDeletions = 0
+            allowDeletions = false
+        }
         return result.changed.isEmpty ? [] : store.recordLocal(result.changed)
     }
 
@@ -120,16 +152,16 @@ public final class SyncFolder {
     /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
     /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
     public func plan(_ paths: Set<String>? = nil) -> [SyncAction] {
-        guard mode != .sendOnly else { return [] }
+        guard mode != .sendOnly, disk.isPresent else { return [] }
         let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
         disk.keepingFoldersOpen {
             for path in (paths ?? store.allPaths()) where includes(path) {
                 let remotes = Array(store.remotes(path).values)
+                let local = store.local(path)
+                guard syncs(path, kind: local?.entry.kind ?? remotes.first?.kind) else { continue }
                 actions +=
-                    Planner.plan(
-                        local: store.local(path), remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal
-                    )
+                    Planner.plan(local: local, remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal)
                     .actions
             }
         }
@@ -222,6 +254,7 @@ public final class SyncFolder {
     /// Does every step of `actions` that needs no other device; see `Outcome`.
     public func execute(_ actions: [SyncAction]) -> Outcome {
         var outcome = Outcome()
+        guard disk.isPresent else { return outcome }
         // Paths whose version agreed on is a deletion: their content may serve a rename instead of going.
         var removals: [String: FileEntry] = [:]
         for case .remove(let entry) in actions { removals[entry.path] = entry }
@@ -271,7 +304,10 @@ public final class SyncFolder {
                         outcome.recorded += revive(path, after: entry)
                         break
                     }
-                    if disk.stamp(path) != nil { try disk.remove(path) }
+                    if let now = disk.stamp(path) {
+                        if now.kind == .directory { try removeDeletableIgnored(beneath: path) }
+                        try disk.remove(path)
+                    }
                     outcome.recorded += recordApplied(entry)
                 case .fetch(let entry):
                     outcome.recorded += try ensureParents(path)
@@ -287,6 +323,18 @@ public final class SyncFolder {
             }
         }
         return outcome
+    }
+
+    /// A folder removed elsewhere holds only what this device ignores as deletable (`(?d)`): those go too, so the
+    /// folder can. Anything else ignored in it keeps it (its removal fails, and is listed).
+    private func removeDeletableIgnored(beneath path: String) throws {
+        let inside = disk.list(under: path, recursive: true)
+        guard !inside.isEmpty,
+            inside.allSatisfy({ patterns.isDeletable($0.key, folder: $0.value.kind == .directory) })
+        else { return }
+        for child in inside.keys.sorted(by: { $0.split(separator: "/").count > $1.split(separator: "/").count }) {
+            try disk.remove(child)
+        }
     }
 
     /// What became of fetched content.
@@ -306,6 +354,7 @@ public final class SyncFolder {
     /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with
     /// the entry's mode and time) and recorded.
     public func place(_ entry: FileEntry, put: () throws -> Void) throws -> PlaceOutcome {
+        guard disk.isPresent else { throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)") }
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
         guard Planner.matches(disk.stamp(entry.path), expected) else { return .changedHere }

@@ -403,6 +403,14 @@ public final class SQLiteFolderStore: FolderStore {
     // MARK: For the status
 
     /// Live files this device holds and their bytes.
+    public func liveCount() -> Int {
+        var count = 0
+        try? database.query("SELECT COUNT(*) FROM local WHERE folder = ? AND deleted = 0", [.text(folder)]) {
+            count = Int($0.integer(0))
+        }
+        return count
+    }
+
     public func totals() -> (files: Int, bytes: UInt64) {
         if let counted { return counted }
         var totals = (0, UInt64(0))

@@ -9,7 +9,9 @@ extension EndToEnd {
             ["status"], ["jobs"], ["cancel"], ["pending"], ["accept"], ["decline"], ["trust"], ["trust", "add"],
             ["trust", "list"], ["trust", "remove"], ["trust", "revoke"], ["profile"], ["profile", "add"],
             ["profile", "add-fact"], ["profile", "list"], ["profile", "show"], ["profile", "remove"],
-            ["profile", "export"], ["profile", "import"], ["web"], [],
+            ["profile", "export"], ["profile", "import"], ["web"], ["mirror"], ["sync"], ["sync", "list"],
+            ["sync", "add"], ["sync", "accept"], ["sync", "decline"], ["sync", "remove"], ["sync", "revert"],
+            ["sync", "override"], ["sync", "rescan"], ["sync", "allow-deletes"], [],
         ]
 
         /// Every command's help ends with examples, and its paragraphs are wrapped once, to the terminal: at 80

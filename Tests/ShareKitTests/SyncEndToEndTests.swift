@@ -110,7 +110,7 @@ func treeOf(_ root: URL, skippingConflicts: Bool = false) -> [String: String] {
     let manager = FileManager.default
     guard let walker = manager.enumerator(atPath: root.path) else { return out }
     while let path = walker.nextObject() as? String {
-        if path.hasPrefix(".share-") { continue }
+        if path.hasPrefix(".share-") || path == ".sharefolder" || path.hasPrefix(".sharefolder/") { continue }
         if skippingConflicts, path.contains(".sync-conflict-") { continue }
         let full = root.appendingPathComponent(path).path
         let attributes = try? manager.attributesOfItem(atPath: full)

@@ -16,6 +16,9 @@ final class SimDisk: FolderDisk {
     private var nextInode: UInt64 = 1
     /// The folder's marker and the folder itself are there (an unmounted disk has neither).
     var mounted = true
+    var isPresent: Bool { mounted }
+    /// Changes asked at a path that goes through a link (what the agent's disk could never do): any is a failure.
+    var throughLinks: [String] = []
     /// The time a write stamps, nanoseconds (the device's clock).
     var now: () -> Int64
 
@@ -35,6 +38,19 @@ final class SimDisk: FolderDisk {
     private func parentExists(_ path: String) -> Bool {
         guard let slash = path.lastIndex(of: "/") else { return true }
         return nodes[String(path[..<slash])]?.kind == .directory
+    }
+
+    /// Whether a change at `path` would go through a link (a folder of its path is a link): recorded as a failure.
+    private func throughLink(_ path: String) -> Bool {
+        var ancestor = ""
+        for part in path.split(separator: "/").dropLast() {
+            ancestor += ancestor.isEmpty ? String(part) : "/" + part
+            if nodes[ancestor]?.kind == .symlink {
+                throughLinks.append(path)
+                return true
+            }
+        }
+        return false
     }
 
     private func inode() -> UInt64 {
@@ -68,16 +84,19 @@ final class SimDisk: FolderDisk {
     }
 
     func makeDirectory(_ path: String, mode: UInt32) throws {
+        guard !throughLink(path) else { throw FolderDiskError(path, "through a link") }
         guard mounted, nodes[path] == nil, parentExists(path) else { throw FolderDiskError(path, "cannot make") }
         nodes[path] = Node(kind: .directory, mode: mode, modified: 0, inode: inode())
     }
 
     func makeSymlink(_ path: String, target: String) throws {
+        guard !throughLink(path) else { throw FolderDiskError(path, "through a link") }
         guard mounted, nodes[path] == nil, parentExists(path) else { throw FolderDiskError(path, "cannot link") }
         nodes[path] = Node(kind: .symlink, target: target, mode: 0o777, modified: 0, inode: inode())
     }
 
     func remove(_ path: String) throws {
+        guard !throughLink(path) else { throw FolderDiskError(path, "through a link") }
         guard mounted, let node = nodes[path] else { throw FolderDiskError(path, "nothing to remove") }
         if node.kind == .directory, nodes.keys.contains(where: { $0.hasPrefix(path + "/") }) {
             throw FolderDiskError(path, "not empty")
@@ -86,6 +105,7 @@ final class SimDisk: FolderDisk {
     }
 
     func move(_ from: String, to: String) throws {
+        guard !throughLink(from), !throughLink(to) else { throw FolderDiskError(from, "through a link") }
         guard mounted, let node = nodes[from], nodes[to] == nil, parentExists(to) else {
             throw FolderDiskError(from, "cannot move to \(to)")
         }
@@ -100,6 +120,7 @@ final class SimDisk: FolderDisk {
     }
 
     func copyFile(_ from: String, to: String, mode: UInt32, modified: Int64) throws {
+        guard !throughLink(from), !throughLink(to) else { throw FolderDiskError(from, "through a link") }
         guard mounted, let node = nodes[from], node.kind == .file, nodes[to] == nil, parentExists(to) else {
             throw FolderDiskError(from, "cannot copy to \(to)")
         }
@@ -107,6 +128,7 @@ final class SimDisk: FolderDisk {
     }
 
     func setMetadata(_ path: String, kind: FileEntry.Kind, mode: UInt32, modified: Int64) throws {
+        guard !throughLink(path) else { throw FolderDiskError(path, "through a link") }
         guard mounted, nodes[path] != nil else { throw FolderDiskError(path, "gone") }
         nodes[path]!.mode = mode
         if kind == .file { nodes[path]!.modified = modified }
@@ -114,6 +136,7 @@ final class SimDisk: FolderDisk {
 
     /// Puts received content at `path`, replacing a file there (a rename over it).
     func put(_ path: String, content: [UInt8], mode: UInt32, modified: Int64) throws {
+        guard !throughLink(path) else { throw FolderDiskError(path, "through a link") }
         guard mounted, parentExists(path), nodes[path].map({ $0.kind == .file }) ?? true else {
             throw FolderDiskError(path, "cannot put")
         }

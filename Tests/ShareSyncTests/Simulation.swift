@@ -28,6 +28,10 @@ enum SimStep: Equatable, CustomStringConvertible {
     /// The device restarts: what it held in memory (links, pulls under way) is gone; its index and files stay.
     case restart(device: Int)
     case clock(device: Int, seconds: Int64)
+    /// The folder's disk is taken away (its marker gone, as an unmounted disk) or given back.
+    case mount(device: Int, up: Bool)
+    /// The device's ignore patterns: a name ignored wherever it is (nil: none).
+    case ignore(device: Int, name: Int?)
 
     var description: String {
         switch self {
@@ -39,6 +43,9 @@ enum SimStep: Equatable, CustomStringConvertible {
         case .link(let a, let b, let up): return "link(d\(a)-d\(b) \(up ? "up" : "down"))"
         case .restart(let d): return "restart(d\(d))"
         case .clock(let d, let s): return "clock(d\(d), \(s) s)"
+        case .mount(let d, let up): return "\(up ? "mount" : "unmount")(d\(d))"
+        case .ignore(let d, let name):
+            return "ignore(d\(d), \(name.map { Simulation.names[$0 % Simulation.names.count] } ?? "nothing"))"
         }
     }
 }
@@ -66,6 +73,11 @@ final class Simulation {
         let disk: SimDisk
         let folder: SyncFolder
         var offset: Int64 = 0
+        /// A name this device ignores wherever it is.
+        var ignored: String? {
+            didSet { folder.patterns = ignored.map { IgnorePatterns(text: "# from the schedule\n" + $0) } ?? .none }
+        }
+        func ignores(_ path: String) -> Bool { folder.patterns.ignores(path, folder: true) }
         /// The link machine of each linked peer, by peer.
         var machines: [Int: FolderLinkMachine] = [:]
         /// Content asked for and not yet come: path → (version, peer, link epoch).
@@ -84,6 +96,7 @@ final class Simulation {
                 },
                 label: { String($0, radix: 36).uppercased() })
             folder.includes = { !SyncNames.isInternal($0) }
+            folder.deletionShare = nil
         }
     }
 
@@ -246,11 +259,25 @@ final class Simulation {
             device.requested = [:]
         case .clock(let d, let seconds):
             devices[d % devices.count].offset += seconds * 1_000_000_000
+        case .mount(let d, let up):
+            devices[d % devices.count].disk.mounted = up
+        case .ignore(let d, let name):
+            devices[d % devices.count].ignored = name.map { Self.names[$0 % Self.names.count] }
         }
     }
 
+    /// What broke an invariant that holds at every step (not only at the end): a folder not there recording
+    /// anything, an ignored path recorded as deleted, a change asked through a link.
+    var violations: [String] = []
+
     func scan(_ device: Device) {
         let recorded = device.folder.scan()
+        if !device.disk.mounted, !recorded.isEmpty {
+            violations.append("d\(device.index) recorded \(recorded.count) entries while its folder was not there")
+        }
+        for entry in recorded where entry.deleted && device.ignores(entry.path) {
+            violations.append("d\(device.index) recorded the ignored \(entry.path) as deleted")
+        }
         noteScanned(device, recorded)
         announce(device)
     }
@@ -447,7 +474,10 @@ final class Simulation {
     func settle(rounds: Int = 400) -> Bool {
         connected = []
         for a in 0..<devices.count { for b in (a + 1)..<max(a + 1, devices.count) { connected.insert(Pair(a, b)) } }
-        for device in devices { device.disk.mounted = true }
+        for device in devices {
+            device.disk.mounted = true
+            if device.ignored != nil { device.ignored = nil }
+        }
         for _ in 0..<rounds {
             time += 1_000_000_000
             ensureLinks()

@@ -39,7 +39,11 @@ struct SimulationRun {
             case 85..<92:
                 let other = Int(random.next() % UInt64(n))
                 steps.append(.link(a: device, b: other, up: random.next() % 2 == 0))
-            case 92..<96: steps.append(.restart(device: device))
+            case 92..<94: steps.append(.restart(device: device))
+            case 94..<96: steps.append(.mount(device: device, up: random.next() % 2 == 0))
+            case 96..<97:
+                let name = Int(random.next() % 5)
+                steps.append(.ignore(device: device, name: name == 4 ? nil : name))
             default: steps.append(.clock(device: device, seconds: Int64(random.next() % 7200) - 3600))
             }
         }
@@ -101,6 +105,10 @@ struct SimulationRun {
     /// The invariants, after every device settled with all others in reach.
     private func check(_ simulation: Simulation) -> String? {
         let devices = simulation.devices
+        if let violation = simulation.violations.first { return violation }
+        for device in devices where !device.disk.throughLinks.isEmpty {
+            return "d\(device.index) was asked to change \(device.disk.throughLinks[0]) through a link"
+        }
         let tree = devices[0].disk.tree
         // Convergence: every device holds the same tree, and agrees on every path's version.
         for device in devices where device.disk.tree != tree { return "trees differ: \(differences(simulation))" }

@@ -45,10 +45,12 @@ package enum ControlRequest: Codable, Sendable {
     case folderOverride(id: String)
     /// Scans the whole folder now and answers when the scan is done (its time in the folder's status).
     case folderRescan(id: String)
+    /// Lets the deletions a scan held back (more than half the folder gone at once) go.
+    case folderAllowDeletes(id: String)
 
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
-        case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan
+        case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
     }
 
     private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path }
@@ -78,6 +80,7 @@ package enum ControlRequest: Codable, Sendable {
         case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
         case .folderOverride: self = .folderOverride(id: try container.decode(String.self, forKey: .id))
         case .folderRescan: self = .folderRescan(id: try container.decode(String.self, forKey: .id))
+        case .folderAllowDeletes: self = .folderAllowDeletes(id: try container.decode(String.self, forKey: .id))
         }
     }
 
@@ -129,6 +132,9 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(id, forKey: .id)
         case .folderRescan(let id):
             try container.encode(Operation.folderRescan, forKey: .op)
+            try container.encode(id, forKey: .id)
+        case .folderAllowDeletes(let id):
+            try container.encode(Operation.folderAllowDeletes, forKey: .op)
             try container.encode(id, forKey: .id)
         }
     }

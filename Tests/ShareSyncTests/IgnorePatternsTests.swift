@@ -1,0 +1,55 @@
+import ShareSync
+import Testing
+
+/// `.shareignore`'s rules, one by one (docs in IgnorePatterns): globs, anchors, folders, the first match deciding,
+/// case, deletable patterns, comments and lines left out.
+@Suite struct IgnorePatternsTests {
+    @Test func globsMatchWithinAPartOrAcrossParts() {
+        let patterns = IgnorePatterns(text: "*.tmp\nbuild/out\n**/cache/**\nlog?.txt\n[abc].md\n[!x-z]y\n")
+        #expect(patterns.ignores("a.tmp") && patterns.ignores("deep/down/b.tmp"))
+        #expect(!patterns.ignores("a.tmp.keep") && !patterns.ignores("atmp"))
+        #expect(patterns.ignores("build/out") && patterns.ignores("src/build/out") && patterns.ignores("build/out/x.o"))
+        #expect(!patterns.ignores("build/output") && !patterns.ignores("xbuild/out"))
+        #expect(patterns.ignores("cache/a") && patterns.ignores("x/cache/y/z") && !patterns.ignores("cache"))
+        #expect(patterns.ignores("log1.txt") && !patterns.ignores("log12.txt") && !patterns.ignores("log/.txt"))
+        #expect(patterns.ignores("a.md") && patterns.ignores("c.md") && !patterns.ignores("d.md"))
+        #expect(patterns.ignores("ay") && !patterns.ignores("xy") && !patterns.ignores("zy"))
+    }
+
+    @Test func aLeadingSlashAnchorsAndATrailingOneMeansFolders() {
+        let patterns = IgnorePatterns(text: "/top.txt\nbuild/\n")
+        #expect(patterns.ignores("top.txt") && !patterns.ignores("sub/top.txt"))
+        #expect(patterns.ignores("build", folder: true) && !patterns.ignores("build", folder: false))
+        #expect(patterns.ignores("src/build", folder: true) && patterns.ignores("src/build/a.o"))
+    }
+
+    @Test func theFirstMatchDecidesAndAnIgnoredFolderKeepsAllItHolds() {
+        let patterns = IgnorePatterns(text: "!keep.log\n*.log\nvendor\n!vendor/mine.c\n")
+        #expect(!patterns.ignores("keep.log") && patterns.ignores("other.log") && !patterns.ignores("x/keep.log"))
+        #expect(patterns.ignores("vendor", folder: true) && patterns.ignores("vendor/mine.c"))
+        // A negation listed after the pattern it would undo comes too late.
+        let late = IgnorePatterns(text: "*.log\n!keep.log\n")
+        #expect(late.ignores("keep.log"))
+    }
+
+    @Test func caseAndDeletablePrefixes() {
+        let patterns = IgnorePatterns(text: "(?i)*.JPG\n(?d).DS_Store\n(?d)(?i)thumbs.db\nplain\n")
+        #expect(patterns.ignores("a.jpg") && patterns.ignores("B.Jpg") && patterns.ignores("c.JPG"))
+        #expect(patterns.isDeletable(".DS_Store") && patterns.isDeletable("x/Thumbs.DB"))
+        #expect(!patterns.isDeletable("plain") && patterns.ignores("plain"))
+        #expect(!patterns.isDeletable("a.jpg"))
+    }
+
+    @Test func commentsEmptyLinesAndWhatIsLeftOut() {
+        let patterns = IgnorePatterns(text: "// Syncthing's comment\n# gitignore's\n\n   \n#include other\nx\r\n/\n")
+        #expect(patterns.ignores("x") && !patterns.ignores("y"))
+        #expect(patterns.problems.count == 2, "\(patterns.problems)")
+        #expect(IgnorePatterns(text: "").isEmpty && !IgnorePatterns.none.ignores("anything"))
+    }
+
+    @Test func escapesAndBracketsThatAreNotSets() {
+        let patterns = IgnorePatterns(text: "\\*literal\nodd[name\n")
+        #expect(patterns.ignores("*literal") && !patterns.ignores("xliteral"))
+        #expect(patterns.ignores("odd[name"))
+    }
+}
