@@ -138,10 +138,15 @@ package final class FolderService: AgentPart, Sendable {
             let database = try Database(path: directory.appendingPathComponent("\(settings.id).db").path)
             try SQLiteFolderStore.prepare(database)
             let folder = try SharedFolder(settings: settings, root: root, database: database, me: me)
-            // A folder shared for the first time gets its marker; one that had an index and lost it is stopped
-            // (its worker says why) rather than taken for emptied.
-            if folder.withFolder({ $0.store.sequence == 0 }), root.info(SyncNames.marker) == nil {
-                try? root.makeFolder(SyncNames.marker, mode: 0o755)
+            // A folder gets its marker once, when first opened (or first opened by a version that made markers);
+            // from then on one that lost it is stopped (its worker says why) rather than taken for emptied.
+            if settings.marked != true {
+                if root.info(SyncNames.marker) == nil { try? root.makeFolder(SyncNames.marker, mode: 0o755) }
+                try? book.change { book in
+                    if let index = book.folders.firstIndex(where: { $0.id == settings.id }) {
+                        book.folders[index].marked = true
+                    }
+                }
             }
             run.withLock { $0.folders[settings.id] = folder }
             spawn("share-folder") { [self] in work(folder) }

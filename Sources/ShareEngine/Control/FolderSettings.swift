@@ -21,6 +21,8 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     package var created: Date
     /// Made by `share mirror` (a send-only folder on the sending side; kept in the receiving agent's inbox).
     package var mirror: Bool?
+    /// Its marker (`.sharefolder`) was made: from then on a folder without one is stopped, not taken for emptied.
+    package var marked: Bool?
 
     package init(
         id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()

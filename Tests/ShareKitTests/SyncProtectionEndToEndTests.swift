@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import ShareTestSupport
+import Testing
+
+extension EndToEndAgents {
+    /// What a synced folder carries (links as links, empty folders, modes, type changes) and what protects it
+    /// (ignore patterns, the marker, a mass deletion held), with real agents.
+    @Suite(.serialized) struct SyncProtectionEndToEndTests {
+        /// Two devices sharing a folder of the first one's (holding `files` small files), settled; the folders.
+        func twoSharing(files: Int = 1) throws -> (SyncDevices, [URL], String) {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            for n in 0..<files {
+                try Data("file \(n)\n".utf8).write(to: folders[0].appendingPathComponent("f\(n).txt"))
+            }
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(), "the first sync did not settle\n\(devices.logs)")
+            return (devices, folders, id)
+        }
+
+        func state(_ devices: SyncDevices, _ index: Int) -> String {
+            devices.listing(index).folders.first?["state"] as? String ?? "?"
+        }
+
+        func mode(_ url: URL) -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.posixPermissions] as? Int) ?? -1
+        }
+
+        @Test func linksEmptyFoldersModesAndTypeChangesCrossAsTheyAre() throws {
+            let (devices, folders, _) = try twoSharing()
+            let manager = FileManager.default
+            let laptop = folders[0]
+            try manager.createDirectory(
+                at: laptop.appendingPathComponent("empty/inner"), withIntermediateDirectories: true)
+            try manager.createSymbolicLink(
+                atPath: laptop.appendingPathComponent("here").path, withDestinationPath: "f0.txt")
+            // A link that leaves the folder crosses as its text and is never followed on either side.
+            try manager.createSymbolicLink(
+                atPath: laptop.appendingPathComponent("away").path, withDestinationPath: "../../../../etc")
+            try Data("#!/bin/sh\necho hi\n".utf8).write(to: laptop.appendingPathComponent("run.sh"))
+            chmod(laptop.appendingPathComponent("run.sh").path, 0o755)
+            try Data("a file that becomes a folder\n".utf8).write(to: laptop.appendingPathComponent("shape"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1]) == treeOf(laptop) },
+                "\(treeOf(laptop))\n\(treeOf(folders[1]))\n\(devices.logs)")
+            let desk = folders[1]
+            #expect(treeOf(desk)["here"] == "link f0.txt" && treeOf(desk)["away"] == "link ../../../../etc")
+            #expect(treeOf(desk)["empty/inner"] == "folder" && mode(desk.appendingPathComponent("run.sh")) == 0o755)
+            // A permissions-only change crosses as metadata: no conflict copy, the same file (its inode) kept.
+            let inode = try manager.attributesOfItem(atPath: desk.appendingPathComponent("f0.txt").path)[
+                .systemFileNumber]
+            chmod(laptop.appendingPathComponent("f0.txt").path, 0o600)
+            #expect(
+                waitUntil(timeout: 30) { mode(desk.appendingPathComponent("f0.txt")) == 0o600 }, "\(devices.logs)")
+            #expect(
+                try manager.attributesOfItem(atPath: desk.appendingPathComponent("f0.txt").path)[.systemFileNumber]
+                    as? Int == inode as? Int)
+            // A file replaced by a folder of the same name, and an empty folder removed.
+            try manager.removeItem(at: laptop.appendingPathComponent("shape"))
+            try manager.createDirectory(at: laptop.appendingPathComponent("shape"), withIntermediateDirectories: false)
+            try Data("inside\n".utf8).write(to: laptop.appendingPathComponent("shape/in.txt"))
+            try manager.removeItem(at: laptop.appendingPathComponent("empty"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(desk) == treeOf(laptop) },
+                "\(treeOf(laptop))\n\(treeOf(desk))\n\(devices.logs)")
+            #expect(!treeOf(desk).keys.contains { $0.contains("sync-conflict") })
+        }
+
+        @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
+            let (devices, folders, _) = try twoSharing()
+            let laptop = folders[0]
+            let desk = folders[1]
+            try Data("*.tmp\n/build/\n(?i)THUMBS.DB\n".utf8).write(to: laptop.appendingPathComponent(".shareignore"))
+            try Data("scratch\n".utf8).write(to: laptop.appendingPathComponent("x.tmp"))
+            try FileManager.default.createDirectory(
+                at: laptop.appendingPathComponent("build"), withIntermediateDirectories: true)
+            try Data("object\n".utf8).write(to: laptop.appendingPathComponent("build/out.o"))
+            try Data("thumbs\n".utf8).write(to: laptop.appendingPathComponent("Thumbs.db"))
+            try Data("kept\n".utf8).write(to: laptop.appendingPathComponent("kept.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(desk)["kept.txt"] == "kept\n" }, "\(devices.logs)")
+            #expect(devices.settled())
+            let tree = treeOf(desk)
+            #expect(
+                tree["x.tmp"] == nil && tree["build"] == nil && tree["Thumbs.db"] == nil && tree[".shareignore"] == nil,
+                "\(tree)")
+            // Patterns that now cover a synced file, then its removal here: the desk keeps its copy.
+            try Data("*.tmp\nkept.txt\n".utf8).write(to: laptop.appendingPathComponent(".shareignore"))
+            try FileManager.default.removeItem(at: laptop.appendingPathComponent("kept.txt"))
+            try Data("after\n".utf8).write(to: laptop.appendingPathComponent("after.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(desk)["after.txt"] == "after\n" }, "\(devices.logs)")
+            #expect(devices.settled())
+            #expect(treeOf(desk)["kept.txt"] == "kept\n", "\(treeOf(desk))")
+        }
+
+        @Test func aFolderWhoseMarkerIsGoneStopsAndDeletesNothing() throws {
+            let (devices, folders, _) = try twoSharing(files: 5)
+            let laptop = folders[0]
+            let away = laptop.deletingLastPathComponent().appendingPathComponent("docs-unmounted")
+            // The disk goes away: an empty folder is left at its path, without the marker.
+            try FileManager.default.moveItem(at: laptop, to: away)
+            try FileManager.default.createDirectory(at: laptop, withIntermediateDirectories: false)
+            #expect(
+                waitUntil(timeout: 30) { state(devices, 0).hasPrefix("stopped") },
+                "\(state(devices, 0))\n\(devices.logs)")
+            #expect(state(devices, 0).contains(".sharefolder"))
+            // A change on the desk is not applied into the stopped folder, and nothing was deleted on the desk.
+            try Data("from the desk\n".utf8).write(to: folders[1].appendingPathComponent("new.txt"))
+            #expect(devices.settled([1]))
+            #expect(treeOf(folders[1]).keys.filter { $0.hasPrefix("f") }.count == 5, "\(treeOf(folders[1]))")
+            #expect(treeOf(laptop).isEmpty, "\(treeOf(laptop))")
+            // The disk comes back: the folder runs again and catches up.
+            try FileManager.default.removeItem(at: laptop)
+            try FileManager.default.moveItem(at: away, to: laptop)
+            #expect(
+                waitUntil(timeout: 30) { treeOf(laptop)["new.txt"] == "from the desk\n" },
+                "\(state(devices, 0))\n\(devices.logs)")
+            #expect(treeOf(laptop).count == 6 && treeOf(folders[1]).count == 6)
+        }
+
+        @Test func aMassDeletionIsHeldUntilThePersonLetsItGo() throws {
+            let (devices, folders, id) = try twoSharing(files: 20)
+            for n in 0..<15 { try FileManager.default.removeItem(at: folders[0].appendingPathComponent("f\(n).txt")) }
+            #expect(
+                waitUntil(timeout: 30) { state(devices, 0).hasPrefix("holding 15 deletions") },
+                "\(state(devices, 0))\n\(devices.logs)")
+            // Held: the desk keeps everything while the laptop asks.
+            try Data("still syncing\n".utf8).write(to: folders[0].appendingPathComponent("other.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])["other.txt"] == "still syncing\n" })
+            #expect(treeOf(folders[1]).count == 21, "\(treeOf(folders[1]))")
+            let allowed = devices[0].run(["sync", "allow-deletes", id])
+            #expect(allowed.status == 0, "\(allowed.stderr)")
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1]).count == 6 }, "\(treeOf(folders[1]))\n\(devices.logs)")
+            #expect(devices.settled())
+            let unknown = devices[0].run(["sync", "allow-deletes", "nope-nope-nope"])
+            #expect(unknown.status != 0 && unknown.stderr.split(separator: "\n").count == 1, "\(unknown.stderr)")
+        }
+    }
+}
