@@ -50,8 +50,8 @@ struct ControlAPI {
             return response
         case .folderAdd(let settings):
             return folderAnswer { try agent.folders.add(settings) }
-        case .folderAccept(let id, let path):
-            return folderAnswer { try agent.folders.accept(id, into: path) }
+        case .folderAccept(let id, let path, let kind):
+            return folderAnswer { try agent.folders.accept(id, into: path, kind: kind) }
         case .folderDecline(let id):
             return folderAnswer {
                 try agent.folders.decline(id)

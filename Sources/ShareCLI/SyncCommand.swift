@@ -200,7 +200,10 @@ struct SyncAccept: ParsableCommand {
         commandName: "accept", abstract: "Accept a folder another of your devices offered.",
         discussion: helpPage(
             "The folder is synced into the folder given, created if missing (its files are kept: what differs is synced like any change); without --into, into agent.json's folders.path or the inbox for the device that offered it.",
-            examples: ["share sync accept abcde-fghij-klmno --into ~/thesis", "share sync accept abcde-fghij-klmno"]))
+            examples: [
+                "share sync accept abcde-fghij-klmno --into ~/thesis", "share sync accept abcde-fghij-klmno",
+                "share sync accept abcde-fghij-klmno --into ~/backup --receive-only",
+            ]))
 
     @OptionGroup var device: DeviceOptions
 
@@ -212,10 +215,20 @@ struct SyncAccept: ParsableCommand {
             "Where it goes here (default: a folder of its name in the agent's place for it).", valueName: "folder"))
     var into: String?
 
+    @Flag(help: "This device's files are the truth here: changes made elsewhere are not applied.")
+    var sendOnly = false
+
+    @Flag(help: "This device takes what the others have; changes made here stay here, listed (share sync revert).")
+    var receiveOnly = false
+
     func run() throws {
         try ShareCLI.run {
+            guard !(sendOnly && receiveOnly) else {
+                throw ShareError(.usage, "a folder is --send-only or --receive-only, not both")
+            }
             let path = into.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-            let answer = try folderRequest(.folderAccept(id: id, path: path), device: device)
+            let kind: SharedFolderSettings.Kind? = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : nil
+            let answer = try folderRequest(.folderAccept(id: id, path: path, kind: kind), device: device)
             tell("syncing \(answer.folder?.label ?? id) into \(answer.folder?.path ?? path ?? "?")")
         }
     }

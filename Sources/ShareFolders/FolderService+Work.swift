@@ -130,7 +130,7 @@ extension FolderService {
             if !full, let dirty {
                 paths = dirty.union(retry).union(rescan).union(recorded.map(\.path))
             }
-            let actions = state.kind == .sendOnly ? [] : state.sync.plan(paths)
+            let actions = state.sync.plan(paths)
             var outcome = state.sync.execute(actions)
             if !outcome.rescans.isEmpty {
                 recorded += state.sync.scan(paths: outcome.rescans)

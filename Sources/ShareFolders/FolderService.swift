@@ -201,12 +201,16 @@ package final class FolderService: AgentPart, Sendable {
     }
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).
-    package func accept(_ id: String, into path: String?) throws -> SharedFolderSettings {
-        try acceptOnce(id, into: path).settings
+    package func accept(_ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil) throws
+        -> SharedFolderSettings
+    {
+        try acceptOnce(id, into: path, kind: kind).settings
     }
 
     /// Accepts a folder offered; whether this call accepted it (false: it was accepted already).
-    func acceptOnce(_ id: String, into path: String?) throws -> (settings: SharedFolderSettings, new: Bool) {
+    func acceptOnce(_ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil) throws -> (
+        settings: SharedFolderSettings, new: Bool
+    ) {
         // One acceptance of a folder at a time (two devices may offer it at once): a later one finds it accepted.
         run.wait(seconds: 30) { !$0.accepting.contains(id) }
         let claimed = run.withLock { $0.accepting.insert(id).inserted }
@@ -235,7 +239,7 @@ package final class FolderService: AgentPart, Sendable {
             id: offer.id, label: offer.label, path: place.path,
             devices: [offer.from] + others.filter { $0 != offer.from })
         // A send-only folder (a mirror) is kept as its copy: receive-only, what is changed here put back at once.
-        settings.kind = offer.kind == "send-only" ? .receiveOnly : .sendReceive
+        settings.kind = offer.kind == "send-only" ? .receiveOnly : kind ?? .sendReceive
         if offer.kind == "send-only" { settings.mirror = true }
         try book.change { book in
             book.offers.removeAll { $0.id == id }

@@ -152,7 +152,7 @@ public final class SyncFolder {
     /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
     /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
     public func plan(_ paths: Set<String>? = nil) -> [SyncAction] {
-        guard mode != .sendOnly, disk.isPresent else { return [] }
+        guard disk.isPresent else { return [] }
         let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
         disk.keepingFoldersOpen {
@@ -160,9 +160,13 @@ public final class SyncFolder {
                 let remotes = Array(store.remotes(path).values)
                 let local = store.local(path)
                 guard syncs(path, kind: local?.entry.kind ?? remotes.first?.kind) else { continue }
-                actions +=
+                let planned =
                     Planner.plan(local: local, remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal)
                     .actions
+                // Send-only: nothing made elsewhere is applied; a path whose file here is the same as the others'
+                // (the same content and metadata) only takes their version (Syncthing's rule), so it is not listed
+                // as changed elsewhere.
+                actions += mode != .sendOnly ? planned : planned.filter { if case .record = $0 { true } else { false } }
             }
         }
         return actions.map { (rank($0), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
@@ -184,12 +188,15 @@ public final class SyncFolder {
     /// Paths whose change here is kept here only (a receive-only folder), conflict copies aside (they are listed as
     /// conflicts).
     public func changedHere() -> [FileEntry] {
-        store.allLocal().map(\.entry).filter { $0.localOnly && !ConflictName.isConflictCopy($0.path) }
+        store.allLocal().map(\.entry).filter {
+            // A file made here and gone again, which no other device has, differs from nothing.
+            $0.localOnly && !ConflictName.isConflictCopy($0.path) && !($0.deleted && store.remotes($0.path).isEmpty)
+        }
     }
 
     /// Receive-only: what was changed here goes, the others' versions come back (by the next plan): a file or link
-    /// changed or added here is removed (a folder only when empty), and the path records the others' version with
-    /// nothing of it on disk yet. Returns the paths reverted.
+    /// changed or added here is removed (a folder only when empty), and the path records nothing at a version the
+    /// others' follows, so the next plan fetches theirs. Returns the paths reverted.
     @discardableResult
     public func revert() -> [String] {
         var reverted: [String] = []
@@ -201,9 +208,12 @@ public final class SyncFolder {
                 try? disk.remove(path)
             }
             if let global = GlobalVersion.winner(Array(store.remotes(path).values)) {
-                var theirs = global
-                theirs.sequence = 0
-                store.recordLocal([LocalEntry(entry: theirs, stamp: nil)])
+                // Nothing here, at a version every other one follows: the next plan fetches theirs.
+                var nothing = global.tombstone(by: me, now: 0, at: 0)
+                nothing.version = VersionVector()
+                nothing.localOnly = false
+                nothing.sequence = 0
+                store.recordLocal([LocalEntry(entry: nothing, stamp: nil)])
             } else {
                 let (seconds, nanoseconds) = clock()
                 var gone = entry.tombstone(by: me, now: seconds, at: nanoseconds)

@@ -107,7 +107,9 @@ extension EndToEndAgents {
             #expect(state(devices, 0).contains(".sharefolder"))
             // A change on the desk is not applied into the stopped folder, and nothing was deleted on the desk.
             try Data("from the desk\n".utf8).write(to: folders[1].appendingPathComponent("new.txt"))
-            #expect(devices.settled([1]))
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(1).folders.first?["files"] as? Int == 6 },
+                "\(devices.listing(1).folders)")
             #expect(treeOf(folders[1]).keys.filter { $0.hasPrefix("f") }.count == 5, "\(treeOf(folders[1]))")
             #expect(treeOf(laptop).isEmpty, "\(treeOf(laptop))")
             // The disk comes back: the folder runs again and catches up.
@@ -136,6 +138,76 @@ extension EndToEndAgents {
             #expect(devices.settled())
             let unknown = devices[0].run(["sync", "allow-deletes", "nope-nope-nope"])
             #expect(unknown.status != 0 && unknown.stderr.split(separator: "\n").count == 1, "\(unknown.stderr)")
+        }
+
+        func problems(_ devices: SyncDevices, _ index: Int) -> [String] {
+            ((devices.listing(index).folders.first?["problems"] as? [[String: Any]]) ?? []).map {
+                "\($0["path"] as? String ?? "?"): \($0["reason"] as? String ?? "?")"
+            }
+        }
+
+        /// Two devices; the desk accepts the laptop's folder as `kind` (send-only or receive-only).
+        func sharing(deskAs kind: String) throws -> (SyncDevices, [URL], String) {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            // A send-only folder takes nothing from the others (Syncthing's rule): the desk starts with the same files.
+            for n in 0..<3 {
+                for folder in kind == "send-only" ? folders : [folders[0]] {
+                    let file = folder.appendingPathComponent("f\(n).txt")
+                    try Data("file \(n)\n".utf8).write(to: file)
+                    try FileManager.default.setAttributes(
+                        [.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)], ofItemAtPath: file.path)
+                }
+            }
+            let id = try devices.share(0, folders[0], with: [1])
+            #expect(waitUntil(timeout: 30) { devices.listing(1).offers.contains { $0["id"] as? String == id } })
+            let accepted = devices[1].run(["sync", "accept", id, "--into", folders[1].path, "--" + kind])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+            #expect(devices.settled(), "the first sync did not settle\n\(devices.logs)")
+            return (devices, folders, id)
+        }
+
+        @Test func aSendOnlyFolderKeepsItsFilesAndOverridePushesThemAgain() throws {
+            let (devices, folders, id) = try sharing(deskAs: "send-only")
+            try Data("the laptop's edit\n".utf8).write(to: folders[0].appendingPathComponent("f0.txt"))
+            #expect(
+                waitUntil(timeout: 30) { problems(devices, 1).contains { $0.hasPrefix("f0.txt: changed elsewhere") } },
+                "\(problems(devices, 1))\n\(devices.logs)")
+            #expect(treeOf(folders[1])["f0.txt"] == "file 0\n")
+            // A change of its own still goes out.
+            try Data("from the desk\n".utf8).write(to: folders[1].appendingPathComponent("desk.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[0])["desk.txt"] == "from the desk\n" })
+            let overridden = devices[1].run(["sync", "override", id])
+            #expect(overridden.status == 0, "\(overridden.stderr)")
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[0])["f0.txt"] == "file 0\n" },
+                "\(treeOf(folders[0]))\n\(devices.logs)")
+            #expect(waitUntil(timeout: 30) { problems(devices, 1).isEmpty }, "\(problems(devices, 1))")
+            let wrong = devices[0].run(["sync", "override", id])
+            #expect(wrong.status != 0 && wrong.stderr.contains("not send-only"), "\(wrong.stderr)")
+        }
+
+        @Test func aReceiveOnlyFolderListsWhatChangedHereAndRevertBringsTheOthersBack() throws {
+            let (devices, folders, id) = try sharing(deskAs: "receive-only")
+            try Data("edited on the desk\n".utf8).write(to: folders[1].appendingPathComponent("f1.txt"))
+            try Data("added on the desk\n".utf8).write(to: folders[1].appendingPathComponent("added.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    let listed = problems(devices, 1)
+                    return listed.contains { $0.hasPrefix("f1.txt: changed here") }
+                        && listed.contains { $0.hasPrefix("added.txt: changed here") }
+                }, "\(problems(devices, 1))\n\(devices.logs)")
+            // What changes elsewhere still comes; what changed here never leaves.
+            try Data("the laptop's edit\n".utf8).write(to: folders[0].appendingPathComponent("f2.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])["f2.txt"] == "the laptop's edit\n" })
+            #expect(treeOf(folders[0])["f1.txt"] == "file 1\n" && treeOf(folders[0])["added.txt"] == nil)
+            let reverted = devices[1].run(["sync", "revert", id])
+            #expect(reverted.status == 0, "\(reverted.stderr)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[1])["f1.txt"] == "file 1\n" && treeOf(folders[1])["added.txt"] == nil
+                }, "\(treeOf(folders[1]))\n\(devices.logs)")
+            #expect(waitUntil(timeout: 30) { problems(devices, 1).isEmpty }, "\(problems(devices, 1))")
         }
     }
 }

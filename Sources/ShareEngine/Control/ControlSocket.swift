@@ -34,7 +34,7 @@ package enum ControlRequest: Codable, Sendable {
     /// Shares a folder (`share sync add`).
     case folderAdd(SharedFolderSettings)
     /// Accepts a folder another device offered, into `path` (nil: the default place).
-    case folderAccept(id: String, path: String?)
+    case folderAccept(id: String, path: String?, kind: SharedFolderSettings.Kind? = nil)
     /// Declines a folder another device offered.
     case folderDecline(id: String)
     /// Stops sharing a folder here (its files stay).
@@ -53,7 +53,7 @@ package enum ControlRequest: Codable, Sendable {
         case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
     }
 
-    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path }
+    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path, kind }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -74,7 +74,8 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAccept:
             self = .folderAccept(
                 id: try container.decode(String.self, forKey: .id),
-                path: try container.decodeIfPresent(String.self, forKey: .path))
+                path: try container.decodeIfPresent(String.self, forKey: .path),
+                kind: try container.decodeIfPresent(SharedFolderSettings.Kind.self, forKey: .kind))
         case .folderDecline: self = .folderDecline(id: try container.decode(String.self, forKey: .id))
         case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
         case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
@@ -114,10 +115,11 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAdd(let settings):
             try container.encode(Operation.folderAdd, forKey: .op)
             try container.encode(settings, forKey: .folder)
-        case .folderAccept(let id, let path):
+        case .folderAccept(let id, let path, let kind):
             try container.encode(Operation.folderAccept, forKey: .op)
             try container.encode(id, forKey: .id)
             try container.encodeIfPresent(path, forKey: .path)
+            try container.encodeIfPresent(kind, forKey: .kind)
         case .folderDecline(let id):
             try container.encode(Operation.folderDecline, forKey: .op)
             try container.encode(id, forKey: .id)
