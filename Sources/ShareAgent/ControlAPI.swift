@@ -50,8 +50,8 @@ struct ControlAPI {
             return response
         case .folderAdd(let settings):
             return folderAnswer { try agent.folders.add(settings) }
-        case .folderAccept(let id, let path, let kind):
-            return folderAnswer { try agent.folders.accept(id, into: path, kind: kind) }
+        case .folderAccept(let id, let path, let kind, let keepVersions):
+            return folderAnswer { try agent.folders.accept(id, into: path, kind: kind, keepVersions: keepVersions) }
         case .folderDecline(let id):
             return folderAnswer {
                 try agent.folders.decline(id)
@@ -65,6 +65,10 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.override(id) }
         case .folderAllowDeletes(let id):
             return folderAnswer { try agent.folders.allowDeletes(id) }
+        case .folderVersions(let id, let path):
+            return versionsAnswer { try agent.folders.versions(id, path: path) }
+        case .folderRestore(let id, let path, let at):
+            return versionsAnswer { [try agent.folders.restore(id, path: path, at: at)] }
         case .folderRescan(let id):
             do {
                 var response = ControlResponse(ok: true)
@@ -105,6 +109,18 @@ struct ControlAPI {
         do {
             var response = ControlResponse(ok: true)
             response.folder = try body()
+            return response
+        } catch let failure as ShareFailure {
+            return .failure(failure.message)
+        } catch {
+            return .failure("\(error)")
+        }
+    }
+
+    private func versionsAnswer(_ body: () throws -> [FolderVersion]) -> ControlResponse {
+        do {
+            var response = ControlResponse(ok: true)
+            response.versions = try body()
             return response
         } catch let failure as ShareFailure {
             return .failure(failure.message)

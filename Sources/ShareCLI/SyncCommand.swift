@@ -12,6 +12,7 @@ struct SyncCommand: ParsableCommand {
         discussion: helpPage(
             "A shared folder has an ID (never its name: two folders of one name are two folders) and the devices it is shared with: your own devices (trusted with --team). Each device keeps an index of what it holds; changes made on any device reach the others, through any device that is on (a change made on the laptop reaches the phone through the desk while the laptop is off). Two devices changing the same file at once: one version wins everywhere, the other is kept beside it as NAME.sync-conflict-DATE-TIME-DEVICE.EXT. A deletion reaches every device; a deletion at the same time as an edit keeps the edit.",
             "Not synced: what .shareignore at the folder's root names, one pattern a line (the file itself stays on this device): * within a name, ** across folders, ? one character, [a-z] a set; /pattern from the root only, pattern/ folders only; the first pattern that matches decides, and !pattern takes back what it matches; (?i) ignores case, (?d) lets an ignored file go with a folder removed elsewhere; # and // begin comments. A folder ignored ignores all it holds. Ignoring a path never deletes it anywhere.",
+            "Versions: a file replaced or removed here by another device's change is kept in the folder's .share-versions for 30 days (--keep-versions DAYS when adding or accepting; 0 keeps none); share sync versions lists them, share sync restore puts one back (and it syncs like any change).",
             "Protection: a folder whose marker (.sharefolder) is gone — an unmounted disk, a moved folder — stops, and nothing in it is taken for deleted until it is back; a scan that finds more than half of a folder gone at once holds those deletions until share sync allow-deletes ID.",
             "Without a subcommand, every folder: its state (up to date, syncing, waiting for a device, out of sync), its devices with when each was last in step, its conflicts, and the folders your other devices offer this one.",
             examples: [
@@ -21,7 +22,7 @@ struct SyncCommand: ParsableCommand {
             ]),
         subcommands: [
             SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncRevert.self,
-            SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
+            SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self, SyncVersions.self, SyncRestore.self,
         ],
         defaultSubcommand: SyncList.self)
 }
@@ -169,6 +170,12 @@ struct SyncAdd: ParsableCommand {
     @Flag(help: "This device takes what the others have; its own changes stay here, never sent.")
     var receiveOnly = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
+            valueName: "days"))
+    var keepVersions: Int?
+
     func run() throws {
         try ShareCLI.run {
             guard !devices.isEmpty else {
@@ -186,6 +193,10 @@ struct SyncAdd: ParsableCommand {
                 id: SharedFolderSettings.newID(), label: label ?? url.lastPathComponent, path: url.path,
                 devices: devices)
             settings.kind = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : .sendReceive
+            if let keepVersions, keepVersions < 0 {
+                throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
+            }
+            settings.keepVersions = keepVersions
             let answer = try folderRequest(.folderAdd(settings), device: device)
             let made = answer.folder ?? settings
             tell(
@@ -221,6 +232,12 @@ struct SyncAccept: ParsableCommand {
     @Flag(help: "This device takes what the others have; changes made here stay here, listed (share sync revert).")
     var receiveOnly = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
+            valueName: "days"))
+    var keepVersions: Int?
+
     func run() throws {
         try ShareCLI.run {
             guard !(sendOnly && receiveOnly) else {
@@ -228,7 +245,11 @@ struct SyncAccept: ParsableCommand {
             }
             let path = into.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             let kind: SharedFolderSettings.Kind? = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : nil
-            let answer = try folderRequest(.folderAccept(id: id, path: path, kind: kind), device: device)
+            if let keepVersions, keepVersions < 0 {
+                throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
+            }
+            let answer = try folderRequest(
+                .folderAccept(id: id, path: path, kind: kind, keepVersions: keepVersions), device: device)
             tell("syncing \(answer.folder?.label ?? id) into \(answer.folder?.path ?? path ?? "?")")
         }
     }
@@ -368,6 +389,106 @@ struct SyncAllowDeletes: ParsableCommand {
         try ShareCLI.run {
             let answer = try folderRequest(.folderAllowDeletes(id: id), device: device)
             tell("the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
+        }
+    }
+}
+
+struct SyncVersions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "versions",
+        abstract: "The versions a folder keeps of files replaced or removed by another device.",
+        discussion: helpPage(
+            "Newest first: when each was replaced or removed, its size and its path. They are kept in .share-versions inside the folder, as long as the folder keeps them (30 days unless set otherwise).",
+            examples: [
+                "share sync versions abcde-fghij-klmno", "share sync versions abcde-fghij-klmno notes/plan.txt --json",
+            ]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    @Argument(help: ArgumentHelp("A file or folder in it (default: everything).", valueName: "path"))
+    var path: String?
+
+    @Flag(help: "The versions as one JSON array.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderVersions(id: id, path: path), device: device)
+            let versions = answer.versions ?? []
+            if json {
+                say(String(decoding: try JSONEncoder.iso8601.encode(versions), as: UTF8.self))
+                return
+            }
+            guard !versions.isEmpty else {
+                tell(path.map { "no version of \($0) is kept" } ?? "no versions are kept in this folder")
+                return
+            }
+            for version in versions {
+                say("\(SyncRestore.format(version.time))  \(ProgressReporter.bytes(version.size))  \(version.path)")
+            }
+        }
+    }
+}
+
+struct SyncRestore: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Put a kept version of a file back; it then syncs like any change made here.",
+        discussion: helpPage(
+            "The newest version kept, or with --at the newest kept at or before that time (as share sync versions shows it, or ISO 8601). What is at the path now is kept as a version first.",
+            examples: [
+                "share sync restore abcde-fghij-klmno notes/plan.txt",
+                "share sync restore abcde-fghij-klmno notes/plan.txt --at 20261127-093000",
+            ]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    @Argument(help: ArgumentHelp("The file's path in the folder.", valueName: "path"))
+    var path: String
+
+    @Option(help: ArgumentHelp("The version kept at or before this time.", valueName: "time"))
+    var at: String?
+
+    static func formatter(_ format: String) -> DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = format
+        return formatter
+    }
+
+    static func format(_ date: Date) -> String { formatter("yyyyMMdd-HHmmss").string(from: date) }
+
+    static func parse(_ text: String) -> Date? {
+        for format in [
+            "yyyyMMdd-HHmmss", "yyyy-MM-dd'T'HH:mm:ssXXXXX", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd HH:mm:ss",
+            "yyyy-MM-dd",
+        ] {
+            if let date = formatter(format).date(from: text) { return date }
+        }
+        return nil
+    }
+
+    func run() throws {
+        try ShareCLI.run {
+            var time: Date?
+            if let at {
+                guard let parsed = Self.parse(at) else {
+                    throw ShareError(
+                        .usage,
+                        "--at \(at) is not a time: write it as share sync versions shows it (20261127-093000) or 2026-11-27T09:30:00"
+                    )
+                }
+                time = parsed
+            }
+            let answer = try folderRequest(.folderRestore(id: id, path: path, at: time), device: device)
+            guard let version = answer.versions?.first else { throw ShareError(.failure, "the agent said nothing") }
+            tell(
+                "put back \(version.path) as it was at \(Self.format(version.time)); it syncs to the other devices now")
         }
     }
 }

@@ -16,7 +16,19 @@ final class DiskFolder: FolderDisk {
     /// lock only, like everything here.
     private var opened: [String: Directory]?
 
+    /// How many days versions are kept (0: none).
+    var versionDays = FolderVersions.defaultDays
+    var versions: FolderVersions { FolderVersions(root: root, days: versionDays) }
+
     init(root: Directory) { self.root = root }
+
+    func keepVersion(_ path: String) throws {
+        guard versionDays > 0 else { return }
+        try wrap(path) {
+            let (folder, leaf) = try parent(of: path)
+            try versions.keep(folder, leaf, path: path)
+        }
+    }
 
     var isPresent: Bool { root.info(SyncNames.marker)?.kind == .directory }
 

@@ -15,6 +15,8 @@ extension FolderService {
         // Paths whose step failed (a folder in the way, a disk error): planned again after a while.
         var pending: Set<String> = []
         var retryAt = ContinuousClock.now
+        // Versions older than the folder keeps them go once an hour (the first time at the first full round).
+        var nextClean = ContinuousClock.now
         while !stopping {
             let due = ContinuousClock.now >= nextFull
             // Entries recorded by pulls and not yet announced go out within a tenth of a second.
@@ -71,6 +73,14 @@ extension FolderService {
                 folder.withFolder { $0.stopped = nil }
                 Self.log.info("a shared folder is back", metadata: ["folder": "\(folder.settings.label)"])
                 full = true
+            }
+            if full, ContinuousClock.now >= nextClean {
+                nextClean = ContinuousClock.now + .seconds(3600)
+                let removed = folder.withFolder { $0.disk.versions.clean() }
+                if removed > 0 {
+                    Self.log.info(
+                        "old versions removed", metadata: ["folder": "\(folder.settings.label)", "count": "\(removed)"])
+                }
             }
             // New ignore patterns: everything is looked at again (what was ignored may not be any more).
             if folder.refreshPatterns() { full = true }

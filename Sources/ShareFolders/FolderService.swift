@@ -201,14 +201,16 @@ package final class FolderService: AgentPart, Sendable {
     }
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).
-    package func accept(_ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil) throws
-        -> SharedFolderSettings
-    {
-        try acceptOnce(id, into: path, kind: kind).settings
+    package func accept(
+        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil
+    ) throws -> SharedFolderSettings {
+        try acceptOnce(id, into: path, kind: kind, keepVersions: keepVersions).settings
     }
 
     /// Accepts a folder offered; whether this call accepted it (false: it was accepted already).
-    func acceptOnce(_ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil) throws -> (
+    func acceptOnce(
+        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil
+    ) throws -> (
         settings: SharedFolderSettings, new: Bool
     ) {
         // One acceptance of a folder at a time (two devices may offer it at once): a later one finds it accepted.
@@ -241,6 +243,7 @@ package final class FolderService: AgentPart, Sendable {
         // A send-only folder (a mirror) is kept as its copy: receive-only, what is changed here put back at once.
         settings.kind = offer.kind == "send-only" ? .receiveOnly : kind ?? .sendReceive
         if offer.kind == "send-only" { settings.mirror = true }
+        settings.keepVersions = keepVersions
         try book.change { book in
             book.offers.removeAll { $0.id == id }
             if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }
@@ -299,6 +302,45 @@ package final class FolderService: AgentPart, Sendable {
 
     /// The deletions a scan held back (more than half the folder gone at once) go with the next scan, which
     /// starts now.
+    /// The versions the folder keeps (of `path`, or beneath it), newest first.
+    package func versions(_ id: String, path: String?) throws -> [FolderVersion] {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        if let path, !SyncNames.isValidPath(path) {
+            throw ShareFailure(.usage, "\(path) is not a path inside the folder (a/b.txt, without a leading /)")
+        }
+        return folder.withFolder { state in
+            state.disk.versions.list(path).map {
+                FolderVersion(path: $0.path, time: $0.time, size: $0.size, stored: $0.stored)
+            }
+        }
+    }
+
+    /// Puts a kept version of `path` back; the next scan takes it as a change made here, which then spreads.
+    package func restore(_ id: String, path: String, at: Date?) throws -> FolderVersion {
+        guard let folder = folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard SyncNames.isValidPath(path), !SyncNames.isInternal(path) else {
+            throw ShareFailure(.usage, "\(path) is not a path inside the folder (a/b.txt, without a leading /)")
+        }
+        if let stopped = folder.withFolder({ $0.stopped }) {
+            throw ShareFailure(.unavailable, "the folder is stopped: \(stopped)")
+        }
+        let version = try folder.withFolder { state in
+            guard state.settings.kind != .receiveOnly else {
+                throw ShareFailure(.usage, "\(state.settings.label) is receive-only: what is put back here stays here")
+            }
+            return try state.disk.versions.restore(path, at: at)
+        }
+        folder.rescan(path)
+        Self.log.info(
+            "version put back",
+            metadata: ["folder": "\(folder.settings.label)", "path": "\(path)", "kept": "\(version.stored)"])
+        return FolderVersion(path: version.path, time: version.time, size: version.size, stored: version.stored)
+    }
+
     package func allowDeletes(_ id: String) throws -> SharedFolderSettings {
         guard let folder = folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")

@@ -76,6 +76,7 @@ final class SharedFolder: Sendable {
         self.me = me
         let store = try SQLiteFolderStore(database: database, folder: settings.id)
         let disk = DiskFolder(root: root)
+        disk.versionDays = max(0, settings.keepVersions ?? FolderVersions.defaultDays)
         let sync = SyncFolder(
             me: me, store: store, disk: disk,
             clock: {

@@ -25,10 +25,14 @@ public protocol FolderDisk: AnyObject {
     /// Runs `body` (a plan, or a batch of files put in place): the folders it opens may be kept open until it
     /// returns, and are forgotten whenever a folder, link or name of the tree is changed through this disk.
     func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T
+    /// Keeps the file at `path`, about to be replaced or removed by another device's change, among the folder's
+    /// versions (nothing when the folder keeps none). A failure stops the step: nothing is replaced unkept.
+    func keepVersion(_ path: String) throws
 }
 
 extension FolderDisk {
     public func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T { try body() }
+    public func keepVersion(_ path: String) throws {}
 }
 
 /// A step the disk refused; the path is planned again later.

@@ -205,6 +205,7 @@ public final class SyncFolder {
         }) {
             let path = entry.path
             if let now = disk.stamp(path), now.kind != .directory || disk.list(under: path, recursive: false).isEmpty {
+                if now.kind == .file { try? disk.keepVersion(path) }
                 try? disk.remove(path)
             }
             if let global = GlobalVersion.winner(Array(store.remotes(path).values)) {
@@ -316,6 +317,7 @@ public final class SyncFolder {
                     }
                     if let now = disk.stamp(path) {
                         if now.kind == .directory { try removeDeletableIgnored(beneath: path) }
+                        if now.kind == .file { try disk.keepVersion(path) }
                         try disk.remove(path)
                     }
                     outcome.recorded += recordApplied(entry)
@@ -383,6 +385,7 @@ public final class SyncFolder {
             recorded += try setAside(local.entry, winner: entry)
         }
         try clearForReplacement(entry.path, keeping: .file)
+        if disk.stamp(entry.path)?.kind == .file { try disk.keepVersion(entry.path) }
         try put()
         return .placed(recorded + recordApplied(entry))
     }
@@ -451,6 +454,7 @@ public final class SyncFolder {
         if now.kind == .directory, !disk.list(under: path, recursive: false).isEmpty {
             throw FolderDiskError(path, "a folder with files in it is in the way")
         }
+        if now.kind == .file { try disk.keepVersion(path) }
         try disk.remove(path)
     }
 

@@ -209,5 +209,41 @@ extension EndToEndAgents {
                 }, "\(treeOf(folders[1]))\n\(devices.logs)")
             #expect(waitUntil(timeout: 30) { problems(devices, 1).isEmpty }, "\(problems(devices, 1))")
         }
+
+        func versions(_ devices: SyncDevices, _ index: Int, _ id: String) -> [[String: Any]] {
+            let result = devices[index].run(["sync", "versions", id, "--json"])
+            return ((try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [[String: Any]]) ?? []
+        }
+
+        @Test func filesReplacedOrRemovedByAnotherDeviceAreKeptAndPutBack() throws {
+            let (devices, folders, id) = try twoSharing(files: 3)
+            let (laptop, desk) = (folders[0], folders[1])
+            try Data("edited on the laptop\n".utf8).write(to: laptop.appendingPathComponent("f0.txt"))
+            try FileManager.default.removeItem(at: laptop.appendingPathComponent("f1.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(desk)["f0.txt"] == "edited on the laptop\n" && treeOf(desk)["f1.txt"] == nil
+                }, "\(treeOf(desk))\n\(devices.logs)")
+            let kept = versions(devices, 1, id)
+            #expect(Set(kept.compactMap { $0["path"] as? String }) == ["f0.txt", "f1.txt"], "\(kept)")
+            // Only what another device changed is kept: the laptop's own edits are not.
+            #expect(versions(devices, 0, id).isEmpty)
+            let listed = devices[1].run(["sync", "versions", id, "f1.txt"])
+            #expect(listed.status == 0 && listed.stdout.contains("f1.txt") && !listed.stdout.contains("f0.txt"))
+            // Put back on the desk: it syncs like a change made there.
+            let restored = devices[1].run(["sync", "restore", id, "f1.txt"])
+            #expect(restored.status == 0, "\(restored.stderr)")
+            #expect(
+                waitUntil(timeout: 30) { treeOf(laptop)["f1.txt"] == "file 1\n" }, "\(treeOf(laptop))\n\(devices.logs)")
+            let again = devices[1].run(["sync", "restore", id, "f0.txt"])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(waitUntil(timeout: 30) { treeOf(laptop)["f0.txt"] == "file 0\n" }, "\(devices.logs)")
+            // The edit it replaced is kept in turn.
+            #expect(versions(devices, 1, id).filter { $0["path"] as? String == "f0.txt" }.count == 2)
+            let missing = devices[1].run(["sync", "restore", id, "none.txt"])
+            #expect(missing.status != 0 && missing.stderr.split(separator: "\n").count == 1, "\(missing.stderr)")
+            let badTime = devices[1].run(["sync", "restore", id, "f0.txt", "--at", "yesterday"])
+            #expect(badTime.status == 64 && badTime.stderr.contains("--at"), "\(badTime.stderr)")
+        }
     }
 }

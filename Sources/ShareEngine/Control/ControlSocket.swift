@@ -34,7 +34,7 @@ package enum ControlRequest: Codable, Sendable {
     /// Shares a folder (`share sync add`).
     case folderAdd(SharedFolderSettings)
     /// Accepts a folder another device offered, into `path` (nil: the default place).
-    case folderAccept(id: String, path: String?, kind: SharedFolderSettings.Kind? = nil)
+    case folderAccept(id: String, path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil)
     /// Declines a folder another device offered.
     case folderDecline(id: String)
     /// Stops sharing a folder here (its files stay).
@@ -47,13 +47,20 @@ package enum ControlRequest: Codable, Sendable {
     case folderRescan(id: String)
     /// Lets the deletions a scan held back (more than half the folder gone at once) go.
     case folderAllowDeletes(id: String)
+    /// The versions a folder keeps (of `path`, or beneath it, when given).
+    case folderVersions(id: String, path: String?)
+    /// Puts a kept version of `path` back: the newest, or the newest kept at or before `at`.
+    case folderRestore(id: String, path: String, at: Date?)
 
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
         case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
+        case folderVersions, folderRestore
     }
 
-    private enum CodingKeys: String, CodingKey { case op, job, id, timeout, clipboard, program, folder, path, kind }
+    private enum CodingKeys: String, CodingKey {
+        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions
+    }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -75,13 +82,23 @@ package enum ControlRequest: Codable, Sendable {
             self = .folderAccept(
                 id: try container.decode(String.self, forKey: .id),
                 path: try container.decodeIfPresent(String.self, forKey: .path),
-                kind: try container.decodeIfPresent(SharedFolderSettings.Kind.self, forKey: .kind))
+                kind: try container.decodeIfPresent(SharedFolderSettings.Kind.self, forKey: .kind),
+                keepVersions: try container.decodeIfPresent(Int.self, forKey: .keepVersions))
         case .folderDecline: self = .folderDecline(id: try container.decode(String.self, forKey: .id))
         case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
         case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
         case .folderOverride: self = .folderOverride(id: try container.decode(String.self, forKey: .id))
         case .folderRescan: self = .folderRescan(id: try container.decode(String.self, forKey: .id))
         case .folderAllowDeletes: self = .folderAllowDeletes(id: try container.decode(String.self, forKey: .id))
+        case .folderVersions:
+            self = .folderVersions(
+                id: try container.decode(String.self, forKey: .id),
+                path: try container.decodeIfPresent(String.self, forKey: .path))
+        case .folderRestore:
+            self = .folderRestore(
+                id: try container.decode(String.self, forKey: .id),
+                path: try container.decode(String.self, forKey: .path),
+                at: try container.decodeIfPresent(Date.self, forKey: .at))
         }
     }
 
@@ -115,11 +132,12 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAdd(let settings):
             try container.encode(Operation.folderAdd, forKey: .op)
             try container.encode(settings, forKey: .folder)
-        case .folderAccept(let id, let path, let kind):
+        case .folderAccept(let id, let path, let kind, let keepVersions):
             try container.encode(Operation.folderAccept, forKey: .op)
             try container.encode(id, forKey: .id)
             try container.encodeIfPresent(path, forKey: .path)
             try container.encodeIfPresent(kind, forKey: .kind)
+            try container.encodeIfPresent(keepVersions, forKey: .keepVersions)
         case .folderDecline(let id):
             try container.encode(Operation.folderDecline, forKey: .op)
             try container.encode(id, forKey: .id)
@@ -138,6 +156,15 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAllowDeletes(let id):
             try container.encode(Operation.folderAllowDeletes, forKey: .op)
             try container.encode(id, forKey: .id)
+        case .folderVersions(let id, let path):
+            try container.encode(Operation.folderVersions, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(path, forKey: .path)
+        case .folderRestore(let id, let path, let at):
+            try container.encode(Operation.folderRestore, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encode(path, forKey: .path)
+            try container.encodeIfPresent(at, forKey: .at)
         }
     }
 }
@@ -238,6 +265,8 @@ package struct ControlResponse: Codable, Sendable {
     package var folders: [FolderStatus]?
     package var offers: [FolderOffer]?
     package var folder: SharedFolderSettings?
+    /// The versions a folder keeps (newest first), or the one put back.
+    package var versions: [FolderVersion]?
 
     package init(ok: Bool, error: String? = nil) {
         self.ok = ok

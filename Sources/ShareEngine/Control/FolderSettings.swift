@@ -23,6 +23,9 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     package var mirror: Bool?
     /// Its marker (`.sharefolder`) was made: from then on a folder without one is stopped, not taken for emptied.
     package var marked: Bool?
+    /// How many days files replaced or removed by another device's change are kept in `.share-versions` (nil: the
+    /// default, 30; 0: none kept).
+    package var keepVersions: Int?
 
     package init(
         id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()
@@ -164,5 +167,21 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         self.problems = problems
         self.lastScan = lastScan
         self.lastScanSeconds = lastScanSeconds
+    }
+}
+
+/// A file a folder keeps in its versions (`share sync versions`): its path in the folder, when it was replaced or
+/// removed, its size, and where it is kept beneath the folder.
+package struct FolderVersion: Codable, Sendable, Equatable {
+    package var path: String
+    package var time: Date
+    package var size: UInt64
+    package var stored: String
+
+    package init(path: String, time: Date, size: UInt64, stored: String) {
+        self.path = path
+        self.time = time
+        self.size = size
+        self.stored = stored
     }
 }
