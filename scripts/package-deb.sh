@@ -133,6 +133,7 @@ Architecture: $ARCH
 Maintainer: The share developers <share@example.org>
 Installed-Size: $SIZE
 Depends: $DEPENDS
+Recommends: libnotify-bin | libglib2.0-bin
 Section: net
 Priority: optional
 Description: send anything between your machines, as what the receiver understands

@@ -9,13 +9,17 @@ set -euo pipefail
 # magic-wormhole: its reference implementation (the `wormhole` command, python-spake2), which the tests check against;
 # magic-wormhole-transit-relay: its transit relay, and python3-venv for its mailbox server (PyPI, below).
 # chromium, chromium-driver and python3-selenium: a real browser that drives the agent's page in the tests.
+# dbus-daemon, python3-dbus and python3-gi: a session bus of the tests' own with a freedesktop notification server
+# that records what it is sent (conflicts reach the person as desktop notifications); libglib2.0-bin: gdbus, through
+# which the agent sends them where notify-send is not installed.
 # lintian and debootstrap: CI's package check (scripts/package-deb.sh --check) lints the .deb and installs it into a
 # clean Debian 12 root.
 packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libsqlite3-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
     syncthing-discosrv syncthing-relaysrv nftables
     openssh-server openssh-client rsync time gcc iperf3 syncthing curl
     libsodium-dev magic-wormhole magic-wormhole-transit-relay python3-venv
-    chromium chromium-driver python3-selenium lintian debootstrap)
+    chromium chromium-driver python3-selenium lintian debootstrap
+    dbus-daemon python3-dbus python3-gi libglib2.0-bin)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -176,6 +176,12 @@ struct SyncAdd: ParsableCommand {
             valueName: "days"))
     var keepVersions: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "How many conflict copies of one file are kept, the oldest going first (default 10; 0: none, the losing version goes to the versions; -1: no limit).",
+            valueName: "n"))
+    var maxConflicts: Int?
+
     func run() throws {
         try ShareCLI.run {
             guard !devices.isEmpty else {
@@ -197,6 +203,7 @@ struct SyncAdd: ParsableCommand {
                 throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
             }
             settings.keepVersions = keepVersions
+            settings.maxConflicts = maxConflicts
             let answer = try folderRequest(.folderAdd(settings), device: device)
             let made = answer.folder ?? settings
             tell(

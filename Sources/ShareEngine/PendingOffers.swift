@@ -292,25 +292,63 @@ package enum DesktopNotice {
         PendingOffers.log.notice(
             "an offer waits for your answer",
             metadata: ["from": "\(entry.fromName)", "id": "\(entry.id)", "items": "\(entry.itemCount)"])
-        let environment = ProcessInfo.processInfo.environment
-        guard environment["DBUS_SESSION_BUS_ADDRESS"] != nil,
-            let tool = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-                .map({ String($0) + "/notify-send" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) })
-        else { return }
         let lines = entry.items.prefix(3).map(PendingOffers.describe) + (entry.itemCount > 3 ? ["…"] : [])
-        var arguments = ["--app-name=share", "--expire-time=60000"]
-        if let image = entry.items.first(where: { $0.image != nil })?.image {
-            arguments.append("--icon=" + PendingOffers.folder(paths).appendingPathComponent(image).path)
+        let icon = entry.items.first(where: { $0.image != nil })?.image.map {
+            PendingOffers.folder(paths).appendingPathComponent($0).path
         }
-        arguments += [
-            "\(entry.fromName) wants to send \(entry.itemCount) item(s)",
-            lines.joined(separator: "\n") + "\nshare accept \(entry.id)  ·  share decline \(entry.id)",
-        ]
+        show(
+            summary: "\(entry.fromName) wants to send \(entry.itemCount) item(s)",
+            body: lines.joined(separator: "\n") + "\nshare accept \(entry.id)  ·  share decline \(entry.id)",
+            icon: icon)
+    }
+
+    /// Shows a desktop notification (freedesktop notifications on the session bus) when the agent runs in a
+    /// desktop session: through `notify-send`, or `gdbus` (GLib's, on every GNOME and most other desktops) calling
+    /// `org.freedesktop.Notifications.Notify`. Nothing without a session bus or either tool. Never waits for it.
+    package static func show(summary: String, body: String, icon: String? = nil, milliseconds: Int = 60_000) {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["DBUS_SESSION_BUS_ADDRESS"] != nil else { return }
+        let directories = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        func tool(_ name: String) -> String? {
+            directories.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        }
+        let arguments: [String]
+        let executable: String
+        if let notifySend = tool("notify-send") {
+            executable = notifySend
+            arguments =
+                ["--app-name=share", "--expire-time=\(milliseconds)"] + (icon.map { ["--icon=" + $0] } ?? [])
+                + [summary, body]
+        } else if let gdbus = tool("gdbus") {
+            executable = gdbus
+            arguments = [
+                "call", "--session", "--timeout", "5", "--dest", "org.freedesktop.Notifications",
+                "--object-path", "/org/freedesktop/Notifications", "--method",
+                "org.freedesktop.Notifications.Notify", quoted("share"), "0", quoted(icon ?? ""), quoted(summary),
+                quoted(body), "@as []", "@a{sv} {}", "\(milliseconds)",
+            ]
+        } else {
+            return
+        }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try? process.run()
+    }
+
+    /// `text` as a GVariant string literal (what `gdbus call` reads): quoted, its quotes and backslashes escaped.
+    static func quoted(_ text: String) -> String {
+        var out = "'"
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "'": out += "\\'"
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "'"
     }
 }

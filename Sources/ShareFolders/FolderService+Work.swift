@@ -50,6 +50,7 @@ extension FolderService {
             guard let taken else {
                 // A quiet moment: what pulls recorded meanwhile is announced.
                 if folder.state.withLock({ $0.unannounced }) { announceOnly(folder) }
+                notifyConflicts(folder)
                 continue
             }
             if taken.quit { return }
@@ -92,8 +93,45 @@ extension FolderService {
                 rescan: taken.rescan, dirty: full ? nil : taken.dirty, retry: retry ? pending : [])
             if let planned { pending = planned.failed.union(retry ? [] : pending.subtracting(planned.paths ?? [])) }
             if !pending.isEmpty, retry || planned != nil { retryAt = .now + .seconds(5) }
+            notifyConflicts(folder)
         }
     }
+
+    /// Conflict copies new in the folder since it was opened (made here, or come from another device) reach the
+    /// person: a log line each and one desktop notification (freedesktop notifications on the session bus).
+    func notifyConflicts(_ folder: SharedFolder) {
+        let (label, fresh) = folder.withFolder { state -> (String, [FileEntry]) in
+            let generation = state.store.conflictGeneration
+            guard generation != state.notifiedGeneration else { return ("", []) }
+            state.notifiedGeneration = generation
+            let copies = state.store.conflictCopies()
+            defer { state.notifiedConflicts = Set(copies.map(\.path)) }
+            guard let known = state.notifiedConflicts else { return ("", []) }
+            return (state.settings.label, copies.filter { !known.contains($0.path) })
+        }
+        guard !fresh.isEmpty else { return }
+        var lines: [String] = []
+        for copy in fresh {
+            let original = ConflictName.original(of: copy.path) ?? copy.path
+            let (time, device) = Self.parts(ofConflict: copy.path)
+            let when = time.map { Self.noticeTime.string(from: $0) } ?? "?"
+            Self.log.notice(
+                "a conflict: both versions kept",
+                metadata: ["folder": "\(label)", "path": "\(original)", "copy": "\(copy.path)", "device": "\(device)"])
+            lines.append("\(original): \(device)'s version of \(when) kept as \(copy.path)")
+        }
+        DesktopNotice.show(
+            summary: fresh.count == 1
+                ? "share: a conflict in \(label)" : "share: \(fresh.count) conflicts in \(label)",
+            body: (lines.prefix(3) + (lines.count > 3 ? ["…"] : [])).joined(separator: "\n")
+                + "\nshare sync shows both versions")
+    }
+
+    static let noticeTime: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        return formatter
+    }()
 
     /// What a round planned (nil paths: everything) and which of those steps failed.
     struct Planned {

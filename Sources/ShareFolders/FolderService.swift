@@ -148,6 +148,10 @@ package final class FolderService: AgentPart, Sendable {
                     }
                 }
             }
+            folder.withFolder { state in
+                state.notifiedConflicts = Set(state.store.conflictCopies().map(\.path))
+                state.notifiedGeneration = state.store.conflictGeneration
+            }
             run.withLock { $0.folders[settings.id] = folder }
             spawn("share-folder") { [self] in work(folder) }
             wakeLinker()

@@ -63,6 +63,10 @@ final class SharedFolder: Sendable {
         var stopped: String?
         /// When each device was last seen holding what this device holds.
         var lastInStep: [String: Date] = [:]
+        /// The conflict copies the person was told of (all there when the folder was opened), and the index's
+        /// count of conflict copies recorded then.
+        var notifiedConflicts: Set<String>?
+        var notifiedGeneration = -1
         var wake = false
         var quitting = false
         /// Bytes received in the last seconds, for a rate.
@@ -87,6 +91,7 @@ final class SharedFolder: Sendable {
             label: { ShortIDs.label($0) })
         sync.includes = { !SyncNames.isInternal($0) }
         sync.mode = Self.mode(settings)
+        sync.maxConflicts = settings.maxConflicts.map { $0 < 0 ? nil : $0 } ?? 10
         state = Guarded(State(settings: settings, sync: sync, store: store, disk: disk))
     }
 

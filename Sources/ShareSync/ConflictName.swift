@@ -18,6 +18,12 @@ public enum ConflictName {
     /// Whether `copy` is a conflict copy of `path` (any time, any device).
     public static func isCopy(_ copy: String, of path: String) -> Bool { original(of: copy) == path }
 
+    /// What orders a path's conflict copies oldest first: the time in the copy's name (then the rest of it).
+    public static func age(_ copy: String) -> String {
+        guard let range = copy.range(of: marker, options: .backwards) else { return copy }
+        return String(copy[range.upperBound...])
+    }
+
     /// The path a conflict copy was made of (nil when `copy` is not one).
     public static func original(of copy: String) -> String? {
         let slash = copy.lastIndex(of: "/")

@@ -62,6 +62,9 @@ public final class SyncFolder {
     /// Deletions the last scan held back, and the person's word that they may go (used by the next scan).
     public private(set) var heldDeletions = 0
     public var allowDeletions = false
+    /// How many conflict copies of one file are kept (the oldest goes when another is made); 0: none made (the
+    /// losing version goes to the versions instead); nil: no limit.
+    public var maxConflicts: Int? = 10
 
     /// How this device treats the folder.
     public enum Mode: Sendable, Equatable {
@@ -482,8 +485,13 @@ public final class SyncFolder {
         let path = loser.path
         guard let stamp = disk.stamp(path) else { return [] }
         var recorded: [FileEntry] = []
-        if stamp.kind != .directory {
+        if stamp.kind != .directory, maxConflicts == 0 {
+            // No conflict copies: the losing version is kept among the versions.
+            if stamp.kind == .file { try disk.keepVersion(path) }
+            try disk.remove(path)
+        } else if stamp.kind != .directory {
             let original = ConflictName.original(of: path) ?? path
+            recorded += try makeRoomForConflict(of: original)
             let name = ConflictName.make(for: original, modified: loser.modified, device: label(loser.modifiedBy))
             var copy = name
             var n = 1
@@ -509,6 +517,21 @@ public final class SyncFolder {
             try disk.remove(path)
         }
         return recorded + leave(loser)
+    }
+
+    /// Removes the oldest conflict copies of `original` until one more fits under `maxConflicts` (their deletions
+    /// recorded, so they go everywhere).
+    private func makeRoomForConflict(of original: String) throws -> [FileEntry] {
+        guard let maxConflicts, maxConflicts > 0 else { return [] }
+        let slash = original.lastIndex(of: "/")
+        let folder = slash.map { String(original[..<$0]) }
+        let copies = disk.list(under: folder, recursive: false).keys
+            .filter { ConflictName.isCopy($0, of: original) }
+            .sorted { ConflictName.age($0) < ConflictName.age($1) }
+        guard copies.count >= maxConflicts else { return [] }
+        let oldest = Array(copies.prefix(copies.count - maxConflicts + 1))
+        for copy in oldest { try disk.remove(copy) }
+        return scan(paths: Set(oldest))
     }
 
     /// Records that this device's version of a path left it (moved to a conflict copy): a deletion that follows it

@@ -245,5 +245,89 @@ extension EndToEndAgents {
             let badTime = devices[1].run(["sync", "restore", id, "f0.txt", "--at", "yesterday"])
             #expect(badTime.status == 64 && badTime.stderr.contains("--at"), "\(badTime.stderr)")
         }
+
+        static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures")
+
+        /// A session bus of the test's own (`dbus-daemon --session`) with a notification server on it that records
+        /// what it is sent; the bus's address, the record, and both processes (stopped by the caller).
+        func notificationBus(in directory: URL) throws -> (String, URL, [Spawned]) {
+            let daemon = try Spawned(
+                "/usr/bin/dbus-daemon",
+                ["--session", "--nofork", "--print-address", "--address=unix:path=\(directory.path)/bus"])
+            let address = try #require(daemon.waitForLine(containing: "unix:path="), "\(daemon.output)")
+                .trimmingCharacters(in: .whitespaces)
+            let record = directory.appendingPathComponent("notifications.jsonl")
+            let server = try Spawned(
+                "/usr/bin/python3", [Self.fixtures.appendingPathComponent("notification_server.py").path, record.path],
+                environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+            #expect(server.waitForLine(containing: "ready") != nil, "\(server.output)")
+            return (address, record, [server, daemon])
+        }
+
+        func notifications(_ record: URL) -> [[String: Any]] {
+            ((try? String(contentsOf: record, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+            }
+        }
+
+        /// Concurrent edits while the desk is off, its version the newer: the laptop's is kept as a conflict copy.
+        func conflict(_ devices: SyncDevices, _ folders: [URL], _ n: Int) throws {
+            devices.stop(1)
+            try Data("the laptop's edit \(n)\n".utf8).write(to: folders[0].appendingPathComponent("notes.txt"))
+            let later = Date().addingTimeInterval(5)
+            let deskFile = folders[1].appendingPathComponent("notes.txt")
+            try Data("the desk's edit \(n)\n".utf8).write(to: deskFile)
+            try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: deskFile.path)
+            try devices.start(1)
+            #expect(
+                waitUntil(timeout: 60) {
+                    folders.allSatisfy { folder in
+                        let tree = treeOf(folder)
+                        return tree["notes.txt"] == "the desk's edit \(n)\n"
+                            && tree.contains {
+                                $0.key.contains("sync-conflict") && $0.value == "the laptop's edit \(n)\n"
+                            }
+                    }
+                }, "\(folders.map { treeOf($0) })\n\(devices.logs)")
+        }
+
+        @Test func conflictsReachThePersonOnEveryDeviceAndAFileKeepsAtMostItsLimitOfCopies() throws {
+            let scratch = try Scratch()
+            let (address, record, processes) = try notificationBus(in: scratch.url)
+            defer { for process in processes { process.stop() } }
+            let devices = try SyncDevices(["laptop", "desk"], environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            try Data("first\n".utf8).write(to: folders[0].appendingPathComponent("notes.txt"))
+            let id = try devices.share(0, folders[0], with: [1], extra: ["--max-conflicts", "1"])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled())
+            try conflict(devices, folders, 1)
+            // Each device tells its person once: the laptop made the copy, the desk received it.
+            #expect(
+                waitUntil(timeout: 30) {
+                    notifications(record).filter { ($0["summary"] as? String)?.contains("a conflict in docs") == true }
+                        .count >= 2
+                }, "\(notifications(record))\n\(devices.logs)")
+            let told = notifications(record)
+            #expect(
+                told.allSatisfy {
+                    $0["app"] as? String == "share" && ($0["body"] as? String)?.contains("notes.txt") == true
+                })
+            // Both versions' device and time, on both devices.
+            for index in 0..<2 {
+                let conflicts = (devices.listing(index).folders.first?["conflicts"] as? [[String: Any]]) ?? []
+                #expect(conflicts.count == 1 && conflicts.first?["path"] as? String == "notes.txt", "\(conflicts)")
+                #expect(conflicts.first?["loserTime"] != nil && conflicts.first?["winnerTime"] != nil)
+            }
+            // A second conflict: the laptop keeps one copy of the file (the newer), and so does the desk.
+            try conflict(devices, folders, 2)
+            #expect(
+                waitUntil(timeout: 30) {
+                    folders.allSatisfy { treeOf($0).keys.filter { $0.contains("sync-conflict") }.count == 1 }
+                }, "\(folders.map { treeOf($0) })")
+            #expect(treeOf(folders[1]).values.contains("the laptop's edit 2\n"))
+            #expect(notifications(record).count >= 3, "\(notifications(record))")
+        }
     }
 }

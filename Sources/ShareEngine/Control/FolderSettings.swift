@@ -26,6 +26,9 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     /// How many days files replaced or removed by another device's change are kept in `.share-versions` (nil: the
     /// default, 30; 0: none kept).
     package var keepVersions: Int?
+    /// How many conflict copies of one file are kept (nil: 10; 0: none, the losing version goes to the versions;
+    /// -1: no limit).
+    package var maxConflicts: Int?
 
     package init(
         id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()
