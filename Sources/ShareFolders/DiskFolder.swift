@@ -1,8 +1,10 @@
+import Foundation
 import Glibc
 import ShareDisk
 import ShareNet
 import ShareProtocol
 import ShareSync
+import Synchronization
 
 /// A shared folder on disk, as `SyncFolder` touches it: every call goes through ShareDisk's directory handles from
 /// the folder's root, one checked name at a time, never following a link (a link is synced as a link: its target is
@@ -84,7 +86,7 @@ final class DiskFolder: FolderDisk {
         return Self.stamp(info)
     }
 
-    func content(_ path: String, _ stamp: DiskStamp) -> Scanner.Content? {
+    func content(_ path: String, _ stamp: DiskStamp) -> ShareSync.Scanner.Content? {
         guard let (folder, leaf) = try? parent(of: path) else { return nil }
         switch stamp.kind {
         case .symlink:
@@ -138,9 +140,23 @@ final class DiskFolder: FolderDisk {
         // folder while it is read.
         var pending: [(Directory, String)] = [(start, folder ?? "")]
         while let (directory, relative) = pending.popLast() {
-            for name in directory.entries() {
+            let names = directory.entries()
+            for var name in names {
                 // Names that are not UTF-8 cannot be named on the wire: left alone.
                 guard !name.unicodeScalars.contains("\u{FFFD}") else { continue }
+                // One name for what differs only in Unicode normalisation: the index and the wire hold NFC (what
+                // Linux and Windows write; macOS writes NFD). A name in another form is renamed to its NFC form
+                // here, as Syncthing does; when that name is taken too, this one is left out (and said once).
+                let nfc = name.precomposedStringWithCanonicalMapping
+                if !nfc.utf8.elementsEqual(name.utf8) {
+                    let taken = names.contains { $0.utf8.elementsEqual(nfc.utf8) }
+                    guard !taken, (try? directory.rename(name, to: nfc, in: directory)) != nil else {
+                        Self.noteUnnormalised(relative.isEmpty ? name : relative + "/" + name)
+                        continue
+                    }
+                    forgetFolders()
+                    name = nfc
+                }
                 let path = relative.isEmpty ? name : relative + "/" + name
                 if relative.isEmpty, SyncNames.isInternal(name) { continue }
                 guard let info = directory.info(name), let stamp = Self.stamp(info) else { continue }
@@ -151,6 +167,16 @@ final class DiskFolder: FolderDisk {
             }
         }
         return result
+    }
+
+    /// Names left out because their NFC form is taken: said once each (the log), while the agent runs.
+    private static let unnormalised = Mutex<Set<[UInt8]>>([])
+
+    private static func noteUnnormalised(_ path: String) {
+        guard unnormalised.withLock({ $0.insert(Array(path.utf8)).inserted }) else { return }
+        FolderService.log.warning(
+            "a name is left out of its folder: another name differs from it only in Unicode normalisation",
+            metadata: ["path": "\(path)"])
     }
 
     func makeDirectory(_ path: String, mode: UInt32) throws {

@@ -222,7 +222,13 @@ extension FolderService {
     /// Stores the peer's entries and has the folder planned again for those paths.
     func apply(_ update: IndexUpdate, reset: Bool, from peer: DeviceID) throws {
         guard let folder = folder(update.folder) else { return }
-        let entries = try update.records.map { try FileEntry(record: $0) }
+        // Paths are NFC in every index (a peer's in another form is taken as its NFC form: one name, not two).
+        let entries = try update.records.map { record in
+            var entry = try FileEntry(record: record)
+            let nfc = entry.path.precomposedStringWithCanonicalMapping
+            if !nfc.utf8.elementsEqual(entry.path.utf8) { entry.path = nfc }
+            return entry
+        }
         // Only paths whose plan may change are planned again: an entry at this device's own version (the peer
         // caught up) changes nothing, and one at the version a pull already waits for only names another holder.
         let changed = folder.withFolder { state -> Set<String>? in

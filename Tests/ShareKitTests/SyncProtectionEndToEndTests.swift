@@ -66,6 +66,25 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) { treeOf(desk) == treeOf(laptop) },
                 "\(treeOf(laptop))\n\(treeOf(desk))\n\(devices.logs)")
             #expect(!treeOf(desk).keys.contains { $0.contains("sync-conflict") })
+            // A name written in NFD (as macOS writes it) is one name with its NFC form: renamed to it here, and
+            // the desk gets the NFC name. A case-only rename is a rename.
+            let nfd = "cafe\u{301}.txt"
+            let nfc = "caf\u{e9}.txt"
+            try Data("coffee\n".utf8).write(to: laptop.appendingPathComponent(nfd))
+            try manager.moveItem(
+                at: laptop.appendingPathComponent("run.sh"), to: laptop.appendingPathComponent("Run.sh"))
+            func names(_ folder: URL) -> [[UInt8]] {
+                ((try? manager.contentsOfDirectory(atPath: folder.path)) ?? []).map { Array($0.utf8) }
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    names(desk).contains(Array(nfc.utf8)) && names(desk).contains(Array("Run.sh".utf8))
+                        && !names(desk).contains(Array("run.sh".utf8))
+                },
+                "\(names(desk).map { String(decoding: $0, as: UTF8.self).unicodeScalars.map(\.value) })\n\(devices.logs)"
+            )
+            #expect(names(laptop).contains(Array(nfc.utf8)) && !names(laptop).contains(Array(nfd.utf8)))
+            #expect(!names(desk).contains(Array(nfd.utf8)) && mode(desk.appendingPathComponent("Run.sh")) == 0o755)
         }
 
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
