@@ -11,7 +11,8 @@ extension EndToEnd {
             ["profile", "add-fact"], ["profile", "list"], ["profile", "show"], ["profile", "remove"],
             ["profile", "export"], ["profile", "import"], ["web"], ["mirror"], ["sync"], ["sync", "list"],
             ["sync", "add"], ["sync", "accept"], ["sync", "decline"], ["sync", "remove"], ["sync", "revert"],
-            ["sync", "override"], ["sync", "rescan"], ["sync", "allow-deletes"], [],
+            ["sync", "override"], ["sync", "rescan"], ["sync", "allow-deletes"], ["sync", "versions"],
+            ["sync", "restore"], [],
         ]
 
         /// Every command's help ends with examples, and its paragraphs are wrapped once, to the terminal: at 80
