@@ -200,6 +200,44 @@ final class WebActions: Sendable {
         }
     }
 
+    /// `share sync versions ID [PATH]`.
+    func folderVersions(_ id: String, path: String?) throws -> [FolderVersion] {
+        do {
+            return try ControlClient.request(.folderVersions(id: id, path: path), paths: paths).versions ?? []
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
+    }
+
+    /// `share sync restore ID PATH [--at TIME]` (the time as the page got it, ISO 8601).
+    func restoreVersion(_ id: String, path: String, at: String?) throws -> String {
+        var time: Date?
+        if let at {
+            guard let parsed = ISO8601DateFormatter().date(from: at) else {
+                throw HTTPFailure(400, "at=\(at.prefix(40)) is not a time (ISO 8601)")
+            }
+            time = parsed
+        }
+        do {
+            let answer = try ControlClient.request(.folderRestore(id: id, path: path, at: time), paths: paths)
+            invalidate()
+            return "put back \(answer.versions?.first?.path ?? path); it syncs to the other devices now"
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
+    }
+
+    /// `share sync allow-deletes ID`.
+    func allowDeletes(_ id: String) throws -> String {
+        do {
+            let answer = try ControlClient.request(.folderAllowDeletes(id: id), paths: paths)
+            invalidate()
+            return "the deletions in \(answer.folder?.label ?? id) go to the other devices now"
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
+    }
+
     // MARK: jobs
 
     /// `share cancel JOB`.

@@ -111,6 +111,7 @@ enum WebPage {
           const s = Math.max(0, Math.round((Date.now() - new Date(date)) / 1000));
           return s < 60 ? s + " s ago" : s < 3600 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " h ago";
         }
+        function when(date) { return date ? new Date(date).toLocaleString() : "?"; }
         function say(text, error) { const n = $("#notice"); n.textContent = text; n.className = error ? "error" : ""; }
         async function post(url, body, type) {
           const headers = auth(type ? { "Content-Type": type } : {});
@@ -239,8 +240,33 @@ enum WebPage {
             }
             box.append(peers);
             for (const conflict of folder.conflicts) {
-              box.append(el("div", "conflict: " + conflict.path + " — the version of " + conflict.loser + " is kept as " + conflict.copy, { class: "conflict" }));
+              const here = conflict.winner ? conflict.winner + "'s version" + (conflict.winnerTime ? " of " + when(conflict.winnerTime) : "") + " is at the path; " : "";
+              box.append(el("div", "conflict: " + conflict.path + " — " + here + conflict.loser + "'s" + (conflict.loserTime ? " of " + when(conflict.loserTime) : "") + " is kept as " + conflict.copy, { class: "conflict" }));
             }
+            if (folder.state.startsWith("holding")) {
+              const allow = el("button", "Let the deletions go", { class: "allow-deletes" });
+              allow.onclick = () => act(post("/api/folders/allow-deletes?" + q({ id: folder.settings.id })));
+              box.append(allow);
+            }
+            // What another device's change replaced or removed here, kept for a while: listed on demand, each to
+            // put back.
+            const kept = el("button", "Versions", { class: "versions" });
+            const shelf = el("ul", null, { class: "versions-list" });
+            kept.onclick = async () => {
+              const response = await fetch("/api/folders/versions?" + q({ id: folder.settings.id }), { headers: auth(), credentials: "omit" });
+              if (response.status === 401) noSession();
+              const versions = response.ok ? await response.json() : [];
+              shelf.replaceChildren();
+              if (!versions.length) shelf.append(el("li", "no versions kept", { class: "muted" }));
+              for (const version of versions.slice(0, 200)) {
+                const item = el("li", version.path + " — " + when(version.time) + ", " + bytes(version.size) + " ", { "data-path": version.path });
+                const back = el("button", "Put back", { class: "restore" });
+                back.onclick = () => act(post("/api/folders/restore?" + q({ id: folder.settings.id, path: version.path, at: version.time })));
+                item.append(back);
+                shelf.append(item);
+              }
+            };
+            box.append(kept, shelf);
             for (const problem of folder.problems) {
               box.append(el("div", problem.path + ": " + problem.reason, { class: "muted problem" }));
             }

@@ -263,6 +263,19 @@ public final class WebServer: PageLinks, Sendable {
             try json(http, actions.state())
         case ("GET", "/api/events"):
             return try events(http)
+        case ("GET", "/api/folders/versions"):
+            try json(http, try actions.folderVersions(head.query["id"] ?? "", path: head.query["path"]))
+        case ("POST", "/api/folders/restore"):
+            try http.discard(length)
+            try json(
+                http,
+                [
+                    "said": try actions.restoreVersion(
+                        head.query["id"] ?? "", path: head.query["path"] ?? "", at: head.query["at"])
+                ])
+        case ("POST", "/api/folders/allow-deletes"):
+            try http.discard(length)
+            try json(http, ["said": try actions.allowDeletes(head.query["id"] ?? "")])
         case ("GET", "/api/preview"):
             let (bytes, type) = try actions.preview(head.query["name"] ?? "")
             try http.writeResponse(200, headers: Self.fileHeaders(type: type, download: nil), body: bytes)

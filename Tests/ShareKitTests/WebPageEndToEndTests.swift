@@ -283,6 +283,40 @@ extension EndToEndAgents {
             #expect(unknown.status == 409 && unknown.text.contains("no folder nothing is offered"), "\(unknown.text)")
             let shell = try exchange(port, "GET / HTTP/1.1\r\n\(host)\r\n")
             #expect(shell.text.contains("<section id=\"folders\"><h2>Shared folders</h2>"))
+            // The laptop's edit replaces the desk's copy: the page lists the version kept and puts it back.
+            let copy = try #require(shown["settings"] as? [String: Any])["path"] as? String ?? ""
+            try Data("flour, water, salt, yeast\n".utf8).write(to: folder.appendingPathComponent("bread.txt"))
+            var versions: [[String: Any]] = []
+            #expect(
+                waitUntil(timeout: 30) {
+                    guard
+                        let answer = try? exchange(
+                            port, "GET /api/folders/versions?id=\(id) HTTP/1.1\r\n\(host)\(auth)\r\n"),
+                        let listed = try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [[String: Any]]
+                    else { return false }
+                    versions = listed
+                    return !listed.isEmpty
+                }, "\(devices.logs)")
+            #expect(versions.first?["path"] as? String == "bread.txt", "\(versions)")
+            let at = try #require(versions.first?["time"] as? String)
+            let encoded = at.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? at
+            let restored = try exchange(
+                port,
+                "POST /api/folders/restore?id=\(id)&path=bread.txt&at=\(encoded) HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n"
+            )
+            #expect(restored.status == 200 && restored.text.contains("put back bread.txt"), "\(restored.text)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    (try? String(contentsOf: folder.appendingPathComponent("bread.txt"), encoding: .utf8))
+                        == "flour, water, salt\n"
+                }, "\(devices.logs)")
+            #expect(FileManager.default.fileExists(atPath: copy + "/.share-versions"))
+            let nowhere = try exchange(
+                port,
+                "POST /api/folders/restore?id=\(id)&path=none.txt HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
+            #expect(nowhere.status == 409 && nowhere.text.contains("no version of none.txt"), "\(nowhere.text)")
+            let unauthorised = try exchange(port, "GET /api/folders/versions?id=\(id) HTTP/1.1\r\n\(host)\r\n")
+            #expect(unauthorised.status == 401, "\(unauthorised.status)")
         }
 
         /// What a person sees first: a loading state until the state arrives, an icon (no refused request in the
