@@ -8,7 +8,8 @@
 #               watcher on with its default 10 s delay; a second update with a rescan asked for at once
 # Phases: the first sync of FILES random files (1–20 KiB, 100 to a folder); an update of 100 edits (1 KiB rewritten
 # in place), 50 renames and 20 removals; 50 renames alone (bytes per rename); one 8 KiB file saved (seconds until
-# both others hold it). On loopback also: MANY small files' first sync (share beside rsync -a), the agents idle
+# both others hold it); METADATA (1,000) symbolic links, empty folders and files made executable at once (seconds
+# and bytes beside Syncthing with a rescan asked for at once). On loopback also: MANY small files' first sync (share beside rsync -a), the agents idle
 # with them (CPU over IDLE seconds, RSS), and a full rescan of them unchanged (share sync rescan).
 # Links (PROFILES): loopback (one network namespace, counted on lo) and 100mbit (a namespace per device, a link
 # between each two, 100 Mbit/s with tbf at each end and 1 ms each way by Benchmarks/linkshaper; counted on each
@@ -16,7 +17,7 @@
 # fresh ext4 file system mounted from an image (FRESH_FS=0: /var/tmp as it is).
 # Release build; needs root (namespaces). Usage: scripts/bench-sync.sh
 # Settings (environment): FILES (5000), MANY (100000), PROFILES ("loopback 100mbit"), ROUNDS (1; medians when more),
-# SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
+# SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
 # no Syncthing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -39,6 +39,8 @@ LIMIT = float(os.environ.get("LIMIT", 120 if SMOKE else 600))
 IDLE = float(os.environ.get("IDLE", 2 if SMOKE else 20))
 PHASES = os.environ.get("PHASES", "send sync rsync syncthing many").split()
 EDITS, RENAMES, REMOVALS = (10, 5, 2) if SMOKE else (100, 50, 20)
+METADATA = int(os.environ.get("METADATA", 100 if SMOKE else 1000))
+META = f"{METADATA} links+folders+modes"
 TAG = os.urandom(3).hex()
 SHAPES = {"100mbit": ("100mbit", 1000), "lan": ("1gbit", 250)}  # rate, one-way delay in microseconds
 INTERNAL = (".share-", ".sharefolder", ".stfolder", ".stversions")
@@ -256,6 +258,36 @@ def update(root, seed, edits=EDITS, renames=RENAMES, removals=REMOVALS):
         os.remove(os.path.join(root, path))
 
 
+def metadata_change(root, seed):
+    """METADATA symbolic links (half to a file of the folder, half leaving it), METADATA empty folders, and the
+    executable bit set on METADATA files: no content at all."""
+    rng = random.Random(seed)
+    names = files_of(root)
+    os.makedirs(os.path.join(root, "links"))
+    os.makedirs(os.path.join(root, "empty"))
+    for n in range(METADATA):
+        target = os.path.join("..", rng.choice(names)) if n % 2 == 0 else f"../../outside/{n}"
+        os.symlink(target, os.path.join(root, "links", f"l{n}"))
+        os.makedirs(os.path.join(root, "empty", f"e{n}"))
+    for path in rng.sample(names, min(METADATA, len(names))):
+        os.chmod(os.path.join(root, path), 0o755)
+
+
+def meta_tree(root):
+    """Every entry but the tools' own: its kind, a link's target, the permission bits."""
+    out = {}
+    for base, dirs, names in os.walk(root):
+        for name in dirs + names:
+            full = os.path.join(base, name)
+            rel = os.path.relpath(full, root)
+            if any(part.startswith(INTERNAL) for part in rel.split(os.sep)):
+                continue
+            st = os.lstat(full)
+            kind = "link" if os.path.islink(full) else "dir" if os.path.isdir(full) else "file"
+            out[rel] = (kind, os.readlink(full) if kind == "link" else "", st.st_mode & 0o777 if kind != "link" else 0)
+    return out
+
+
 def discard(path):
     """Moves a finished run's folder aside (removed with WORK): ext4 checks every inode it hands out against those
     freed in the last seconds (recently_deleted), so deleting thousands of files would charge the next run's creates."""
@@ -393,6 +425,20 @@ class ShareDevices:
             log(f"    device {i}: {json.dumps(self.folders(i))[:600]}")
         raise SystemExit("bench-sync: share did not converge within the limit")
 
+    def wait_meta(self, clock, source):
+        """Polls until every device is up to date, in step, and holds `source`'s entries (kinds, links, modes)."""
+        deadline = time.monotonic() + LIMIT
+        want = meta_tree(source)
+        while time.monotonic() < deadline:
+            folders = [self.folders(i) for i in range(3)]
+            if all(len(f) == 1 and f[0]["state"] == "up to date" and f[0]["neededFiles"] == 0
+                   and all(p["inStep"] for p in f[0]["peers"]) for f in folders):
+                at = time.monotonic()
+                if all(meta_tree(self.path(i)) == want for i in (1, 2)):
+                    return clock.stop(at)
+            time.sleep(0.05)
+        raise SystemExit("bench-sync: share did not carry the links, folders and modes within the limit")
+
     def peak(self):
         return max(peak_kib(p.pid) for p in self.agents)
 
@@ -444,6 +490,9 @@ def share_sync(net, profile, pristine, seed):
         seconds, moved, cpu = devices.wait_converged(clock, source, FILES - REMOVALS)
         record(profile, f"{RENAMES} renames", "share sync", (seconds, moved, cpu), devices.peak())
         record_edit(profile, "share sync", source, [devices.path(1), devices.path(2)], net)
+        clock = Clock(net, devices.agents)
+        metadata_change(source, seed)
+        record(profile, META, "share sync", devices.wait_meta(clock, source), devices.peak())
     finally:
         devices.stop()
     discard(devices.root)
@@ -626,6 +675,18 @@ class Syncthing:
     def scan(self, i):
         self.rest(i, "POST", "/rest/db/scan?folder=bench")
 
+    def wait_meta(self, clock, folders):
+        deadline = time.monotonic() + LIMIT
+        while time.monotonic() < deadline:
+            states = [self.rest(i, "GET", "/rest/db/status?folder=bench") or {} for i in range(3)]
+            if all(s.get("state") == "idle" and s.get("needTotalItems", 1) == 0 for s in states):
+                at = time.monotonic()
+                want = meta_tree(folders[0])
+                if all(meta_tree(folders[i]) == want for i in (1, 2)):
+                    return clock.stop(at)
+            time.sleep(0.05)
+        raise SystemExit("bench-sync: Syncthing did not carry the links, folders and modes within the limit")
+
     def peak(self):
         return max(peak_kib(p.pid) for p in self.processes)
 
@@ -663,6 +724,10 @@ def syncthing_all(net, profile, pristine, seed):
         record(profile, f"{RENAMES} renames", "syncthing (rescan at once)",
                st.wait_converged(clock, folders, FILES - 2 * REMOVALS), st.peak())
         record_edit(profile, "syncthing (watcher, 10 s)", folders[0], folders[1:], net)
+        clock = Clock(net, st.processes)
+        metadata_change(folders[0], seed)
+        st.scan(0)
+        record(profile, META, "syncthing (rescan at once)", st.wait_meta(clock, folders), st.peak())
     finally:
         st.stop()
     discard(root)
@@ -808,6 +873,11 @@ def main():
         renames = get(f"{RENAMES} renames", "share sync")
         print(f"{profile} a rename: {renames[1] / RENAMES:.0f} bytes ({'ok' if renames[1] / RENAMES < 1000 else 'OVER'},"
               f" under 1 KB)")
+        meta, st = get(META, "share sync"), get(META, "syncthing (rescan at once)")
+        if st:
+            print(f"{profile} {META}: {meta[0]:.3f} s, {meta[0] / st[0]:.2f}x Syncthing's time "
+                  f"({'ok' if meta[0] < st[0] else 'OVER'}); {meta[1]} bytes, {meta[1] / max(1, st[1]):.2f}x "
+                  f"Syncthing's ({'ok' if meta[1] <= 1.2 * st[1] else 'OVER'}, at most 1.2x)")
         edit = get("one edit", "share sync")
         print(f"{profile} one edit on both others after {edit[0]:.3f} s ({'ok' if edit[0] <= 2 else 'OVER'}, 2 s)")
         if profile == "loopback":
