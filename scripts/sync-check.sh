@@ -2,7 +2,8 @@
 # The randomized test of shared folders at length: N schedules (default 10,000) of 3 devices, of 4 devices in chains,
 # and of changes made one at a time (no conflict copy allowed), each checked for convergence, no lost write, no
 # resurrection, conflicts only for real concurrency and one winner everywhere. A failure prints its seed and the
-# fewest steps that still fail; SHARE_SYNC_SEED sets the first seed (the test command runs 150 from seed 1).
+# fewest steps that still fail; SHARE_SYNC_SEED sets the first seed (the test command runs 150 from seed 1);
+# SHARE_SYNC_TRACE=PATH prints every device's view of PATH after each step that changes it (with N=1 and the seed).
 # Usage: scripts/sync-check.sh [N] [first seed]
 set -euo pipefail
 cd "$(dirname "$0")/.."

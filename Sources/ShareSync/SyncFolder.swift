@@ -554,7 +554,9 @@ public final class SyncFolder {
         if let local = store.local(entry.path)?.entry, !local.localOnly, !entry.version.dominates(local.version) {
             applied.version = entry.version.merged(with: local.version)
         }
-        let stamp = entry.deleted ? nil : disk.stamp(entry.path)
+        // A stamp of another kind than the entry's (what is on disk changed under the step) is no stamp of it: the
+        // path is then scanned again, never taken as holding this entry.
+        let stamp = entry.deleted ? nil : disk.stamp(entry.path).flatMap { $0.kind == entry.kind ? $0 : nil }
         return store.recordLocal([LocalEntry(entry: applied, stamp: stamp)])
     }
 }

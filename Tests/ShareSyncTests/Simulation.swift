@@ -224,6 +224,13 @@ final class Simulation {
     // MARK: Steps
 
     func run(_ step: SimStep) {
+        defer {
+            if let path = traced {
+                let now = describe(path)
+                if now != lastTrace { print("after \(step):\n\(now)") }
+                lastTrace = now
+            }
+        }
         time += 1_000_000_000
         ensureLinks()
         switch step {
@@ -269,6 +276,7 @@ final class Simulation {
     /// What broke an invariant that holds at every step (not only at the end): a folder not there recording
     /// anything, an ignored path recorded as deleted, a change asked through a link.
     var violations: [String] = []
+    var lastTrace = ""
 
     func scan(_ device: Device) {
         let recorded = device.folder.scan()
@@ -478,7 +486,13 @@ final class Simulation {
             device.disk.mounted = true
             if device.ignored != nil { device.ignored = nil }
         }
-        for _ in 0..<rounds {
+        for round in 0..<rounds {
+            if let path = traced, round < 6 || round % 100 == 0 {
+                print("-- round \(round)\n\(describe(path))")
+                for device in devices {
+                    print("   d\(device.index) plans \(device.folder.plan().filter { $0.path.hasPrefix(path) })")
+                }
+            }
             time += 1_000_000_000
             ensureLinks()
             for device in devices { scan(device) }

@@ -1,6 +1,10 @@
+import Foundation
 import ShareSync
 
 extension Simulation {
+    /// A path whose every device's view is printed as the simulation settles (SHARE_SYNC_TRACE).
+    var traced: String? { ProcessInfo.processInfo.environment["SHARE_SYNC_TRACE"] }
+
     /// Every device's view of `path`: its entry, what is on disk, what it holds of the others'.
     func describe(_ path: String) -> String {
         devices.map { device in
