@@ -225,6 +225,9 @@ final class PartialArchive: IncomingPayload {
 
     func suspend() {
         if !stopped {
+            // Every chunk handed over was verified: extracted before the checkpoint, so a cut connection costs a
+            // folder no more than a file (the chunk in flight), not the extraction's queue as well.
+            if extraction.error == nil { extraction.drain() }
             extraction.cancel()
             stopped = true
             try? checkpoint(force: true)
