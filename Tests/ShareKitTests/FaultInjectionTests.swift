@@ -159,6 +159,11 @@ extension EndToEnd {
                 if received == nil { receiver.stop() }
                 proxy.stop()
                 wire += proxy.forwarded
+                if FaultInjectionTests.environment["SHARE_FAULT_TRACE"] != nil {
+                    print(
+                        "TRACE \(kind) \(fault): held before \(held >> 20) MiB, forwarded \(proxy.forwarded >> 10) KiB, held after \((ledgerChunkCount(inbox) * chunk) >> 20) MiB"
+                    )
+                }
                 if status == 0 {
                     #expect(fault == "none" || FileManager.default.fileExists(atPath: delivered.path))
                     break

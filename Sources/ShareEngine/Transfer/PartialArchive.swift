@@ -97,8 +97,10 @@ final class PartialArchive: IncomingPayload {
         }
         do {
             let root = try store.partials.directory("\(key).dir", create: true, mode: 0o700)
+            // Two chunks queued ahead of the extraction (not four): what a killed receiver loses is what was
+            // handed over and not yet on disk, so a folder's interruption costs about what a file's does.
             extraction = try StreamExtraction(
-                root: root, policy: policy, resuming: ledger.archive, inputOffset: start)
+                root: root, policy: policy, resuming: ledger.archive, inputOffset: start, queuedChunks: 2)
         } catch let error as DiskError {
             lock.release()
             throw ProtocolError(.storage, "the receiver cannot extract \(item.label): \(error.message)")
