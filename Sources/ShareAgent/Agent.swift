@@ -108,10 +108,15 @@ package final class Agent: Sendable {
         control = try ControlServer(path: ControlClient.socketPath(device.paths))
         var heard: Discovery?
         if let discovery {
+            let waiting = outbox
             do {
                 heard = try Discovery(
                     device: device, listenPort: listener.port, port: discovery.port, interval: discovery.interval,
-                    interface: discovery.interface, trust: trust)
+                    interface: discovery.interface, trust: trust
+                ) { name, id in
+                    // A trusted device heard again: what waits for it is tried now, not after its backoff.
+                    waiting.retryNow(to: [name.lowercased(), id.lowercased()])
+                }
             } catch let error as ShareFailure {
                 // Discovery is a convenience: the agent serves without it.
                 Self.log.warning("continuing without discovery", metadata: ["reason": "\(error.message)"])

@@ -55,15 +55,20 @@ package final class Discovery: AgentPart, Sendable {
     private let state: Guarded<State>
     private let interface: String?
     private let trust: TrustCache
+    /// Called with a trusted device's name and ID when it is heard again after a silence (or for the first time):
+    /// the jobs waiting for it are tried at once.
+    private let heardAgain: @Sendable (String, String) -> Void
     package let partName = "discovery"
 
     /// `interface`: announce and listen on that IPv4 interface only (127.0.0.1: this machine only); the socket is
     /// then bound to the group address, not to every address.
     package init(
         device: LocalDevice, listenPort: Int, port: Int = Discovery.defaultPort, interval: Double = 30,
-        interface: String? = nil, trust: TrustCache
+        interface: String? = nil, trust: TrustCache,
+        heardAgain: @escaping @Sendable (String, String) -> Void = { _, _ in }
     ) throws {
         self.interface = interface
+        self.heardAgain = heardAgain
         self.trust = trust
         file = DiscoveredPeer.file(device.paths)
         ownID = device.id.description
@@ -158,6 +163,11 @@ package final class Discovery: AgentPart, Sendable {
         let peer = DiscoveredPeer(
             id: id.description, name: message.name, address: PeerAddress(host: host, port: message.port),
             lastSeen: now, version: message.version)
+        let again = state.withLock { state -> Bool in
+            let known = state.peers[peer.id]
+            return known.map { now.timeIntervalSince($0.lastSeen) > 2 * interval } ?? true
+        }
+        if trusted, again { heardAgain(trust.store.device(id)?.name ?? peer.name, peer.id) }
         state.withLock { state in
             let known = state.peers[peer.id]
             if known == nil { makeRoom(&state, now: now, trusted: trustedIDs) }

@@ -169,17 +169,21 @@ package final class Outbox: AgentPart, Sendable {
         state.withLock { $0.jobs.values.sorted { $0.created < $1.created } }
     }
 
-    /// The device named `names` (a watch) has just become reachable: its queued jobs are tried now, not after
-    /// their backoff.
+    /// The device named `names` (a watch, or a trusted device heard again: a session from it, its announcement) has
+    /// just become reachable: its queued jobs are tried now, not after their backoff.
     package func retryNow(to names: Set<String>) {
         state.withLock { state in
             let now = Date()
+            var woken = false
             for (id, job) in state.jobs
-            where job.state == .queued && job.via == nil && names.contains(job.to.lowercased()) {
+            where job.state == .queued && job.via == nil && names.contains(job.to.lowercased())
+                && job.nextAttempt > now
+            {
                 state.jobs[id]?.nextAttempt = now
                 state.jobs[id]?.failuresWithoutProgress = nil
+                woken = true
             }
-            state.changes += 1
+            if woken { state.changes += 1 }
         }
     }
 
@@ -316,6 +320,11 @@ package final class Outbox: AgentPart, Sendable {
                     job.failure = .unavailable
                     job.lastError =
                         "gave up after \(Self.describe(lifetimes.giveUpAfter)) of trying: \(error.message)"
+                } else if let retryAfter = error.retryAfter {
+                    // Held for the person's answer there: offered again when the receiver asked, so the answer
+                    // is learned within seconds and the offer stays listed there as still wanted.
+                    job.state = .queued
+                    job.nextAttempt = Date().addingTimeInterval(min(max(retryAfter, 1), 30))
                 } else if [.unavailable, .interrupted, .ioError].contains(error.code) {
                     job.state = .queued
                     let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1

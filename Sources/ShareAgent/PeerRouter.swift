@@ -78,6 +78,8 @@ final class PeerRouter: Sendable {
         defer { release(session.peerID) }
         courier?.wake(for: session.peerID)
         folders?.heard(session.peerID)
+        // A session from a trusted device says it is there: the jobs waiting for it are tried now.
+        if let entry { outbox?.retryNow(to: [entry.name.lowercased(), entry.id.description.lowercased()]) }
         do {
             if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {

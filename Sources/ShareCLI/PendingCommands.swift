@@ -24,19 +24,23 @@ struct PendingCommand: ParsableCommand {
     func run() throws {
         try ShareCLI.run {
             let book = PendingOffers.load(device.paths)
-            let waiting = book.entries.filter { $0.answer == nil }
+            // An offer whose sender stopped offering it leaves the list: an answer would reach nobody.
+            let unanswered = book.entries.filter { $0.answer == nil }
+            let waiting = unanswered.filter { !$0.senderGone() }
+            let gone = unanswered.count - waiting.count
             if json {
                 try sayJSON(waiting)
                 return
             }
             if waiting.isEmpty {
-                tell("no offers wait for an answer")
+                tell(
+                    "no offers wait for an answer"
+                        + (gone > 0 ? " (\(gone) whose sender stopped offering it: it arrives only if sent again)" : "")
+                )
                 return
             }
             for entry in waiting {
-                say(
-                    "\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.itemCount) item(s)"
-                        + (entry.senderGone() ? "  (\(Self.gone(entry)))" : ""))
+                say("\(entry.id)  from \(ProgressReporter.neutralized(entry.fromName)): \(entry.itemCount) item(s)")
                 for item in entry.items {
                     var line = "    " + ProgressReporter.neutralized(PendingOffers.describe(item))
                     if let image = item.image {
@@ -45,6 +49,9 @@ struct PendingCommand: ParsableCommand {
                     say(line)
                 }
                 if let more = entry.more { say("    … and \(more) more") }
+            }
+            if gone > 0 {
+                tell("\(gone) more whose sender stopped offering it (it arrives only if sent again) are not listed")
             }
             if let aside = PendingOffers.keptAside(device.paths) {
                 complain("an unreadable pending book was kept aside as \(aside.path); offers in it were lost")

@@ -68,10 +68,11 @@ package struct PendingOffers: Codable, Sendable {
         }
     }
 
-    /// Seconds without an offer after which its sender counts as gone: three times the longest interval between a
-    /// sender's offers (an agent's 30 s backoff). `SHARE_TEST_PENDING_STALE_SECONDS` shortens it for tests.
+    /// Seconds without an offer after which its sender counts as gone: three times the interval at which a sender
+    /// offers a held offer again (`share send` and an agent's queued job both offer again after the 5 s the
+    /// receiver asks for). `SHARE_TEST_PENDING_STALE_SECONDS` changes it for tests.
     package static let staleAfter: TimeInterval =
-        ProcessInfo.processInfo.environment["SHARE_TEST_PENDING_STALE_SECONDS"].flatMap(Double.init) ?? 90
+        ProcessInfo.processInfo.environment["SHARE_TEST_PENDING_STALE_SECONDS"].flatMap(Double.init) ?? 15
 
     package var entries: [Entry] = []
 

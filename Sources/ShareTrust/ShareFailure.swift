@@ -34,6 +34,9 @@ public struct ShareFailure: Error, CustomStringConvertible, Sendable {
     /// Set when a connection was made but nobody answered its handshake before the deadline (a relayed session whose
     /// other side never joined, a port that holds connections and says nothing).
     public private(set) var isUnansweredHandshake = false
+    /// Set when the peer asked to be asked again after this many seconds (an offer it holds for its person's
+    /// answer): a queued job offers again then, not after a growing backoff.
+    public private(set) var retryAfter: Double?
 
     public init(_ code: Code, _ message: String) {
         self.code = code
@@ -44,6 +47,13 @@ public struct ShareFailure: Error, CustomStringConvertible, Sendable {
     public func unanswered() -> ShareFailure {
         var failure = self
         failure.isUnansweredHandshake = true
+        return failure
+    }
+
+    /// The same failure, to be tried again after `seconds`.
+    public func retrying(after seconds: Double) -> ShareFailure {
+        var failure = self
+        failure.retryAfter = seconds
         return failure
     }
 

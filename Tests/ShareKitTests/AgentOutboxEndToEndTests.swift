@@ -47,6 +47,42 @@ extension EndToEnd {
             #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("back soon"))
         }
 
+        /// A job backed off for a device that was away is tried the moment that device is heard again (here a
+        /// session from it), not when its backoff ends.
+        @Test func aDeviceHeardAgainWakesTheJobWaitingForIt() throws {
+            let deskPort = freePort()
+            let (laptop, desk) = try devices(deskPort: deskPort)
+            let (agent, laptopPort) = try laptop.startAgent()
+            defer { agent.stop() }
+            desk.trust(laptop, address: "127.0.0.1:\(laptopPort)", flags: ["--team"])
+            let queued = laptop.run(["send", "--text", "when you are back", "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            let id = try jobID(queued.stderr)
+            // Backed off: the next attempt more than 12 s away.
+            func next() -> Date? {
+                let status = laptop.run(["jobs", "--json"])
+                guard let jobs = try? JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]],
+                    let job = jobs.first(where: { $0["id"] as? String == id }), let text = job["nextAttempt"] as? String
+                else { return nil }
+                return ISO8601DateFormatter().date(from: text)
+            }
+            var backoffEnds = Date.distantFuture
+            #expect(
+                waitUntil(timeout: 90) {
+                    backoffEnds = next() ?? .distantPast
+                    return backoffEnds.timeIntervalSinceNow > 12
+                }, "\(laptop.run(["jobs", "--json"]).stdout)")
+            let inbox = try desk.folder("inbox")
+            let (awake, _) = try desk.startAgentOn(port: deskPort, inbox: inbox)
+            defer { awake.stop() }
+            #expect(desk.run(["ping", "laptop"]).status == 0)
+            #expect(
+                waitUntil(timeout: 60) {
+                    desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("when you are back")
+                })
+            #expect(Date() < backoffEnds, "the job waited for its backoff to end\n\(agent.stderr.text.suffix(2000))")
+        }
+
         /// The job's live progress while it runs, from `share status --json`.
         func progress(of id: String, _ device: TestDevice) -> [String: Any]? {
             let status = device.run(["status", "--json"])

@@ -148,11 +148,13 @@ extension EndToEndAgents {
             #expect(unanswered.status == 3, "\(unanswered.stderr)")
             let id = try #require(pendingID(desk))
             let stale = ["SHARE_TEST_PENDING_STALE_SECONDS": "3"]
+            // It leaves the list (said in one line), and no longer counts as waiting.
             #expect(
                 waitUntil(timeout: 20) {
                     (try? desk.background(["pending"], environment: stale))
                         .map {
-                            $0.wait(timeout: 10); return $0.stdout.text.contains("stopped offering it")
+                            $0.wait(timeout: 10)
+                            return !$0.stdout.text.contains(id) && $0.stderr.text.contains("stopped offering it")
                         } ?? false
                 })
             let accept = try desk.background(["accept", id], environment: stale)

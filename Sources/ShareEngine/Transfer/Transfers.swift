@@ -127,8 +127,9 @@ package final class SendSession: Sendable {
             } catch let held as OfferHeld {
                 let name = target.expected?.name ?? target.place
                 guard options.waitForAnswer > 0 else {
-                    // The agent's outbox: the job waits and offers again on its own schedule.
-                    throw ShareFailure(.unavailable, held.message)
+                    // The agent's outbox: the job waits and offers again when the receiver asked (its person's
+                    // answer is learned then, and the receiver sees the offer is still wanted).
+                    throw ShareFailure(.unavailable, held.message).retrying(after: held.retryAfter)
                 }
                 guard Date() < deadline, options.cancellation?.isCancelled != true else {
                     throw ShareFailure(
