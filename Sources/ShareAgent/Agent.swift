@@ -49,13 +49,10 @@ package final class Agent: Sendable {
     ) throws {
         self.device = device
         self.inbox = inbox
-        if ControlClient.agentIsRunning(device.paths) {
-            throw ShareFailure(
-                .unavailable,
-                "an agent is already running for this device (\(ControlClient.socketPath(device.paths))); stop it first"
-            )
-        }
         try DevicePaths.ensurePrivateDirectory(device.paths.state)
+        // One agent per device for the whole life of the process: a lock on STATE/agent.lock, taken before
+        // anything listens and let go only when the process ends (never by a stop that is still finishing).
+        try Self.holdInstanceLock(device.paths)
         do {
             try DevicePaths.ensurePrivateDirectory(inbox.directory)
         } catch {
@@ -137,6 +134,27 @@ package final class Agent: Sendable {
     }
 
     package var port: Int { listener.port }
+
+    /// The instance lock, held until the process exits.
+    private static let instanceLock = Mutex<FileLock?>(nil)
+
+    static func holdInstanceLock(_ paths: DevicePaths) throws {
+        let state: Directory
+        do {
+            state = try Directory.open(paths.state.path)
+        } catch {
+            throw ShareFailure(.configuration, "cannot open \(paths.state.path): \(error)")
+        }
+        guard let lock = try? state.tryLock("agent.lock") else {
+            throw ShareFailure(
+                .unavailable,
+                "an agent is already running for this device (it holds \(paths.state.appendingPathComponent("agent.lock").path)); stop it first"
+            )
+        }
+        instanceLock.withLock { held in
+            if held == nil { held = lock }
+        }
+    }
 
     /// The agent's parts as services, in start order; a graceful shutdown stops them in reverse order: discovery
     /// falls silent, the control socket closes, the outbox finishes its current attempt, and the listener lets its

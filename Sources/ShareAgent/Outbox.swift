@@ -146,12 +146,13 @@ package final class Outbox: AgentPart, Sendable {
         thread.start()
     }
 
-    /// Stops the worker after the job in progress (which stays `running` on disk only if the process dies first),
-    /// and waits for it.
+    /// Stops the worker: the attempt in progress is interrupted (what the receiver verified stays there, so the job
+    /// resumes when the agent starts again; it stays queued), and waits for it.
     package func stop() {
         state.withLock { state in
             state.stopping = true
             state.changes += 1
+            state.running?.cancellation.cancel()
         }
         state.wait { $0.workerDone }
     }
@@ -298,6 +299,11 @@ package final class Outbox: AgentPart, Sendable {
                 job.lastError =
                     report.refused.isEmpty
                     ? nil : report.refused.map { "\($0.label): \($0.reason)" }.joined(separator: "; ")
+            case .failure where cancellation.isCancelled && state.withLock({ $0.stopping }):
+                // Interrupted by the agent's stop, not by the person: tried again when it starts.
+                job.state = .queued
+                job.nextAttempt = Date()
+                job.lastError = "interrupted when the agent stopped; it resumes when the agent starts again"
             case .failure(let error) where cancellation.isCancelled:
                 job.lastError = "cancelled: \(error.message)"
                 job.state = .cancelled

@@ -6,6 +6,7 @@ import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent
+import ShareTestSupport
 
 extension EndToEnd {
     /// `share send` with an agent running hands the job to the agent's outbox through the control socket: it
@@ -277,6 +278,50 @@ extension EndToEnd {
             defer { overridden.stop() }
             let other = try #require(overridden.stderr.waitForLine(containing: "listening on port", timeout: 30))
             #expect(TestDevice.port(in: other) != port)
+        }
+
+        /// Ctrl-C stops an agent within about two seconds even while a transfer is in flight: the transfer keeps its
+        /// partial (the send resumes to the next agent), and no second agent for the device starts while the first is
+        /// still stopping (a lock held for the life of the process).
+        @Test func ctrlCStopsAnAgentPromptlyKeepingTheTransfersPartialAndOneAgentPerDevice() throws {
+            let laptop = try TestDevice("laptop")
+            let desk = try TestDevice("desk")
+            laptop.trust(desk)
+            desk.trust(laptop)
+            let inbox = try desk.folder("inbox")
+            let arguments = ["agent", "--port", "0", "--listen", "127.0.0.1", "--no-discovery", "--inbox", inbox.path]
+            let agent = try desk.background(arguments)
+            let line = try #require(agent.stderr.waitForLine(containing: "listening on port", timeout: 30))
+            let port = try #require(TestDevice.port(in: line))
+            let file = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(file, size: 48 << 20)
+            let sender = try laptop.background(
+                ["send", "--direct", "--to", "127.0.0.1:\(port)", file.path, "--quiet"],
+                environment: ["SHARE_TEST_SEND_RATE": String(8 << 20)])
+            defer { sender.stop() }
+            let partials = inbox.appendingPathComponent("laptop/.share-partial")
+            func partial() -> Bool {
+                ((try? FileManager.default.contentsOfDirectory(atPath: partials.path)) ?? []).contains {
+                    $0.hasSuffix(".part")
+                }
+            }
+            #expect(waitUntil(timeout: 30) { partial() }, "the transfer did not start: \(agent.stderr.text)")
+            // A second agent for the device is refused at once, however the first is doing.
+            let second = desk.run(arguments)
+            #expect(second.status == 69 && second.stderr.contains("already running"), "\(second.stderr)")
+            let stopping = Date()
+            kill(agent.pid, SIGINT)
+            #expect(agent.wait(timeout: 30) == 0, "\(agent.stderr.text)")
+            let took = Date().timeIntervalSince(stopping)
+            #expect(took < Patience.seconds(2.5), "the agent took \(took) s to stop")
+            #expect(partial(), "the partial was not kept")
+            #expect(sender.wait(timeout: 60) != 0)
+            // The next agent takes the same send where it stopped.
+            let (again, againPort) = try desk.startAgent(["--no-discovery", "--inbox", inbox.path])
+            defer { again.stop() }
+            let resumed = laptop.run(["send", "--direct", "--to", "127.0.0.1:\(againPort)", file.path], timeout: 120)
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(try Data(contentsOf: inbox.appendingPathComponent("laptop/big.bin")) == Data(contentsOf: file))
         }
 
         @Test func sigtermStopsEveryServiceGracefullyAndLogsAreStructured() throws {

@@ -15,7 +15,8 @@ extension EndToEnd {
             return (laptop, desk)
         }
 
-        /// Whether the copy holds exactly the folder's files with the same bytes (conflict copies aside).
+        /// Whether the copy holds exactly the folder's files with the same bytes (conflict copies, and what a folder
+        /// keeps for itself — its marker, versions, partials — aside).
         func same(_ folder: URL, _ copy: URL) -> Bool {
             func files(_ root: URL) -> [String: Data] {
                 var out: [String: Data] = [:]
@@ -24,7 +25,7 @@ extension EndToEnd {
                     var isFolder: ObjCBool = false
                     let full = root.appendingPathComponent(path)
                     if FileManager.default.fileExists(atPath: full.path, isDirectory: &isFolder), !isFolder.boolValue,
-                        !path.contains(".sync-conflict-")
+                        !path.contains(".sync-conflict-"), !path.hasPrefix(".share")
                     {
                         out[path] = FileManager.default.contents(atPath: full.path)
                     }

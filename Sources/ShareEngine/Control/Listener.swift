@@ -144,7 +144,9 @@ package final class Listener: AgentPart, Sendable {
     /// Connections still in their handshake.
     package var handshakingConnections: Int { acceptor.countedConnections }
 
-    package func stop() { stop(grace: 5) }
+    /// A stop (Ctrl-C, SIGTERM) ends within a second or two: sessions still running after a moment are interrupted
+    /// and end through their own error path, their partials kept for the resume.
+    package func stop() { stop(grace: 0.5) }
 
     /// Stops accepting, waits up to `grace` seconds for sessions in flight to end, then interrupts those still
     /// running so they end through their own error path (partials flushed) and waits for them too: the process
