@@ -302,22 +302,37 @@ struct SendCommand: ParsableCommand {
                         "delivered": report.delivered.count, "refused": report.refused.count,
                         "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
                         "bytesAlreadyThere": report.bytesAlreadyThere, "seconds": report.seconds,
-                        "route": report.route, "bytesFromEarlierVersion": report.bytesFromEarlierVersion,
+                        "route": report.route, "bytesFromEarlierVersion": report.bytesFromEarlierVersion, "linkBytes": report.linkBytes,
                     ])
             } else if !output.quiet {
-                let speed = report.seconds > 0 ? Double(report.bytesSent) / report.seconds : 0
-                tell(
-                    "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(ProgressReporter.bytes(report.bytesSent)) in \(String(format: "%.2f", report.seconds)) s (\(ProgressReporter.bytes(UInt64(speed)))/s), \(report.route)"
-                        + (report.bytesAlreadyThere > 0
-                            ? "; \(ProgressReporter.bytes(report.bytesAlreadyThere)) were already there" : "")
-                        + (report.bytesFromEarlierVersion > 0
-                            ? "; \(ProgressReporter.bytes(report.bytesFromEarlierVersion)) made from the earlier version there"
-                            : "")
-                        + (report.wireBytes < report.bytesSent && report.bytesSent > 0
-                            ? "; compressed to \(report.wireBytes * 100 / report.bytesSent) %" : ""))
+                tell(Self.summary(report, to: peer))
             }
             try failIfRefused(report.refused, receiving: false)
         }
+    }
+
+    /// What a send did, in one line: what crossed the link (and at what rate) apart from what the receiver made
+    /// from the copy it already had, and what was already there: "sent 1 of 1 items, 1.0 GiB in 9.04 s, direct:
+    /// 134.0 KiB crossed (14.8 KiB/s), 1.0 GiB made from the copy on desk".
+    static func summary(_ report: ShareClient.Delivery, to peer: String) -> String {
+        let bytes = ProgressReporter.bytes
+        let seconds = report.seconds
+        func rate(_ n: UInt64) -> String {
+            "\(bytes(UInt64(seconds > 0 ? Double(n) / seconds : 0)))/s"
+        }
+        var line =
+            "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(bytes(report.bytesSent)) in \(String(format: "%.2f", seconds)) s"
+        let crossed = max(report.linkBytes, report.wireBytes)
+        if report.bytesFromEarlierVersion > 0 {
+            line +=
+                ", \(report.route): \(bytes(crossed)) crossed (\(rate(crossed))), \(bytes(report.bytesFromEarlierVersion)) made from the copy on \(peer)"
+        } else if report.bytesSent > 0, crossed * 20 < report.bytesSent * 19 {
+            line += " (\(rate(report.bytesSent))), \(report.route): \(bytes(crossed)) crossed, compressed"
+        } else {
+            line += " (\(rate(report.bytesSent))), \(report.route)"
+        }
+        if report.bytesAlreadyThere > 0 { line += "; \(bytes(report.bytesAlreadyThere)) were already there" }
+        return line
     }
 
     /// With an agent running, the send becomes one outbox job per device: this returns at once (or, with `--wait`,

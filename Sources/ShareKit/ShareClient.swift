@@ -81,6 +81,9 @@ public final class ShareClient: Sendable {
         public var bytesAlreadyThere: UInt64 = 0
         /// Bytes the receiver made from the earlier version it held (delta transfer; counted in `bytesSent`).
         public var bytesFromEarlierVersion: UInt64 = 0
+        /// Everything that crossed the link for the items, both ways (offers, answers, a delta's descriptions of
+        /// the earlier version, chunks), framing included: what the link carried.
+        public var linkBytes: UInt64 = 0
         /// From the first connection attempt to the last answer.
         public var seconds: Double = 0
         /// With `queue`: the agent's job.
@@ -164,6 +167,7 @@ public final class ShareClient: Sendable {
         delivery.route = "LocalSend"
         delivery.bytesSent = report.bytes
         delivery.wireBytes = report.bytes
+        delivery.linkBytes = report.bytes
         delivery.seconds = report.seconds
         if let first = report.refused.first {
             throw ShareFailure(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
@@ -207,6 +211,7 @@ extension ShareClient.Delivery {
         wireBytes = report.wireBytes
         bytesAlreadyThere = report.bytesSkipped
         bytesFromEarlierVersion = report.bytesFromBasis
+        linkBytes = report.linkBytes
         seconds = report.seconds
     }
 }

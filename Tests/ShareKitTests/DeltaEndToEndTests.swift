@@ -47,6 +47,10 @@ extension EndToEnd {
             #expect(second.wire < 600 << 10, "\(second.wire) bytes crossed")
             let fromBasis = try #require(second.summary["bytesFromEarlierVersion"] as? Int)
             #expect(fromBasis > Self.size - (1 << 20))
+            // What crossed the link is what the summary says crossed (within the TLS records' overhead), apart
+            // from what was made from the copy there.
+            let link = try #require(second.summary["linkBytes"] as? Int)
+            #expect(link + (64 << 10) >= second.wire && link < Self.size / 8, "\(link) said, \(second.wire) counted")
             // The next version is patched against the latest one.
             try edit(file, at: 100, bytes: 1000)
             let third = try send(laptop, desk, file, inbox: inbox)
@@ -54,6 +58,17 @@ extension EndToEnd {
             #expect(
                 FileManager.default.contentsEqual(
                     atPath: inbox.appendingPathComponent("disk (3).img").path, andPath: file.path))
+            // In words: what crossed, and what was made from the copy on the desk.
+            try edit(file, at: 9_000_000, bytes: 16)
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            defer { receiver.stop() }
+            let worded = laptop.run(["send", file.path, "--to", "127.0.0.1:\(port)"])
+            #expect(worded.status == 0, "\(worded.stderr)")
+            #expect(
+                worded.stderr.range(
+                    of: #"crossed \(.*/s\), .* made from the copy on 127\.0\.0\.1:\d+"#, options: .regularExpression)
+                    != nil && !worded.stderr.contains("compressed"), "\(worded.stderr)")
+            #expect(receiver.wait(timeout: 60) == 0)
         }
 
         /// `--whole-file` sends a hello without delta, as an older share does: the file crosses whole.

@@ -23,6 +23,8 @@ package struct SendReport: Sendable {
     /// Bytes the receiver made from the earlier version it held (delta transfer): counted in `bytesSent`, though
     /// only their description crossed.
     package var bytesFromBasis: UInt64 = 0
+    /// Bytes that crossed the connection both ways for the items (framing included).
+    package var linkBytes: UInt64 = 0
     package var seconds: Double = 0
     /// How the session went: `direct`, or `via relay HOST`.
     package var route: SessionRoute = .direct
@@ -35,6 +37,7 @@ package struct SendReport: Sendable {
         refused = report.refused
         bytesSent = report.bytes
         wireBytes = report.bytes
+        linkBytes = report.bytes
         seconds = report.seconds
         route = .code("LocalSend")
     }
@@ -192,6 +195,8 @@ package final class SendSession: Sendable {
             throw ProtocolError(.refused, "\(peerName) is not receiving items (no accept list in its hello)")
         }
         let start = ContinuousClock.now
+        let channel = session.connection.channel
+        let before = channel.bytesIn + channel.bytesOut
         let decodesZstd = options.compression && (session.peerHello.compression ?? []).contains("zstd")
         let driver = SenderDriver(
             channel: session.connection.channel, chunkSize: options.chunkSize, hasher: session.chunkHasher(),
@@ -200,6 +205,7 @@ package final class SendSession: Sendable {
         let summary = try driver.run(items.map(OutgoingItemSource.init))
         var report = SendReport(summary, seconds: (ContinuousClock.now - start).seconds)
         report.route = session.route
+        report.linkBytes = channel.bytesIn + channel.bytesOut - before
         return report
     }
 }
