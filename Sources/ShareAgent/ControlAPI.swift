@@ -232,6 +232,7 @@ enum OutboxRunner {
                 metadata: [
                     "delivered": "\(report.delivered.count)", "refused": "\(report.refused.count)",
                     "sent": "\(report.bytesSent)", "skipped": "\(report.bytesSkipped)",
+                    "crossed": "\(report.linkBytes)", "fromCopy": "\(report.bytesFromBasis)",
                 ])
             return .success(report)
         } catch let error as ShareFailure {

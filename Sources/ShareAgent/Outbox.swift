@@ -293,6 +293,8 @@ package final class Outbox: AgentPart, Sendable {
                 job.refused = report.refused.count
                 job.bytesSent += report.bytesSent
                 job.bytesSkipped = report.bytesSkipped
+                job.bytesCrossed = (job.bytesCrossed ?? 0) + report.linkBytes
+                job.bytesFromCopy = (job.bytesFromCopy ?? 0) + report.bytesFromBasis
                 job.state = OutboxJob.finalState(
                     delivered: report.delivered.count, refusals: report.refused.map(\.reason))
                 job.failure = report.refused.isEmpty ? nil : .refused

@@ -43,7 +43,7 @@ struct JobsCommand: ParsableCommand {
         if let progress = job.progress { line += "  " + StatusCommand.describe(progress) }
         if job.attempts > 0 { line += "  \(job.attempts) attempt(s)" }
         if job.state == .delivered {
-            line += "  \(ProgressReporter.bytes(job.bytesSent)) sent"
+            line += "  \(job.sentWords)"
         }
         if let error = job.lastError { line += " — \(error)" }
         return line

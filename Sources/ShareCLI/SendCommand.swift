@@ -302,7 +302,8 @@ struct SendCommand: ParsableCommand {
                         "delivered": report.delivered.count, "refused": report.refused.count,
                         "bytesSent": report.bytesSent, "wireBytes": report.wireBytes,
                         "bytesAlreadyThere": report.bytesAlreadyThere, "seconds": report.seconds,
-                        "route": report.route, "bytesFromEarlierVersion": report.bytesFromEarlierVersion, "linkBytes": report.linkBytes,
+                        "route": report.route, "bytesFromEarlierVersion": report.bytesFromEarlierVersion,
+                        "linkBytes": report.linkBytes,
                     ])
             } else if !output.quiet {
                 tell(Self.summary(report, to: peer))

@@ -68,6 +68,10 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     package var refused = 0
     package var bytesSent: UInt64 = 0
     package var bytesSkipped: UInt64 = 0
+    /// What crossed the link for it (both ways, in the attempt that delivered it), and what the receiver made from
+    /// the copy it had.
+    package var bytesCrossed: UInt64?
+    package var bytesFromCopy: UInt64?
     /// How far the attempt in progress got, while the job is running.
     package var progress: TransferProgress?
     /// Failed attempts in a row that moved no bytes; the backoff grows with these only.
@@ -91,9 +95,22 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     private enum CodingKeys: String, CodingKey {
         case id, to, files, contentType, previews, texts, urls, profiles, allProfiles, via, created, state, attempts,
             nextAttempt
-        case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, progress
+        case lastError, exitStatus, failure, delivered, refused, bytesSent, bytesSkipped, bytesCrossed, bytesFromCopy
+        case progress
         case failuresWithoutProgress, finished, foreground, items, localsend, localsendPin, mirror
         case forwarded = "relayed"
+    }
+
+    /// "1.0 GiB sent: 134.0 KiB crossed, 1.0 GiB made from the copy there" (what crossed only when it differs).
+    package var sentWords: String {
+        let bytes = ProgressReporter.bytes
+        var words = "\(bytes(bytesSent)) sent"
+        if let fromCopy = bytesFromCopy, fromCopy > 0 {
+            words += ": \(bytes(bytesCrossed ?? 0)) crossed, \(bytes(fromCopy)) made from the copy there"
+        } else if let crossed = bytesCrossed, crossed * 20 < bytesSent * 19 {
+            words += ": \(bytes(crossed)) crossed"
+        }
+        return words
     }
 
     package init(to: String) {
