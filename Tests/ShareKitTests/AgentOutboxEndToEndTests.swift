@@ -46,6 +46,18 @@ extension EndToEnd {
             #expect(waited.stdout.contains("delivered"))
             #expect(try Data(contentsOf: inbox.appendingPathComponent("laptop/report.pdf")) == Data(contentsOf: file))
             #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("back soon"))
+            // Sent again after a small edit: the job says what crossed and what was made from the copy there.
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.seek(toOffset: 1_000_000)
+            handle.write(Data(repeating: 1, count: 16))
+            try handle.close()
+            let again = laptop.run(["send", file.path, "--to", "desk", "--wait"], timeout: 120)
+            #expect(again.status == 0, "\(again.stderr)")
+            let jobs = laptop.run(["jobs"]).stdout
+            #expect(
+                jobs.range(
+                    of: #"3\.0 MiB sent: .* crossed, 3\.0 MiB made from the copy there"#, options: .regularExpression)
+                    != nil, "\(jobs)")
         }
 
         /// A job backed off for a device that was away is tried the moment that device is heard again (here a
