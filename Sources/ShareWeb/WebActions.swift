@@ -80,11 +80,15 @@ final class WebActions: Sendable {
             inbox: status?.inbox ?? paths.inbox.path)
         let trust = (try? TrustStore.load(paths.trustFile))?.devices ?? []
         let routes = RouteBook.load(paths)
+        let discovered = DiscoveredPeer.load(paths)
+        let heard = Dictionary(discovered.map { ($0.id, $0.lastSeen) }) { max($0, $1) }
         state.devices = trust.map { peer in
             let route = routes[peer.id.description]
+            // The last contact as `share peers` knows it: reached (directly or through a relay) or heard.
+            let contact = [route?.at, heard[peer.id.description]].compactMap { $0 }.max()
             return .init(
                 name: peer.name, id: peer.id.description, relation: peer.relation.description,
-                address: peer.address?.description, route: route?.route, lastSeen: route?.at, watch: peer.watch)
+                address: peer.address?.description, route: route?.route, lastSeen: contact, watch: peer.watch)
         }
         // Neither a trusted device (listed above) nor this device itself (its own earlier receive and pair runs,
         // heard announcing) is a neighbour.
@@ -92,15 +96,35 @@ final class WebActions: Sendable {
         let ownLocalSend =
             FileManager.default.fileExists(atPath: paths.state.appendingPathComponent("localsend/identity.pem").path)
             ? (try? LocalSendIdentity.load(paths)).flatMap { try? LocalSendIdentity.fingerprint($0) } : nil
-        state.nearby =
-            DiscoveredPeer.load(paths).filter { !known.contains($0.id) }.map {
-                .init(name: $0.name, kind: "share", detail: nil, address: $0.address.description, lastSeen: $0.lastSeen)
+        // Each device once (the newest of what was heard of it), with its ID's first group so that two of one name
+        // are told apart; this device first, marked, never again among the others.
+        var newest: [String: DiscoveredPeer] = [:]
+        for peer in discovered where !known.contains(peer.id) {
+            if newest[peer.id].map({ $0.lastSeen < peer.lastSeen }) ?? true { newest[peer.id] = peer }
+        }
+        var phones: [String: LocalSendSeen] = [:]
+        for phone in LocalSendSeen.load(paths) where phone.fingerprint != ownLocalSend {
+            if phones[phone.fingerprint].map({ $0.lastSeen < phone.lastSeen }) ?? true {
+                phones[phone.fingerprint] = phone
             }
-            + LocalSendSeen.load(paths).filter { $0.fingerprint != ownLocalSend }.map {
+        }
+        state.nearby =
+            [
+                .init(
+                    name: device.name, kind: "share", detail: "this device",
+                    address: status?.port.map { "port \($0)" } ?? "",
+                    lastSeen: Date(), id: String(device.id.description.prefix(7)), this: true)
+            ]
+            + newest.values.sorted { $0.lastSeen > $1.lastSeen }.map {
+                .init(
+                    name: $0.name, kind: "share", detail: nil, address: $0.address.description, lastSeen: $0.lastSeen,
+                    id: String($0.id.prefix(7)))
+            }
+            + phones.values.sorted { $0.lastSeen > $1.lastSeen }.map {
                 .init(
                     name: $0.alias, kind: "LocalSend",
                     detail: [$0.deviceModel, $0.deviceType].compactMap { $0 }.joined(separator: ", "),
-                    address: "\($0.host):\($0.port)", lastSeen: $0.lastSeen)
+                    address: "\($0.host):\($0.port)", lastSeen: $0.lastSeen, id: String($0.fingerprint.prefix(8)))
             }
         state.pending = PendingOffers.load(paths).entries.filter { $0.answer == nil }.map { entry in
             .init(
@@ -573,6 +597,10 @@ struct WebState: Encodable {
         var detail: String?
         var address: String
         var lastSeen: Date
+        /// The first group of its device ID (a LocalSend device's fingerprint's first characters).
+        var id: String?
+        /// This device itself.
+        var this: Bool?
     }
     struct Pending: Encodable {
         struct Item: Encodable {

@@ -303,9 +303,10 @@ enum WebPage {
             picks.append(target(peer.name, "share"));
           }
           const nearby = $("#nearby"); nearby.replaceChildren();
-          if (!state.nearby.length) nearby.append(el("p", "No other device heard.", { class: "muted" }));
+          if (!state.nearby.some((peer) => !peer.this)) nearby.append(el("p", "No other device heard.", { class: "muted" }));
           for (const peer of state.nearby) {
-            nearby.append(el("div", peer.name + " — " + peer.kind + (peer.detail ? " (" + peer.detail + ")" : "") + ", " + peer.address + ", " + ago(peer.lastSeen), { class: "item" }));
+            const what = peer.this ? "this device" : peer.kind + (peer.detail ? " (" + peer.detail + ")" : "") + ", " + peer.address + ", " + ago(peer.lastSeen);
+            nearby.append(el("div", peer.name + (peer.id ? " " + peer.id : "") + " — " + what, { class: "item" + (peer.this ? " this" : "") }));
             if (peer.kind === "LocalSend") picks.append(target(peer.name, "LocalSend"));
           }
           if (!picks.children.length) picks.append(el("span", "no device yet: pair one below", { class: "muted" }));

@@ -192,6 +192,10 @@ def main():
         assert "token" not in driver.current_url, driver.current_url
         wait_until("desk's name", lambda: "desk" in driver.find_element(By.ID, "me").text)
         wait_until("the laptop in the devices", lambda: "laptop" in driver.find_element(By.ID, "devices").text)
+        # Among the devices heard, this one once, marked, with its ID's first group.
+        mine = wait_until("this device among those heard", lambda: driver.find_element(By.CSS_SELECTOR, "#nearby .item.this"))
+        assert mine.text.startswith("desk ") and mine.text.endswith("— this device"), mine.text
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#nearby .item.this")) == 1
         wait_until("the agent's port", lambda: str(desk_port) in driver.find_element(By.ID, "agent").text)
         screenshot(driver, "1-devices")
 

@@ -320,7 +320,8 @@ extension EndToEndAgents {
         }
 
         /// What a person sees first: a loading state until the state arrives, an icon (no refused request in the
-        /// log), this device never among its neighbours, a folder's size as its contents.
+        /// log), this device once among the devices heard (marked), two of one name told apart by their IDs, a
+        /// trusted device's last contact as `share peers` knows it, a folder's size as its contents.
         @Test func thePageLoadsPlainlyAndSaysWhatIsTrue() throws {
             let desk = try TestDevice("desk")
             let inbox = try desk.folder("inbox")
@@ -334,7 +335,16 @@ extension EndToEndAgents {
             try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
             let me =
                 #"{"id":"\#(desk.id)","name":"desk","address":"192.0.2.7:4000","lastSeen":"2026-11-26T10:00:00Z","version":5}"#
-            try Data("[\(me)]".utf8).write(to: state.appendingPathComponent("discovered.json"))
+            // Two other devices of one name, told apart by their IDs; a trusted one heard but never reached.
+            let twins = ["AAAAAAA-BBBBBBB", "CCCCCCC-DDDDDDD"].map {
+                #"{"id":"\#($0)","name":"laptop","address":"192.0.2.8:4000","lastSeen":"2026-11-26T10:00:00Z","version":5}"#
+            }
+            let phone = try TestDevice("phone")
+            desk.trust(phone)
+            let heard =
+                #"{"id":"\#(phone.id)","name":"phone","address":"192.0.2.9:4000","lastSeen":"2026-11-26T11:00:00Z","version":5}"#
+            try Data("[\(([me, heard] + twins).joined(separator: ","))]".utf8).write(
+                to: state.appendingPathComponent("discovered.json"))
             let (agent, _) = try desk.startAgent(["--no-discovery", "--web", "--inbox", inbox.path])
             defer { agent.stop() }
             let (port, secret) = try page(of: agent)
@@ -348,7 +358,14 @@ extension EndToEndAgents {
             let answer = try exchange(port, "GET /api/state HTTP/1.1\r\n\(host)\(auth)\r\n")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])
             let nearby = try #require(object["nearby"] as? [[String: Any]])
-            #expect(!nearby.contains { $0["name"] as? String == "desk" }, "\(nearby)")
+            // This device once, marked; each other device once with its ID's first group.
+            let desks = nearby.filter { $0["name"] as? String == "desk" }
+            #expect(desks.count == 1 && desks.first?["this"] as? Bool == true, "\(nearby)")
+            let laptops = nearby.filter { $0["name"] as? String == "laptop" }.compactMap { $0["id"] as? String }
+            #expect(Set(laptops) == ["AAAAAAA", "CCCCCCC"], "\(nearby)")
+            let devices = try #require(object["devices"] as? [[String: Any]])
+            let known = try #require(devices.first { $0["name"] as? String == "phone" })
+            #expect(known["lastSeen"] as? String == "2026-11-26T11:00:00Z", "\(known)")
             let items = try #require(object["inbox"] as? [[String: Any]])
             let trip = try #require(items.first { $0["name"] as? String == "Trip photos" })
             #expect(trip["size"] as? Int == 307_000, "\(trip)")
