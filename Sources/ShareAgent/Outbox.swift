@@ -170,6 +170,16 @@ package final class Outbox: AgentPart, Sendable {
         state.withLock { $0.jobs.values.sorted { $0.created < $1.created } }
     }
 
+    /// A failure's sentence without the advice a one-off send gives ("… and send again"): a queued job tries again
+    /// by itself, and its line says when.
+    static func withoutResendAdvice(_ message: String) -> String {
+        let parts = message.components(separatedBy: "; ")
+        let kept = parts.filter { part in
+            !["send again", "run the command again", "try again"].contains { part.contains($0) }
+        }
+        return kept.isEmpty ? message : kept.joined(separator: "; ")
+    }
+
     /// The device named `names` (a watch, or a trusted device heard again: a session from it, its announcement) has
     /// just become reachable: its queued jobs are tried now, not after their backoff.
     package func retryNow(to names: Set<String>) {
@@ -329,11 +339,14 @@ package final class Outbox: AgentPart, Sendable {
                     job.lastError =
                         "gave up after \(Self.describe(lifetimes.giveUpAfter)) of trying: \(error.message)"
                 } else if let retryAfter = error.retryAfter {
+                    job.lastError = Self.withoutResendAdvice(error.message)
                     // Held for the person's answer there: offered again when the receiver asked, so the answer
                     // is learned within seconds and the offer stays listed there as still wanted.
                     job.state = .queued
                     job.nextAttempt = Date().addingTimeInterval(min(max(retryAfter, 1), 30))
                 } else if [.unavailable, .interrupted, .ioError].contains(error.code) {
+                    // The job tries again by itself: no advice to send again.
+                    job.lastError = Self.withoutResendAdvice(error.message)
                     job.state = .queued
                     let failures = progressed ? 1 : (job.failuresWithoutProgress ?? 0) + 1
                     job.failuresWithoutProgress = failures

@@ -37,11 +37,18 @@ struct JobsCommand: ParsableCommand {
         }
     }
 
+    /// "next try in 8 s" (or "trying now").
+    static func nextTry(_ job: OutboxJob) -> String {
+        let seconds = Int(job.nextAttempt.timeIntervalSinceNow.rounded(.up))
+        return seconds > 0 ? "next try in \(seconds) s" : "trying now"
+    }
+
     /// `3f2a9c1b0d4e  desk  running  report.pdf, text  [1/2] report.pdf 45% … — last error`
     static func line(_ job: OutboxJob) -> String {
         var line = "\(job.id)  \(job.to)  \(job.state.rawValue)  \(job.summary)"
         if let progress = job.progress { line += "  " + StatusCommand.describe(progress) }
         if job.attempts > 0 { line += "  \(job.attempts) attempt(s)" }
+        if job.state == .queued, job.attempts > 0 { line += ", " + Self.nextTry(job) }
         if job.state == .delivered {
             line += "  \(job.sentWords)"
         }

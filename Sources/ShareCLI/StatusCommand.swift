@@ -85,6 +85,7 @@ struct StatusCommand: ParsableCommand {
             var line = "job \(job.id) to \(job.to): \(job.state.rawValue) (\(job.summary))"
             if let progress = job.progress { line += ", " + Self.describe(progress) }
             if job.attempts > 0 { line += ", \(job.attempts) attempt(s)" }
+            if job.state == .queued, job.attempts > 0 { line += ", " + JobsCommand.nextTry(job) }
             if job.state == .delivered { line += ", \(job.sentWords)" }
             if let error = job.lastError { line += " — \(error)" }
             say(line)

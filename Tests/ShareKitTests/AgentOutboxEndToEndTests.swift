@@ -85,6 +85,9 @@ extension EndToEnd {
                     backoffEnds = next() ?? .distantPast
                     return backoffEnds.timeIntervalSinceNow > 12
                 }, "\(laptop.run(["jobs", "--json"]).stdout)")
+            // The job tries again by itself: its line says when, and gives no advice to send again.
+            let line = laptop.run(["jobs"]).stdout
+            #expect(line.contains("queued") && line.contains("next try in") && !line.contains("send again"), "\(line)")
             let inbox = try desk.folder("inbox")
             let (awake, _) = try desk.startAgentOn(port: deskPort, inbox: inbox)
             defer { awake.stop() }
