@@ -81,9 +81,16 @@ run_pipe() { # plain|tuned threads [size]
   local port; port=$(free_port)
   "$WORK/tls_ceiling" serve "$port" "$WORK/c" "$WORK/k" "$WORK/dst/payload.bin" 1048576 "$1" "$2" ${3:-} > "$WORK/ceiling.out" &
   local spid=$!
-  for _ in $(seq 400); do grep -q ready "$WORK/ceiling.out" 2>/dev/null && break; sleep 0.01; done
+  # Its listener is up when it says ready (up to 30 s on a busy machine); a sender that cannot connect ends the
+  # server too, so a failed round never waits for a connection that will not come.
+  for _ in $(seq 3000); do grep -q ready "$WORK/ceiling.out" 2>/dev/null && break; sleep 0.01; done
   local start; start=$(date +%s.%N)
-  "$WORK/tls_ceiling" send "$port" "$WORK/c" "$WORK/k" "$SRC/payload.bin" 1048576 "$1" "$2" ${3:-} > /dev/null
+  if ! "$WORK/tls_ceiling" send "$port" "$WORK/c" "$WORK/k" "$SRC/payload.bin" 1048576 "$1" "$2" ${3:-} > /dev/null; then
+    kill "$spid" 2> /dev/null || true
+    wait "$spid" 2> /dev/null || true
+    echo "bench-transfer: the C pipe ($1, $2 thread(s)) could not send to its server on port $port" >&2
+    return 1
+  fi
   wait $spid
   echo "$(date +%s.%N) - $start" | bc
 }
