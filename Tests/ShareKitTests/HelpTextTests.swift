@@ -19,7 +19,6 @@ extension EndToEnd {
         /// columns no line is longer, and no sentence breaks in the middle of a short line.
         @Test(arguments: commands)
         func everyCommandHasExamplesAndFitsEightyColumns(_ command: [String]) throws {
-            let device = try TestDevice("help")
             let process = try BackgroundShare(command + ["--help"], environment: ["COLUMNS": "80"])
             #expect(process.wait(timeout: 30) == 0)
             let help = process.stdout.text
@@ -27,7 +26,6 @@ extension EndToEnd {
             for line in help.split(separator: "\n") where !line.hasPrefix("USAGE") && !line.hasPrefix("  share ") {
                 #expect(line.count <= 80, "\(line.count) columns: \(line)")
             }
-            _ = device
         }
 
         @Test func theWatchHasOneUsageAndAVersion() throws {
