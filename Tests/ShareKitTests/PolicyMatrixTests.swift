@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 extension EndToEndAgents {
@@ -60,18 +61,31 @@ extension EndToEndAgents {
             #expect(attached.stdout.waitForLine(containing: "\"event\":\"attached\"", timeout: 30) != nil)
             #expect(phone.run(["copy", "--text", "the door code"]).status == 0)
 
-            var found: [Relation: Set<Capability>] = [:]
-            for relation in Relation.allCases {
-                let device = devices[relation]!
+            // The relations are tried at once, each by its own device (the phone's agent serves them side by side);
+            // one relation's capabilities one after another.
+            let results = Mutex<[Relation: Set<Capability>]>([:])
+            let errors = Mutex<[String]>([])
+            let all = devices
+            DispatchQueue.concurrentPerform(iterations: Relation.allCases.count) { index in
+                let relation = Relation.allCases[index]
+                let device = all[relation]!
                 var allowed: Set<Capability> = []
-                for capability in Capability.allCases where capability != .deliverForwarded {
-                    if try tries(capability, device: device, port: port) { allowed.insert(capability) }
+                do {
+                    for capability in Capability.allCases where capability != .deliverForwarded {
+                        if try tries(capability, device: device, port: port) { allowed.insert(capability) }
+                    }
+                    // Delivering forwarded items is asked of the receiver by the forwarding agent: here a receiver
+                    // that has this relation to the phone gets a watch's item through it.
+                    if try receivesForwarded(relation, phone: phone, watch: myWatch) {
+                        allowed.insert(.deliverForwarded)
+                    }
+                } catch {
+                    errors.withLock { $0.append("\(relation): \(error)") }
                 }
-                // Delivering forwarded items is asked of the receiver by the forwarding agent: here a receiver that
-                // has this relation to the phone gets a watch's item through it.
-                if try receivesForwarded(relation, phone: phone, watch: myWatch) { allowed.insert(.deliverForwarded) }
-                found[relation] = allowed
+                results.withLock { $0[relation] = allowed }
             }
+            #expect(errors.withLock { $0 }.isEmpty, "\(errors.withLock { $0 })")
+            let found = results.withLock { $0 }
             attached.stop()
 
             for relation in Relation.allCases {
