@@ -331,12 +331,32 @@ package enum DesktopNotice {
         } else {
             return
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try? process.run()
+        // On a thread of its own, waited for (so it is reaped), and said in the log when it fails.
+        Thread.detachNewThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            let errors = Pipe()
+            process.standardError = errors
+            do {
+                try process.run()
+            } catch {
+                PendingOffers.log.warning("no desktop notification", metadata: ["reason": "\(error)"])
+                return
+            }
+            let said = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            if process.terminationStatus != 0 {
+                PendingOffers.log.warning(
+                    "no desktop notification",
+                    metadata: [
+                        "tool": "\(executable)",
+                        "reason":
+                            "\(String(decoding: said.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))",
+                    ])
+            }
+        }
     }
 
     /// `text` as a GVariant string literal (what `gdbus call` reads): quoted, its quotes and backslashes escaped.

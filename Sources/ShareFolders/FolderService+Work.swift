@@ -105,9 +105,9 @@ extension FolderService {
             guard generation != state.notifiedGeneration else { return ("", []) }
             state.notifiedGeneration = generation
             let copies = state.store.conflictCopies()
-            defer { state.notifiedConflicts = Set(copies.map(\.path)) }
+            defer { state.notifiedConflicts = Set(copies.map(SharedFolder.conflictKey)) }
             guard let known = state.notifiedConflicts else { return ("", []) }
-            return (state.settings.label, copies.filter { !known.contains($0.path) })
+            return (state.settings.label, copies.filter { !known.contains(SharedFolder.conflictKey($0)) })
         }
         guard !fresh.isEmpty else { return }
         var lines: [String] = []

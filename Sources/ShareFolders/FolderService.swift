@@ -149,7 +149,7 @@ package final class FolderService: AgentPart, Sendable {
                 }
             }
             folder.withFolder { state in
-                state.notifiedConflicts = Set(state.store.conflictCopies().map(\.path))
+                state.notifiedConflicts = Set(state.store.conflictCopies().map(SharedFolder.conflictKey))
                 state.notifiedGeneration = state.store.conflictGeneration
             }
             run.withLock { $0.folders[settings.id] = folder }

@@ -95,6 +95,12 @@ final class SharedFolder: Sendable {
         state = Guarded(State(settings: settings, sync: sync, store: store, disk: disk))
     }
 
+    /// What tells one conflict copy from another: its path and its content (a later conflict in the same second may
+    /// take the name of a copy that was let go).
+    static func conflictKey(_ copy: FileEntry) -> String {
+        copy.path + "\u{0}" + copy.digest.map { String($0, radix: 16) }.joined()
+    }
+
     var settings: SharedFolderSettings { state.withLock { $0.settings } }
 
     /// Reads `.shareignore` again when it changed since it was last read; whether it did (the folder is then

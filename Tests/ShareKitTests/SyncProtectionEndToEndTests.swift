@@ -346,7 +346,9 @@ extension EndToEndAgents {
                     folders.allSatisfy { treeOf($0).keys.filter { $0.contains("sync-conflict") }.count == 1 }
                 }, "\(folders.map { treeOf($0) })")
             #expect(treeOf(folders[1]).values.contains("the laptop's edit 2\n"))
-            #expect(waitUntil(timeout: 30) { notifications(record).count >= 3 }, "\(notifications(record))")
+            #expect(
+                waitUntil(timeout: 30) { notifications(record).count >= 3 }, "\(notifications(record))\n\(devices.logs)"
+            )
         }
     }
 }
