@@ -57,6 +57,19 @@ extension EndToEndAgents {
             #expect(
                 try manager.attributesOfItem(atPath: desk.appendingPathComponent("f0.txt").path)[.systemFileNumber]
                     as? Int == inode as? Int)
+            // So does a time-only change.
+            let then = Date(timeIntervalSince1970: 1_600_000_000)
+            try manager.setAttributes(
+                [.modificationDate: then], ofItemAtPath: laptop.appendingPathComponent("f0.txt").path)
+            #expect(
+                waitUntil(timeout: 30) {
+                    (try? manager.attributesOfItem(atPath: desk.appendingPathComponent("f0.txt").path))?[
+                        .modificationDate]
+                        as? Date == then
+                }, "\(devices.logs)")
+            #expect(
+                try manager.attributesOfItem(atPath: desk.appendingPathComponent("f0.txt").path)[.systemFileNumber]
+                    as? Int == inode as? Int)
             // A file replaced by a folder of the same name, and an empty folder removed.
             try manager.removeItem(at: laptop.appendingPathComponent("shape"))
             try manager.createDirectory(at: laptop.appendingPathComponent("shape"), withIntermediateDirectories: false)
