@@ -328,7 +328,7 @@ extension EndToEnd {
             kill(agent.pid, SIGINT)
             #expect(agent.wait(timeout: 30) == 0, "\(agent.stderr.text)")
             let took = Date().timeIntervalSince(stopping)
-            // About a second on a quiet machine (the old half-minute-of-grace stop took over 5 s); bounded loosely,
+            // About a second on a quiet machine (before, sessions had 5 s of grace: over 5 s); bounded loosely,
             // as the machine's patience scales it, since a busy machine slows every process's exit.
             #expect(took < Patience.seconds(4), "the agent took \(took) s to stop")
             #expect(partial(), "the partial was not kept")
