@@ -46,7 +46,8 @@ echo "bench-relay: $MIB MiB, $ROUNDS rounds; desk behind NAT on port $PORT; serv
 with_peak() {
   ( peak=0; while kill -0 "$AGENT" 2>/dev/null; do
       rss=$(awk '/VmRSS/ {print $2}' /proc/"$AGENT"/status 2>/dev/null || echo 0)
-      [ "${rss:-0}" -gt "$peak" ] && peak=$rss && echo "$peak" > "$WORK/peak"
+      # Written whole (a rename): the sampler is killed at any moment, never between a truncation and its write.
+      [ "${rss:-0}" -gt "$peak" ] && peak=$rss && echo "$peak" > "$WORK/peak.new" && mv "$WORK/peak.new" "$WORK/peak"
       sleep 0.02
     done ) &
   local sampler=$!
@@ -78,7 +79,8 @@ for path in direct relay; do
   SPEED[$path]=$(printf '%s\n' "${speeds[@]}" | median)
   SETUP[$path]=$(printf '%s\n' "${setups[@]}" | median)
   TEXT[$path]=$(printf '%s\n' "${texts[@]}" | median)
-  RSS[$path]=$(( $(cat "$WORK/peak") / 1024 ))
+  peak=$(cat "$WORK/peak" 2>/dev/null || true)
+  RSS[$path]=$(( ${peak:-0} / 1024 ))
 done
 
 printf '\n%-8s %12s %18s %18s %18s\n' path "MiB/s" "session set-up ms" "text end to end ms" "desk agent RSS MiB"
