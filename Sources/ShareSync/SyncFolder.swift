@@ -496,15 +496,17 @@ public final class SyncFolder {
             var copy = name
             var n = 1
             while copy == path || disk.stamp(copy) != nil {
-                // The same losing version set aside here before (its copy holds that content): not copied twice.
-                if copy != path, let existing = store.local(copy), existing.entry.sameContent(as: loser),
-                    existing.stamp.map({ $0.same(as: disk.stamp(copy)!) }) ?? false
-                {
+                // The same losing version set aside already (here before, or by another device that held it too,
+                // its copy come or still being recorded): its copy holds that content, so it is not copied twice.
+                if copy != path, let there = disk.stamp(copy), holds(copy, there, loser) {
                     try disk.remove(path)
                     return recorded + leave(loser)
                 }
                 n += 1
-                copy = name + "-\(n)"
+                // Another copy of the same second and device: numbered before its extension, so it still names
+                // its original.
+                let (folder, stem, ext) = ConflictName.parts(name)
+                copy = folder + stem + "-\(n)" + ext
             }
             try disk.move(path, to: copy)
             conflicts.append(
@@ -517,6 +519,20 @@ public final class SyncFolder {
             try disk.remove(path)
         }
         return recorded + leave(loser)
+    }
+
+    /// Whether the file or link at `path` (on disk as `stamp`) holds `entry`'s content: as this device's index
+    /// recorded it there, or as read now.
+    private func holds(_ path: String, _ stamp: DiskStamp, _ entry: FileEntry) -> Bool {
+        guard stamp.kind == entry.kind, entry.kind != .directory else { return false }
+        if let existing = store.local(path), !existing.entry.deleted,
+            existing.stamp.map({ $0.same(as: stamp) }) ?? false
+        {
+            return existing.entry.sameContent(as: entry)
+        }
+        guard let read = disk.content(path, stamp) else { return false }
+        return entry.kind == .file
+            ? read.digest == entry.digest && stamp.size == entry.size : read.target == entry.target
     }
 
     /// Removes the oldest conflict copies of `original` until one more fits under `maxConflicts` (their deletions

@@ -206,14 +206,18 @@ extension EndToEndAgents {
                 }, "\(folders.map { treeOf($0) })")
             let tree = treeOf(folders[1])
             let copies = tree.filter { $0.key.hasPrefix("notes.sync-conflict-") }
-            #expect(copies.count == 1, "\(tree)")
+            // One winner at the path, the other version kept. (Two devices that held the losing content may each
+            // keep it, under their own names, when they set it aside at the same moment: never fewer than one.)
+            #expect((1...2).contains(copies.count) && Set(copies.values).count == 1, "\(tree)")
             #expect(
                 Set([tree["notes.txt"], copies.first?.value])
                     == Set(["the laptop's version\n", "the phone's version\n"]), "\(tree)")
             // Every device lists the conflict, with both versions' devices.
             for index in 0..<3 {
                 let listed = devices.listing(index).folders.first?["conflicts"] as? [[String: Any]] ?? []
-                #expect(listed.count == 1 && listed[0]["path"] as? String == "notes.txt", "\(listed)")
+                #expect(
+                    listed.count == copies.count && listed.allSatisfy { $0["path"] as? String == "notes.txt" },
+                    "\(listed)")
                 #expect(listed.first?["winner"] as? String != nil)
             }
             let text = devices[1].run(["sync"]).stdout
