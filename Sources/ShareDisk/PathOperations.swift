@@ -47,19 +47,7 @@ public enum PathOperations {
         case .link:
             try to.symlink(newName, target: try from.readLink(name))
         case .file:
-            let input = try from.openFile(name, .read)
-            defer { input.close() }
-            let output = try to.openFile(newName, .create, mode: mode)
-            defer { output.close() }
-            var offset: UInt64 = 0
-            while true {
-                let n = try buffer.withUnsafeMutableBytes { try input.read(into: $0, at: offset) }
-                if n == 0 { break }
-                try buffer.withUnsafeBytes {
-                    try output.write(UnsafeRawBufferPointer(rebasing: $0[0..<n]), at: offset)
-                }
-                offset += UInt64(n)
-            }
+            try from.copyFile(name, to: newName, in: to, mode: mode, buffer: &buffer)
         default:
             throw DiskError(.wrongKind, "\(from.path)/\(name) is neither a file, a folder nor a link")
         }
@@ -71,5 +59,44 @@ public enum PathOperations {
         guard let slash = trimmed.lastIndex(of: "/") else { return (".", trimmed) }
         let folder = String(trimmed[..<slash])
         return (folder.isEmpty ? "/" : folder, String(trimmed[trimmed.index(after: slash)...]))
+    }
+}
+
+extension Directory {
+    /// Copies the file `name` here to the new file `newName` in `target` (which must not exist), with `mode` and,
+    /// when given, the modification time; a copy that fails part way is removed. `buffer` is reused between copies.
+    public func copyFile(
+        _ name: String, to newName: String, in target: Directory, mode: mode_t, modifiedNanoseconds: Int64? = nil,
+        buffer: inout [UInt8]
+    ) throws {
+        if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 1 << 20) }
+        let input = try openFile(name, .read)
+        defer { input.close() }
+        let output = try target.openFile(newName, .create, mode: mode)
+        var done = false
+        defer {
+            output.close()
+            if !done { _ = try? target.remove(newName) }
+        }
+        var offset: UInt64 = 0
+        while true {
+            let n = try buffer.withUnsafeMutableBytes { try input.read(into: $0, at: offset) }
+            if n == 0 { break }
+            try buffer.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[0..<n]), at: offset) }
+            offset += UInt64(n)
+        }
+        if let modifiedNanoseconds {
+            try target.setAttributes(newName, mode: mode, modifiedNanoseconds: modifiedNanoseconds)
+        }
+        done = true
+    }
+
+    /// The same with a buffer of its own.
+    public func copyFile(
+        _ name: String, to newName: String, in target: Directory, mode: mode_t, modifiedNanoseconds: Int64? = nil
+    ) throws {
+        var buffer: [UInt8] = []
+        try copyFile(
+            name, to: newName, in: target, mode: mode, modifiedNanoseconds: modifiedNanoseconds, buffer: &buffer)
     }
 }

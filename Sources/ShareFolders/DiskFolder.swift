@@ -220,26 +220,15 @@ final class DiskFolder: FolderDisk {
         try wrap(from) {
             let (source, leaf) = try parent(of: from)
             let (target, newLeaf) = try parent(of: to)
-            let input = try source.openFile(leaf, .read)
-            defer { input.close() }
             let temporary = ".\(newLeaf.prefix(200)).share-copy-\(UInt32.random(in: 0...UInt32.max))"
-            let output = try target.openFile(temporary, .create, mode: mode_t(mode & 0o777))
-            var done = false
-            defer {
-                output.close()
-                if !done { _ = try? target.remove(temporary) }
+            try source.copyFile(
+                leaf, to: temporary, in: target, mode: mode_t(mode & 0o777), modifiedNanoseconds: modified)
+            do {
+                try target.rename(temporary, to: newLeaf, in: target)
+            } catch {
+                _ = try? target.remove(temporary)
+                throw error
             }
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            var offset: UInt64 = 0
-            while true {
-                let n = try input.read(into: &buffer, count: buffer.count, at: offset)
-                if n == 0 { break }
-                try output.write(buffer[0..<n], at: offset)
-                offset += UInt64(n)
-            }
-            try target.setAttributes(temporary, mode: mode_t(mode & 0o777), modifiedNanoseconds: modified)
-            try target.rename(temporary, to: newLeaf, in: target)
-            done = true
         }
     }
 

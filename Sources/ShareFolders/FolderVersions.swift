@@ -17,6 +17,9 @@ struct FolderVersions {
 
     static let defaultDays = 30
 
+    /// A file's modification time in nanoseconds.
+    static func time(_ info: FileInfo) -> Int64 { info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds) }
+
     /// One kept version.
     struct Version: Equatable {
         var path: String
@@ -75,7 +78,8 @@ struct FolderVersions {
             try folder.link(leaf, to: name, in: target)
         } catch {
             // No hard links here (a FAT disk): a copy.
-            try Self.copy(from: folder, leaf, to: target, name, mode: info.mode, modified: info.modified)
+            try folder.copyFile(
+                leaf, to: name, in: target, mode: info.mode & 0o777, modifiedNanoseconds: Self.time(info))
         }
     }
 
@@ -130,7 +134,8 @@ struct FolderVersions {
             try keep(target, parts.last!, path: path)
         }
         let temporary = ".\(parts.last!.prefix(200)).share-restore-\(UInt32.random(in: 0...UInt32.max))"
-        try Self.copy(from: source, storedParts.last!, to: target, temporary, mode: info.mode, modified: info.modified)
+        try source.copyFile(
+            storedParts.last!, to: temporary, in: target, mode: info.mode & 0o777, modifiedNanoseconds: Self.time(info))
         do {
             try target.rename(temporary, to: parts.last!, in: target, replace: true)
         } catch {
@@ -155,28 +160,5 @@ struct FolderVersions {
             }
         }
         return removed
-    }
-
-    private static func copy(
-        from source: Directory, _ name: String, to target: Directory, _ newName: String, mode: mode_t, modified: Int64
-    ) throws {
-        let input = try source.openFile(name, .read)
-        defer { input.close() }
-        let output = try target.openFile(newName, .create, mode: mode & 0o777)
-        var done = false
-        defer {
-            output.close()
-            if !done { _ = try? target.remove(newName) }
-        }
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var offset: UInt64 = 0
-        while true {
-            let n = try input.read(into: &buffer, count: buffer.count, at: offset)
-            if n == 0 { break }
-            try output.write(buffer[0..<n], at: offset)
-            offset += UInt64(n)
-        }
-        try target.setAttributes(newName, mode: mode & 0o777, modifiedNanoseconds: modified * 1_000_000_000)
-        done = true
     }
 }
