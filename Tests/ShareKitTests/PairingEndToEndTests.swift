@@ -2,6 +2,7 @@ import Foundation
 import ShareKit
 import ShareTrust
 import ShareTLS
+import ShareTestSupport
 import Testing
 import ShareReach
 import ShareProtocol
@@ -67,7 +68,7 @@ extension EndToEndAgents {
             kill(quitter.pid, SIGINT)
             let started = Date()
             let status = other.wait(timeout: 10)
-            #expect(Date().timeIntervalSince(started) < 3, "told within a second or so")
+            #expect(Date().timeIntervalSince(started) < Patience.seconds(3), "told within a second or so")
             #expect(status == 3, "\(other.stderr.text)")
             #expect(other.stderr.text.contains("the other device cancelled pairing"), "\(other.stderr.text)")
             #expect(!other.stderr.text.contains("resume"), "\(other.stderr.text)")
