@@ -4,7 +4,7 @@
 The end-to-end suites start real `share` processes and mostly wait on them (handshakes, keepalives, timeouts), and
 each test process runs its synchronous tests on a cooperative pool as wide as the machine (two threads here). So the
 suites are spread over several test processes: every end-to-end suite is one job (its tests stay one at a time, as
-the suite says), all the unit suites together are one more, and a pool of workers takes the longest jobs first.
+the suite says), the other suites one job per test module, and a pool of workers takes the longest jobs first.
 Every job has a time bound; a job that passes it is killed with every process it started. Logs go to LOGDIR, one per
 job; a failing job's failures and the end of its log are printed.
 
@@ -39,9 +39,11 @@ def list_tests(binary):
 
 def plan(tests, only, known, split):
     """Jobs: (name, arguments, expected seconds). One per end-to-end suite (one per test for a suite that takes longer than
-    `split` seconds: its tests are independent, each with devices of its own), one for everything else."""
+    `split` seconds: its tests are independent, each with devices of its own), and one per test module for the rest:
+    a test process runs its tests on a pool as wide as the machine, and a few tests waiting on processes they started
+    would hold every other module's tests back."""
     suites = {}
-    units = False
+    modules = {}
     for test in tests:
         if only and not re.search(only, test):
             continue
@@ -49,7 +51,7 @@ def plan(tests, only, known, split):
         if match:
             suites.setdefault(match.group(1), []).append(test)
         else:
-            units = True
+            modules.setdefault(test.split(".")[0], []).append(test)
     jobs = []
     for suite, members in suites.items():
         name = suite.split("/")[-1]
@@ -59,12 +61,12 @@ def plan(tests, only, known, split):
                 jobs.append((name + "/" + test.split("/")[-1], ["--filter", re.escape(test)], weight / len(members)))
         else:
             jobs.append((name, ["--filter", re.escape(suite) + "/"], weight))
-    if units:
-        args = ["--skip", "EndToEnd"]
-        if only:
-            args += ["--filter", only]
-        jobs.append(("unit suites", args, known.get("unit suites", 30)))
-    elif only and not suites:
+    for module, members in sorted(modules.items()):
+        # Filters are alternatives: a selection names its tests.
+        selected = [re.escape(test) for test in members] if only else ["^" + re.escape(module) + r"\."]
+        args = ["--skip", "EndToEnd"] + [part for test in selected for part in ("--filter", test)]
+        jobs.append((module, args, known.get(module, 20)))
+    if only and not jobs:
         sys.exit(f"run-suite: no test matches {only!r}")
     return jobs
 
@@ -78,12 +80,20 @@ def run_job(binary, name, args, logs, timeout):
             [binary, "--testing-library", "swift-testing"] + args,
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
-        try:
-            status = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            status = None
+        # Waited for with wait4, for the CPU time the job took (the test process and every process it waited for).
+        status, cpu, deadline = None, 0.0, start + timeout
+        while True:
+            pid, code, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                status, cpu = os.waitstatus_to_exitcode(code), usage.ru_utime + usage.ru_stime
+                process.returncode = status
+                break
+            if time.monotonic() > deadline:
+                os.killpg(process.pid, signal.SIGKILL)
+                _, _, usage = os.wait4(process.pid, 0)
+                process.returncode, cpu = -9, usage.ru_utime + usage.ru_stime
+                break
+            time.sleep(0.1)
         # A test process that crashed never ran its clean-up: whatever it started and left running goes too.
         try:
             os.killpg(process.pid, signal.SIGKILL)
@@ -94,7 +104,7 @@ def run_job(binary, name, args, logs, timeout):
     text = log.read_text(errors="replace")
     summary = re.findall(r"Test run with (\d+) tests?", text)
     passed = status == 0 and "✘" not in text
-    return name, passed, status, seconds, (summary[-1] if summary else "?"), log, text
+    return name, passed, status, seconds, cpu, (summary[-1] if summary else "?"), log, text
 
 
 def main():
@@ -117,18 +127,21 @@ def main():
 
     failed = []
     durations = {}
+    cpus = {}
     with ThreadPoolExecutor(max_workers=options.jobs) as pool:
         futures = [pool.submit(run_job, options.binary, name, args, logs, options.timeout) for name, args, _ in jobs]
         for future in as_completed(futures):
-            name, passed, status, seconds, count, log, text = future.result()
+            name, passed, status, seconds, cpu, count, log, text = future.result()
             durations[name] = round(seconds, 1)
+            cpus[name] = round(cpu, 1)
             mark = "✔" if passed else "✘"
             why = "" if passed else (" (killed after its time bound)" if status is None else f" (exit {status})")
-            print(f"{mark} {name}: {count} tests in {seconds:.1f} s{why}", flush=True)
+            print(f"{mark} {name}: {count} tests in {seconds:.1f} s ({cpu:.0f} s of CPU){why}", flush=True)
             if not passed:
                 failed.append((name, log, text))
 
     (logs / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
+    (logs / "cpu.json").write_text(json.dumps(cpus, indent=1, sort_keys=True) + "\n")
     for name, log, text in failed:
         print(f"\n== {name} failed; its log is {log}")
         lines = text.splitlines()
@@ -137,7 +150,7 @@ def main():
         print("-- last lines:")
         print("\n".join(lines[-25:]))
     total = time.monotonic() - started
-    print(f"== {len(jobs) - len(failed)} of {len(jobs)} jobs passed in {total:.0f} s")
+    print(f"== {len(jobs) - len(failed)} of {len(jobs)} jobs passed in {total:.0f} s ({sum(cpus.values()):.0f} s of CPU)")
     return 1 if failed else 0
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every script of the repository in a smoke mode, so that none can rot: each runs on the test command's debug build
 # (SHARE_SMOKE=1: nothing is built) at tiny sizes, within a time bound, and what it reports is checked — digests and
-# counts as the script checks them, and every row of its table. The test command runs this after the suite.
-# Scripts the test command runs itself (test.sh, setup.sh, run-suite.py, check_reliability.py, fuzz.sh,
-# sanitizers.sh, budgets.sh) and the libraries the others source (lib-bench.sh, lib-netns.sh) are not run again; a
+# counts as the script checks them, and every row of its table. The test command runs the demo, the package's layout
+# and the generated files' check after the suite; CI runs all (scripts/ci-checks.sh).
+# Scripts the test command or CI run themselves (test.sh, ci-checks.sh, setup.sh, run-suite.py,
+# check_reliability.py, fuzz.sh, sanitizers.sh, budgets.sh) and the libraries the others source (lib-bench.sh,
+# lib-netns.sh) are not run again; a
 # script that is neither smoked here nor listed so fails the run, so a new script cannot be left out.
 # Scripts that need network namespaces (bench-relay, bench-links, the demo's last step) need root.
 # Usage: scripts/smoke.sh [name…]      (default: all; logs in ${TMPDIR:-/tmp}/share-smoke/)
@@ -177,7 +179,7 @@ smoke demo 240 bash scripts/demo.sh
 covered=" bench-flood.sh sync-check.sh bench-transfer.sh bench-agent.sh bench-tls.sh bench-folder.sh bench-compare.sh bench-watch.sh bench-wormhole.sh bench-localsend.sh faults.sh
   package-deb.sh
   gen-builder.py gen-system-types.py bench-relay.sh bench-links.sh bench-delta.sh bench-sync.sh bench_sync.py demo.sh bench_syncthing.py
-  test.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
+  test.sh ci-checks.sh setup.sh run-suite.py check_reliability.py fuzz.sh sanitizers.sh budgets.sh smoke.sh lib-bench.sh
   lib-netns.sh "
 if [ "$ONLY" = "  " ]; then
   for script in scripts/*.sh scripts/*.py; do

@@ -114,6 +114,8 @@ extension EndToEnd {
             let size = 256 << 20
             let chunk = 1 << 20
             let (laptop, desk) = try devices(deskPort: 1)
+            laptop.lowPriorityTransfers = true
+            desk.lowPriorityTransfers = true
             let inbox = try desk.folder("inbox")
             let (deskAgent, deskPort) = try desk.startAgent(["--no-discovery", "--inbox", inbox.path])
             defer { deskAgent.stop() }
@@ -168,6 +170,7 @@ extension EndToEnd {
         @Test func aJobSomeoneWaitsForRunsAtNormalPriority() throws {
             let size = 64 << 20
             let (laptop, desk) = try devices(deskPort: 1)
+            laptop.lowPriorityTransfers = true
             let inbox = try desk.folder("inbox")
             let (deskAgent, deskPort) = try desk.startAgent(["--no-discovery", "--inbox", inbox.path])
             defer { deskAgent.stop() }

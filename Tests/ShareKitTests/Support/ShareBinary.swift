@@ -175,6 +175,10 @@ final class TestDevice: @unchecked Sendable {
     let config: URL
     /// Whether the folder is this object's to remove.
     private let owned: Bool
+    /// Whether this device's agent runs its transfers at the lower CPU priority a user's agent has by default. Off in
+    /// tests: the suite runs several jobs on two cores, where a thread 9 nice steps down gets an eighth of a busy
+    /// one's share and a test's deadline would measure the scheduler; the tests of the priority itself turn it on.
+    var lowPriorityTransfers = false
 
     init(_ name: String) throws {
         self.name = name
@@ -226,6 +230,7 @@ final class TestDevice: @unchecked Sendable {
             path.append(sub)
             rest.removeFirst()
         }
+        if first == "agent" && !lowPriorityTransfers { rest.append("--normal-priority") }
         return path + ["--config", config.path] + rest
     }
 
