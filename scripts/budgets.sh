@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The memory budgets of docs/MEMORY.md, checked on every run of the test command (memory, unlike time, is stable on a
+# The memory budgets of docs/MEMORY.md, checked on every CI run (scripts/ci-checks.sh; memory, unlike time, is stable on a
 # shared machine):
 #   share watch    under 16 MiB peak RSS receiving 300 items and sending 10 through its agent (scripts/bench-watch.sh
 #                  300 10), built as Deploy/install.sh builds it (release, static Swift runtime);
@@ -7,7 +7,7 @@
 #   share receive
 #   share agent    under 128 MiB peak RSS through scripts/bench-agent.sh's smoke load.
 # Prints one line per budget and exits 1 if any is exceeded.
-# Usage: scripts/budgets.sh [--build-only | --skip-build]   (the test command builds the watch while the suite runs)
+# Usage: scripts/budgets.sh [--build-only | --skip-build]   (CI builds the watch beside the smoke pass)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh

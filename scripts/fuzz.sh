@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes every decoder a peer can reach, with libFuzzer and AddressSanitizer.
 # Usage: scripts/fuzz.sh [--build-only | --skip-build] [seconds per target] [target…]
-#        (default 300 s; targets: frames messages declarations device-id archive servers). The test command builds first
-#        (--build-only, in the background while the suite runs) and then fuzzes each target for a few seconds
+#        (default 300 s; targets: frames messages declarations device-id archive servers). CI (scripts/ci-checks.sh) builds first
+#        (--build-only) and then fuzzes each target for a few seconds
 #        (--skip-build).
 # Each target starts from the committed seeds (Fuzz/corpus/TARGET) in a working copy under .build-fuzz/, so the
 # repository's corpus only changes by hand. A crash stops the run with exit 1 and leaves its input in

@@ -58,7 +58,8 @@ def plan(tests, only, known, split):
         weight = known.get(name, 30)
         if weight > split and len(members) > 1:
             for test in members:
-                jobs.append((name + "/" + test.split("/")[-1], ["--filter", re.escape(test)], weight / len(members)))
+                job = name + "/" + test.split("/")[-1]
+                jobs.append((job, ["--filter", re.escape(test)], known.get(job, weight / len(members))))
         else:
             jobs.append((name, ["--filter", re.escape(suite) + "/"], weight))
     for module, members in sorted(modules.items()):

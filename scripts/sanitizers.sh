@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite under AddressSanitizer (with LeakSanitizer) and ThreadSanitizer, each in its own build
 # folder. Usage: scripts/sanitizers.sh [--short] [--build-only | --skip-build] [address|thread]…      (default: both)
-# --short runs the unit suites and a few end-to-end suites only (the test command's pass: CI runs --short address).
+# --short runs the unit suites and a few end-to-end suites only (CI's pass, scripts/ci-checks.sh: --short address).
 # Every process the tests start (the share binary, agents) is instrumented too and inherits the options below; a
 # report from any of them fails the run. Known reports from the toolchain's own libraries (Foundation, XCTest) are
 # suppressed by name in scripts/sanitizer-suppressions/, never ours.
