@@ -5,7 +5,7 @@
 # mode (scripts/smoke.sh). Within ten minutes from a fresh clone on two cores. CI then runs scripts/ci-checks.sh on
 # the same build (short fuzz and AddressSanitizer passes, the memory budgets, every other script in its smoke mode:
 # they need builds of their own) and the package check.
-# SHARE_QUICK=1 stops after the plain test run; SHARE_TEST_JOBS sets how many test processes run at once (6).
+# SHARE_QUICK=1 stops after the plain test run; SHARE_TEST_JOBS sets how many test processes run at once (8).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -25,7 +25,7 @@ rm -f .build/debug.yaml
 swift build --product generate-manual | tail -1
 rm -f .build/debug.yaml
 echo "== built after $((SECONDS - started)) s"
-python3 scripts/run-suite.py --jobs "${SHARE_TEST_JOBS:-6}"
+python3 scripts/run-suite.py --jobs "${SHARE_TEST_JOBS:-8}"
 echo "== suite done after $((SECONDS - started)) s"
 [ -n "${SHARE_QUICK:-}" ] && exit 0
 bash scripts/smoke.sh demo package-deb gen-builder gen-system-types
