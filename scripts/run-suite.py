@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,12 +75,16 @@ def plan(tests, only, known, split):
 
 def run_job(binary, name, args, logs, timeout):
     log = logs / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".log")
+    # What the job's agents and watches logged (Tests/ShareKitTests/Support/ShareBinary.swift keeps it there).
+    processes = log.with_suffix(".processes")
+    shutil.rmtree(processes, ignore_errors=True)
     start = time.monotonic()
     with open(log, "wb") as out:
         # A session of its own, so a job that passes its bound is killed with every process it started.
         process = subprocess.Popen(
             [binary, "--testing-library", "swift-testing"] + args,
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=dict(os.environ, SHARE_TEST_PROCESS_LOGS=str(processes)),
         )
         # Waited for with wait4, for the CPU time the job took (the test process and every process it waited for).
         status, cpu, deadline = None, 0.0, start + timeout
@@ -150,6 +155,11 @@ def main():
         print("\n".join(marks[:40]))
         print("-- last lines:")
         print("\n".join(lines[-25:]))
+        kept = sorted(log.with_suffix(".processes").glob("*.log"))
+        for path in kept[:6]:
+            said = path.read_text(errors="replace").splitlines()
+            print(f"-- {said[0] if said else path.name} ({path}), its last lines:")
+            print("\n".join(said[-15:]))
     total = time.monotonic() - started
     print(f"== {len(jobs) - len(failed)} of {len(jobs)} jobs passed in {total:.0f} s ({sum(cpus.values()):.0f} s of CPU)")
     return 1 if failed else 0

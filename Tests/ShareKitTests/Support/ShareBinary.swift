@@ -156,7 +156,21 @@ final class BackgroundShare: @unchecked Sendable {
         if stderr.text.contains("Sanitizer") {
             print("share \(process.arguments ?? []) exited \(process.terminationStatus):\n\(stderr.text)")
         }
+        keepLog()
         return process.terminationStatus
+    }
+
+    /// What an agent or a watch said, kept in SHARE_TEST_PROCESS_LOGS (a folder scripts/run-suite.py gives each job)
+    /// so that a failed job shows what its long-running processes logged.
+    private func keepLog() {
+        guard let folder = ProcessInfo.processInfo.environment["SHARE_TEST_PROCESS_LOGS"],
+            let arguments = process.arguments, let command = arguments.first(where: { $0 == "agent" || $0 == "watch" }),
+            !stderr.text.isEmpty
+        else { return }
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let header = "share \(arguments.joined(separator: " ")) exited \(process.terminationStatus)\n"
+        let file = URL(fileURLWithPath: folder).appendingPathComponent("\(command)-\(process.processIdentifier).log")
+        try? Data((header + stderr.text).utf8).write(to: file)
     }
 
     func stop() {
