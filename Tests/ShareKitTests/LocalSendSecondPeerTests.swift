@@ -53,8 +53,9 @@ extension EndToEnd {
         }
 
         /// Accepts the first LocalSend offer `share pending` lists, as soon as it is there.
-        func acceptFirstOffer(_ desk: TestDevice) -> Bool {
+        func acceptFirstOffer(_ desk: TestDevice, from sender: Spawned? = nil) -> Bool {
             waitUntil(timeout: 30) {
+                if let sender, !sender.process.isRunning { return true }
                 guard
                     let id = desk.run(["pending"]).stdout.split(separator: "\n").first(where: {
                         $0.contains("(LocalSend")
@@ -96,11 +97,18 @@ extension EndToEnd {
             // localsend-cli sends to the desk: held for the desk's user, accepted, saved in its folder.
             let photo = home.appendingPathComponent("photo.jpg")
             try makeFile(photo, size: 300_000)
-            let sender = try cli(["send", "127.0.0.1", photo.path, "--port", "53318", "--json"])
-            defer { sender.stop() }
-            #expect(acceptFirstOffer(desk))
-            #expect(sender.wait(timeout: 60) == 0, "\(sender.output)")
-            #expect(sender.output.contains("\"sent\""), "\(sender.output)")
+            // localsend-cli waits 10 s for the answer to its offer (a fixed timeout of its own); on a loaded machine
+            // the desk's user (this test) may answer later, and the phone's user sends again, as a person would.
+            var output = ""
+            for _ in 0..<4 {
+                let sender = try cli(["send", "127.0.0.1", photo.path, "--port", "53318", "--json"])
+                defer { sender.stop() }
+                #expect(acceptFirstOffer(desk, from: sender))
+                let status = sender.wait(timeout: 60)
+                output = sender.output
+                if status == 0 || !output.contains("Read timed out") { break }
+            }
+            #expect(output.contains("\"sent\""), "\(output)")
             let inbox = desk.config.appendingPathComponent("data/inbox")
             let folders = try FileManager.default.contentsOfDirectory(atPath: inbox.path)
             let landed = folders.map { inbox.appendingPathComponent($0).appendingPathComponent("photo.jpg") }
@@ -145,8 +153,9 @@ extension EndToEnd {
         /// prepare-upload with a full v2 info, then the file as a chunked body (requests sends a generator so),
         /// `extra` bytes longer than announced. Prints the status of each step.
         static let chunkedClient = """
-            import hashlib, json, sys, uuid, requests, urllib3
+            import hashlib, json, os, sys, uuid, requests, urllib3
             urllib3.disable_warnings()
+            patience = float(os.environ.get("SHARE_TEST_PATIENCE", "1"))
             path, extra = sys.argv[1], int(sys.argv[2])
             data = open(path, "rb").read()
             base = "https://127.0.0.1:53318/api/localsend/v2"
@@ -154,7 +163,7 @@ extension EndToEnd {
                     "fingerprint": uuid.uuid4().hex, "port": 53317, "protocol": "https", "download": False}
             files = {"f1": {"id": "f1", "fileName": "chunked.bin", "size": len(data),
                             "fileType": "application/octet-stream", "sha256": hashlib.sha256(data).hexdigest()}}
-            r = requests.post(base + "/prepare-upload", json={"info": info, "files": files}, verify=False, timeout=60)
+            r = requests.post(base + "/prepare-upload", json={"info": info, "files": files}, verify=False, timeout=60 * patience)
             print("prepare", r.status_code, flush=True)
             session = r.json()
             def chunks():
@@ -163,7 +172,7 @@ extension EndToEnd {
                     yield body[i:i + 65536]
             url = base + "/upload?sessionId=%s&fileId=f1&token=%s" % (session["sessionId"], session["files"]["f1"])
             try:
-                r = requests.post(url, data=chunks(), verify=False, timeout=60)
+                r = requests.post(url, data=chunks(), verify=False, timeout=60 * patience)
                 print("upload", r.status_code, r.text[:200], flush=True)
             except requests.exceptions.ConnectionError as error:
                 print("upload closed", error, flush=True)
