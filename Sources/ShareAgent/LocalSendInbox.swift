@@ -8,7 +8,6 @@ import ShareLocalSend
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers
 import ShareEngine

@@ -7,7 +7,6 @@ import ShareLocalSend
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

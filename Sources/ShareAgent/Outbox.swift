@@ -4,7 +4,6 @@ import Synchronization
 import Foundation
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

@@ -2,7 +2,6 @@ import Foundation
 import ServiceLifecycle
 import Synchronization
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

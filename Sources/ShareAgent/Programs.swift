@@ -5,7 +5,6 @@ import Logging
 import ShareProtocol
 import ShareNet
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

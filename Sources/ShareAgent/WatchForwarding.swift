@@ -4,7 +4,6 @@ import Foundation
 import ShareProtocol
 import ShareTLS
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

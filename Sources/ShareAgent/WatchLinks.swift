@@ -7,7 +7,6 @@ import ShareProtocol
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

@@ -7,7 +7,6 @@ import ShareKit
 import ShareProtocol
 import ShareWormhole
 import ShareTrust
-import ShareReach
 import ShareEngine
 import ShareAgent
 

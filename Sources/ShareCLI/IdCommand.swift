@@ -4,7 +4,6 @@ import ArgumentParser
 import ShareKit
 import ShareTLS
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

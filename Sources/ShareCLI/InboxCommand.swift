@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import ShareKit
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

@@ -5,7 +5,6 @@ import ShareKit
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

@@ -8,7 +8,6 @@ import ShareDisk
 import ShareKit
 import ShareProfiles
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

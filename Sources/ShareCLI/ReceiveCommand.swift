@@ -9,7 +9,6 @@ import ShareProtocol
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareEngine
 import ShareAgent
 

@@ -8,7 +8,6 @@ import ShareKit
 import ShareProfiles
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

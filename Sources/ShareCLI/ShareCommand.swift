@@ -4,7 +4,6 @@ import Foundation
 import ShareCommandLine
 import ShareKit
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

@@ -3,7 +3,6 @@ import Foundation
 import ShareCommandLine
 import ShareKit
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

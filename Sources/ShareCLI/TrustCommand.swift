@@ -5,7 +5,6 @@ import ShareKit
 import ShareLocalSend
 import ShareTLS
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

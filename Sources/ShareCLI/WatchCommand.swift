@@ -5,7 +5,6 @@ import Glibc
 import ShareKit
 import ShareWatch
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

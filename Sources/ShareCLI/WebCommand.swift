@@ -9,7 +9,6 @@ import ShareWeb
 import ShareNet
 import ShareThreads
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

@@ -8,7 +8,6 @@ import ShareTLS
 import Synchronization
 import ShareNet
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// What an agent receives and where it keeps it.

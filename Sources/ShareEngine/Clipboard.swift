@@ -2,7 +2,6 @@ import ShareDisk
 import CoreTransferable
 import Foundation
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers
 

@@ -1,6 +1,5 @@
 import UniformTypeIdentifiers
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 

@@ -6,7 +6,6 @@ import ShareProfiles
 import ShareProtocol
 import ShareTLS
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// What an exporter produced for the chosen representation.

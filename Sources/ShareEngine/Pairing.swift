@@ -5,7 +5,6 @@ import ShareTLS
 import Synchronization
 import ShareNet
 import ShareTrust
-import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers
 

@@ -6,7 +6,6 @@ import ShareProtocol
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// Offers waiting for this device's user to accept or decline (`share pending`, `share accept`, `share decline`),

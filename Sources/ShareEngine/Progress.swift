@@ -3,7 +3,6 @@ import Foundation
 import ShareProtocol
 import ShareNet
 import ShareTrust
-import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers
 

@@ -5,7 +5,6 @@ import Foundation
 import ShareProfiles
 import ShareProtocol
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// An item handed to the agent to send later (`ShareClient.SendOptions.queue`, `share send` with an agent running):

@@ -4,7 +4,6 @@ import Foundation
 import ShareProfiles
 import ShareProtocol
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// What the `share` command, a queued job of an earlier version, or the clipboard describes: files and folders (each

@@ -3,7 +3,6 @@ import Foundation
 import ShareArchive
 import ShareProtocol
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

@@ -4,7 +4,6 @@ import Foundation
 import ShareArchive
 import ShareProfiles
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers
 import ShareEngine

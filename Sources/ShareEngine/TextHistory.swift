@@ -1,7 +1,6 @@
 import Foundation
 import ShareDisk
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

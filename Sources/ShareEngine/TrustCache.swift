@@ -3,7 +3,6 @@ import Foundation
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

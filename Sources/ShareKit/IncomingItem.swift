@@ -4,7 +4,6 @@ import CoreTransferable
 import Foundation
 import ShareProtocol
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

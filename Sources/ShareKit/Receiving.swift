@@ -7,7 +7,6 @@ import Foundation
 import ShareTrust
 import ShareProtocol
 import ShareNet
-import ShareReach
 import UniformTypeIdentifiers
 import ShareEngine
 

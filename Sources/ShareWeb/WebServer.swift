@@ -6,7 +6,6 @@ import Logging
 import ShareTrust
 import ShareLocalSend
 import ShareNet
-import ShareReach
 import ShareProtocol
 import ShareEngine
 import ShareAgent

@@ -5,7 +5,6 @@ import CoreTransferable
 import Glibc
 import ShareNet
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers
 

@@ -5,7 +5,6 @@ import ShareProtocol
 import ShareTLS
 import ShareNet
 import ShareTrust
-import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers
 

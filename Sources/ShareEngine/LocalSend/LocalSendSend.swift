@@ -5,7 +5,6 @@ import ShareDisk
 import ShareLocalSend
 import ShareTLS
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import UniformTypeIdentifiers
 

@@ -3,7 +3,6 @@ import ShareDisk
 import ShareLocalSend
 import ShareTLS
 import ShareTrust
-import ShareReach
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers

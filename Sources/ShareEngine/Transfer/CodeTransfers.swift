@@ -5,7 +5,6 @@ import ShareTrust
 import ShareProtocol
 import ShareTLS
 import ShareWormhole
-import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers
 

@@ -7,7 +7,6 @@ import ShareProfiles
 import ShareProtocol
 import ShareTLS
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// The receiver's sink on disk: each accepted item goes to a partial (file or extraction folder) in the target

@@ -6,7 +6,6 @@ import ShareDisk
 import ShareProtocol
 import ShareTLS
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// An `OutgoingItem` as the sender driver sees it: its offer, and its representations produced on request.

@@ -3,7 +3,6 @@ import ShareArchive
 import ShareDisk
 import ShareProtocol
 import ShareTrust
-import ShareReach
 import CoreTransferable
 import UniformTypeIdentifiers
 

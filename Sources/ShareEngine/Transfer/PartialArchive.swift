@@ -5,7 +5,6 @@ import ShareDisk
 import ShareProtocol
 import ShareTLS
 import ShareTrust
-import ShareReach
 import UniformTypeIdentifiers
 
 /// An archive being received and extracted as it arrives into a partial folder beside its ledger. Chunks come in

@@ -6,7 +6,6 @@ import ShareDisk
 import ShareTrust
 import ShareProtocol
 import ShareTLS
-import ShareReach
 import UniformTypeIdentifiers
 
 /// Incoming items on disk: in the hidden `.share-partial` folder inside the target folder (the same file system, so
