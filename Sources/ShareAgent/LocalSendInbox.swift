@@ -233,34 +233,38 @@ package final class LocalSendInbox: Sendable {
         // Asking without a PIN is how every LocalSend app learns that one is needed: no guess.
         guard let given else { throw HTTPFailure(401, "a PIN is required") }
         let now = Date()
-        let locked: String? = state.withLock { state in
+        let right =
+            Array(given.utf8).count == Array(pin.utf8).count
+            && zip(given.utf8, pin.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0
+        // Checked and counted in one step: guesses arriving side by side cannot all pass the check before any of
+        // them is counted.
+        let failure: HTTPFailure? = state.withLock { state in
             if let until = state.pinLockedUntil, until > now {
-                return
+                return HTTPFailure(
+                    429,
                     "PIN locked after too many wrong PINs; try again in \(Int(until.timeIntervalSince(now).rounded(.up))) s"
+                )
             }
             if let failures = state.pinFailures[host], now.timeIntervalSince(failures.since) > 60 {
                 state.pinFailures[host] = nil
             }
-            return (state.pinFailures[host]?.count ?? 0) >= 3 ? "too many wrong PINs from \(host)" : nil
-        }
-        if let locked { throw HTTPFailure(429, locked) }
-        guard Array(given.utf8).count == Array(pin.utf8).count,
-            zip(given.utf8, pin.utf8).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0
-        else {
-            state.withLock { state in
-                let earlier = state.pinFailures[host] ?? (0, now)
-                state.pinFailures[host] = (earlier.count + 1, earlier.since)
-                if state.pinFailures.count > 4096 { state.pinFailures = state.pinFailures.filter { $0.key == host } }
-                state.recentWrongPins = state.recentWrongPins.filter { now.timeIntervalSince($0) < 60 } + [now]
-                if state.recentWrongPins.count >= Self.maxWrongPinsPerMinute {
-                    state.pinLockedUntil = now.addingTimeInterval(60)
-                    state.recentWrongPins = []
-                    Self.log.warning(
-                        "LocalSend PIN locked for a minute", metadata: ["wrong PINs": "\(Self.maxWrongPinsPerMinute)"])
-                }
+            if (state.pinFailures[host]?.count ?? 0) >= 3 {
+                return HTTPFailure(429, "too many wrong PINs from \(host)")
             }
-            throw HTTPFailure(401, "a wrong PIN")
+            if right { return nil }
+            let earlier = state.pinFailures[host] ?? (0, now)
+            state.pinFailures[host] = (earlier.count + 1, earlier.since)
+            if state.pinFailures.count > 4096 { state.pinFailures = state.pinFailures.filter { $0.key == host } }
+            state.recentWrongPins = state.recentWrongPins.filter { now.timeIntervalSince($0) < 60 } + [now]
+            if state.recentWrongPins.count >= Self.maxWrongPinsPerMinute {
+                state.pinLockedUntil = now.addingTimeInterval(60)
+                state.recentWrongPins = []
+                Self.log.warning(
+                    "LocalSend PIN locked for a minute", metadata: ["wrong PINs": "\(Self.maxWrongPinsPerMinute)"])
+            }
+            return HTTPFailure(401, "a wrong PIN")
         }
+        if let failure { throw failure }
     }
 
     /// Records the upload as a pending offer and waits, while the sender stays connected, for the user's answer.

@@ -1,4 +1,5 @@
 import Foundation
+import ShareTestSupport
 import Testing
 
 /// Faults injected between two real devices, many times in a row, on one transfer: a proxy that cuts, stalls and
@@ -216,11 +217,13 @@ extension EndToEnd {
             let deskFlags = ["--inbox", inbox.path, "--port", String(deskPort), "--no-discovery"]
             var (deskAgent, _) = try desk.startAgent(deskFlags)
             var (laptopAgent, _) = try laptop.startAgent(["--no-discovery"])
-            // Paced so the transfer lasts about four seconds per kill whatever its size (and however busy the machine:
-            // a faster pace let 4 MiB arrive whole before the first kill under load): the kills land all along it.
+            // Paced so the transfer lasts about four seconds per kill whatever its size, and longer on a busy machine
+            // (a faster pace let 4 MiB arrive whole before the first kill under load, and 48 MiB after four of six
+            // kills at load 16): the kills land all along it.
             let proxy = try TCPProxy(upstreamPort: deskPort)
             defer { proxy.stop() }
-            proxy.bytesPerSecond = max(256 << 10, (Self.mebibytes << 20) / (4 * max(1, Self.kills)))
+            proxy.bytesPerSecond = max(
+                128 << 10, Int(Double((Self.mebibytes << 20) / (4 * max(1, Self.kills))) / Patience.factor))
             laptop.trust(desk, address: "127.0.0.1:\(proxy.port)", flags: ["--team"])
             defer {
                 laptopAgent.stop()
