@@ -68,7 +68,7 @@ extension EndToEndAgents {
             limited.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
             limited.arguments = ["--pid", "\(agent.pid)", "--nofile=\(open):\(open)"]
             try limited.run()
-            limited.waitUntilExit()
+            limited.waitForExit()
             #expect(limited.terminationStatus == 0)
             // Connections keep coming (and are held) until the agent ends: however many descriptors other threads
             // had open for a moment when the limit was set, accepting soon fails and keeps failing.

@@ -95,7 +95,7 @@ extension EndToEnd {
             process.standardInput = Pipe()
             let output = OutputCollector(pipe)
             try process.run()
-            defer { if process.isRunning { process.terminate() }; process.waitUntilExit() }
+            defer { if process.isRunning { process.terminate() }; process.waitForExit() }
             #expect(output.waitForLine(containing: "ACCEPT", timeout: 20) != nil)
             let ping = laptop.run(["ping", "127.0.0.1:\(port)", "--timeout", "3"])
             // The handshake completes; then s_server does not speak share, so the hello goes unanswered.

@@ -52,7 +52,7 @@ extension EndToEnd {
             try server.run()
             defer {
                 server.terminate()
-                server.waitUntilExit()
+                server.waitForExit()
             }
             #expect(waitUntil(timeout: 60) { RawClient(port: port) != nil }, "stdiscosrv did not start")
             let id = device.id

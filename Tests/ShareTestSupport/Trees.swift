@@ -11,7 +11,7 @@ public final class Scratch: Sendable {
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
     deinit {
-        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", url.path]).waitUntilExit()
+        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", url.path]).waitForExit()
         try? FileManager.default.removeItem(at: url)
     }
     public func path(_ name: String) -> URL { url.appendingPathComponent(name) }
@@ -90,6 +90,6 @@ public func run(_ tool: String, _ arguments: [String], in directory: URL? = nil)
     process.standardError = pipe
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    process.waitForExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }

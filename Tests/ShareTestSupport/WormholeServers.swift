@@ -81,7 +81,7 @@ public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condit
         let done = ended || exited
         condition.unlock()
         guard done else { return nil }
-        process.waitUntilExit()
+        process.waitForExit()
         return process.terminationStatus
     }
 
@@ -95,7 +95,7 @@ public final class Spawned: @unchecked Sendable {  // `lines` guarded by `condit
     public func stop() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     deinit { stop() }

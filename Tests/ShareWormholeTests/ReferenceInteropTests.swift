@@ -21,7 +21,7 @@ import Testing
         try process.run()
         let output = out.fileHandleForReading.readDataToEndOfFile()
         let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         guard process.terminationStatus == 0 else {
             throw ReferenceFailure(message: String(decoding: errors, as: UTF8.self))
         }

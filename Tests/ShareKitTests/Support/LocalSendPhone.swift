@@ -37,7 +37,7 @@ final class TestNamespace: @unchecked Sendable {
         list.standardError = FileHandle.nullDevice
         if (try? list.run()) != nil {
             let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            list.waitUntilExit()
+            list.waitForExit()
             for pid in String(decoding: output, as: UTF8.self).split(separator: "\n").compactMap({ Int32($0) }) {
                 kill(pid, SIGKILL)
             }
@@ -56,7 +56,7 @@ final class TestNamespace: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
+        process.waitForExit()
         return process.terminationStatus == 0
     }
 }

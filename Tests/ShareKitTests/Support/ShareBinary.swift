@@ -139,15 +139,9 @@ final class BackgroundShare: @unchecked Sendable {
     /// Waits for the process to exit within `timeout`; kills it if it does not.
     @discardableResult
     func wait(timeout: Double) -> Int32? {
-        let done = DispatchSemaphore(value: 0)
-        let process = self.process
-        DispatchQueue.global().async {
-            process.waitUntilExit()
-            done.signal()
-        }
-        if done.wait(timeout: .now() + Patience.seconds(timeout)) == .timedOut {
+        if !process.waitForExit(seconds: Patience.seconds(timeout)) {
             kill(process.processIdentifier, SIGKILL)
-            _ = done.wait(timeout: .now() + 5)
+            _ = process.waitForExit(seconds: 5)
             return nil
         }
         stdout.waitForClose(timeout: 2)
@@ -399,10 +393,14 @@ func ledgerChunkCount(_ inbox: URL) -> Int {
 /// Waits (bounded) until `condition` holds, checking each time a process prints something or every 20 ms.
 func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(Patience.seconds(timeout))
+    // Nothing signals ledger writes; a short bounded poll is the only way to watch a file fill up. The pause grows
+    // to a fifth of a second: many conditions start a share process, and a long wait polled every 20 ms spent more
+    // CPU than the work it waited for.
+    var pause = 0.02
     while Date() < deadline {
         if condition() { return true }
-        // Nothing signals ledger writes; a short bounded poll is the only way to watch a file fill up.
-        Thread.sleep(forTimeInterval: 0.02)
+        Thread.sleep(forTimeInterval: pause)
+        pause = min(0.2, pause * 1.5)
     }
     return condition()
 }

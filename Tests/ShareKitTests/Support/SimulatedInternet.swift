@@ -189,7 +189,7 @@ final class NamespaceProcess: @unchecked Sendable {
         let done = DispatchSemaphore(value: 0)
         let process = self.process
         DispatchQueue.global().async {
-            process.waitUntilExit()
+            process.waitForExit()
             done.signal()
         }
         if done.wait(timeout: .now() + 5) == .timedOut {

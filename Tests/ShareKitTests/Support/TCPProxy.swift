@@ -166,7 +166,10 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
     ) {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var total = 0
-        let start = Date()
+        // The pace of the upstream direction follows `bytesPerSecond` as a test changes it (a transfer slow while it
+        // is looked at, then fast), averaged from the last change.
+        var pace = pace
+        var paced = (since: Date(), bytes: 0)
         defer {
             // A stall holds the connection open, forwarding nothing more, until either end gives up.
             if stall, total >= limit! { pair.waitForTheOtherDirection(timeout: 120, orHangUpOf: source) }
@@ -186,10 +189,17 @@ final class TCPProxy: @unchecked Sendable {  // settings and counters guarded by
                 sent += m
             }
             total += n
-            if upstream { lock.withLock { delivered += n } }
+            if upstream {
+                let now = lock.withLock {
+                    delivered += n
+                    return settings.bytesPerSecond
+                }
+                if now != pace { (pace, paced) = (now, (Date(), 0)) }
+            }
+            paced.bytes += n
             if pace > 0 {
                 // Pacing, not synchronisation: keep the average rate at `pace` bytes per second.
-                let ahead = Double(total) / Double(pace) - Date().timeIntervalSince(start)
+                let ahead = Double(paced.bytes) / Double(pace) - Date().timeIntervalSince(paced.since)
                 if ahead > 0 { Thread.sleep(forTimeInterval: ahead) }
             }
         }

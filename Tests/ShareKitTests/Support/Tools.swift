@@ -24,14 +24,9 @@ func runTool(
         input.fileHandleForWriting.write(stdin)
         try? input.fileHandleForWriting.close()
     }
-    let done = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
-        process.waitUntilExit()
-        done.signal()
-    }
-    if done.wait(timeout: .now() + Patience.seconds(timeout)) == .timedOut {
+    if !process.waitForExit(seconds: Patience.seconds(timeout)) {
         kill(process.processIdentifier, SIGKILL)
-        _ = done.wait(timeout: .now() + 5)
+        _ = process.waitForExit(seconds: 5)
         collector.waitForClose(timeout: 2)
         return (-9, collector.text)
     }
