@@ -345,7 +345,8 @@ package enum DesktopNotice {
                 return
             }
             let said = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            // Not waitUntilExit: it runs this thread's run loop, which has no source here and so spins.
+            while process.isRunning { usleep(2_000) }
             if process.terminationStatus != 0 {
                 PendingOffers.log.warning(
                     "no desktop notification",
