@@ -1,4 +1,5 @@
 import Foundation
+import ShareTestSupport
 import Synchronization
 import Testing
 
@@ -141,7 +142,10 @@ extension EndToEndAgents {
             case .team: receiver.trust(phone, flags: ["--team"])
             case .watch: receiver.trust(phone, flags: ["--team", "--watch"])
             }
-            let (receive, port) = try receiver.startReceive(["--timeout", "20"], into: try receiver.folder("in"))
+            // The receive's own deadline scales with the machine as the test's do (at load 16 the item took longer
+            // than a fixed 20 s to come through the phone).
+            let (receive, port) = try receiver.startReceive(
+                ["--timeout", String(Int(Patience.seconds(20)))], into: try receiver.folder("in"))
             defer { receive.stop() }
             phone.trust(receiver, address: "127.0.0.1:\(port)", flags: ["--team"])
             let sent = watch.run(["watch", "send", "--agent", "phone", "--to", receiver.name, "--text", "via"])
