@@ -5,7 +5,7 @@ extension Process {
     /// the process ends, and on a thread with no run-loop source (every test thread) that returns at once: it spins a
     /// core for as long as the process runs (a test waiting two minutes on a transfer burnt 111 s of CPU beside it).
     public func waitForExit() {
-        while isRunning { usleep(2_000) }
+        _ = waitForExit(seconds: .infinity)
     }
 
     /// Waits at most `seconds` (as given: not scaled) for the process to exit; whether it did.
