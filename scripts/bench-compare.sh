@@ -4,6 +4,7 @@
 # moved the verified file into place (its process has exited). Reports each round and the medians.
 # Usage: scripts/bench-compare.sh BIN-A BIN-B [MiB] [rounds]      (default 1024 MiB, 5 rounds)
 set -euo pipefail
+source "$(dirname "$0")/lib-bench.sh"
 A=$1; B=$2; MIB=${3:-1024}; ROUNDS=${4:-5}
 WORK=$(mktemp -d /var/tmp/share-compare.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -21,8 +22,7 @@ once() { # BIN DIR → seconds
   sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; cat "$WORK/payload.bin" > /dev/null
   "$bin" receive --config "$dir/r" --port 0 --listen 127.0.0.1 --into "$dst" --quiet > "$dir/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 400); do grep -q "waiting on port" "$dir/recv.out" 2>/dev/null && break; sleep 0.025; done
-  local port; port=$(grep -o 'port [0-9]*' "$dir/recv.out" | awk '{print $2}')
+  local port; port=$(receiver_port "$dir/recv.out" $rpid)
   local start end
   start=$(date +%s.%N)
   "$bin" send --config "$dir/s" --to "127.0.0.1:$port" "$WORK/payload.bin" --quiet

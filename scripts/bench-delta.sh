@@ -218,8 +218,7 @@ share_once() { # path → "seconds bytes"
   "${RECV[@]}" /usr/bin/time -f %M -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen "$HOST" --into "$DST" \
     --timeout 600 > "$WORK/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 500); do grep -q "waiting on port" "$WORK/recv.out" 2> /dev/null && break; sleep 0.01; done
-  local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  local port; port=$(receiver_port "$WORK/recv.out" $rpid)
   local result; result=$(measure "${SEND[@]}" /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$S" \
     --to "$HOST:$port" --quiet "$1")
   wait $rpid

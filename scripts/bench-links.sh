@@ -187,8 +187,7 @@ run_share() { # what… (the arguments of share send)
   inB /usr/bin/time -f %M -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 10.77.0.2 --into "$DST" \
     --timeout 3600 > "$WORK/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 500); do grep -q "waiting on port" "$WORK/recv.out" 2> /dev/null && break; sleep 0.01; done
-  local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  local port; port=$(receiver_port "$WORK/recv.out" $rpid)
   local start; start=$(date +%s.%N)
   inA /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$S" --to 10.77.0.2:$port --json "$@" > "$WORK/send.out" 2>&1 ||
     { cat "$WORK/send.out" >&2; return 1; }

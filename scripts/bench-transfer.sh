@@ -60,8 +60,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 run_share() {
   $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 400); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.01; done
-  local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  local port; port=$(receiver_port "$WORK/recv.out" $rpid)
   local start; start=$(date +%s.%N)
   $BIN send --config "$S" --to 127.0.0.1:$port "$SRC/payload.bin" --quiet
   wait $rpid
@@ -167,8 +166,7 @@ share_rss() { # file -> "sender-kib receiver-kib"
   settle
   /usr/bin/time -f "%M" -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
   local rpid=$!
-  for _ in $(seq 400); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.01; done
-  local port; port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  local port; port=$(receiver_port "$WORK/recv.out" $rpid)
   /usr/bin/time -f "%M" -o "$WORK/send.rss" $BIN send --config "$S" --to 127.0.0.1:$port "$1" --quiet
   wait $rpid
   echo "$(cat "$WORK/send.rss") $(cat "$WORK/recv.rss")"
@@ -183,8 +181,7 @@ printf '%4d MiB file       %9s %10s\n' "$MIB" "$large_s" "$large_r"
 dst=$WORK/dst-resume; rm -rf "$dst"; mkdir -p "$dst"
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
 rpid=$!
-for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done
-port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+port=$(receiver_port "$WORK/recv.out" $rpid)
 $BIN send --config "$S" --to 127.0.0.1:$port "$SRC/payload.bin" --quiet 2>/dev/null &
 spid=$!
 half=$((MIB / 2))
@@ -201,8 +198,7 @@ received=$(stat -c %s "$dst"/.share-partial/*.part)
 verified=$(ledger_chunks "$dst")
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
 rpid=$!
-for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done
-port=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+port=$(receiver_port "$WORK/recv.out" $rpid)
 summary=$($BIN send --config "$S" --to 127.0.0.1:$port "$SRC/payload.bin" --json | grep '"summary"')
 wait $rpid
 cmp -s "$SRC/payload.bin" "$dst/payload.bin" || { echo "resumed file differs" >&2; exit 1; }

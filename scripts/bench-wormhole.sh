@@ -130,9 +130,8 @@ run_case() { # name route
     trusted)
       $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dir" > "$WORK/trusted.log" 2>&1 &
       local rpid=$!
-      for _ in $(seq 200); do grep -q "waiting on port" "$WORK/trusted.log" 2>/dev/null && break; sleep 0.025; done
       local port start
-      port=$(grep -o 'port [0-9]*' "$WORK/trusted.log" | awk '{print $2}')
+      port=$(receiver_port "$WORK/trusted.log" $rpid)
       start=$(now)
       $BIN send --config "$S" --direct --to "127.0.0.1:$port" "$FILE" 2> "$WORK/sender.log"
       wait "$rpid"

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 case "${1:-}" in
   --skip-build) ;;
   *)
@@ -55,8 +56,7 @@ head -c $((1 << 30)) /dev/urandom > "$WORK/big.bin"
 /usr/bin/time -f %M -o "$WORK/receive.rss" $BIN receive --config "$WORK/r" --port 0 --listen 127.0.0.1 \
   --into "$WORK/dst" > "$WORK/receive.out" 2>&1 &
 receiver=$!
-for _ in $(seq 400); do grep -q "waiting on port" "$WORK/receive.out" 2>/dev/null && break; sleep 0.025; done
-port=$(grep -o 'waiting on port [0-9]*' "$WORK/receive.out" | awk '{print $4}')
+port=$(receiver_port "$WORK/receive.out" $receiver)
 [ -n "$port" ] || { cat "$WORK/receive.out"; echo "budgets: share receive did not start" >&2; exit 1; }
 /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$WORK/s" --to "127.0.0.1:$port" "$WORK/big.bin" --quiet
 wait "$receiver"

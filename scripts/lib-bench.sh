@@ -76,12 +76,29 @@ bench_cleanup() {
   rm -rf "$WORK"
 }
 
+# The port a `share receive` (process PID, writing to LOG) listens on, once it says so: waits up to
+# SHARE_BENCH_START_SECONDS (120) — a loaded machine can take seconds to start a process — and fails with the log's end
+# if the receiver exits first or never says.
+receiver_port() { # LOG PID
+  local log=$1 pid=$2 waited=0 pause=0.01
+  while ! grep -q "waiting on port" "$log" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "share receive exited before it listened; its log ends:" >&2; tail -5 "$log" >&2; return 1
+    fi
+    if [ "$(echo "$waited >= ${SHARE_BENCH_START_SECONDS:-120}" | bc)" = 1 ]; then
+      echo "share receive did not listen within $waited s; its log ends:" >&2; tail -5 "$log" >&2; return 1
+    fi
+    sleep $pause; waited=$(echo "$waited + $pause" | bc)
+    [ "$(echo "$pause < 0.2" | bc)" = 1 ] && pause=$(echo "$pause * 2" | bc)
+  done
+  grep -o 'waiting on port [0-9]*' "$log" | head -1 | awk '{print $4}'
+}
+
 # Starts `share receive` for $R into DIR; sets RPID and PORT.
 bench_receive() {
   $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$1" > "$WORK/recv.out" 2>&1 &
   RPID=$!
-  for _ in $(seq 200); do grep -q "waiting on port" "$WORK/recv.out" 2>/dev/null && break; sleep 0.05; done
-  PORT=$(grep -o 'port [0-9]*' "$WORK/recv.out" | awk '{print $2}')
+  PORT=$(receiver_port "$WORK/recv.out" $RPID)
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -202,7 +202,7 @@ in_root share id --config /root/a --name alpha | sed 's/^/  /'
 in_root share id --config /root/b --name beta >/dev/null
 in_root share trust add --config /root/b "$(in_root share id --config /root/a | tail -1)" --name alpha --no-ask >/dev/null 2>&1
 in_root sh -c 'share receive --config /root/b --port 0 --listen 127.0.0.1 --into /root/inbox > /root/receive.out 2>&1 &
-  for i in $(seq 100); do grep -q "waiting on port" /root/receive.out && break; sleep 0.1; done
+  for i in $(seq 1200); do grep -q "waiting on port" /root/receive.out && break; sleep 0.1; done
   port=$(grep -o "port [0-9]*" /root/receive.out | head -1 | cut -d" " -f2)
   share trust add --config /root/a "$(share id --config /root/b | tail -1)" --name beta --address 127.0.0.1:$port >/dev/null 2>&1
   head -c 3000000 /dev/urandom > /root/payload.bin
