@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 CLIENTS=${1:-50}
 MIB=${2:-16}
 TEXTS=${3:-10000}
@@ -27,7 +28,7 @@ for i in $(seq "$CLIENTS"); do
 done
 $BIN agent --config "$HUB" --port 0 --listen 127.0.0.1 --no-discovery --inbox "$WORK/inbox" > "$WORK/agent.out" 2>&1 &
 AGENT=$!
-for _ in $(seq 200); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/agent.out" "listening on port"
 PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.out" | awk '{print $4}')
 [ -n "$PORT" ] || { echo "bench-agent: the agent did not start: $(cat "$WORK/agent.out")" >&2; exit 1; }
 rss() { awk '/VmRSS/ {print $2}' /proc/$AGENT/status; }

@@ -38,7 +38,7 @@ start_localsendd() { # name port
     --unattended --no-log-time > "$dir/log" 2>&1 &
   LS_PID=$!
   PIDS+=($LS_PID)
-  for _ in $(seq 400); do grep -q "fingerprint=" "$dir/log" 2>/dev/null && break; sleep 0.025; done
+  await_line "$dir/log" "fingerprint="
   LS_FP=$(grep -o 'fingerprint=[0-9A-F]*' "$dir/log" | head -1 | cut -d= -f2)
   [ -n "$LS_FP" ] || { echo "bench-localsend: localsendd did not start: $(cat "$dir/log")" >&2; exit 1; }
 }
@@ -53,10 +53,10 @@ $BIN trust add --config "$D" --localsend "$(grep -o 'fingerprint=[0-9A-F]*' "$WO
   --localsend-multicast-port 0 --localsend-peer 127.0.0.1:53319 > "$WORK/agent.log" 2>&1 &
 AGENT=$!
 PIDS+=($AGENT)
-for _ in $(seq 400); do grep -q "LocalSend on port" "$WORK/agent.log" 2>/dev/null && break; sleep 0.025; done
+await_line "$WORK/agent.log" "LocalSend on port"
 grep -q "LocalSend on port" "$WORK/agent.log" || { echo "bench-localsend: the agent did not start: $(cat "$WORK/agent.log")" >&2; exit 1; }
 # The desk registers with the pc (HTTP discovery): `share send --to pc` finds it.
-for _ in $(seq 400); do grep -q '"alias":"pc"' "$D/state/localsend/peers.json" 2>/dev/null && break; sleep 0.025; done
+await_line "$D/state/localsend/peers.json" '"alias":"pc"'
 
 FILE=$WORK/payload.bin
 head -c $((MIB << 20)) /dev/urandom > "$FILE"

@@ -33,7 +33,7 @@ in_laptop() { ip netns exec "$NET_LAPTOP" "$BIN" "$@"; }
 
 ip netns exec "$NET_DESK" "$BIN" agent --config "$D" --port 0 --listen 0.0.0.0 --no-discovery --normal-priority \
   --inbox "$INBOX" > "$WORK/agent.log" 2>&1 &
-for _ in $(seq 300); do grep -q "relay://203.0.113.10" "$WORK/agent.log" && break; sleep 0.1; done
+await_line "$WORK/agent.log" "relay://203.0.113.10"
 grep -q "relay://203.0.113.10" "$WORK/agent.log" || { cat "$WORK/agent.log"; echo "the desk never announced its relay" >&2; exit 1; }
 PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.log" | awk '{print $4}')
 AGENT=$(pgrep -f "agent --config $D" | head -1)

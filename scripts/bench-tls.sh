@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 BYTES=${1:-1073741824}
 CONNECTIONS=${2:-200}
 ROUNDS=${3:-3}
@@ -24,7 +25,7 @@ $BIN/share trust add --config "$B" "$IDA" --name bench-a --team >/dev/null
 
 echo "== handshake latency =="
 $BIN/share agent --config "$A" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/agent.out" 2>&1 &
-for _ in $(seq 100); do grep -q "listening on port" "$WORK/agent.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/agent.out" "listening on port"
 PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.out" | awk '{print $4}')
 [ -n "$PORT" ] || { echo "bench-tls: the agent did not start: $(cat "$WORK/agent.out")" >&2; exit 1; }
 $BIN/share-bench-tls latency --config "$B" --peer 127.0.0.1:$PORT --count "$CONNECTIONS"
@@ -33,7 +34,7 @@ kill %1; wait %1 2>/dev/null || true
 echo "== throughput: $((BYTES >> 20)) MiB =="
 for round in $(seq "$ROUNDS"); do
   $BIN/share-bench-tls serve --config "$A" > "$WORK/serve.out" &
-  for _ in $(seq 100); do grep -q "^port" "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
+  await_line "$WORK/serve.out" "^port"
   SPORT=$(awk '/^port/{print $2}' "$WORK/serve.out")
   $BIN/share-bench-tls stream --config "$B" --peer 127.0.0.1:$SPORT --bytes "$BYTES"
   wait

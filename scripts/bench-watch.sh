@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 ITEMS=${1:-1000}
 SENDS=${2:-100}
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
@@ -23,7 +24,7 @@ id() { $BIN id --config "$WORK/$1" | tail -1; }
 start_agent() {  # name → sets PORT and PID_<name>
   $BIN agent --config "$WORK/$1" --port 0 --listen 127.0.0.1 --no-discovery > "$WORK/$1-agent.out" 2>&1 &
   eval "PID_$1=$!"
-  for _ in $(seq 200); do grep -q "listening on port" "$WORK/$1-agent.out" 2>/dev/null && break; sleep 0.05; done
+  await_line "$WORK/$1-agent.out" "listening on port"
   PORT=$(grep -o 'listening on port [0-9]*' "$WORK/$1-agent.out" | awk '{print $4}')
   [ -n "$PORT" ] || { echo "bench-watch: the $1 agent did not start: $(cat "$WORK/$1-agent.out")" >&2; exit 1; }
 }
@@ -36,7 +37,7 @@ $BIN trust add --config "$WORK/laptop" "$(id phone)" --name phone --team >/dev/n
 
 $WATCHBIN --config "$WORK/watch" --agent phone --json --into "$WORK/shelf" > "$WORK/watch.out" 2> "$WORK/watch.err" &
 WATCH=$!
-for _ in $(seq 200); do grep -q '"attached"' "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/watch.out" '"attached"'
 grep -q '"attached"' "$WORK/watch.out" || { echo "the watch did not attach: $(cat "$WORK/watch.err")"; exit 1; }
 
 kib() { awk "/$2/ {print \$2}" "/proc/$1/status"; }

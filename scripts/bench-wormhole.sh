@@ -28,7 +28,7 @@ start_server() { # log command…
   shift
   PYTHONUNBUFFERED=1 "$@" > "$log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 200); do grep -q "starting on" "$log" 2>/dev/null && break; sleep 0.05; done
+  await_line "$log" "starting on"
   PORT=$(grep -o 'starting on [0-9]*' "$log" | awk '{print $3}')
 }
 start_server "$WORK/mailbox.log" "$MAILBOX_TWISTD" -n --pidfile= wormhole-mailbox \

@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 echo "== building share and share-watch (release; a smoke run takes the test command's build)"
 release_build share share-watch 2>&1 | tail -1
 SHARE=$(bin_dir)/share
@@ -50,7 +51,7 @@ step "pairing: the desk waits and says so on the network; the laptop finds it by
 echo "   both show the same code; a person confirms it matches, a script names the other device's ID (--yes --expect)"
 $SHARE pair $DESK --yes --expect "$LAPTOPID" --team --listen 127.0.0.1 $FINDING > "$WORK/pair.out" 2>&1 &
 PAIRING=$!
-for _ in $(seq 1200); do grep -q "waiting to pair" "$WORK/pair.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/pair.out" "waiting to pair"
 $SHARE pair $LAPTOP desk --yes --expect "$DESKID" --team $FINDING 2>&1 | sed 's/^/ laptop | /'
 wait $PAIRING; sed 's/^/   desk | /' "$WORK/pair.out"
 
@@ -138,10 +139,10 @@ bsdtar -tvf "$WORK/friends.tar.zst" | sed 's/^/   bsdtar | /'
 step "7. the agents: pairing told each device where the other's agent listens, so a send by name works at once"
 $SHARE agent $DESK --listen 127.0.0.1 --no-discovery > "$WORK/desk-agent.out" 2>&1 &
 DESKAGENT=$!
-for _ in $(seq 1200); do grep -q "listening on port" "$WORK/desk-agent.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/desk-agent.out" "listening on port"
 DESKPORT=$(grep -o 'port [0-9]*' "$WORK/desk-agent.out" | awk '{print $2}')
 $SHARE agent $LAPTOP --listen 127.0.0.1 --no-discovery > "$WORK/laptop-agent.out" 2>&1 &
-for _ in $(seq 1200); do grep -q "listening on port" "$WORK/laptop-agent.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/laptop-agent.out" "listening on port"
 $SHARE trust list $LAPTOP | sed 's/^/ laptop | /'
 $SHARE send $LAPTOP --to desk --text "see you at eight" "$WORK/juan.jpg" --wait 2>&1 | sed 's/^/ laptop | /'
 $SHARE inbox $DESK | sed 's/^/   desk | /'
@@ -176,7 +177,7 @@ $SHARE id $PHONE --name phone > /dev/null
 PHONEID=$($SHARE id $PHONE | tail -1)
 $SHARE agent $PHONE --listen 127.0.0.1 --port 0 --no-discovery > "$WORK/phone-agent.out" 2>&1 &
 PHONEAGENT=$!
-for _ in $(seq 1200); do grep -q "listening on port" "$WORK/phone-agent.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/phone-agent.out" "listening on port"
 PHONEPORT=$(grep -o 'listening on port [0-9]*' "$WORK/phone-agent.out" | awk '{print $4}')
 for who in LAPTOP DESK; do
   $SHARE trust add ${!who} "$PHONEID" --name phone --team --address "127.0.0.1:$PHONEPORT" > /dev/null 2>&1
@@ -225,7 +226,7 @@ $SHARE id $WATCH --name desk-watch | sed 's/^/   /'
 $SHARE trust add $DESK "$($SHARE id $WATCH | tail -1)" --name desk-watch --team --watch 2>&1 | sed 's/^/   desk | /'
 $SHARE trust add $WATCH "$($SHARE id $DESK | tail -1)" --name desk --team --address "127.0.0.1:$DESKPORT" 2>&1 | sed 's/^/  watch | /'
 $SHARE watch $WATCH --agent desk --into "$WORK/watch-items" > "$WORK/watch.out" 2>&1 &
-for _ in $(seq 1200); do grep -q "attached to desk" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/watch.out" "attached to desk"
 head -c 1200000 /dev/urandom > "$WORK/holiday.mp4"
 head -c 300000 /dev/urandom > "$WORK/poster.png"
 $SHARE send $LAPTOP --to desk-watch --via desk --direct --text "leaving now" --profile Juan "$WORK/juan.jpg" 2>&1 \
@@ -237,7 +238,7 @@ $SHARE send $LAPTOP --to desk-watch --via desk --direct "$WORK/holiday.mp4" "$WO
 $SHARE profile add $WATCH Marta --bio "Runs marathons" 2>&1 | sed 's/^/  watch | /'
 $SHARE watch send $WATCH --agent desk --to laptop --profile Marta 2>&1 | sed 's/^/  watch | /'
 $SHARE profile list $LAPTOP | sed 's/^/ laptop | /'
-for _ in $(seq 1200); do grep -q "juan.jpg" "$WORK/watch.out" 2>/dev/null && break; sleep 0.05; done
+await_line "$WORK/watch.out" "juan.jpg"
 sed 's/^/  watch | /' "$WORK/watch.out"
 $SHARE status $DESK | grep watch | sed 's/^/   desk | /'
 
@@ -255,7 +256,7 @@ $SHARE id $VISITOR --name visitor | sed 's/^/   /'
 head -c 5000000 /dev/urandom > "$WORK/slides.pdf"
 $SHARE send $LAPTOP --code $CODESERVERS "$WORK/slides.pdf" --text "slides from the talk" 2> "$WORK/code-send.err" &
 CODESEND=$!
-for _ in $(seq 1200); do grep -q "^code " "$WORK/code-send.err" && break; sleep 0.05; done
+await_line "$WORK/code-send.err" "^code "
 CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send.err" | head -1 | awk '{print $2}')
 echo "   the laptop prints a code; the visitor types it (and answers y to what is offered):"
 echo y | $SHARE receive $VISITOR "$CODE" $CODESERVERS --into "$WORK/visitor-inbox" 2>&1 | sed 's/^/visitor | /'
@@ -264,7 +265,7 @@ echo "   nothing was trusted on either side: $($SHARE trust list $VISITOR 2>&1 |
 WORMHOLE=(wormhole --relay-url "$MAILBOXURL" --transit-helper "$TRANSIT")
 $SHARE send $DESK --code $CODESERVERS "$WORK/slides.pdf" 2> "$WORK/code-send2.err" &
 CODESEND=$!
-for _ in $(seq 1200); do grep -q "^code " "$WORK/code-send2.err" && break; sleep 0.05; done
+await_line "$WORK/code-send2.err" "^code "
 CODE=$(grep -o '^code [0-9]*-[a-z-]*' "$WORK/code-send2.err" | head -1 | awk '{print $2}')
 mkdir -p "$WORK/wormhole-out"
 (cd "$WORK/wormhole-out" && "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$CODE" 2>&1 | sed 's/^/wormhole | /')
@@ -289,7 +290,7 @@ else
     --socket "$WORK/phone/control.sock" --unattended --no-log-time > "$WORK/phone.log" 2>&1 &
   ip netns exec "$LSNS" $SHARE agent $STUDIO --port 0 --listen 127.0.0.1 --no-discovery --localsend \
     --localsend-port 53318 > "$WORK/studio.out" 2>&1 &
-  for _ in $(seq 1200); do grep -q "LocalSend on port" "$WORK/studio.out" 2> /dev/null && break; sleep 0.05; done
+  await_line "$WORK/studio.out" "LocalSend on port"
   grep "LocalSend on port" "$WORK/studio.out" | head -1 | sed 's/^/ studio | /'
   # The phone, driven as its own localsendctl drives it: send FILES to NAME, wait for the outcome.
   phone() {
@@ -318,7 +319,7 @@ with Client(sock, timeout=120) as c:
             next(events)  # the next change of its state
 PY
   }
-  for _ in $(seq 1200); do grep -q '"alias":"phone"' "$WORK/studio/state/localsend/peers.json" 2> /dev/null && break; sleep 0.05; done
+  await_line "$WORK/studio/state/localsend/peers.json" '"alias":"phone"'
   phone devices 2>&1 | sed 's/^/  phone | /'
   ip netns exec "$LSNS" $SHARE peers $STUDIO 2>&1 | grep LocalSend | sed 's/^/ studio | /'
   head -c 2500000 /dev/urandom > "$WORK/IMG_0001.jpg"
@@ -354,7 +355,7 @@ else
   $SHARE servers add $DESK "$RELAY_URL" 2>&1 | sed 's/^/   desk | /'
   kill "$DESKAGENT"; wait "$DESKAGENT" 2> /dev/null || true
   ip netns exec "$NET_DESK" $SHARE agent $DESK --listen 0.0.0.0 --no-discovery > "$WORK/desk-home.out" 2>&1 &
-  for _ in $(seq 300); do grep -q "relay://203.0.113.10" "$WORK/desk-home.out" 2> /dev/null && break; sleep 0.1; done
+  await_line "$WORK/desk-home.out" "relay://203.0.113.10"
   grep -E "joined the relay|announced" "$WORK/desk-home.out" | sed 's/^/   desk | /'
   echo "   the laptop names the desk; the address it learned when pairing is not reachable from here, so it looks"
   echo "   the desk up, cannot reach its port behind NAT, and goes through the relay"

@@ -76,22 +76,30 @@ bench_cleanup() {
   rm -rf "$WORK"
 }
 
-# The port a `share receive` (process PID, writing to LOG) listens on, once it says so: waits up to
-# SHARE_BENCH_START_SECONDS (120) — a loaded machine can take seconds to start a process — and fails with the log's end
-# if the receiver exits first or never says.
-receiver_port() { # LOG PID
-  local log=$1 pid=$2 waited=0 pause=0.01
-  while ! grep -q "waiting on port" "$log" 2>/dev/null; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "share receive exited before it listened; its log ends:" >&2; tail -5 "$log" >&2; return 1
+# Waits until LOG has a line matching PATTERN (grep -E): up to SHARE_BENCH_START_SECONDS (120), as a loaded machine can
+# take seconds to start a process; with PID, fails at once if that process exits first. On failure prints the log's
+# end and returns 1.
+await_line() { # LOG PATTERN [PID]
+  local log=$1 pattern=$2 pid=${3:-} waited=0 pause=0.01
+  while ! grep -Eq -- "$pattern" "$log" 2>/dev/null; do
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "$(basename "$log"): the process exited before it said '$pattern'; the log ends:" >&2
+      tail -5 "$log" >&2 2>/dev/null; return 1
     fi
     if [ "$(echo "$waited >= ${SHARE_BENCH_START_SECONDS:-120}" | bc)" = 1 ]; then
-      echo "share receive did not listen within $waited s; its log ends:" >&2; tail -5 "$log" >&2; return 1
+      echo "$(basename "$log"): no '$pattern' within $waited s; the log ends:" >&2; tail -5 "$log" >&2 2>/dev/null
+      return 1
     fi
     sleep $pause; waited=$(echo "$waited + $pause" | bc)
-    [ "$(echo "$pause < 0.2" | bc)" = 1 ] && pause=$(echo "$pause * 2" | bc)
+    if [ "$(echo "$pause < 0.2" | bc)" = 1 ]; then pause=$(echo "$pause * 2" | bc); fi
   done
-  grep -o 'waiting on port [0-9]*' "$log" | head -1 | awk '{print $4}'
+  return 0
+}
+
+# The port a `share receive` (process PID, writing to LOG) listens on, once it says so.
+receiver_port() { # LOG PID
+  await_line "$1" "waiting on port [0-9]+" "$2" || return 1
+  grep -o 'waiting on port [0-9]*' "$1" | head -1 | awk '{print $4}'
 }
 
 # Starts `share receive` for $R into DIR; sets RPID and PORT.
