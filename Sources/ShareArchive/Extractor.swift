@@ -61,6 +61,27 @@ public final class ExtractionMark: Sendable {
             )?
     }
     let state = Mutex(State())
+    private let onAdvance = Mutex<(@Sendable (Int64) -> Void)?>(nil)
+
+    /// Calls `handler` on the extracting thread, with the new safe offset, each time more of the stream is on disk (a
+    /// block of file data written, an entry begun): a receiver records progress as soon as it is durable in the
+    /// kernel, not when the next chunk arrives.
+    public func whenAdvanced(_ handler: (@Sendable (Int64) -> Void)?) {
+        onAdvance.withLock { $0 = handler }
+    }
+
+    /// The stream offset up to which everything is on disk, without building a checkpoint (nil before the first
+    /// entry).
+    public var safeOffset: Int64? {
+        state.withLock { state in
+            state.progress.map { $0.headerOffset + Int64($0.header.count) + Int64($0.written) }
+        }
+    }
+
+    func advanced() {
+        guard let handler = onAdvance.withLock({ $0 }), let offset = safeOffset else { return }
+        handler(offset)
+    }
 
     /// The latest consistent point of a streamed extraction (nil before the first entry, or when the current entry's
     /// header could not be captured).
@@ -247,10 +268,12 @@ public final class Extractor {
                 mark.progress = (info.path, header, headerOffset, entries, totalBytes, mark.directories.count, 0)
             }
         }
+        mark.advanced()
     }
 
     private func record(written: UInt64) {
         mark.state.withLock { $0.progress?.written = written }
+        mark.advanced()
     }
 
     private func extract(_ info: ArchiveEntryInfo, reader: ArchiveReader, skip: UInt64) throws {

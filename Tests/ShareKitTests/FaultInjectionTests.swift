@@ -133,8 +133,10 @@ extension EndToEnd {
             }
             var plan = Array(repeating: "kill", count: Self.kills) + Array(repeating: "cut", count: Self.faults)
             plan.shuffle(using: &dice)
-            // Paced so each attempt lasts a moment whatever the size: the faults land all along the file.
-            let pace = max(16 << 20, size / max(1, plan.count))
+            // Paced so each attempt lasts a moment whatever the size: the faults land all along the file. Slower on a
+            // busy machine (not below 2 MiB/s): a receiver that cannot keep up lets the socket buffers fill, and a kill
+            // then loses them too — the bound would measure the machine, not the ledger.
+            let pace = max(2 << 20, Int(Double(max(16 << 20, size / max(1, plan.count))) / Patience.factor))
             var wire = 0
             var counts = ["kill": 0, "cut": 0]
             var attempts = 0

@@ -1,3 +1,4 @@
+import Synchronization
 import CoreTransferable
 import Foundation
 import ShareArchive
@@ -14,16 +15,10 @@ final class PartialArchive: IncomingPayload {
     let store: PartialStore
     let key: String
     private let lock: FileLock
-    private var ledger: PartialStore.Ledger
     private let extraction: StreamExtraction
-    private var digests: [Int: String]
+    /// The digests, the journal and the ledger, shared with the extraction's thread.
+    private let progress: ArchiveProgress
     private var nextIndex: Int
-    private var unflushed = 0
-    private var lastCheckpoint = ContinuousClock.now
-    /// Each extracted chunk and where the extraction stands, between checkpoints.
-    private let journal: LedgerJournal
-    /// Chunks below this index are in the ledger or the journal.
-    private var journaled = 0
     private var stopped = false
     private var released = false
     let held: [Int: [UInt8]]
@@ -64,7 +59,6 @@ final class PartialArchive: IncomingPayload {
             _ = try? store.partials.remove("\(key).\(LedgerJournal.suffix)")
             _ = try? store.partials.removeTree("\(key).dir")
         }
-        journal = LedgerJournal(store: store, key: key)
         var start: Int64 = 0
         if let checkpoint = ledger.archive {
             start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunkSize)
@@ -87,10 +81,7 @@ final class PartialArchive: IncomingPayload {
             _ = try? store.partials.removeTree("\(key).dir")
         }
         digest = ledger.recordedDigest
-        self.ledger = ledger
-        self.digests = digests
         nextIndex = next
-        journaled = next
         held = digests.reduce(into: [:]) { held, entry in
             if let digest = Hex.bytes(entry.value) { held[entry.key] = digest }
         }
@@ -107,7 +98,12 @@ final class PartialArchive: IncomingPayload {
             lock.release()
             throw Self.protocolError(error)
         }
+        progress = ArchiveProgress(
+            store: store, key: key, extraction: extraction, ledger: ledger, digests: digests, journaled: next)
         try checkpoint(force: true)
+        if resumable {
+            extraction.mark.whenAdvanced { [progress] offset in progress.extracted(upTo: offset) }
+        }
     }
 
     deinit {
@@ -118,48 +114,22 @@ final class PartialArchive: IncomingPayload {
         guard index == nextIndex else {
             throw ProtocolError(.badMessage, "archive chunk \(index) arrived out of order (expected \(nextIndex))")
         }
+        // The digest is known before the extraction can reach the chunk's end (it journals from its own thread).
+        progress.handed(index, digest: Hex.string(digest))
         do {
             try extraction.push(Array(bytes)[...])
         } catch {
             throw fail(error)
         }
-        let hex = Hex.string(digest)
-        digests[index] = hex
         nextIndex += 1
-        unflushed += 1
-        if resumable { try journalExtractedChunks() }
+        if resumable { try progress.journal() }
         try checkpoint(force: false)
-    }
-
-    /// Journals the chunks the extraction has put on disk since the last line (it runs a few chunks behind the
-    /// ones handed to it): a resume may skip exactly those, so the journal, like the ledger, holds nothing else.
-    private func journalExtractedChunks() throws {
-        guard let mark = extraction.checkpoint else { return }
-        let safe = Int(StreamExtraction.resumeOffset(for: mark, chunkSize: ledger.chunkSize)) / ledger.chunkSize
-        guard safe > journaled else { return }
-        for chunk in journaled..<safe {
-            guard let digest = digests[chunk] else { return }
-            try journal.record(chunk: chunk, digest: digest, checkpoint: chunk == safe - 1 ? mark : nil)
-            journaled = chunk + 1
-        }
     }
 
     /// Records the chunks up to the extraction's checkpoint in the ledger (emptying the journal): at most every
     /// second or 64 chunks unless forced.
     func checkpoint(force: Bool) throws {
-        guard force || unflushed >= 64 || ContinuousClock.now - lastCheckpoint > .seconds(1) else { return }
-        ledger.archive = extraction.checkpoint ?? ledger.archive
-        if let saved = ledger.archive {
-            let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: ledger.chunkSize)) / ledger.chunkSize
-            ledger.chunks = Dictionary(
-                uniqueKeysWithValues: (0..<held).compactMap { index in digests[index].map { (String(index), $0) } })
-            journaled = held
-        }
-        ledger.boot = PartialStore.bootID
-        try store.writeLedger(ledger, key: key)
-        try journal.reset(directoriesInLedger: ledger.archive?.directories.count ?? 0)
-        unflushed = 0
-        lastCheckpoint = ContinuousClock.now
+        try progress.rewriteLedger(force: force)
     }
 
     /// Ends the extraction (every chunk is in and verified): any last entry error surfaces here. Returns the
@@ -180,7 +150,7 @@ final class PartialArchive: IncomingPayload {
     func place(as name: String) throws -> String {
         let placed = try store.place("\(key).dir", as: name)
         _ = try? store.partials.remove("\(key).json")
-        journal.remove()
+        progress.close(removing: true)
         release()
         return placed
     }
@@ -219,7 +189,7 @@ final class PartialArchive: IncomingPayload {
             stopped = true
         }
         _ = try? store.partials.remove("\(key).json")
-        journal.remove()
+        progress.close(removing: true)
         _ = try? store.partials.removeTree("\(key).dir")
         release()
     }
@@ -233,7 +203,7 @@ final class PartialArchive: IncomingPayload {
             stopped = true
             try? checkpoint(force: true)
         }
-        journal.close()
+        progress.close(removing: false)
         release()
     }
 
@@ -256,6 +226,120 @@ final class PartialArchive: IncomingPayload {
                 default: break
                 }
             }
+        }
+    }
+}
+
+/// What the connection's thread (each chunk handed over) and the extraction's (each time more is on disk) share: the
+/// chunk digests, the journal and the ledger. Both journal, so a killed receiver loses what was not yet extracted,
+/// not also what was extracted since the last chunk arrived.
+private final class ArchiveProgress: Sendable {
+    private struct State {
+        var ledger: PartialStore.Ledger
+        var digests: [Int: String]
+        /// Chunks below this index are in the ledger or the journal.
+        var journaled: Int
+        var unflushed = 0
+        var lastCheckpoint = ContinuousClock.now
+        /// Each extracted chunk and where the extraction stands, between checkpoints.
+        let journal: LedgerJournal
+        /// The item ended: nothing more is recorded.
+        var closed = false
+        /// A journal write that failed on the extraction's thread, thrown at the next chunk.
+        var failure: ProtocolError?
+    }
+    private let state: Mutex<State>
+    private let store: PartialStore
+    private let key: String
+    private let extraction: StreamExtraction
+
+    init(
+        store: PartialStore, key: String, extraction: StreamExtraction, ledger: PartialStore.Ledger,
+        digests: [Int: String], journaled: Int
+    ) {
+        self.store = store
+        self.key = key
+        self.extraction = extraction
+        state = Mutex(
+            State(
+                ledger: ledger, digests: digests, journaled: journaled,
+                journal: LedgerJournal(store: store, key: key)))
+    }
+
+    /// A verified chunk is about to be handed to the extraction.
+    func handed(_ index: Int, digest: String) {
+        state.withLock { state in
+            state.digests[index] = digest
+            state.unflushed += 1
+        }
+    }
+
+    /// The connection's thread, after each chunk: journals what the extraction has put on disk, or throws what
+    /// failed on its thread.
+    func journal() throws {
+        try state.withLock { state in
+            if let failure = state.failure { throw failure }
+            try record(&state)
+        }
+    }
+
+    /// The extraction's thread: more of the stream is on disk (up to `offset`).
+    func extracted(upTo offset: Int64) {
+        state.withLock { state in
+            guard state.failure == nil, Int(offset) / state.ledger.chunkSize > state.journaled else { return }
+            do {
+                try record(&state)
+            } catch {
+                state.failure = error as? ProtocolError ?? ProtocolError(.storage, "\(error)")
+            }
+        }
+    }
+
+    /// Journals the chunks the extraction has put on disk since the last line (it runs a few chunks behind the
+    /// ones handed to it): a resume may skip exactly those, so the journal, like the ledger, holds nothing else.
+    private func record(_ state: inout State) throws {
+        guard !state.closed, let mark = extraction.checkpoint else { return }
+        let chunkSize = state.ledger.chunkSize
+        let safe = Int(StreamExtraction.resumeOffset(for: mark, chunkSize: chunkSize)) / chunkSize
+        guard safe > state.journaled else { return }
+        for chunk in state.journaled..<safe {
+            guard let digest = state.digests[chunk] else { return }
+            try state.journal.record(chunk: chunk, digest: digest, checkpoint: chunk == safe - 1 ? mark : nil)
+            state.journaled = chunk + 1
+        }
+    }
+
+    /// Records the chunks up to the extraction's checkpoint in the ledger (emptying the journal): at most every
+    /// second or 64 chunks unless forced.
+    func rewriteLedger(force: Bool) throws {
+        try state.withLock { state in
+            guard !state.closed else { return }
+            guard force || state.unflushed >= 64 || ContinuousClock.now - state.lastCheckpoint > .seconds(1) else {
+                return
+            }
+            state.ledger.archive = extraction.checkpoint ?? state.ledger.archive
+            if let saved = state.ledger.archive {
+                let chunkSize = state.ledger.chunkSize
+                let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: chunkSize)) / chunkSize
+                let digests = state.digests
+                state.ledger.chunks = Dictionary(
+                    uniqueKeysWithValues: (0..<held).compactMap { index in digests[index].map { (String(index), $0) } }
+                )
+                state.journaled = held
+            }
+            state.ledger.boot = PartialStore.bootID
+            try store.writeLedger(state.ledger, key: key)
+            try state.journal.reset(directoriesInLedger: state.ledger.archive?.directories.count ?? 0)
+            state.unflushed = 0
+            state.lastCheckpoint = ContinuousClock.now
+        }
+    }
+
+    /// The item ended: the journal is closed (or removed with the partial) and nothing more is recorded.
+    func close(removing: Bool) {
+        state.withLock { state in
+            state.closed = true
+            if removing { state.journal.remove() } else { state.journal.close() }
         }
     }
 }
