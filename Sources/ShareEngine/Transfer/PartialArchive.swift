@@ -317,7 +317,11 @@ private final class ArchiveProgress: Sendable {
             guard force || state.unflushed >= 64 || ContinuousClock.now - state.lastCheckpoint > .seconds(1) else {
                 return
             }
-            state.ledger.archive = extraction.checkpoint ?? state.ledger.archive
+            // Never back: a resumed extraction passes again over the part of its entry already on disk (its mark
+            // climbs from the entry's start), and the ledger keeps what it held until the mark is past it.
+            if let mark = extraction.checkpoint, mark.safeOffset >= state.ledger.archive?.safeOffset ?? 0 {
+                state.ledger.archive = mark
+            }
             if let saved = state.ledger.archive {
                 let chunkSize = state.ledger.chunkSize
                 let held = Int(StreamExtraction.resumeOffset(for: saved, chunkSize: chunkSize)) / chunkSize
