@@ -216,6 +216,8 @@ final class PeerRouter: Sendable {
             metadata: [
                 "peer": "\(peer)", "saved": "\(report.saved.count)", "texts": "\(report.printed.count)",
                 "profiles": "\(report.importedProfiles.count)", "refused": "\(report.refused.count)",
+                "bytes": "\(report.bytesReceived)", "crossed": "\(report.bytesCrossed)",
+                "fromCopy": "\(report.bytesFromCopy)",
             ])
     }
 

@@ -170,6 +170,17 @@ struct ReceiveCommand: ParsableCommand {
             listener.stop(grace: 1)
             guard let result else { throw ShareError(.unavailable, "no sender came within \(Int(timeout)) s") }
             let report = try result.get()
+            if report.bytesFromCopy > 0 {
+                let bytes = ProgressReporter.bytes
+                progress.note(
+                    "received \(bytes(report.bytesReceived)): \(bytes(report.bytesCrossed)) crossed, "
+                        + "\(bytes(report.bytesFromCopy)) made from the copy here",
+                    event: "summary",
+                    fields: [
+                        "bytes": report.bytesReceived, "bytesCrossed": report.bytesCrossed,
+                        "bytesFromCopy": report.bytesFromCopy,
+                    ])
+            }
             try failIfRefused(report.refused, receiving: true)
         }
     }

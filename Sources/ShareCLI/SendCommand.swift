@@ -413,8 +413,12 @@ struct SendCommand: ParsableCommand {
         switch done.state {
         case .delivered where done.exitStatus() == .success:
             output.progress.note(
-                "delivered job \(done.id) to \(peer): \(done.delivered) item(s), \(ProgressReporter.bytes(done.bytesSent)) sent",
-                event: "delivered", fields: ["job": done.id, "delivered": done.delivered, "bytesSent": done.bytesSent])
+                "delivered job \(done.id) to \(peer): \(done.delivered) item(s), \(done.sentWords)",
+                event: "delivered",
+                fields: [
+                    "job": done.id, "delivered": done.delivered, "bytesSent": done.bytesSent,
+                    "bytesCrossed": done.bytesCrossed ?? done.bytesSent, "bytesFromCopy": done.bytesFromCopy ?? 0,
+                ])
         case .cancelled:
             throw ShareError(.interrupted, "job \(done.id) to \(peer) was cancelled")
         default:

@@ -267,9 +267,8 @@ package final class ProgressReporter: Sendable {
                 $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(itemDone) * 100 / Double($0))
             }
             let size = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
-            Self.status(
-                "progress: \(head)\(label)\(percent ?? "") \(size) \(Self.bytes(UInt64(rate)))/s\(left.map { " " + $0 } ?? "")"
-            )
+            let speed = rate >= 1 ? " \(Self.bytes(UInt64(rate)))/s" : ""
+            Self.status("progress: \(head)\(label)\(percent ?? "") \(size)\(speed)\(left.map { " " + $0 } ?? "")")
         case .json:
             var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
             if let total = itemTotal { fields["total"] = total }
@@ -289,7 +288,7 @@ package final class ProgressReporter: Sendable {
         let fraction = total.map { $0 == 0 ? 1 : min(1, Double(done) / Double($0)) }
         var stats = [fraction.map { String(format: "%3.0f%%", $0 * 100) } ?? ""]
         stats.append(total.map { "\(bytes(done))/\(bytes($0))" } ?? bytes(done))
-        stats.append("\(bytes(rate))/s")
+        if rate > 0 { stats.append("\(bytes(rate))/s") }  // not before anything has moved
         let name = label.filter { !$0.isNewline }
         var statsText = (stats + [left].compactMap { $0 }).filter { !$0.isEmpty }.joined(separator: " ")
         var available = room - head.count - statsText.count - 1

@@ -165,11 +165,13 @@ public final class ReceiverDriver {
                 case .binary(let type, let header, var length):
                     try openCurrent(machine: machine, sink: sink)
                     if type == .patch {
+                        summary.wireBytes += UInt64(length)
                         try patched(
                             header: header, length: length, target: target, large: large, machine: &machine,
                             ownPlain: &ownPlain)
                         continue
                     }
+                    summary.wireBytes += UInt64(length)
                     if type == .zchunk {
                         let plain: ChunkBuffer
                         if large {

@@ -32,7 +32,7 @@ public struct TransferSummary: Sendable {
     public var refused: [(label: String, reason: String)] = []
     /// Chunk bytes moved in this session (resent bytes included).
     public var bytes: UInt64 = 0
-    /// Bytes that crossed the stream for those chunks (fewer when chunks were compressed).
+    /// Bytes that crossed the stream for those chunks (fewer when chunks were compressed or made from a basis).
     public var wireBytes: UInt64 = 0
     /// Bytes the receiver already held when each item started.
     public var held: UInt64 = 0

@@ -53,6 +53,16 @@ extension EndToEnd {
             try handle.close()
             let again = laptop.run(["send", file.path, "--to", "desk", "--wait"], timeout: 120)
             #expect(again.status == 0, "\(again.stderr)")
+            // The waiting command, the job and the receiving agent's log all say it.
+            #expect(
+                again.stderr.range(
+                    of:
+                        #"delivered job \w+ to desk: 1 item\(s\), 3\.0 MiB sent: .* crossed, 3\.0 MiB made from the copy there"#,
+                    options: .regularExpression) != nil, "\(again.stderr)")
+            let logged = awake.stderr.waitForLine(containing: "fromCopy=3", timeout: Patience.seconds(30))
+            #expect(
+                logged?.range(of: #"crossed=\d+ .*fromCopy=3\d{6}"#, options: .regularExpression) != nil,
+                "\(logged ?? "")")
             let jobs = laptop.run(["jobs"]).stdout
             #expect(
                 jobs.range(

@@ -69,6 +69,11 @@ extension EndToEnd {
                     of: #"crossed \(.*/s\), .* made from the copy on 127\.0\.0\.1:\d+"#, options: .regularExpression)
                     != nil && !worded.stderr.contains("compressed"), "\(worded.stderr)")
             #expect(receiver.wait(timeout: 60) == 0)
+            // The receiving side says the same.
+            let said = receiver.stderr.text
+            #expect(
+                said.range(of: #"received .*: .* crossed, .* made from the copy here"#, options: .regularExpression)
+                    != nil, "\(said)")
         }
 
         /// `--whole-file` sends a hello without delta, as an older share does: the file crosses whole.

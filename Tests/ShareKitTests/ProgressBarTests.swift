@@ -40,4 +40,11 @@ import ShareAgent
         #expect(!line.contains("["), "\(line)")
         #expect(line.contains("5.0 MiB") && line.contains("1.0 MiB/s"))
     }
+
+    /// Before a byte has moved (a queued job's first look) the line says where it stands, with no rate of nothing.
+    @Test func aLineBeforeAnyByteMovedHasNoRate() {
+        let line = ProgressReporter.bar(
+            label: "big.bin", number: 1, count: 1, done: 0, total: 300 << 20, rate: 0, left: nil, width: 80)
+        #expect(line.contains("0 B/300.0 MiB") && !line.contains("B/s"), "\(line)")
+    }
 }

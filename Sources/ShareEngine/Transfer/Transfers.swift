@@ -298,6 +298,10 @@ package struct ReceiveReport: Sendable {
     package var refused: [(label: String, reason: String)] = []
     package var bytesReceived: UInt64 = 0
     package var bytesAlreadyHeld: UInt64 = 0
+    /// What crossed the link for those bytes (compressed chunks, patches).
+    package var bytesCrossed: UInt64 = 0
+    /// What the receiver made from the copy it already had (delta transfer; counted in `bytesReceived`).
+    package var bytesFromCopy: UInt64 = 0
     /// Set when the offer was held for the user's answer (nothing was received).
     package var held: OfferHeld?
 }
@@ -397,6 +401,8 @@ package final class ReceiveSession: Sendable {
             report.refused = summary.refused
             report.bytesReceived = summary.bytes
             report.bytesAlreadyHeld = summary.held
+            report.bytesCrossed = summary.wireBytes
+            report.bytesFromCopy = summary.patchedBytes
             return report
         } catch {
             session.connection.closeLingering()
