@@ -136,7 +136,7 @@ final class WebActions: Sendable {
         state.jobs = (status?.jobs ?? []).sorted { $0.created > $1.created }.prefix(Self.listed).map { job in
             var line = WebState.Job(
                 id: job.id, to: job.to, state: job.state.rawValue, summary: job.summary, error: job.lastError,
-                created: job.created, bytesSent: job.bytesSent)
+                created: job.created, bytesSent: job.bytesSent, sent: job.sentWords)
             if let progress = job.progress, !job.state.isFinal {
                 line.item = progress.item
                 // The session's bytes when the sender knows them, else the item's.
@@ -623,6 +623,8 @@ struct WebState: Encodable {
         var error: String?
         var created: Date
         var bytesSent: UInt64
+        /// "1.0 GiB sent: 134.0 KiB crossed, 1.0 GiB made from the copy there", as `share jobs` says it.
+        var sent: String
         var item: String?
         var bytes: UInt64?
         var total: UInt64?

@@ -106,6 +106,11 @@ enum WebPage {
           let i = 0; while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
           return (i ? n.toFixed(1) : n) + " " + units[i];
         }
+        // "0:08" or "1:02:03", as the command line's progress says the time left.
+        function duration(seconds) {
+          const s = Math.round(seconds), two = (n) => String(n).padStart(2, "0");
+          return s >= 3600 ? Math.floor(s / 3600) + ":" + two(Math.floor(s / 60) % 60) + ":" + two(s % 60) : Math.floor(s / 60) + ":" + two(s % 60);
+        }
         function ago(date) {
           if (!date) return "never";
           const s = Math.max(0, Math.round((Date.now() - new Date(date)) / 1000));
@@ -206,11 +211,13 @@ enum WebPage {
             if (job.total) {
               view.bar.max = job.total;
               view.bar.value = job.bytes || 0;
-              view.detail.textContent = (job.item || "") + " " + bytes(job.bytes) + " of " + bytes(job.total) + (job.rate ? ", " + bytes(job.rate) + "/s" : "");
+              const left = job.rate && job.total >= (job.bytes || 0) ? ", " + duration((job.total - (job.bytes || 0)) / job.rate) + " left" : "";
+              view.detail.textContent = (job.item || "") + " " + bytes(job.bytes) + " of " + bytes(job.total) + (job.rate ? ", " + bytes(job.rate) + "/s" + left : "");
             } else {
-              view.detail.textContent = job.state === "delivered" ? bytes(job.bytesSent) + " sent" : "";
+              view.detail.textContent = job.state === "delivered" ? job.sent : "";
             }
-            view.error.textContent = job.error || "";
+            // What went wrong before stays only while it still explains the state, never under a live bar.
+            view.error.textContent = ["running", "delivered"].includes(job.state) ? "" : job.error || "";
             view.cancel.hidden = ["delivered", "declined", "refused", "failed", "cancelled"].includes(job.state);
             const place = previous ? previous.nextSibling : list.firstChild;
             if (view.box !== place) list.insertBefore(view.box, place);

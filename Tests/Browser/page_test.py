@@ -240,8 +240,10 @@ def main():
         click(driver, "#send-button")
         landed = laptop_inbox / "desk" / "weekend.txt"
         wait_until("the dropped file at the laptop", lambda: landed.exists() and landed.read_text() == dropped, 60)
-        wait_until("the job delivered", lambda: driver.find_element(
+        delivered = wait_until("the job delivered", lambda: driver.find_element(
             By.CSS_SELECTOR, '#jobs .job[data-state="delivered"]'))
+        said = delivered.find_element(By.CSS_SELECTOR, ".detail").text
+        assert said.endswith(" sent") or " crossed" in said, f"a delivered job says what it sent: {said!r}"
         screenshot(driver, "4-sent")
 
         # A bigger send: its bar moves; Cancel stops it.
@@ -257,6 +259,12 @@ def main():
         later = wait_until("the bar to move", lambda: (v := float(driver.find_element(
             By.CSS_SELECTOR, '#jobs .job[data-state="running"] progress').get_attribute("value"))) > first and v, 20)
         log(f"progress bar moved from {first:.0f} to {later:.0f} bytes of {48 << 20}")
+        # A queued send shows its rate and time left, as the command line does, and no earlier error under the bar.
+        running = '#jobs .job[data-state="running"]'
+        detail = wait_until("a rate and time left", lambda: (t := driver.find_element(
+            By.CSS_SELECTOR, running + " .detail").text) and "/s" in t and " left" in t and t, 20)
+        log(f"running job: {detail}")
+        assert driver.find_element(By.CSS_SELECTOR, running + " .error").text == "", "a stale line under a live bar"
         screenshot(driver, "5-progress")
         click(driver, '#jobs .job[data-state="running"] button.cancel')
         wait_until("the job cancelled", lambda: driver.find_element(By.CSS_SELECTOR, '#jobs .job[data-state="cancelled"]'))
