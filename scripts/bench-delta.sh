@@ -8,7 +8,8 @@
 #              Benchmarks/linkshaper), as scripts/bench-links.sh shapes its links
 # Edits, of a random FILE_MIB file: 1 MiB appended; 1 KiB inserted near the start; 1 % of the file changed in
 # scattered 4 KiB blocks; a 1 MiB block changed in the middle; and a folder of FILES random files (16–112 KiB) with
-# 10 changed (4 KiB each) and 5 deleted. For each: the bytes that crossed the link both ways, counted by the kernel
+# 10 changed (4 KiB each) and 5 deleted; and a LOG_MIB text log (a service's lines) with 5 MiB of new lines appended,
+# where compression counts (rsync -z beside rsync -a for every edit). For each: the bytes that crossed the link both ways, counted by the kernel
 # on the link's interfaces (lo, or the two ends of the link), not reported by the tools, and the seconds until the
 # receiver holds the verified new version. Every run starts from the same earlier version on the receiver. A folder a
 # run delivered is moved aside, not deleted, until the end: ext4 checks every inode it hands out against those freed
@@ -17,7 +18,7 @@
 # index of an INDEX_MIB basis built on one core (share-bench-delta: GB/s and peak RSS); the peak RSS of share send
 # and share receive during the 1 MiB-block delta. (Shared folders, share mirror among them: scripts/bench-sync.sh.)
 # Release build; needs root (namespaces). Usage: scripts/bench-delta.sh
-# Settings (environment): FILE_MIB (256), FILES (1000), BIG_MIB (1024), INDEX_MIB (10240),
+# Settings (environment): FILE_MIB (256), FILES (1000), LOG_MIB (300), BIG_MIB (1024), INDEX_MIB (10240),
 # SYNCTHING (1: include Syncthing; 0: leave it out), LINKS ("loopback 100mbit"), LIMIT (120: seconds after which a
 # run is given up and shown as such), ROUNDS (3: each edit by each tool, interleaved round by round; the table shows
 # the medians). SHARE_SMOKE=1 (the test command's smoke pass): tiny sizes, one round, no Syncthing.
@@ -25,11 +26,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 if [ -n "${SHARE_SMOKE:-}" ]; then
-  : "${FILE_MIB:=4}" "${FILES:=40}" "${BIG_MIB:=16}" "${INDEX_MIB:=64}" "${SYNCTHING:=0}"
+  : "${FILE_MIB:=4}" "${FILES:=40}" "${LOG_MIB:=8}" "${BIG_MIB:=16}" "${INDEX_MIB:=64}" "${SYNCTHING:=0}"
   : "${ROUNDS:=1}"
 fi
 FILE_MIB=${FILE_MIB:-256}
 FILES=${FILES:-1000}
+LOG_MIB=${LOG_MIB:-300}
 BIG_MIB=${BIG_MIB:-1024}
 INDEX_MIB=${INDEX_MIB:-10240}
 SYNCTHING=${SYNCTHING:-1}
@@ -134,6 +136,22 @@ for n in range(count):
     with open(path, "wb") as f:
         f.write(os.urandom(random.randint(16, 112) << 10))
 PY
+# A service's log: timestamped lines of a few words and numbers (compresses about 4:1, as such logs do).
+log_lines() { # seed MiB → lines on standard output
+  python3 - "$1" "$2" <<'PY'
+import random, sys
+random.seed(int(sys.argv[1]))
+words = "error warning info debug request response user session timeout connected closed retry cache miss hit".split()
+size, limit, out = 0, int(sys.argv[2]) << 20, sys.stdout
+while size < limit:
+    line = (f"2026-11-27T{random.randint(0, 23):02d}:{random.randint(0, 59):02d}:{random.randint(0, 59):02d}Z "
+            f"{random.choice(['info', 'debug', 'warn'])} svc: {' '.join(random.choices(words, k=random.randint(4, 12)))} "
+            f"id={random.getrandbits(48):012x} bytes={random.randint(0, 10 ** 7)}\n")
+    out.write(line)
+    size += len(line)
+PY
+}
+log_lines 1 "$LOG_MIB" > "$OLD/app.log"
 # The earlier versions were written an hour ago (rsync's quick check compares times in whole seconds).
 find "$OLD" -exec touch -d '-1 hour' {} +
 edit() { # name → makes $WORK/new/<name>/ (the new version) from OLD
@@ -156,6 +174,10 @@ for path in picked[10:]:
 PY
     return
   fi
+  if [ "$1" = log ]; then
+    cp "$OLD/app.log" "$dst/app.log"; log_lines 2 5 >> "$dst/app.log"
+    return
+  fi
   cp "$OLD/file.bin" "$dst/file.bin"
   python3 - "$dst/file.bin" "$1" <<'PY'
 import os, random, sys
@@ -176,9 +198,9 @@ elif kind == "block":
         f.seek(size // 2); f.write(os.urandom(1 << 20))
 PY
 }
-EDITS=${EDITS:-append insert scattered block folder}
+EDITS=${EDITS:-append insert scattered block folder log}
 for name in $EDITS; do edit "$name"; done
-what() { [ "$1" = folder ] && echo folder || echo file.bin; }
+what() { case $1 in folder) echo folder ;; log) echo app.log ;; *) echo file.bin ;; esac; }
 
 DST=$WORK/dst
 # Each tool's receiver starts from the earlier version, placed as that tool would have placed it.
@@ -201,13 +223,15 @@ share_setup() {
   rm -rf "$DST" "$R/state/versions" "$WORK/versions"; mkdir -p "$DST"
   share_once "$OLD/file.bin" > /dev/null
   share_once "$OLD/folder" > /dev/null
+  share_once "$OLD/app.log" > /dev/null
   cp -a "$R/state/versions" "$WORK/versions"
 }
 run_share() { # edit → "seconds bytes", the new version checked
   local item; item=$(what "$1")
   rm -rf "$R/state/versions"; cp -a "$WORK/versions" "$R/state/versions"
   local result; result=$(share_once "$WORK/new/$1/$item")
-  local got="$DST/$item"; [ "$1" = folder ] && got="$DST/folder (2)" || got="$DST/file (2).bin"
+  local got
+  case $1 in folder) got="$DST/folder (2)" ;; log) got="$DST/app (2).log" ;; *) got="$DST/file (2).bin" ;; esac
   if [ -d "$got" ]; then diff -rq "$WORK/new/$1/$item" "$got" > /dev/null; else cmp -s "$WORK/new/$1/$item" "$got"; fi ||
     { echo "share delivered something else for $1" >&2; exit 1; }
   discard "$got"
@@ -224,10 +248,10 @@ share_once() { # path → "seconds bytes"
   wait $rpid
   echo "$result"
 }
-run_rsync() {
+run_rsync() { # edit [extra rsync option]
   local item; item=$(what "$1") into=$WORK/rsync-dst
   discard "$into/$item" "$into"; mkdir -p "$into"; cp -a "$OLD/$item" "$into/$item"
-  local result; result=$(measure "${SEND[@]}" rsync -a -e "ssh $SSHOPTS -p 2222" "$WORK/new/$1/$item" root@$HOST:"$into/")
+  local result; result=$(measure "${SEND[@]}" rsync -a ${2:-} -e "ssh $SSHOPTS -p 2222" "$WORK/new/$1/$item" root@$HOST:"$into/")
   if [ -d "$into/$item" ]; then
     # rsync without --delete keeps the deleted files: the comparison leaves them out, as the run did.
     diff -rq "$WORK/new/$1/$item" "$into/$item" | grep -v "^Only in $into" > /dev/null && { echo "rsync differs" >&2; exit 1; }
@@ -237,6 +261,7 @@ run_rsync() {
   discard "$into/$item" "$into"
   echo "$result"
 }
+run_rsync-z() { run_rsync "$1" -z; }
 run_syncthing() {
   local item; item=$(what "$1")
   discard "$WORK/st-dst/$item" "$WORK/st-src/$item" "$WORK/st-dst" "$WORK/st-src"; mkdir -p "$WORK/st-dst" "$WORK/st-src"
@@ -255,7 +280,7 @@ for link in $LINKS; do
   link_up "$link"
   if [ "$link" = loopback ]; then COUNTER="ip netns exec $L cat /sys/class/net/lo/statistics/tx_bytes"
   else COUNTER="sh -c 'echo \$((\$(ip netns exec $A cat /sys/class/net/shl0/statistics/tx_bytes) + \$(ip netns exec $B cat /sys/class/net/shl0/statistics/tx_bytes)))'"; fi
-  tools="share rsync"; [ "$SYNCTHING" = 1 ] && tools="$tools syncthing"
+  tools="share rsync rsync-z"; [ "$SYNCTHING" = 1 ] && tools="$tools syncthing"
   share_setup
   for round in $(seq "$ROUNDS"); do
     for name in $EDITS; do
@@ -281,12 +306,14 @@ worse=0
 for link in $LINKS; do
   for name in $EDITS; do
     s=${W[$link,$name,share]} r=${W[$link,$name,rsync]} st=${T[$link,$name,share]} rt=${T[$link,$name,rsync]}
-    python3 - "$link" "$name" "$s" "$r" "$st" "$rt" <<'PY'
+    z=${W[$link,$name,rsync-z]}
+    python3 - "$link" "$name" "$s" "$r" "$st" "$rt" "$z" <<'PY'
 import sys
 link, name, *values = sys.argv[1:]
-s, r, st, rt = (float(v) if v not in ("", "inf") else float("inf") for v in values)
+s, r, st, rt, z = (float(v) if v not in ("", "inf") else float("inf") for v in values)
 verdict = ("bytes ok" if s <= r else "bytes OVER") + ", " + ("time ok" if st <= rt else "time OVER")
-print(f"{link} {name}: share/rsync bytes {s / max(r, 1):.2f}, time {st / rt if rt else float('inf'):.2f} ({verdict})")
+print(f"{link} {name}: share/rsync bytes {s / max(r, 1):.2f}, time {st / rt if rt else float('inf'):.2f} ({verdict}); "
+      f"share/rsync -z bytes {s / max(z, 1):.2f}")
 PY
   done
 done

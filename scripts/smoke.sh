@@ -99,9 +99,9 @@ check_bench_links() {
 check_bench_delta() {
   local rows=()
   for link in loopback 100mbit; do
-    for edit in append insert scattered block folder; do
+    for edit in append insert scattered block folder log; do
       rows+=("^$link +$edit +share +[0-9]+ +$NUM$" "^$link +$edit +rsync +[0-9]+ +$NUM$"
-        "^$link $edit: share/rsync bytes $NUM, time $NUM")
+        "^$link +$edit +rsync-z +[0-9]+ +$NUM$" "^$link $edit: share/rsync bytes $NUM, time $NUM.*share/rsync -z bytes $NUM")
     done
   done
   expect "$1" "${rows[@]}" "^16 MiB file, one 1 MiB block changed: [0-9]+ bytes, $NUM % of its whole transfer" \
