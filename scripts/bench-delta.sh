@@ -91,7 +91,7 @@ link_up() {
       else
         "$WORK/linkshaper" "$A" "$B" 1000 > "$WORK/shaper.out" 2>&1 &
         SHAPER=$!
-        for _ in $(seq 200); do grep -q ready "$WORK/shaper.out" 2> /dev/null && break; sleep 0.01; done
+        await_line "$WORK/shaper.out" ready
       fi
       ip netns exec "$A" ip addr add 10.78.0.1/24 dev shl0; ip netns exec "$B" ip addr add 10.78.0.2/24 dev shl0
       ip netns exec "$A" ip link set shl0 up; ip netns exec "$B" ip link set shl0 up
@@ -113,7 +113,7 @@ link_up() {
   bench_ssh_config "$HOST" 2222 "Ciphers aes128-gcm@openssh.com"
   "${RECV[@]}" /usr/sbin/sshd -f "$WORK/ssh/config"
   SSHOPTS="-i $WORK/ssh/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -c aes128-gcm@openssh.com"
-  for _ in $(seq 100); do "${SEND[@]}" ssh $SSHOPTS -p 2222 root@$HOST true 2> /dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do "${SEND[@]}" ssh $SSHOPTS -p 2222 root@$HOST true 2> /dev/null && break; sleep 0.1; done
 }
 link_down() {
   [ -f "$WORK/sshd.pid" ] && { kill "$(cat "$WORK/sshd.pid")" 2> /dev/null || true; rm -f "$WORK/sshd.pid"; }

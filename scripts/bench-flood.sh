@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+source scripts/lib-bench.sh
 CONNECTIONS=${1:-500}
 SECONDS_FLOOD=${2:-30}
 release_build share >/dev/null
@@ -27,7 +28,7 @@ $BIN trust add --config "$DESK" "$($BIN id --config "$LAPTOP" | tail -1)" --name
 $BIN agent --config "$DESK" --port 0 --listen 127.0.0.1 --no-discovery --inbox "$WORK/inbox" --web \
   --localsend --localsend-port 0 --localsend-multicast-port 0 > "$WORK/agent.out" 2> "$WORK/agent.err" &
 AGENT=$!
-for _ in $(seq 400); do grep -q "page at" "$WORK/agent.out" 2>/dev/null && grep -q "LocalSend on port" "$WORK/agent.err" && break; sleep 0.05; done
+await_line "$WORK/agent.out" "page at" $AGENT && await_line "$WORK/agent.err" "LocalSend on port" $AGENT
 PORT=$(grep -o 'listening on port [0-9]*' "$WORK/agent.err" | awk '{print $4}')
 LSPORT=$(grep -o 'LocalSend on port [0-9]*' "$WORK/agent.err" | awk '{print $4}')
 ADDRESS=$(grep -o 'http://[^ ]*' "$WORK/agent.out")
@@ -53,7 +54,7 @@ flood "$PORT" self
 flood "$LSPORT" self
 flood "$PAGEPORT" nobody
 for p in "$PORT" "$LSPORT" "$PAGEPORT"; do
-  for _ in $(seq 200); do grep -q flooding "$WORK/flood-$p.out" 2>/dev/null && break; sleep 0.05; done
+  await_line "$WORK/flood-$p.out" flooding
 done
 sleep 1
 

@@ -79,7 +79,7 @@ link_up() {
   else
     "$WORK/linkshaper" "$A" "$B" $((rtt / 2)) > "$WORK/shaper.out" 2>&1 &
     SHAPER=$!
-    for _ in $(seq 200); do grep -q ready "$WORK/shaper.out" 2> /dev/null && break; sleep 0.01; done
+    await_line "$WORK/shaper.out" ready
     dev=shl0
   fi
   inA ip addr add 10.77.0.1/24 dev $dev; inB ip addr add 10.77.0.2/24 dev $dev
@@ -132,7 +132,7 @@ SH
   chmod +x "$WORK/ssh/measured"
   inB /usr/sbin/sshd -f "$WORK/ssh/config"
   SSHOPTS="-i $WORK/ssh/id -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -c aes128-gcm@openssh.com"
-  for _ in $(seq 100); do inA ssh $SSHOPTS -p 2222 root@10.77.0.2 true 2> /dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do inA ssh $SSHOPTS -p 2222 root@10.77.0.2 true 2> /dev/null && break; sleep 0.1; done
 }
 
 # Two share devices trusting each other.

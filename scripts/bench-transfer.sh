@@ -82,7 +82,7 @@ run_pipe() { # plain|tuned threads [size]
   local spid=$!
   # Its listener is up when it says ready (up to 30 s on a busy machine); a sender that cannot connect ends the
   # server too, so a failed round never waits for a connection that will not come.
-  for _ in $(seq 3000); do grep -q ready "$WORK/ceiling.out" 2>/dev/null && break; sleep 0.01; done
+  await_line "$WORK/ceiling.out" ready
   local start; start=$(date +%s.%N)
   if ! "$WORK/tls_ceiling" send "$port" "$WORK/c" "$WORK/k" "$SRC/payload.bin" 1048576 "$1" "$2" ${3:-} > /dev/null; then
     kill "$spid" 2> /dev/null || true
