@@ -1,17 +1,20 @@
 import Glibc
 
 /// Watches folder trees for changes (inotify, one watch per folder beneath each root; the only owner of an inotify
-/// descriptor). Each tree has an id; `next` returns where each changed: a folder whose entries changed, or a folder
-/// made, moved or removed (everything beneath it), relative to its root. When the kernel lost events, or a root
+/// descriptor). Each tree has an id; `next` returns where each changed: a file (or link) made, written, moved or
+/// removed, a folder whose own entry changed, or a folder made, moved or removed (everything beneath it), relative
+/// to its root. When the kernel lost events, or a root
 /// itself moved, the whole tree is reported. Confined to the thread that calls `next`; `add` and `remove` too.
 public final class TreeWatch {
     /// One change: in tree `id`, the folder `folder` ("" for the root) changed; `beneath`: everything beneath it
-    /// too; `whole`: the whole tree is to be looked at again.
+    /// too; `whole`: the whole tree is to be looked at again; `file`: only the entry of that name in `folder` (not a
+    /// folder) changed — a scan of that one path sees it all.
     public struct Change: Hashable, Sendable {
         public var id: String
         public var folder: String
         public var beneath: Bool
         public var whole: Bool
+        public var file: String? = nil
     }
 
     private let fd: Int32
@@ -120,6 +123,8 @@ public final class TreeWatch {
                     Change(id: id, folder: relative.isEmpty ? name : relative + "/" + name, beneath: true, whole: false)
                 )
                 changes.append(Change(id: id, folder: relative, beneath: false, whole: false))
+            } else if !name.isEmpty {
+                changes.append(Change(id: id, folder: relative, beneath: false, whole: false, file: name))
             } else {
                 changes.append(Change(id: id, folder: relative, beneath: false, whole: false))
             }

@@ -95,11 +95,16 @@ extension FolderService {
             let held = store.remoteState(peer)
             key += [peer, held?.indexID ?? 0, held?.have ?? 0]
         }
-        // Read again when the index moved on, at most twenty times a second (a status asked for in a loop while
-        // thousands of files arrive would otherwise hold the folder more than the arrivals do).
-        if let summary = state.summary, summary.key == key || ContinuousClock.now - summary.read < .milliseconds(50) {
+        // Read again when the index moved on, at most twenty times a second, and never more often than every ten
+        // times what the last reading took: counting a whole index is in proportion to it (tens of milliseconds at
+        // 100,000 files), and a status asked for in a loop while thousands of files arrive would otherwise hold the
+        // folder more than the arrivals do, more so the more it holds.
+        if let summary = state.summary,
+            summary.key == key || ContinuousClock.now - summary.read < max(.milliseconds(50), summary.cost * 10)
+        {
             return summary
         }
+        let began = ContinuousClock.now
         let id = state.settings.id
         var kept: [FolderStatus.Problem] = []
         switch state.settings.kind {
@@ -136,7 +141,7 @@ extension FolderService {
             key: key, read: .now, conflictGeneration: store.conflictGeneration, totals: store.totals(),
             differences: Dictionary(
                 uniqueKeysWithValues: peers.map { ($0, store.differences(with: $0)) }),
-            conflicts: conflicts, kept: kept)
+            conflicts: conflicts, kept: kept, cost: .now - began)
         state.summary = summary
         return summary
     }
@@ -167,4 +172,6 @@ struct FolderSummary {
     var differences: [ShortID: Int]
     var conflicts: [FolderStatus.Conflict]
     var kept: [FolderStatus.Problem]
+    /// How long reading it took.
+    var cost: Duration
 }

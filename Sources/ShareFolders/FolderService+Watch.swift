@@ -13,6 +13,9 @@ extension FolderService {
         watch.skipAtRoot = [SyncNames.partials, SyncNames.versions, SyncNames.marker]
         var watched: [String: String] = [:]
         var gathered: [String: [String: Bool]] = [:]
+        // Files that changed, by folder id: each is scanned alone (a pull that wrote a thousand files across a
+        // hundred folders costs a thousand looks, not a listing of those hundred folders).
+        var files: [String: Set<String>] = [:]
         var whole: Set<String> = []
         var due: ContinuousClock.Instant?
         var warned = false
@@ -39,6 +42,11 @@ extension FolderService {
             for change in watch.next(timeout: min(0.5, wait)) {
                 if change.whole {
                     whole.insert(change.id)
+                } else if let name = change.file,
+                    // A name not in NFC is renamed to its NFC form by the listing of its folder (DiskFolder.list).
+                    name.utf8.elementsEqual(name.precomposedStringWithCanonicalMapping.utf8)
+                {
+                    files[change.id, default: []].insert(change.folder.isEmpty ? name : change.folder + "/" + name)
                 } else {
                     gathered[change.id, default: [:]][change.folder] =
                         (gathered[change.id]?[change.folder] ?? false) || change.beneath
@@ -50,15 +58,19 @@ extension FolderService {
             for folder in open {
                 if whole.contains(folder.id) {
                     folder.touch(paths: [], scan: nil)
-                } else if let changes = gathered[folder.id] {
-                    run.withLock { run in
-                        run.watchChanges[folder.id] = (run.watchChanges[folder.id] ?? [:])
-                            .merging(changes) { $0 || $1 }
+                } else {
+                    if let changes = gathered[folder.id] {
+                        run.withLock { run in
+                            run.watchChanges[folder.id] = (run.watchChanges[folder.id] ?? [:])
+                                .merging(changes) { $0 || $1 }
+                        }
+                        folder.touch(paths: [], scan: Set(changes.keys))
                     }
-                    folder.touch(paths: [], scan: Set(changes.keys))
+                    if let changed = files[folder.id] { folder.rescan(changed) }
                 }
             }
             gathered = [:]
+            files = [:]
             whole = []
         }
     }

@@ -163,8 +163,13 @@ final class SharedFolder: Sendable {
 
     /// `path`'s disk is not what the index says: the worker scans it, then plans it again.
     func rescan(_ path: String) {
+        rescan([path])
+    }
+
+    /// These paths are looked at again (each alone) at the worker's next round.
+    func rescan(_ paths: Set<String>) {
         state.withLock { state in
-            state.rescan.insert(path)
+            state.rescan.formUnion(paths)
             state.wake = true
         }
     }
