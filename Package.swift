@@ -96,13 +96,14 @@ let package = Package(
         .target(
             name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         // The engine: sessions, sinks, partials and ledgers, the job model, the control socket's protocol, the
-        // listener that authenticates sessions, and the glue to each adapter (codes, LocalSend sends).
+        // listener that authenticates sessions, and the glue to LocalSend sends (the library sends to phones). Sends
+        // by code are the command line's (ShareCLI's CodeTransfers): the library links no libsodium.
         .target(
             name: "ShareEngine",
             dependencies: [
                 "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
-                "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareWormhole", "ShareLocalSend",
+                "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareLocalSend",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
@@ -147,7 +148,7 @@ let package = Package(
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach",
                 "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
-                "ShareLocalSend", "ShareWeb", "ShareFolders",
+                "ShareLocalSend", "ShareWeb", "ShareFolders", "ShareWormhole",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

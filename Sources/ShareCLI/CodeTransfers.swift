@@ -4,6 +4,7 @@ import ShareDisk
 import ShareTrust
 import ShareProtocol
 import ShareTLS
+import ShareEngine
 import ShareWormhole
 import CoreTransferable
 import UniformTypeIdentifiers
