@@ -78,12 +78,20 @@ final class ReachParts: Sendable {
     }
 }
 
-/// Lets the relay's "joined or left" reach the announcer, created after it.
+/// Lets the relay's "joined or left" reach the announcer, created after it. The action is kept in a box of its own:
+/// a function value kept directly in a generic container is re-wrapped at every look inside it.
 private final class WakeBox: Sendable {
-    private let action = Mutex<(@Sendable () -> Void)?>(nil)
+    private final class Action: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    private let action = Mutex<Action?>(nil)
 
-    func set(_ action: @escaping @Sendable () -> Void) { self.action.withLock { $0 = action } }
-    func wake() { action.withLock { $0 }?() }
+    func set(_ action: @escaping @Sendable () -> Void) {
+        let boxed = Action(action)
+        self.action.withLock { $0 = boxed }
+    }
+    func wake() { action.withLock { $0 }?.run() }
 }
 
 extension RelayMembership: AgentPart {

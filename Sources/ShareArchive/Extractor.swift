@@ -61,13 +61,20 @@ public final class ExtractionMark: Sendable {
             )?
     }
     let state = Mutex(State())
-    private let onAdvance = Mutex<(@Sendable (Int64) -> Void)?>(nil)
+    /// The watcher, in a box: a function value kept directly in a generic container is re-wrapped (re-abstracted)
+    /// at every look inside it, so each call would walk every earlier look.
+    private final class Watcher: Sendable {
+        let call: @Sendable (Int64) -> Void
+        init(_ call: @escaping @Sendable (Int64) -> Void) { self.call = call }
+    }
+    private let onAdvance = Mutex<Watcher?>(nil)
 
     /// Calls `handler` on the extracting thread, with the new safe offset, each time more of the stream is on disk (a
     /// block of file data written, an entry begun): a receiver records progress as soon as it is durable in the
     /// kernel, not when the next chunk arrives.
     public func whenAdvanced(_ handler: (@Sendable (Int64) -> Void)?) {
-        onAdvance.withLock { $0 = handler }
+        let watcher = handler.map(Watcher.init)
+        onAdvance.withLock { $0 = watcher }
     }
 
     /// The stream offset up to which everything is on disk, without building a checkpoint (nil before the first
@@ -79,8 +86,8 @@ public final class ExtractionMark: Sendable {
     }
 
     func advanced() {
-        guard let handler = onAdvance.withLock({ $0 }), let offset = safeOffset else { return }
-        handler(offset)
+        guard let watcher = onAdvance.withLock({ $0 }), let offset = safeOffset else { return }
+        watcher.call(offset)
     }
 
     /// The latest consistent point of a streamed extraction (nil before the first entry, or when the current entry's
