@@ -20,6 +20,7 @@ once() { # BIN DIR → seconds
   local bin=$1 dir=$2 dst=$2/dst
   rm -rf "$dst"; mkdir -p "$dst"
   sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; cat "$WORK/payload.bin" > /dev/null
+  : > "$dir/recv.out"  # a fresh log: the last run's port line must not be read as this one's
   "$bin" receive --config "$dir/r" --port 0 --listen 127.0.0.1 --into "$dst" --quiet > "$dir/recv.out" 2>&1 &
   local rpid=$!
   local port; port=$(receiver_port "$dir/recv.out" $rpid)

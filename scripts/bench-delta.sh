@@ -239,13 +239,19 @@ run_share() { # edit → "seconds bytes", the new version checked
   echo "$result"
 }
 share_once() { # path → "seconds bytes"
+  : > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
   "${RECV[@]}" /usr/bin/time -f %M -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen "$HOST" --into "$DST" \
     --timeout 600 > "$WORK/recv.out" 2>&1 &
   local rpid=$!
   local port; port=$(receiver_port "$WORK/recv.out" $rpid)
   local result; result=$(measure "${SEND[@]}" /usr/bin/time -f %M -o "$WORK/send.rss" $BIN send --config "$S" \
     --to "$HOST:$port" --quiet "$1")
-  wait $rpid
+  local status=0
+  wait $rpid || status=$?
+  if [ "$status" -ne 0 ]; then
+    { echo "share receive exited $status for $1; its output:"; cat "$WORK/recv.out"; echo "the sender's:"; cat "$WORK/run.out"; } >&2
+    exit 1
+  fi
   echo "$result"
 }
 run_rsync() { # edit [extra rsync option]

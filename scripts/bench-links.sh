@@ -184,6 +184,7 @@ DST=$WORK/dst
 fresh() { rm -rf "$DST"; mkdir -p "$DST"; sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true; }
 run_share() { # what… (the arguments of share send)
   fresh
+  : > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
   inB /usr/bin/time -f %M -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 10.77.0.2 --into "$DST" \
     --timeout 3600 > "$WORK/recv.out" 2>&1 &
   local rpid=$!

@@ -58,6 +58,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # One run of a tool: prints seconds, having checked the delivered file.
 run_share() {
+  : > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
   $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
   local rpid=$!
   local port; port=$(receiver_port "$WORK/recv.out" $rpid)
@@ -164,6 +165,7 @@ PY
 
 share_rss() { # file -> "sender-kib receiver-kib"
   settle
+  : > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
   /usr/bin/time -f "%M" -o "$WORK/recv.rss" $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$WORK/dst" > "$WORK/recv.out" 2>&1 &
   local rpid=$!
   local port; port=$(receiver_port "$WORK/recv.out" $rpid)
@@ -179,6 +181,7 @@ printf '%4d MiB file       %9s %10s\n' "$MIB" "$large_s" "$large_r"
 
 # Interrupted at 50 %: kill the receiver once its ledger records half the chunks, then run both again.
 dst=$WORK/dst-resume; rm -rf "$dst"; mkdir -p "$dst"
+: > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
 rpid=$!
 port=$(receiver_port "$WORK/recv.out" $rpid)
@@ -196,6 +199,7 @@ if ! ls "$dst"/.share-partial/*.part > /dev/null 2>&1; then
 fi
 received=$(stat -c %s "$dst"/.share-partial/*.part)
 verified=$(ledger_chunks "$dst")
+: > "$WORK/recv.out"  # a fresh log: the last run's port line must not be read as this one's
 $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dst" > "$WORK/recv.out" 2>&1 &
 rpid=$!
 port=$(receiver_port "$WORK/recv.out" $rpid)

@@ -128,6 +128,7 @@ run_case() { # name route
       timed_receive "$dir" "${WORMHOLE[@]}" receive --accept-file --hide-progress --no-listen "$code"
       ;;
     trusted)
+      : > "$WORK/trusted.log"  # a fresh log: the last run's port line must not be read as this one's
       $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$dir" > "$WORK/trusted.log" 2>&1 &
       local rpid=$!
       local port start

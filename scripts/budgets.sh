@@ -53,6 +53,7 @@ $BIN id --config "$WORK/s" --name sender > /dev/null; $BIN id --config "$WORK/r"
 $BIN trust add --config "$WORK/s" "$($BIN id --config "$WORK/r" | tail -1)" --name receiver --team > /dev/null 2>&1
 $BIN trust add --config "$WORK/r" "$($BIN id --config "$WORK/s" | tail -1)" --name sender --team > /dev/null 2>&1
 head -c $((1 << 30)) /dev/urandom > "$WORK/big.bin"
+: > "$WORK/receive.out"  # a fresh log: the last run's port line must not be read as this one's
 /usr/bin/time -f %M -o "$WORK/receive.rss" $BIN receive --config "$WORK/r" --port 0 --listen 127.0.0.1 \
   --into "$WORK/dst" > "$WORK/receive.out" 2>&1 &
 receiver=$!

@@ -97,13 +97,17 @@ await_line() { # LOG PATTERN [PID]
 }
 
 # The port a `share receive` (process PID, writing to LOG) listens on, once it says so.
+# The caller empties LOG before starting the receiver (`: > LOG`): a line left by an earlier run is not this one's.
 receiver_port() { # LOG PID
   await_line "$1" "waiting on port [0-9]+" "$2" || return 1
-  grep -o 'waiting on port [0-9]*' "$1" | head -1 | awk '{print $4}'
+  local port; port=$(grep -o 'waiting on port [0-9]*' "$1" | head -1 | awk '{print $4}')
+  [ -n "$port" ] || { echo "$(basename "$1"): no port in the receiver's line; the log ends:" >&2; tail -5 "$1" >&2; return 1; }
+  echo "$port"
 }
 
 # Starts `share receive` for $R into DIR; sets RPID and PORT.
 bench_receive() {
+  : > "$WORK/recv.out"
   $BIN receive --config "$R" --port 0 --listen 127.0.0.1 --into "$1" > "$WORK/recv.out" 2>&1 &
   RPID=$!
   PORT=$(receiver_port "$WORK/recv.out" $RPID)

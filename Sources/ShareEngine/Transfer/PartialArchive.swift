@@ -102,7 +102,8 @@ final class PartialArchive: IncomingPayload {
             store: store, key: key, extraction: extraction, ledger: ledger, digests: digests, journaled: next)
         try checkpoint(force: true)
         if resumable {
-            extraction.mark.whenAdvanced { [progress] offset in progress.extracted(upTo: offset) }
+            // Weakly: the progress holds the extraction, which holds its mark (a cycle would keep all three).
+            extraction.mark.whenAdvanced { [weak progress] offset in progress?.extracted(upTo: offset) }
         }
     }
 
