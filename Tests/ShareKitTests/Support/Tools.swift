@@ -36,15 +36,30 @@ func runTool(
 
 /// A port that was free a moment ago (for tools that cannot pick their own).
 func freePort() -> Int {
+    // Below the kernel's ephemeral range (32768–60999 here): a port chosen from that range can be taken by any
+    // outgoing connection of the tests running beside this one before the agent binds it (or binds it again after a
+    // restart), which failed a run with "Address already in use". A random port here is checked free by binding it.
+    for _ in 0..<200 {
+        let port = Int.random(in: 20_000..<32_000)
+        if canBind(port) { return port }
+    }
+    return boundPort(0)
+}
+
+private func canBind(_ port: Int) -> Bool { boundPort(port) == port }
+
+/// Binds 127.0.0.1:`port` (0: any) and closes it again; the port it had, or 0 when binding failed.
+private func boundPort(_ port: Int) -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    _ = withUnsafePointer(to: &address) {
+    address.sin_port = UInt16(port).bigEndian
+    let bound = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
+    guard bound == 0 else { return 0 }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
