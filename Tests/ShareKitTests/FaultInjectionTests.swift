@@ -6,7 +6,7 @@ import Testing
 /// corrupts the link at random offsets, and SIGKILL of the sending and the receiving agent at random moments. After
 /// every fault no verified chunk is lost and nothing is exposed as complete; at the end the delivered file has the
 /// source's digest. CI runs them at a reduced size; `scripts/faults.sh` runs them at 1 GiB with more faults
-/// (SHARE_FAULT_MIB, SHARE_FAULT_COUNT, SHARE_KILL_COUNT, SHARE_FAULT_SEED). Each run prints its counts.
+/// (SHARE_FAULT_MIB, SHARE_FAULT_COUNT, SHARE_KILL_COUNT, SHARE_FAULT_SEED, SHARE_FAULT_KINDS). Each run prints its counts.
 extension EndToEnd {
     @Suite(.serialized) struct FaultInjectionTests {
         static let environment = ProcessInfo.processInfo.environment
@@ -14,6 +14,13 @@ extension EndToEnd {
         static let faults = Int(environment["SHARE_FAULT_COUNT"] ?? "") ?? 8
         static let kills = Int(environment["SHARE_KILL_COUNT"] ?? "") ?? 6
         static let chunk = 256 << 10
+        /// Which kinds the resume test sends (SHARE_FAULT_KINDS, comma-separated; all three by default), so a loop
+        /// over many seeds can run one.
+        static let kinds: [String] = {
+            let all = ["file", "folder", "delta"]
+            let chosen = (environment["SHARE_FAULT_KINDS"] ?? "").split(separator: ",").map(String.init)
+            return chosen.isEmpty ? all : all.filter(chosen.contains)
+        }()
 
         /// A reproducible random sequence: the seed is printed, and SHARE_FAULT_SEED replays a run.
         struct Dice: RandomNumberGenerator {
@@ -97,7 +104,7 @@ extension EndToEnd {
         /// `share send` again (1 MiB chunks): what crosses the wire in all is the payload (for the delta, the changed
         /// half) plus at most 8 MiB per kill and one chunk per cut, since the receiver journals every verified chunk
         /// as it writes it (for a folder, as it is extracted; for a delta, as each patch gives its chunk).
-        @Test(arguments: ["file", "folder", "delta"])
+        @Test(arguments: FaultInjectionTests.kinds)
         func killsAndCutsResendAtMostEightMiBAndOneChunkEach(_ kind: String) throws {
             var dice = Dice()
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
@@ -199,6 +206,56 @@ extension EndToEnd {
             print(
                 "resume of a \(kind) on \(Self.mebibytes) MiB: \(counts["kill"]!) receiver kills, \(counts["cut"]!) cuts, \(String(format: "%.3f", ratio))x the payload on the wire (\(String(format: "%.1f", resent)) MiB resent)"
             )
+        }
+
+        /// A receiver killed in the moment an item moves into the target folder — just before the rename, or just
+        /// after it and before its answer reaches the sender (no fault above can aim there): the next send of the item
+        /// costs its index and sums, never the whole item again, and every copy there is whole.
+        @Test(arguments: ["file", "folder"], ["placing", "placed"])
+        func aReceiverKilledAsItPlacesAnItemCostsNoSecondTransfer(_ kind: String, _ moment: String) throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = try desk.folder("inbox")
+            let size = 8 << 20
+            let source: URL
+            var parts: [URL] = []
+            if kind == "file" {
+                source = try laptop.folder("src").appendingPathComponent("big.bin")
+                parts = [source]
+            } else {
+                source = try laptop.folder("big")
+                parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
+            }
+            for part in parts { try makeFile(part, size: size / parts.count) }
+            let (dying, dyingPort) = try desk.startReceive(into: inbox, environment: ["SHARE_TEST_KILL_AT": moment])
+            let first = laptop.run([
+                "send", source.path, "--to", "127.0.0.1:\(dyingPort)", "--quiet", "--timeout", "60",
+            ])
+            #expect(first.status != 0, "the receiver was to die as it placed the item")
+            #expect(dying.wait(timeout: 60) != 0)
+            let names = { (try? FileManager.default.contentsOfDirectory(atPath: inbox.path)) ?? [] }
+            let before = names().filter { !$0.hasPrefix(".") }
+            #expect(before == (moment == "placed" ? [source.lastPathComponent] : []), "\(before)")
+
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            let proxy = try TCPProxy(upstreamPort: port)
+            defer { proxy.stop() }
+            let again = laptop.run([
+                "send", source.path, "--to", "127.0.0.1:\(proxy.port)", "--quiet", "--timeout", "60",
+            ])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(receiver.wait(timeout: 60) == 0)
+            #expect(proxy.forwarded < 512 << 10, "\(proxy.forwarded) bytes crossed for an item already there")
+            let copies = names().filter { !$0.hasPrefix(".") }
+            #expect(!copies.isEmpty)
+            for copy in copies {
+                for part in parts {
+                    let arrived =
+                        kind == "folder"
+                        ? inbox.appendingPathComponent(copy).appendingPathComponent(part.lastPathComponent)
+                        : inbox.appendingPathComponent(copy)
+                    #expect(sha256(arrived) == sha256(part), "\(copy) is not the item sent")
+                }
+            }
         }
 
         /// Receiving sessions the agent has logged as ended (failed or given up after being idle).

@@ -137,8 +137,9 @@ final class DiskSink: ItemSink {
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if options.keptFor != nil || options.handOver != nil {
             let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
-            let placed = try partial.place(as: name, mode: 0o600)
-            if options.keptFor == nil { remember(name, placed: placed, done: done, partial: partial) }
+            let placed = try partial.place(
+                as: name, mode: 0o600,
+                before: options.keptFor == nil ? remembering(name, done: done, partial: partial) : { _, _ in })
             return saved(placed, item: item, type: chosen.contentType, size: done.size)
         }
         if let catalogFile = options.catalogFile, type?.conforms(to: .shareProfile) == true, done.size <= 16 << 20 {
@@ -191,20 +192,26 @@ final class DiskSink: ItemSink {
             // Not UTF-8 after all: kept as a file.
         }
         let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
-        let placed = try partial.place(as: name, mode: 0o644)
-        remember(name, placed: placed, done: done, partial: partial)
+        let placed = try partial.place(as: name, mode: 0o644, before: remembering(name, done: done, partial: partial))
         return saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 
-    /// Remembers which file (or folder) an item became and, for a file, the digest it was verified with: a later
-    /// version of it arrives as a delta against it while it is still that version.
-    private func remember(_ name: String, placed: String, done: Done? = nil, partial: ReceivedBytes? = nil) {
-        guard let versions = options.versions else { return }
+    /// Remembers which file (or folder) an item becomes and, for a file, the digest it was verified with: a later
+    /// version of it arrives as a delta against it while it is still that version. Recorded as it is placed, before
+    /// the rename (Versions.recordDelivery).
+    private func remembering(_ name: String, done: Done? = nil, partial: ReceivedBytes? = nil, tree: FolderTree? = nil)
+        -> Placing
+    {
+        guard let versions = options.versions else { return { _, _ in } }
         var verified: Versions.Verified?
         if let done, let partial {
             verified = Versions.Verified(digest: done.digest, chunkSize: partial.chunkSize, algorithm: partial.digest)
         }
-        versions.recordDelivery(target: store.folder, sender: sender, name: name, placed: placed, verified: verified)
+        return { [store, sender] candidate, moving in
+            versions.recordDelivery(
+                target: store.folder, sender: sender, name: name, placed: candidate, info: moving, verified: verified,
+                tree: tree)
+        }
     }
 
     fileprivate func complete(_ partial: PartialArchive, item: OfferItem, chosen: OfferedRepresentation, done: Done)
@@ -233,8 +240,10 @@ final class DiskSink: ItemSink {
             return Ack(item: item.id, outcome: "imported")
         }
         let name = FileNamesOnDisk.sanitize(chosen.suggestedFileName ?? item.label, fallback: "folder")
-        let placed = try partial.place(as: name)
-        if options.keptFor == nil { remember(name, placed: placed) }
+        // The tree is read from the extracted folder before it moves: the record is written before the rename.
+        let remembers = options.keptFor == nil && options.versions != nil
+        let placed = try partial.place(
+            as: name, before: remembers ? remembering(name, tree: Versions.tree(of: root.path)) : { _, _ in })
         return saved(placed, item: item, type: chosen.contentType, size: done.size)
     }
 

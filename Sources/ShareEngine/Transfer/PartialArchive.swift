@@ -148,8 +148,8 @@ final class PartialArchive: IncomingPayload {
     }
 
     /// Moves the extracted folder into the target folder under `name` (or a free variant); returns the name.
-    func place(as name: String) throws -> String {
-        let placed = try store.place("\(key).dir", as: name)
+    func place(as name: String, before: Placing) throws -> String {
+        let placed = try store.place("\(key).dir", as: name, before: before)
         _ = try? store.partials.remove("\(key).json")
         progress.close(removing: true)
         release()

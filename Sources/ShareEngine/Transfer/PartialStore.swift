@@ -152,12 +152,17 @@ package final class PartialStore: Sendable {
     }
 
     /// Moves `name` from the partials into the target folder under `wanted` or its first free variant
-    /// (`name (2).ext`); nothing is ever replaced. Returns the name it got.
-    func place(_ name: String, as wanted: String) throws -> String {
+    /// (`name (2).ext`); nothing is ever replaced. `before` is told each name about to be tried, with what moves
+    /// (a delivery is recorded before the rename). Returns the name it got.
+    func place(_ name: String, as wanted: String, before: Placing) throws -> String {
+        let moving = partials.info(name)
         for _ in 0..<1000 {
             let candidate = folder.freeName(for: wanted)
+            if let moving { before(candidate, moving) }
+            Self.dieForTest(at: "placing")
             do {
                 try partials.rename(name, to: candidate, in: folder)
+                Self.dieForTest(at: "placed")
                 return candidate
             } catch let error as DiskError where error.kind == .exists {
                 continue
@@ -166,6 +171,14 @@ package final class PartialStore: Sendable {
             }
         }
         throw ProtocolError(.storage, "no free name for \(wanted) in \(folder.path)")
+    }
+
+    /// Tests only: SHARE_TEST_KILL_AT=placing (or placed) kills the receiver just before (after) an item is moved into
+    /// the target folder, the moment no fault test can aim at.
+    private static let killAt = ProcessInfo.processInfo.environment["SHARE_TEST_KILL_AT"]
+
+    private static func dieForTest(at moment: String) {
+        if killAt == moment { kill(getpid(), SIGKILL) }
     }
 
     /// Moves `name` from the partials to `leaf` in `directory` (beneath the target folder), replacing what is there.
@@ -178,6 +191,9 @@ package final class PartialStore: Sendable {
     }
 }
 
+/// Told the name an item is about to be placed under and what is about to move there.
+package typealias Placing = (_ candidate: String, _ moving: FileInfo) -> Void
+
 /// What a sink keeps an item's bytes in until it is verified: a partial file, or memory for a small item.
 package protocol ReceivedBytes: AnyObject {
     var held: [Int: [UInt8]] { get }
@@ -188,7 +204,7 @@ package protocol ReceivedBytes: AnyObject {
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
-    func place(as name: String, mode: mode_t) throws -> String
+    func place(as name: String, mode: mode_t, before: Placing) throws -> String
     /// Moves the verified file to `leaf` in `directory`, replacing what is there (a shared folder's file).
     func place(into directory: Directory, as leaf: String, mode: mode_t) throws
     func discard()
@@ -286,11 +302,11 @@ package final class SmallPartial: ReceivedBytes {
     }
 
     /// Writes the verified bytes into a partial file of its own and moves it into the target folder.
-    package func place(as name: String, mode: mode_t) throws -> String {
-        if let spilled { return try spilled.place(as: name, mode: mode) }
+    package func place(as name: String, mode: mode_t, before: Placing) throws -> String {
+        if let spilled { return try spilled.place(as: name, mode: mode, before: before) }
         let part = try writePart(mode: mode)
         do {
-            return try store.place(part, as: name)
+            return try store.place(part, as: name, before: before)
         } catch {
             _ = try? store.partials.remove(part)
             throw error
@@ -448,10 +464,10 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
     }
 
     /// Moves the verified file into the target folder under `name` (or a free variant); returns the name it got.
-    package func place(as name: String, mode: mode_t = 0o644) throws -> String {
+    package func place(as name: String, mode: mode_t = 0o644, before: Placing) throws -> String {
         file.setMode(mode)
         close()
-        let placed = try store.place("\(key).part", as: name)
+        let placed = try store.place("\(key).part", as: name, before: before)
         ended = true
         _ = try? store.partials.remove("\(key).json")
         journal.remove()

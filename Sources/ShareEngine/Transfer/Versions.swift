@@ -44,10 +44,16 @@ package final class Versions: Sendable {
         return String(SHA256Hasher.hash(Array(text.utf8)).hexString.prefix(32))
     }
 
-    /// `sender`'s item saved as `placed` under the name it asked for (`name`) in `target`; `verified`: the whole
-    /// digest the transfer checked (a file). A folder's record lists every entry as it was extracted.
-    func recordDelivery(target: Directory, sender: DeviceID, name: String, placed: String, verified: Verified? = nil) {
-        guard let info = target.info(placed), info.kind == .file || info.kind == .directory else { return }
+    /// `sender`'s item saved as `placed` under the name it asked for (`name`) in `target`: `info` is what is placed
+    /// (taken before the rename, which keeps its inode and times), `verified` the whole digest the transfer checked (a
+    /// file), `tree` a folder's entries as they were extracted. Written before the item is moved into place: a
+    /// receiver killed between the two still has the partial (and the record names nothing yet), and one killed just
+    /// after holds the item and its record, so the next send of it costs its index, never the whole item again.
+    func recordDelivery(
+        target: Directory, sender: DeviceID, name: String, placed: String, info: FileInfo, verified: Verified? = nil,
+        tree: FolderTree? = nil
+    ) {
+        guard info.kind == .file || info.kind == .directory else { return }
         let key = Self.key(target: target, sender: sender, name: name)
         var record = Record(name: placed, size: info.size, inode: info.inode)
         if info.kind == .file, let verified {
@@ -57,14 +63,20 @@ package final class Versions: Sendable {
             record.chunkSize = verified.chunkSize
             record.algorithm = verified.algorithm
         }
-        if info.kind == .directory,
-            let plan = try? ArchivePlan.folder(
-                URL(fileURLWithPath: target.path + "/" + placed), maxEntries: Self.maxTreeEntries, measure: false)
-        {
-            try? folder.writeAtomically("\(key).tree", Array(FolderTree(plan).encoded().utf8), durable: false)
+        if info.kind == .directory, let tree {
+            try? folder.writeAtomically("\(key).tree", Array(tree.encoded().utf8), durable: false)
         }
         guard let bytes = try? JSONEncoder().encode(record) else { return }
         try? folder.writeAtomically("\(key).delivered", Array(bytes), durable: false)
+    }
+
+    /// A folder's entries as a later version of it is compared against (nil past `maxTreeEntries`).
+    static func tree(of path: String) -> FolderTree? {
+        guard
+            let plan = try? ArchivePlan.folder(
+                URL(fileURLWithPath: path), maxEntries: Self.maxTreeEntries, measure: false)
+        else { return nil }
+        return FolderTree(plan)
     }
 
     /// The most entries of a delivered folder remembered for its next version to be a delta against.
