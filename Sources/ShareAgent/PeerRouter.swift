@@ -1,7 +1,5 @@
-import Synchronization
-import CoreTransferable
 import Foundation
-import Logging
+import Synchronization
 import ShareProtocol
 import ShareThreads
 import ShareTLS
@@ -12,9 +10,10 @@ import UniformTypeIdentifiers
 import ShareEngine
 import ShareFolders
 
-/// Serves each authenticated session of the agent: tells what the device asks (a ping, a send into the inbox, a
-/// paste, a watch attaching, a forwarding), asks `AccessPolicy` whether it may, and hands the session to the one
-/// part that does it. A device has at most `maxSessionsPerDevice` sessions at once and one receiving session.
+/// Serves each authenticated session of the agent: tells by its hello and first frame what the device asks (a ping,
+/// a send into the inbox, a paste, a watch attaching, a forwarding, trust notices, a shared folder's link, pull or
+/// push), asks `AccessPolicy` whether it may, and hands the session to the one part that does it (`InboxReceiver`,
+/// `ClipboardServer`, `WatchForwarding`, `WatchLinks`, `NoticeCourier`, `FolderService`). A device has at most `maxSessionsPerDevice` sessions at once and one receiving session.
 final class PeerRouter: Sendable {
     static let log = Log.logger("share.agent")
     /// Sessions one device may hold at once (a watch's link counts as one).
@@ -40,18 +39,23 @@ final class PeerRouter: Sendable {
         get { parts.withLock { $0.courier } }
         set { parts.withLock { $0.courier = newValue } }
     }
-    private struct State {
-        var sessions: [DeviceID: Int] = [:]
-        /// The connection of the session receiving from each device.
-        var receiving: [DeviceID: PeerConnection] = [:]
-    }
-    private let state = Guarded(State())
+    /// Sessions open per device.
+    private let sessions = Guarded([DeviceID: Int]())
+    /// Sessions that send into the inbox (or to a program receiving through the agent).
+    let inboxReceiver: InboxReceiver
+    /// Paste requests.
+    let clipboard: ClipboardServer
+    /// Items passed on to and from watches.
+    let forwarding: WatchForwarding
 
     /// Discovery servers and relays, for reaching the device a watch sends to.
     let reach: ReachSettings
 
     /// The program receiving through the agent, when one is.
     let programs: RegisteredPrograms
+
+    /// The inbox folder of a device.
+    func inboxFolder(_ peer: String) -> URL { inboxReceiver.inboxFolder(peer) }
 
     init(
         device: LocalDevice, trust: TrustCache, inbox: AgentInbox, watches: WatchLinks, reach: ReachSettings,
@@ -63,6 +67,9 @@ final class PeerRouter: Sendable {
         self.trust = trust
         self.inbox = inbox
         self.watches = watches
+        inboxReceiver = InboxReceiver(device: device, inbox: inbox, programs: programs)
+        clipboard = ClipboardServer(device: device)
+        forwarding = WatchForwarding(device: device, trust: trust, inbox: inbox, watches: watches, reach: reach)
     }
 
     func serve(_ session: Session) {
@@ -92,10 +99,10 @@ final class PeerRouter: Sendable {
             switch first.type {
             case .offer:
                 if let name = session.peerHello.forwardTo {
-                    try forward(session, peer: entry, name: name, first: first)
+                    try forwarding.forward(session, peer: entry, name: name, first: first, outbox: outbox)
                 } else {
                     try check(.sendToInbox, entry)
-                    try receive(session, peer: peer, entry: entry, first: first)
+                    try inboxReceiver.receive(session, peer: peer, entry: entry, first: first)
                 }
             case .trustNotices:
                 try check(.sendNotices, entry)
@@ -122,7 +129,7 @@ final class PeerRouter: Sendable {
                 try folders.receivePush(session, first: first, peerName: peer)
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
-                try serveClipboard(
+                try clipboard.serve(
                     session, peer: peer, visibility: AccessPolicy.visibility(for: entry),
                     request: Exchange.clipboardRequest(in: first))
             default: throw ProtocolError(.badMessage, "unexpected \(first.type) at the start of a session")
@@ -137,231 +144,34 @@ final class PeerRouter: Sendable {
         }
     }
 
-    private func check(_ capability: Capability, _ peer: TrustedDevice?, target: TrustedDevice? = nil) throws {
-        if case .refused(let reason) = AccessPolicy.decide(
-            capability, peer: peer, target: target, localName: device.name)
-        {
-            throw ProtocolError(.refused, reason)
-        }
+    private func check(_ capability: Capability, _ peer: TrustedDevice?) throws {
+        try AccessPolicy.require(capability, peer: peer, localName: device.name)
     }
 
     private func admit(_ id: DeviceID) -> Bool {
-        state.withLock { state in
-            guard state.sessions[id, default: 0] < Self.maxSessionsPerDevice else { return false }
-            state.sessions[id, default: 0] += 1
+        sessions.withLock { sessions in
+            guard sessions[id, default: 0] < Self.maxSessionsPerDevice else { return false }
+            sessions[id, default: 0] += 1
             return true
         }
     }
 
     private func release(_ id: DeviceID) {
-        state.withLock { state in
-            state.sessions[id, default: 1] -= 1
-            if state.sessions[id] == 0 { state.sessions[id] = nil }
+        sessions.withLock { sessions in
+            sessions[id, default: 1] -= 1
+            if sessions[id] == 0 { sessions[id] = nil }
         }
     }
 
-    /// The inbox folder of a device: named by the name this device gave it when it trusted it, made safe.
-    func inboxFolder(_ peer: String) -> URL {
-        inbox.directory.appendingPathComponent(FileNamesOnDisk.sanitize(peer, fallback: "device"), isDirectory: true)
-    }
+}
 
-    /// Receives one sending session into the peer's inbox folder. A device that connects again while its previous
-    /// session is still open has lost that connection (it crashed, or the network dropped): the old session is
-    /// interrupted (its partial kept) and this one takes over.
-    private func receive(_ session: Session, peer: String, entry: TrustedDevice?, first: Frame) throws {
-        let old = state.withLock { $0.receiving[session.peerID] }
-        old?.interrupt()
-        let taken = state.withLock(when: { $0.receiving[session.peerID] == nil }, seconds: 10) { state, free in
-            if free { state.receiving[session.peerID] = session.connection }
-            return free
-        }
-        guard taken else {
-            throw ProtocolError(.refused, "\(device.name) is still finishing a session with \(peer); try again")
-        }
-        defer { state.withLock { $0.receiving[session.peerID] = nil } }
-        var options = ReceiveOptions(directory: inboxFolder(peer), accept: inbox.accept, maxSize: inbox.maxSize)
-        options.folderMode = 0o700
-        options.versions = try? Versions(directory: device.paths.versions)
-        let program = programs.active
-        if let program {
-            // A program receives: its accept list decides, every item is kept in its folder and handed to it.
-            options.directory = URL(fileURLWithPath: program.registration.directory, isDirectory: true)
-            options.accept = program.registration.accept
-            options.handOver = { item in program.deliver(item) }
-        } else {
-            options.catalogFile = device.paths.profilesFile
-            options.mediaDirectory = device.paths.data
-            options.history = inbox.history
-        }
-        if let entry, entry.asks {
-            // The user answers first (share pending / accept / decline); the sender offers again to learn it.
-            let (paths, localName, sender) = (device.paths, device.name, session.peerID)
-            let address =
-                PeerAddress(parsing: session.connection.remoteAddress)?.host ?? session.connection.remoteAddress
-            options.gate = { offer, name in
-                try PendingOffers.decide(
-                    offer, from: sender, name: name, paths: paths, localName: localName, address: address,
-                    announce: DesktopNotice.announce)
-            }
-        }
-        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
-        let report = try receiver.serve(session, peerName: peer, peer: entry, first: first)
-        program?.refused(report.refused, from: peer)
-        if let held = report.held {
-            Self.log.info("offer held for an answer", metadata: ["peer": "\(peer)", "pending": "\(held.id)"])
-            return
-        }
-        Self.log.info(
-            "received",
-            metadata: [
-                "peer": "\(peer)", "saved": "\(report.saved.count)", "texts": "\(report.printed.count)",
-                "profiles": "\(report.importedProfiles.count)", "refused": "\(report.refused.count)",
-                "bytes": "\(report.bytesReceived)", "crossed": "\(report.bytesCrossed)",
-                "fromCopy": "\(report.bytesFromCopy)",
-            ])
-    }
-
-    /// Answers a paste: the item's representations for the peer are offered and only the one it chooses is
-    /// produced.
-    private func serveClipboard(
-        _ session: Session, peer: String, visibility: PeerRelation, request: ClipboardRequest
+extension AccessPolicy {
+    /// The policy's answer as a session's error: refused, with its reason.
+    static func require(
+        _ capability: Capability, peer: TrustedDevice?, target: TrustedDevice? = nil, localName: String
     ) throws {
-        guard let item = ClipboardItem.load(device.paths) else {
-            throw ProtocolError(.refused, "nothing is copied on \(device.name) (or the copy expired)")
-        }
-        let items: [OutgoingItem]
-        do {
-            items = try item.items(device: device, relation: visibility)
-        } catch let error as ShareFailure {
-            throw ProtocolError(.refused, "the copied item on \(device.name) is gone: \(error.message)")
-        }
-        if request.peek {
-            let info = ClipboardInfo(
-                copied: item.copied.timeIntervalSince1970, expires: item.expires.timeIntervalSince1970,
-                labels: items.map(\.label), types: items.map { $0.representations.map(\.offered.contentType) })
-            try Exchange.answerPeek(session.connection.channel, info)
-            return
-        }
-        let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
-        let report = try sender.serve(session, peerName: peer, items: items)
-        Self.log.info("clipboard pasted", metadata: ["peer": "\(peer)", "items": "\(report.delivered.count)"])
-    }
-
-    // MARK: Watch forwarding
-
-    /// Passes items on. From the owner's devices to this agent's watches: they are negotiated with the watch's
-    /// accept list (as it would itself), kept in `STATE/forward/`, and become an outbox job delivered over the
-    /// watch's link. From an attached watch to the owner's devices: streamed on as they arrive (see
-    /// `ForwardingBridge`). The policy decides both, and refuses in the same words whether the name exists or not.
-    private func forward(_ session: Session, peer: TrustedDevice?, name: String, first: Frame) throws {
-        let store = trust.store
-        try check(.lookUpByName, peer)
-        let target = store.find(name)
-        guard let peer else { throw ProtocolError(.refused, AccessPolicy.notForwarded(device.name)) }
-        if target.map({ AccessPolicy.decide(.forwardToWatch, peer: peer, target: $0).isAllowed }) == true,
-            let target, let watch = watches.watch(target.id)
-        {
-            try keepForWatch(session, peer: peer.name, first: first, watch: watch, target: target)
-            return
-        }
-        try check(.forwardFromWatch, peer, target: target)
-        guard let target, watches.watch(peer.id) != nil else {
-            throw ProtocolError(.refused, AccessPolicy.notForwarded(device.name))
-        }
-        try forwardFromWatch(session, watch: peer, first: first, to: target, trust: store)
-    }
-
-    private func keepForWatch(
-        _ session: Session, peer: String, first: Frame, watch: WatchLinks.Known, target: TrustedDevice
-    ) throws {
-        let spool = device.paths.state.appendingPathComponent("forward", isDirectory: true)
-            .appendingPathComponent(FileNamesOnDisk.sanitize(target.name, fallback: "device"), isDirectory: true)
-        var options = ReceiveOptions(directory: spool, accept: watch.accept, maxSize: inbox.maxSize)
-        options.keptFor = target.name
-        options.folderMode = 0o700
-        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
-        let report = try receiver.serve(session, peerName: peer, peer: trust.store.device(session.peerID), first: first)
-        Self.log.info(
-            "received for a watch",
-            metadata: [
-                "peer": "\(peer)", "watch": "\(target.name)", "items": "\(report.savedItems.count)",
-                "refused": "\(report.refused.count)",
-            ])
-        guard !report.savedItems.isEmpty else { return }
-        var job = OutboxJob(to: target.name)
-        job.forwarded = report.savedItems.map {
-            ForwardedItem(path: $0.url.path, contentType: $0.contentType, label: $0.label, from: peer)
-        }
-        try outbox?.add(job)
-    }
-
-    /// Streams a watch's items to `target` as they arrive, with both drivers at once (see `ForwardingBridge`).
-    private func forwardFromWatch(
-        _ session: Session, watch: TrustedDevice, first: Frame, to target: TrustedDevice, trust: TrustStore
-    ) throws {
-        let offer = try Exchange.requireOffer(in: first)
-        let far: Session
-        do {
-            let address = try PeerTarget.resolve(
-                target.id.description, device: device, trust: trust, beyondLAN: !reach.isEmpty)
-            far = try Reach.connect(
-                from: device, to: address, trust: trust, hello: Hello(name: device.name, role: .agent),
-                timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
-        } catch {
-            throw ProtocolError(.timeout, "\(target.name) cannot be reached from \(device.name) now")
-        }
-        defer { far.connection.close() }
-        guard far.peerHello.accept != nil else {
-            throw ProtocolError(.refused, "\(target.name) is not receiving items")
-        }
-        let bridge = ForwardingBridge()
-        let origin = "\(watch.name) via \(device.name)"
-        let sources = offer.items.enumerated().map { index, item in
-            ForwardedSource(item, origin: origin, pipe: bridge.pipe(index))
-        }
-        let finished = DispatchSemaphore(value: 0)
-        let farConnection = far.connection
-        let farHasher = far.chunkHasher()
-        Threads.start(name: "share-forward") {
-            let driver = SenderDriver(channel: farConnection.channel, hasher: farHasher) { event in
-                switch event {
-                case .answered(let choices): bridge.chosen(choices)
-                case .delivered(let index, _, let ack): bridge.delivered(index, ack)
-                default: break
-                }
-            }
-            // An item's bytes reach the pipe only once the watch's previous item is complete, which waits for the
-            // far device's acknowledgement of it.
-            driver.oneAtATime = true
-            do {
-                _ = try driver.run(sources)
-                bridge.farFinished(nil)
-            } catch {
-                farConnection.closeLingering()
-                bridge.farFinished(SessionErrors.describe(error, peer: target.name, localID: self.device.id))
-            }
-            finished.signal()
-        }
-        defer { finished.wait() }
-        let machine = ReceiverMachine(
-            negotiator: Negotiator(accept: ReceiveOptions.everything),
-            policy: .init(maxItemSize: inbox.maxSize),
-            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
-        let driver = ReceiverDriver(
-            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec())
-        do {
-            let summary = try driver.run(
-                machine: machine, sink: ForwardingSink(bridge: bridge, target: target.name, offer: offer),
-                first: first, decide: { _ in try bridge.awaitChoices() })
-            Self.log.info(
-                "forwarded from a watch",
-                metadata: [
-                    "watch": "\(watch.name)", "to": "\(target.name)", "items": "\(summary.delivered.count)",
-                    "refused": "\(summary.refused.count)",
-                ])
-        } catch {
-            bridge.nearFailed(error)
-            throw error is ProtocolError ? error : ProtocolError(.cancelled, "\(error)")
+        if case .refused(let reason) = decide(capability, peer: peer, target: target, localName: localName) {
+            throw ProtocolError(.refused, reason)
         }
     }
 }

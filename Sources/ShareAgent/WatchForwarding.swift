@@ -6,6 +6,8 @@ import ShareTLS
 import ShareTrust
 import UniformTypeIdentifiers
 import ShareEngine
+import ShareReach
+import ShareNet
 
 /// Watch forwarding, from a watch to one of the owner's devices: the agent receives the watch's items with the
 /// receiver driver and, at the same time, sends them on with the sender driver. The far device negotiates with its
@@ -195,5 +197,137 @@ final class ForwardingSink: ItemSink {
 
         func discard() { pipe.fail(ProtocolError(.digestMismatch, "\(item.label) did not match its digest")) }
         func suspend() { pipe.fail(ProtocolError(.cancelled, "the watch's session ended")) }
+    }
+}
+
+/// Items passed on between the owner's devices and the watches attached to this agent.
+struct WatchForwarding: Sendable {
+    static let log = PeerRouter.log
+    let device: LocalDevice
+    let trust: TrustCache
+    let inbox: AgentInbox
+    let watches: WatchLinks
+    /// Discovery servers and relays, for reaching the device a watch sends to.
+    let reach: ReachSettings
+
+    private func check(_ capability: Capability, _ peer: TrustedDevice?, target: TrustedDevice? = nil) throws {
+        try AccessPolicy.require(capability, peer: peer, target: target, localName: device.name)
+    }
+
+    /// Passes items on. From the owner's devices to this agent's watches: they are negotiated with the watch's
+    /// accept list (as it would itself), kept in `STATE/forward/`, and become an outbox job delivered over the
+    /// watch's link. From an attached watch to the owner's devices: streamed on as they arrive (see
+    /// `ForwardingBridge`). The policy decides both, and refuses in the same words whether the name exists or not.
+    func forward(_ session: Session, peer: TrustedDevice?, name: String, first: Frame, outbox: Outbox?) throws {
+        let store = trust.store
+        try check(.lookUpByName, peer)
+        let target = store.find(name)
+        guard let peer else { throw ProtocolError(.refused, AccessPolicy.notForwarded(device.name)) }
+        if target.map({ AccessPolicy.decide(.forwardToWatch, peer: peer, target: $0).isAllowed }) == true,
+            let target, let watch = watches.watch(target.id)
+        {
+            try keepForWatch(session, peer: peer.name, first: first, watch: watch, target: target, outbox: outbox)
+            return
+        }
+        try check(.forwardFromWatch, peer, target: target)
+        guard let target, watches.watch(peer.id) != nil else {
+            throw ProtocolError(.refused, AccessPolicy.notForwarded(device.name))
+        }
+        try forwardFromWatch(session, watch: peer, first: first, to: target, trust: store)
+    }
+
+    private func keepForWatch(
+        _ session: Session, peer: String, first: Frame, watch: WatchLinks.Known, target: TrustedDevice,
+        outbox: Outbox?
+    ) throws {
+        let spool = device.paths.state.appendingPathComponent("forward", isDirectory: true)
+            .appendingPathComponent(FileNamesOnDisk.sanitize(target.name, fallback: "device"), isDirectory: true)
+        var options = ReceiveOptions(directory: spool, accept: watch.accept, maxSize: inbox.maxSize)
+        options.keptFor = target.name
+        options.folderMode = 0o700
+        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
+        let report = try receiver.serve(session, peerName: peer, peer: trust.store.device(session.peerID), first: first)
+        Self.log.info(
+            "received for a watch",
+            metadata: [
+                "peer": "\(peer)", "watch": "\(target.name)", "items": "\(report.savedItems.count)",
+                "refused": "\(report.refused.count)",
+            ])
+        guard !report.savedItems.isEmpty else { return }
+        var job = OutboxJob(to: target.name)
+        job.forwarded = report.savedItems.map {
+            ForwardedItem(path: $0.url.path, contentType: $0.contentType, label: $0.label, from: peer)
+        }
+        try outbox?.add(job)
+    }
+
+    /// Streams a watch's items to `target` as they arrive, with both drivers at once (see `ForwardingBridge`).
+    private func forwardFromWatch(
+        _ session: Session, watch: TrustedDevice, first: Frame, to target: TrustedDevice, trust: TrustStore
+    ) throws {
+        let offer = try Exchange.requireOffer(in: first)
+        let far: Session
+        do {
+            let address = try PeerTarget.resolve(
+                target.id.description, device: device, trust: trust, beyondLAN: !reach.isEmpty)
+            far = try Reach.connect(
+                from: device, to: address, trust: trust, hello: Hello(name: device.name, role: .agent),
+                timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
+        } catch {
+            throw ProtocolError(.timeout, "\(target.name) cannot be reached from \(device.name) now")
+        }
+        defer { far.connection.close() }
+        guard far.peerHello.accept != nil else {
+            throw ProtocolError(.refused, "\(target.name) is not receiving items")
+        }
+        let bridge = ForwardingBridge()
+        let origin = "\(watch.name) via \(device.name)"
+        let sources = offer.items.enumerated().map { index, item in
+            ForwardedSource(item, origin: origin, pipe: bridge.pipe(index))
+        }
+        let finished = DispatchSemaphore(value: 0)
+        let farConnection = far.connection
+        let farHasher = far.chunkHasher()
+        Threads.start(name: "share-forward") {
+            let driver = SenderDriver(channel: farConnection.channel, hasher: farHasher) { event in
+                switch event {
+                case .answered(let choices): bridge.chosen(choices)
+                case .delivered(let index, _, let ack): bridge.delivered(index, ack)
+                default: break
+                }
+            }
+            // An item's bytes reach the pipe only once the watch's previous item is complete, which waits for the
+            // far device's acknowledgement of it.
+            driver.oneAtATime = true
+            do {
+                _ = try driver.run(sources)
+                bridge.farFinished(nil)
+            } catch {
+                farConnection.closeLingering()
+                bridge.farFinished(SessionErrors.describe(error, peer: target.name, localID: self.device.id))
+            }
+            finished.signal()
+        }
+        defer { finished.wait() }
+        let machine = ReceiverMachine(
+            negotiator: Negotiator(accept: ReceiveOptions.everything),
+            policy: .init(maxItemSize: inbox.maxSize),
+            window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
+        let driver = ReceiverDriver(
+            channel: session.connection.channel, hasher: session.chunkHasher(), codec: ZstdChunkCodec())
+        do {
+            let summary = try driver.run(
+                machine: machine, sink: ForwardingSink(bridge: bridge, target: target.name, offer: offer),
+                first: first, decide: { _ in try bridge.awaitChoices() })
+            Self.log.info(
+                "forwarded from a watch",
+                metadata: [
+                    "watch": "\(watch.name)", "to": "\(target.name)", "items": "\(summary.delivered.count)",
+                    "refused": "\(summary.refused.count)",
+                ])
+        } catch {
+            bridge.nearFailed(error)
+            throw error is ProtocolError ? error : ProtocolError(.cancelled, "\(error)")
+        }
     }
 }

@@ -199,7 +199,7 @@ final class Once: Sendable {
 /// A program's registration with the running agent: the agent's answer, then one event per line until either side
 /// ends it.
 final class AgentReception: Sendable {
-    private let fd: Int32
+    private let connection: ControlConnection
     private struct State {
         var stopping = false
         var open = true
@@ -213,39 +213,24 @@ final class AgentReception: Sendable {
         paths: DevicePaths, registration: ProgramRegistration,
         event: @escaping @Sendable (ProgramEvent) -> Void, ended: @escaping @Sendable (Error?) -> Void
     ) throws {
+        connection = try ControlConnection(paths: paths)
+        connection.setTimeout(30)
         do {
-            fd = try Syscalls.unixConnect(ControlClient.socketPath(paths))
-        } catch let error as Syscalls.SocketError {
-            throw ShareFailure(
-                .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
-        }
-        Syscalls.setTimeouts(fd, seconds: 30)
-        do {
-            try Syscalls.writeAll(
-                fd, Array(try JSONEncoder.iso8601.encode(ControlRequest.receive(registration))) + [0x0A])
-            guard let line = try Syscalls.readLine(fd, limit: 1 << 20) else {
-                throw ShareFailure(.unavailable, "the agent closed the control socket without answering")
-            }
-            let answer = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
-            guard answer.ok else {
-                let reason = answer.error ?? "the agent refused"
-                throw ShareFailure(
-                    .failure,
-                    reason == "not a control request"
-                        ? "the running agent is older and cannot hand items to a program; restart it (share agent)"
-                        : reason)
+            _ = try connection.ask(.receive(registration), limit: 1 << 20) { reason in
+                reason == "not a control request"
+                    ? "the running agent is older and cannot hand items to a program; restart it (share agent)"
+                    : reason
             }
         } catch {
-            Syscalls.close(fd)
-            if let failure = error as? ShareFailure { throw failure }
-            throw ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
+            connection.close()
+            throw error
         }
-        Syscalls.setTimeouts(fd, seconds: 0)
+        connection.setTimeout(0)
         Threads.start(name: "share-client-rx") { [self] in
             eventThread.withLock { $0 = pthread_self() }
             var failure: Error?
             do {
-                while let line = try Syscalls.readLine(fd, limit: 1 << 20) {
+                while let line = try connection.readLine() {
                     if let decoded = try? JSONDecoder.iso8601.decode(ProgramEvent.self, from: Data(line)) {
                         event(decoded)
                     }
@@ -259,7 +244,7 @@ final class AgentReception: Sendable {
                 }
             }
             state.withLock { state in
-                Syscalls.close(fd)
+                connection.close()
                 state.open = false
             }
             ended(failure)
@@ -274,7 +259,7 @@ final class AgentReception: Sendable {
         state.withLock { state in
             if !state.stopping {
                 state.stopping = true
-                if state.open { Syscalls.shutdownSocket(fd) }
+                if state.open { connection.shutdown() }
             }
         }
         if let thread = eventThread.withLock({ $0 }), pthread_equal(thread, pthread_self()) != 0 { return }

@@ -379,24 +379,15 @@ extension ControlServer {
     }
 }
 
-/// The CLI's side of the control socket.
-package enum ControlClient {
-    /// The control socket of the device at `paths`.
-    package static func socketPath(_ paths: DevicePaths) -> String {
-        paths.state.appendingPathComponent("agent.sock").path
-    }
+/// A client's connection to the agent's control socket: one JSON request per line, one JSON answer per line, then
+/// for a program's registration one event per line. The only place a client opens, writes or reads that socket.
+package final class ControlConnection: Sendable {
+    package let fd: Int32
 
-    /// Whether an agent is listening on the control socket.
-    package static func agentIsRunning(_ paths: DevicePaths) -> Bool {
-        guard let fd = try? Syscalls.unixConnect(socketPath(paths)) else { return false }
-        Syscalls.close(fd)
-        return true
-    }
-
-    /// Sends one request and returns the answer. A missing or foreign socket is `unavailable`.
-    package static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
-        let path = socketPath(paths)
-        let fd: Int32
+    /// Connects to the control socket of the device at `paths`; a missing or foreign socket is `unavailable` (or
+    /// `notTrusted`: the socket serves its owner only).
+    package init(paths: DevicePaths) throws {
+        let path = ControlClient.socketPath(paths)
         do {
             fd = try Syscalls.unixConnect(path)
         } catch let error as Syscalls.SocketError {
@@ -407,19 +398,24 @@ package enum ControlClient {
             throw ShareFailure(
                 .unavailable, "no agent is running for this device (\(error.message)); start one with: share agent")
         }
-        defer { Syscalls.close(fd) }
-        switch request {
-        case .wait, .folderRescan: break  // as long as the agent takes (each bounded there)
-        default: Syscalls.setTimeouts(fd, seconds: 30)
-        }
+    }
+
+    /// Reads and writes give up after `seconds` (0: never).
+    package func setTimeout(_ seconds: Double) { Syscalls.setTimeouts(fd, seconds: seconds) }
+
+    /// Sends `request` and reads the agent's answer (at most `limit` bytes); an answer that is not `ok` is a
+    /// failure with the agent's words (`refused` maps them first, when given).
+    package func ask(
+        _ request: ControlRequest, limit: Int = 64 << 20, refused: (String) -> String = { $0 }
+    ) throws -> ControlResponse {
         do {
             try Syscalls.writeAll(fd, Array(try JSONEncoder.iso8601.encode(request)) + [0x0A])
-            guard let line = try Syscalls.readLine(fd, limit: 64 << 20) else {
+            guard let line = try Syscalls.readLine(fd, limit: limit) else {
                 throw ShareFailure(.unavailable, "the agent closed the control socket without answering")
             }
             let response = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
             if !response.ok {
-                throw ShareFailure(.failure, response.error ?? "the agent refused the request")
+                throw ShareFailure(.failure, refused(response.error ?? "the agent refused the request"))
             }
             return response
         } catch let error as ShareFailure {
@@ -427,5 +423,39 @@ package enum ControlClient {
         } catch {
             throw ShareFailure(.unavailable, "the agent's control socket failed: \(error)")
         }
+    }
+
+    /// The next line the agent writes (an event), nil when it closed the socket.
+    package func readLine(limit: Int = 1 << 20) throws -> [UInt8]? { try Syscalls.readLine(fd, limit: limit) }
+
+    /// Ends both directions: a thread blocked reading returns.
+    package func shutdown() { Syscalls.shutdownSocket(fd) }
+
+    package func close() { Syscalls.close(fd) }
+}
+
+/// The CLI's side of the control socket.
+package enum ControlClient {
+    /// The control socket of the device at `paths`.
+    package static func socketPath(_ paths: DevicePaths) -> String {
+        paths.state.appendingPathComponent("agent.sock").path
+    }
+
+    /// Whether an agent is listening on the control socket.
+    package static func agentIsRunning(_ paths: DevicePaths) -> Bool {
+        guard let connection = try? ControlConnection(paths: paths) else { return false }
+        connection.close()
+        return true
+    }
+
+    /// Sends one request and returns the answer. A missing or foreign socket is `unavailable`.
+    package static func request(_ request: ControlRequest, paths: DevicePaths) throws -> ControlResponse {
+        let connection = try ControlConnection(paths: paths)
+        defer { connection.close() }
+        switch request {
+        case .wait, .folderRescan: break  // as long as the agent takes (each bounded there)
+        default: connection.setTimeout(30)
+        }
+        return try connection.ask(request)
     }
 }
