@@ -60,7 +60,7 @@ struct MirrorCommand: ParsableCommand {
             func current() throws -> Bool {
                 let folder = try folderRequest(.folders, device: device).folders?.first { $0.settings.id == id }
                 let status = folder?.peers.first { $0.id == peer.id.description }
-                reason = status?.reason
+                reason = status?.reason ?? reason
                 return folder?.lastScan != nil && status.map { $0.connected && $0.inStep } ?? false
             }
             while try !current() {

@@ -94,10 +94,11 @@ extension FolderService {
             let session = try Reach.connect(
                 from: device, to: target, trust: trust.store, hello: Hello(name: device.name, role: .agent),
                 timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 0), settings: reach)
+            // The last refusal stays said until a link ends without one (a status read while the link is tried
+            // again still says why).
             run.withLock { run in
                 run.failures[peer.id] = nil
                 run.retryAt[peer.id] = nil
-                run.linkErrors[peer.id] = nil
             }
             let link = FolderLink(
                 session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id), service: self
@@ -106,7 +107,8 @@ extension FolderService {
                 session.connection.close()
                 return
             }
-            if let refusal = link.run(first: nil) { run.withLock { $0.linkErrors[peer.id] = refusal } }
+            let refusal = link.run(first: nil)
+            run.withLock { $0.linkErrors[peer.id] = refusal }
             unregister(link)
         } catch {
             run.withLock { run in
