@@ -67,7 +67,8 @@ package final class Agent: Sendable {
             device: device, trust: trust, inbox: inbox, watches: watches, reach: reach, programs: programs)
         let inboxFolder = router.inboxFolder
         folders = try FolderService(
-            device: device, trust: trust, reach: reach, acceptance: acceptance, inbox: { inboxFolder($0) })
+            device: device, trust: trust, reach: reach, acceptance: acceptance, inbox: { inboxFolder($0) },
+            notify: { DesktopNotice.show(summary: $0, body: $1) })
         router.folders = folders
         courier = NoticeCourier(
             device: device, trust: trust, reach: reach,

@@ -29,7 +29,7 @@ struct ClipboardServer: Sendable {
             try Exchange.answerPeek(session.connection.channel, info)
             return
         }
-        let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+        let sender = SendSession(device: device, progress: ProgressReporter())
         let report = try sender.serve(session, peerName: peer, items: items)
         Self.log.info("clipboard pasted", metadata: ["peer": "\(peer)", "items": "\(report.delivered.count)"])
     }

@@ -67,7 +67,7 @@ final class InboxReceiver: Sendable {
                     announce: DesktopNotice.announce)
             }
         }
-        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
+        let receiver = try ReceiveSession(options: options, progress: ProgressReporter())
         let report = try receiver.serve(session, peerName: peer, peer: entry, first: first)
         program?.refused(report.refused, from: peer)
         if let held = report.held {

@@ -48,7 +48,7 @@ enum OutboxRunner {
                 let sent = try LocalSendSend.run(
                     outgoing: makeItems(AccessPolicy.visibility(for: .localSend)), to: phone, pin: job.localsendPin,
                     name: device.name,
-                    paths: device.paths, progress: ProgressReporter(mode: .quiet, observer: progress),
+                    paths: device.paths, progress: ProgressReporter(observer: progress),
                     cancellation: cancellation)
                 report = SendReport(localSend: sent)
             } else if job.via == nil, let watch = trust.find(job.to), watches.watch(watch.id) != nil {
@@ -64,7 +64,7 @@ enum OutboxRunner {
                 options.forwardTo = job.via == nil ? nil : job.to
                 options.cancellation = cancellation
                 let session = SendSession(
-                    device: device, progress: ProgressReporter(mode: .quiet, observer: progress), options: options)
+                    device: device, progress: ProgressReporter(observer: progress), options: options)
                 report = try session.run(to: target, trust: trust, makeItems: makeItems)
             }
             log.info(

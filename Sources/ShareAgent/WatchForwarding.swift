@@ -245,7 +245,7 @@ struct WatchForwarding: Sendable {
         var options = ReceiveOptions(directory: spool, accept: watch.accept, maxSize: inbox.maxSize)
         options.keptFor = target.name
         options.folderMode = 0o700
-        let receiver = try ReceiveSession(options: options, progress: ProgressReporter(mode: .quiet))
+        let receiver = try ReceiveSession(options: options, progress: ProgressReporter())
         let report = try receiver.serve(session, peerName: peer, peer: trust.store.device(session.peerID), first: first)
         Self.log.info(
             "received for a watch",

@@ -161,7 +161,7 @@ package final class WatchLinks: Sendable {
         link.session.connection.setTimeout(60)
         defer { link.session.connection.setTimeout(0) }
         do {
-            let sender = SendSession(device: device, progress: ProgressReporter(mode: .quiet, observer: progress))
+            let sender = SendSession(device: device, progress: ProgressReporter(observer: progress))
             return try sender.serve(link.session, peerName: name, items: items)
         } catch {
             link.drop()

@@ -204,7 +204,7 @@ extension AskPerson {
         if case .text(let text) = offer {
             line += ": \"\(ProgressReporter.neutralized(String(text.prefix(200))))\""
         }
-        ProgressReporter.status(ProgressReporter.neutralized(line))
+        TerminalProgress.status(ProgressReporter.neutralized(line))
         return answer()
     }
 }

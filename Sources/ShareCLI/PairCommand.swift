@@ -110,7 +110,7 @@ struct PairCommand: ParsableCommand {
                     }
                     if yes { return true }
                 }
-                ProgressReporter.endLine()
+                TerminalProgress.endLine()
                 Console.writeOrLeave("does the other device show the same code? [y/N] ", to: .error)
                 let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
                 return answer == "y" || answer == "yes"

@@ -247,7 +247,7 @@ enum AskPerson {
                 item.preview?.imageBytes.map { ", a \(ProgressReporter.bytes(UInt64($0.count))) preview image" } ?? ""
             lines.append("  \(ProgressReporter.neutralized(title)) — \(kind)\(size)\(image)")
         }
-        for line in lines { ProgressReporter.status(line) }
+        for line in lines { TerminalProgress.status(line) }
         return answer()
     }
 

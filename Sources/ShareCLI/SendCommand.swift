@@ -271,7 +271,7 @@ struct SendCommand: ParsableCommand {
                     "seconds": report.seconds, "route": "LocalSend",
                 ])
         } else if !output.quiet {
-            ProgressReporter.endLine()
+            TerminalProgress.endLine()
             tell(
                 "sent \(report.files) file(s)\(report.messages > 0 ? " and \(report.messages) text(s)" : "") to \(phone.alias) by LocalSend, "
                     + "\(ProgressReporter.bytes(report.bytes)) in \(String(format: "%.2f", report.seconds)) s")

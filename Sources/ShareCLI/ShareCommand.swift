@@ -92,7 +92,7 @@ private func failed(_ message: String, _ status: ExitStatus) -> ExitCode {
 
 /// The one line a failed command leaves on standard error.
 func complain(_ message: String) {
-    ProgressReporter.status("share: \(message)")
+    TerminalProgress.status("share: \(message)")
 }
 
 /// A line of a command's output on standard output (an ID, a listing, a status report), written at once so a reading
@@ -109,7 +109,7 @@ func sayJSON(_ value: some Encodable) throws {
 /// A line about what happened (queued, saved, paired, waiting…) on standard error: standard output stays for content
 /// and listings.
 func tell(_ text: String) {
-    ProgressReporter.status(text)
+    TerminalProgress.status(text)
 }
 
 extension OutboxJob {

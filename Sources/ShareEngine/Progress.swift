@@ -20,19 +20,45 @@ package struct TransferProgress: Codable, Sendable, Equatable {
     package var rate: UInt64
 }
 
-/// What the user sees while items move: a bar redrawn in place when standard error is a terminal, a plain line every
-/// few seconds otherwise, JSON events for scripts, or nothing. Narrative and progress go to standard error; standard
-/// output carries only what was received (and JSON events), so `share receive > file` and `share paste | wc -c` get
-/// exactly the content. An observer (the agent's outbox) gets a `TransferProgress` at most four times a second.
-package final class ProgressReporter: Sendable {
-    package enum Mode: Sendable { case terminal, lines, json, quiet }
+/// Where a transfer's position stands when it is shown: the item, its number, and the bytes and rate.
+package struct ProgressFrame: Sendable {
+    package var label: String
+    package var number: Int
+    package var count: Int
+    package var done: UInt64
+    package var total: UInt64?
+    /// Bytes per second over the item so far.
+    package var rate: Double
+    /// Seconds left at that rate, when the total is known and something moved.
+    package var secondsLeft: Double?
+}
 
-    package let mode: Mode
+/// What renders a transfer for a person or a script (the CLI's bar, lines or JSON events): the engine says what
+/// happens (narrative lines, a received text, where the transfer stands) and never writes to a terminal itself.
+package protocol ProgressRenderer: AnyObject, Sendable {
+    /// Whether lines of detail (what was offered, chosen and why) are wanted.
+    var verbose: Bool { get }
+    /// How often a frame may be drawn.
+    var interval: Duration { get }
+    /// A line of narrative; `event` and `fields` name it for scripts; `detail`: shown only when verbose.
+    func note(_ text: String, event: String, fields: [String: Any], detail: Bool)
+    /// A received text or URL, which is the output (written even when nothing else is).
+    func output(_ text: String, exactly: Bool, fields: [String: Any]) throws(Console.ReaderGone)
+    /// Where the transfer stands now.
+    func draw(_ frame: ProgressFrame)
+    /// The item ended (`frame`: where it stood).
+    func finishItem(_ frame: ProgressFrame)
+}
+
+/// A transfer's events as they happen: counted into its position (for an observer such as the agent's outbox, at
+/// most four times a second), passed to a library caller's handler, and told to a renderer when one is set (the
+/// CLI's). Without a renderer nothing is shown and a received text is written plainly on standard output.
+package final class ProgressReporter: Sendable {
+    private let renderer: (any ProgressRenderer)?
     private let observer: (@Sendable (TransferProgress) -> Void)?
 
-    /// What is shown, behind one lock: every event of a transfer updates it and may draw it.
+    /// Where the transfer stands, behind one lock: every event of a transfer updates it and may draw it.
     private struct Display {
-        var verbose = false
         /// The offered items, for the plain line of the one chosen (its size).
         var offeredItems: [OfferItem] = []
         var lastObserved = ContinuousClock.now
@@ -51,64 +77,26 @@ package final class ProgressReporter: Sendable {
     }
     private let display = Mutex(Display())
 
-    /// Lines about the negotiation too (what was offered, what the receiver chose and why): `-v`. By default one
-    /// plain line per item and the summary.
-    package var verbose: Bool {
-        get { display.withLock { $0.verbose } }
-        set { display.withLock { $0.verbose = newValue } }
-    }
+    /// Lines about the negotiation too (what was offered, what the receiver chose and why).
+    package var verbose: Bool { renderer?.verbose ?? false }
 
     /// Every transfer event as it comes, besides the lines and the bar (a library caller's own handling).
     private let events: (@Sendable (TransferEvent) -> Void)?
 
     package init(
-        mode: Mode, observer: (@Sendable (TransferProgress) -> Void)? = nil,
+        renderer: (any ProgressRenderer)? = nil, observer: (@Sendable (TransferProgress) -> Void)? = nil,
         events: (@Sendable (TransferEvent) -> Void)? = nil
     ) {
-        self.mode = mode
+        self.renderer = renderer
         self.observer = observer
         self.events = events
     }
 
-    /// A bar when standard error is a terminal, plain lines otherwise.
-    package static func automatic(quiet: Bool, json: Bool, verbose: Bool = false) -> ProgressReporter {
-        let reporter = ProgressReporter(
-            mode: json ? .json : quiet ? .quiet : Syscalls.stderrIsTerminal ? .terminal : .lines)
-        reporter.verbose = verbose
-        return reporter
-    }
-
-    /// Whether a progress line is open on the terminal (process-wide: there is one standard error).
-    nonisolated(unsafe) private static var lineOpen = false
-    private static let lineLock = NSLock()
-
-    /// Ends an open progress line, so that whatever is written next (an error) starts on a line of its own.
-    package static func endLine() {
-        lineLock.withLock {
-            if lineOpen {
-                Console.writeOrLeave("\r\u{1B}[K", to: .error)
-                lineOpen = false
-            }
-        }
-    }
-
-    /// A status line on standard error, after ending any progress line.
-    package static func status(_ text: String) {
-        endLine()
-        Console.writeOrLeave(text + "\n", to: .error)
-    }
-
-    /// A line of narrative (what was offered, chosen, why). `detail`: shown on a terminal or in lines only with
-    /// `verbose` (a JSON event is always written).
+    /// A line of narrative (what was offered, chosen, why). `detail`: shown only when verbose (a script's event is
+    /// always written).
     package func note(_ text: String, event: String, fields: [String: Any] = [:], detail: Bool = false) {
-        display.withLock { display in
-            switch mode {
-            case .quiet: return
-            case .json: emit(["event": event, "message": text].merging(fields) { a, _ in a })
-            case .terminal, .lines:
-                if !detail || display.verbose { Self.status(text) }
-            }
-        }
+        guard let renderer else { return }
+        display.withLock { _ in renderer.note(text, event: event, fields: fields, detail: detail) }
     }
 
     /// The plain line of an item the receiver chose: "sending holiday.mov (1.2 GiB, MPEG-4 movie)".
@@ -122,27 +110,22 @@ package final class ProgressReporter: Sendable {
         return "sending \(label)" + (what.isEmpty ? "" : " (\(what.joined(separator: ", ")))")
     }
 
-    /// Prints a received text or URL on standard output (always, even when quiet: it is the output), followed by a
-    /// newline if it has none; `exactly`: its bytes and nothing else (`share paste | od -c`). On a terminal the
-    /// newline is always added, and control characters other than newline and tab are shown as `\u{…}`: a peer's
-    /// text must not drive the terminal (escape sequences). Throws when the reader of standard output went away:
-    /// the text cannot be delivered, and the transfer stops (the sender is told why).
+    /// A received text or URL: the output (always, even when nothing else is shown), followed by a newline if it
+    /// has none; `exactly`: its bytes and nothing else. Throws when the reader of standard output went away: the
+    /// text cannot be delivered, and the transfer stops (the sender is told why).
     package func output(_ text: String, exactly: Bool = false, fields: [String: Any] = [:]) throws(Console.ReaderGone) {
         // Under the display's lock: the text and a progress line are never written over each other.
         try display.withLock { _ throws(Console.ReaderGone) in
-            if mode == .json {
-                try emitting(["event": "received-text", "text": text].merging(fields) { a, _ in a })
-            } else if Syscalls.stdoutIsTerminal {
-                Self.endLine()
-                let shown = Self.neutralized(text)
-                try Console.write(shown.hasSuffix("\n") ? shown : shown + "\n", to: .output)
+            if let renderer {
+                try renderer.output(text, exactly: exactly, fields: fields)
             } else {
                 try Console.write(exactly || text.hasSuffix("\n") ? text : text + "\n", to: .output)
             }
         }
     }
 
-    /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`.
+    /// `text` with C0/C1 control characters (except newline and tab) written as `\u{XX}`: a peer's words must not
+    /// drive the terminal they are shown on (escape sequences).
     package static func neutralized(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
@@ -172,7 +155,7 @@ package final class ProgressReporter: Sendable {
             display.sessionDone += alreadyHeld
             display.moved = 0
             display.itemStart = ContinuousClock.now
-            // The first line comes after one interval: small items finish without any progress noise.
+            // The first frame comes after one interval: small items finish without any progress noise.
             display.lastDraw = ContinuousClock.now
             observe(&display, display.lastDraw, force: true)
         }
@@ -191,11 +174,9 @@ package final class ProgressReporter: Sendable {
             display.moved += UInt64(bytes)
             let now = ContinuousClock.now
             observe(&display, now, force: false)
-            let interval: Duration =
-                mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
-            guard now - display.lastDraw >= interval else { return }
+            guard let renderer, now - display.lastDraw >= renderer.interval else { return }
             display.lastDraw = now
-            draw(display, now)
+            renderer.draw(Self.frame(display, now))
         }
     }
 
@@ -213,20 +194,15 @@ package final class ProgressReporter: Sendable {
             display.itemTotal = snapshot.itemTotal
             display.itemDone = snapshot.itemBytes
             display.drawnRate = snapshot.rate
-            let interval: Duration =
-                mode == .terminal ? .milliseconds(100) : mode == .lines ? .seconds(3) : .seconds(1)
-            guard now - display.lastDraw >= interval else { return }
+            guard let renderer, now - display.lastDraw >= renderer.interval else { return }
             display.lastDraw = now
-            draw(display, now)
+            renderer.draw(Self.frame(display, now))
             display.drawnRate = nil
         }
     }
 
     package func finishItem() {
-        display.withLock { display in
-            if mode == .terminal { draw(display, ContinuousClock.now) }
-            Self.endLine()
-        }
+        display.withLock { display in renderer?.finishItem(Self.frame(display, ContinuousClock.now)) }
     }
 
     /// Called with the display locked.
@@ -242,100 +218,16 @@ package final class ProgressReporter: Sendable {
     }
 
     /// Called with the display locked.
-    private func draw(_ display: Display, _ now: ContinuousClock.Instant) {
-        let (label, itemNumber, itemCount, itemDone, itemTotal) = (
-            display.label, display.itemNumber, display.itemCount, display.itemDone, display.itemTotal
-        )
+    private static func frame(_ display: Display, _ now: ContinuousClock.Instant) -> ProgressFrame {
         let seconds = max((now - display.itemStart).seconds, 0.001)
         let rate = display.drawnRate.map(Double.init) ?? Double(display.moved) / seconds
-        var left: String?
-        if let total = itemTotal, rate > 0, total >= itemDone {
-            left = Self.duration(Double(total - itemDone) / rate) + " left"
+        var left: Double?
+        if let total = display.itemTotal, rate > 0, total >= display.itemDone {
+            left = Double(total - display.itemDone) / rate
         }
-        switch mode {
-        case .terminal:
-            let line = Self.bar(
-                label: label, number: itemNumber, count: itemCount, done: itemDone, total: itemTotal,
-                rate: UInt64(rate), left: left, width: Syscalls.stderrColumns ?? 80)
-            Self.lineLock.withLock {
-                Console.writeOrLeave("\r\u{1B}[K" + line, to: .error)
-                Self.lineOpen = true
-            }
-        case .lines:
-            let head = itemCount > 1 ? "[\(itemNumber)/\(itemCount)] " : ""
-            let percent = itemTotal.map {
-                $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(itemDone) * 100 / Double($0))
-            }
-            let size = itemTotal.map { "\(Self.bytes(itemDone))/\(Self.bytes($0))" } ?? Self.bytes(itemDone)
-            let speed = rate >= 1 ? " \(Self.bytes(UInt64(rate)))/s" : ""
-            Self.status("progress: \(head)\(label)\(percent ?? "") \(size)\(speed)\(left.map { " " + $0 } ?? "")")
-        case .json:
-            var fields: [String: Any] = ["event": "progress", "item": label, "bytes": itemDone, "rate": Int(rate)]
-            if let total = itemTotal { fields["total"] = total }
-            emit(fields)
-        case .quiet:
-            break
-        }
-    }
-
-    /// One progress line that fits `width` columns: `[2/5] holi…y.mov [#####-----] 45% 1.2/2.0 GiB 98.0 MiB/s 0:08
-    /// left`. The name is shortened in the middle, then the bar narrowed and dropped, then the statistics.
-    package static func bar(
-        label: String, number: Int, count: Int, done: UInt64, total: UInt64?, rate: UInt64, left: String?, width: Int
-    ) -> String {
-        let room = max(width - 1, 20)  // the last column would wrap on some terminals
-        let head = count > 1 ? "[\(number)/\(count)] " : ""
-        let fraction = total.map { $0 == 0 ? 1 : min(1, Double(done) / Double($0)) }
-        var stats = [fraction.map { String(format: "%3.0f%%", $0 * 100) } ?? ""]
-        stats.append(total.map { "\(bytes(done))/\(bytes($0))" } ?? bytes(done))
-        if rate > 0 { stats.append("\(bytes(rate))/s") }  // not before anything has moved
-        let name = label.filter { !$0.isNewline }
-        var statsText = (stats + [left].compactMap { $0 }).filter { !$0.isEmpty }.joined(separator: " ")
-        var available = room - head.count - statsText.count - 1
-        if available < 12, left != nil {
-            // Narrow: the time left goes first.
-            statsText = stats.filter { !$0.isEmpty }.joined(separator: " ")
-            available = room - head.count - statsText.count - 1
-        }
-        var nameWidth = min(name.count, max(8, available))
-        var barWidth = 0
-        if fraction != nil, available >= 12 + 9 {
-            nameWidth = min(name.count, max(12, (available - 3) * 3 / 5))
-            barWidth = min(40, available - nameWidth - 3)
-            if barWidth < 6 { barWidth = 0 }
-        }
-        if barWidth == 0 { nameWidth = min(name.count, max(8, available)) }
-        var line = head + middleShortened(name, to: nameWidth) + " "
-        if barWidth > 0, let fraction {
-            let filled = Int((Double(barWidth) * fraction).rounded(.down))
-            line +=
-                "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "] "
-        }
-        if line.count + statsText.count > room {
-            statsText = String(statsText.prefix(max(0, room - line.count)))
-        }
-        return line + statsText
-    }
-
-    /// `text` cut to `limit` characters by replacing its middle with an ellipsis.
-    static func middleShortened(_ text: String, to limit: Int) -> String {
-        guard text.count > limit else { return text }
-        guard limit > 3 else { return String(text.prefix(limit)) }
-        let keep = limit - 1
-        return String(text.prefix(keep - keep / 2)) + "…" + String(text.suffix(keep / 2))
-    }
-
-    private func emit(_ object: [String: Any]) {
-        do {
-            try emitting(object)
-        } catch {
-            Console.leave(error)
-        }
-    }
-
-    private func emitting(_ object: [String: Any]) throws(Console.ReaderGone) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        try Console.write(String(decoding: data, as: UTF8.self) + "\n", to: .output)
+        return ProgressFrame(
+            label: display.label, number: display.itemNumber, count: display.itemCount, done: display.itemDone,
+            total: display.itemTotal, rate: rate, secondsLeft: left)
     }
 
     package static func bytes(_ count: UInt64) -> String {
@@ -376,7 +268,7 @@ extension ProgressReporter {
                     "refused by \(peer): \(label): \(reason)", event: "refused",
                     fields: ["item": label, "reason": reason])
             case .chosen(let item, let label, _, let type, let reason):
-                if verbose || mode == .json {
+                if verbose {
                     note(
                         "chosen for \(label): \(type) (\(reason))", event: "chosen",
                         fields: ["item": label, "type": type])

@@ -120,10 +120,10 @@ extension FolderService {
                 metadata: ["folder": "\(label)", "path": "\(original)", "copy": "\(copy.path)", "device": "\(device)"])
             lines.append("\(original): \(device)'s version of \(when) kept as \(copy.path)")
         }
-        DesktopNotice.show(
-            summary: fresh.count == 1
+        notify(
+            fresh.count == 1
                 ? "share: a conflict in \(label)" : "share: \(fresh.count) conflicts in \(label)",
-            body: (lines.prefix(3) + (lines.count > 3 ? ["…"] : [])).joined(separator: "\n")
+            (lines.prefix(3) + (lines.count > 3 ? ["…"] : [])).joined(separator: "\n")
                 + "\nshare sync shows both versions")
     }
 

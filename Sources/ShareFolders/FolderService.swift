@@ -47,6 +47,8 @@ package final class FolderService: AgentPart, Sendable {
     let acceptance: FolderAcceptance
     /// Where a folder offered by a device lands by default: the agent's inbox folder for that device.
     let inbox: @Sendable (String) -> URL
+    /// Tells the person something on the desktop (a summary and a body): the agent's notifications.
+    let notify: @Sendable (_ summary: String, _ body: String) -> Void
     let book: FolderBook
     let directory: URL
     let versions: Versions?
@@ -80,8 +82,10 @@ package final class FolderService: AgentPart, Sendable {
 
     package init(
         device: LocalDevice, trust: TrustCache, reach: ReachSettings, acceptance: FolderAcceptance,
-        inbox: @escaping @Sendable (String) -> URL
+        inbox: @escaping @Sendable (String) -> URL,
+        notify: @escaping @Sendable (_ summary: String, _ body: String) -> Void = { _, _ in }
     ) throws {
+        self.notify = notify
         self.device = device
         me = ShortIDs.of(device.id)
         self.trust = trust

@@ -294,7 +294,7 @@ final class ListeningReception: Sendable {
                     throw ProtocolError(.refused, "\(localName) is a program that only receives items")
                 }
                 let receiver = try ReceiveSession(
-                    options: options, progress: ProgressReporter(mode: .quiet, events: events))
+                    options: options, progress: ProgressReporter(events: events))
                 let report = try receiver.serve(session, peerName: name, peer: entry, first: first)
                 for item in report.refused { refused(RefusedItem(label: item.label, from: name, reason: item.reason)) }
             } catch let error as ProtocolError {

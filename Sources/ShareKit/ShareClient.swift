@@ -138,7 +138,7 @@ public final class ShareClient: Sendable {
         sending.delta = options.delta
         sending.timeouts = SessionTimeouts(connect: options.timeout, handshake: options.timeout, idle: 300)
         sending.waitForAnswer = options.waitForAnswer
-        let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
+        let progress = options.progress ?? ProgressReporter(events: options.events)
         let report = try SendSession(device: device, progress: progress, options: sending).run(to: target, trust: trust)
         { relation in try items.map { try $0.outgoing(for: relation) } }
         return Delivery(report)
@@ -158,7 +158,7 @@ public final class ShareClient: Sendable {
             delivery.job = answer.job?.id ?? job.id
             return delivery
         }
-        let progress = options.progress ?? ProgressReporter(mode: .quiet, events: options.events)
+        let progress = options.progress ?? ProgressReporter(events: options.events)
         let report = try LocalSendSend.run(
             items, to: phone, pin: options.localSendPin, name: device.name, paths: device.paths, progress: progress,
             answerTimeout: options.waitForAnswer)

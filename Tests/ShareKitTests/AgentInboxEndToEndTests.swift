@@ -75,7 +75,7 @@ extension EndToEnd {
                             suggestedFileName: "hostile")
                     ) { .archive(plan) }
                 ])
-            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+            let session = SendSession(device: device, progress: ProgressReporter())
             let target = try PeerTarget.resolve("127.0.0.1:\(port)", trust: trust)
             let error = try #require(throws: ShareFailure.self) {
                 try session.run(to: target, trust: trust) { _ in [item] }

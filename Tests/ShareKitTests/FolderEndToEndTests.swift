@@ -163,7 +163,7 @@ extension EndToEnd {
                             suggestedFileName: name)
                     ) { .archive(plan) }
                 ])
-            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+            let session = SendSession(device: device, progress: ProgressReporter())
             let target = try PeerTarget.resolve("127.0.0.1:\(port)", trust: trust)
             #expect(throws: ShareFailure.self) { try session.run(to: target, trust: trust) { _ in [item] } }
             #expect(receiver.wait(timeout: 30) == 65, "\(receiver.stderr.text)")

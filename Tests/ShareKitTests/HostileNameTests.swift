@@ -48,7 +48,7 @@ extension EndToEnd {
                     ],
                     declarations: [])
             }
-            let session = SendSession(device: device, progress: ProgressReporter(mode: .quiet))
+            let session = SendSession(device: device, progress: ProgressReporter())
             let target = try PeerTarget.resolve("127.0.0.1:\(port)", trust: trust)
             let report = try session.run(to: target, trust: trust) { _ in items }
             #expect(report.delivered.count == names.count)

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ShareKit
+@testable import ShareCLI
 import ShareTrust
 import ShareReach
 import ShareProtocol
@@ -11,7 +12,7 @@ import ShareAgent
 @Suite struct ProgressBarTests {
     @Test(arguments: [40, 60, 80, 120, 200])
     func theLineFitsTheTerminal(width: Int) {
-        let line = ProgressReporter.bar(
+        let line = TerminalProgress.bar(
             label: "a holiday video with a very long name from the summer of 2026.mov", number: 2, count: 5,
             done: 300 << 20, total: 1 << 30, rate: 98 << 20, left: "0:07 left", width: width)
         #expect(line.count < width, "\(line.count) columns: \(line)")
@@ -26,7 +27,7 @@ import ShareAgent
     }
 
     @Test func aShortNameIsShownWholeAndTheBarIsFull() {
-        let line = ProgressReporter.bar(
+        let line = TerminalProgress.bar(
             label: "notes.txt", number: 1, count: 1, done: 10, total: 10, rate: 10, left: nil, width: 80)
         #expect(line.hasPrefix("notes.txt ["))
         #expect(!line.contains("-]") && line.contains("100%"), "\(line)")
@@ -34,7 +35,7 @@ import ShareAgent
     }
 
     @Test func anUnsizedItemHasNoBar() {
-        let line = ProgressReporter.bar(
+        let line = TerminalProgress.bar(
             label: "standard input", number: 1, count: 1, done: 5 << 20, total: nil, rate: 1 << 20, left: nil,
             width: 80)
         #expect(!line.contains("["), "\(line)")
@@ -43,7 +44,7 @@ import ShareAgent
 
     /// Before a byte has moved (a queued job's first look) the line says where it stands, with no rate of nothing.
     @Test func aLineBeforeAnyByteMovedHasNoRate() {
-        let line = ProgressReporter.bar(
+        let line = TerminalProgress.bar(
             label: "big.bin", number: 1, count: 1, done: 0, total: 300 << 20, rate: 0, left: nil, width: 80)
         #expect(line.contains("0 B/300.0 MiB") && !line.contains("B/s"), "\(line)")
     }
