@@ -17,7 +17,8 @@
 # fresh ext4 file system mounted from an image (FRESH_FS=0: /var/tmp as it is).
 # Release build; needs root (namespaces). Usage: scripts/bench-sync.sh
 # Settings (environment): FILES (5000), MANY (100000), PROFILES ("loopback 100mbit"), ROUNDS (1; medians when more),
-# SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
+# SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000), PHASES ("send sync rsync syncthing many"),
+# AGENT_LOG (the agents' log level), KEEP_LOGS (a folder the agents' logs are copied to at the end). SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback,
 # no Syncthing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,12 @@ source scripts/lib-bench.sh
 IMAGE=
 cleanup() {
   kill $(jobs -p) 2> /dev/null || true
+  if [ -n "${KEEP_LOGS:-}" ]; then
+    mkdir -p "$KEEP_LOGS"
+    find "$WORK" -name 'agent*.log' 2> /dev/null | while read -r f; do
+      cp "$f" "$KEEP_LOGS/$(echo "${f#"$WORK"/}" | tr / _)"
+    done
+  fi
   for pid in "$WORK"/sshd*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2> /dev/null || true; done
   if [ -n "$IMAGE" ]; then umount "$WORK" 2> /dev/null || umount -l "$WORK" 2> /dev/null || true; rm -f "$IMAGE"; fi
   rm -rf "$WORK"

@@ -14,7 +14,7 @@ set -euo pipefail
 # which the agent sends them where notify-send is not installed.
 # lintian and debootstrap: CI's package check (scripts/package-deb.sh --check) lints the .deb and installs it into a
 # clean Debian 12 root.
-packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libsqlite3-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc
+packages=(libarchive-dev libarchive-tools libssl-dev libzstd-dev libsqlite3-dev libstdc++-12-dev openssl pkg-config zstd tar python3 iproute2 bc xfsprogs
     syncthing-discosrv syncthing-relaysrv nftables
     openssh-server openssh-client rsync time gcc iperf3 syncthing curl
     libsodium-dev magic-wormhole magic-wormhole-transit-relay python3-venv

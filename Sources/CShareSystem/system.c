@@ -1,5 +1,7 @@
 // Functions that need _GNU_SOURCE or headers a module's header should not pull into every importer.
 #define _GNU_SOURCE
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <errno.h>
@@ -115,4 +117,11 @@ long long cshare_tcp_peer_uid(int fd) {
     }
     close(diag);
     return uid;
+}
+
+int cshare_clone_range(int src_fd, unsigned long long src_offset, unsigned long long length, int dest_fd,
+                       unsigned long long dest_offset) {
+    struct file_clone_range range = {
+        .src_fd = src_fd, .src_offset = src_offset, .src_length = length, .dest_offset = dest_offset};
+    return ioctl(dest_fd, FICLONERANGE, &range);
 }

@@ -80,7 +80,7 @@ final class InboxReceiver: Sendable {
                 "peer": "\(peer)", "saved": "\(report.saved.count)", "texts": "\(report.printed.count)",
                 "profiles": "\(report.importedProfiles.count)", "refused": "\(report.refused.count)",
                 "bytes": "\(report.bytesReceived)", "crossed": "\(report.bytesCrossed)",
-                "fromCopy": "\(report.bytesFromCopy)",
+                "fromCopy": "\(report.bytesFromCopy)", "shared": "\(report.bytesShared)",
             ])
     }
 }

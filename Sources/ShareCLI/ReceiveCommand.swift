@@ -172,13 +172,16 @@ struct ReceiveCommand: ParsableCommand {
             let report = try result.get()
             if report.bytesFromCopy > 0 {
                 let bytes = ProgressReporter.bytes
+                // Where the file system shares blocks, what was made from the copy costs the disk nothing new.
+                let shared =
+                    report.bytesShared > 0 ? " (\(bytes(report.bytesShared)) sharing its blocks on disk)" : ""
                 progress.note(
                     "received \(bytes(report.bytesReceived)): \(bytes(report.bytesCrossed)) crossed, "
-                        + "\(bytes(report.bytesFromCopy)) made from the copy here",
+                        + "\(bytes(report.bytesFromCopy)) made from the copy here\(shared)",
                     event: "summary",
                     fields: [
                         "bytes": report.bytesReceived, "bytesCrossed": report.bytesCrossed,
-                        "bytesFromCopy": report.bytesFromCopy,
+                        "bytesFromCopy": report.bytesFromCopy, "bytesShared": report.bytesShared,
                     ])
             }
             try failIfRefused(report.refused, receiving: true)

@@ -1,3 +1,4 @@
+internal import CShareSystem
 import Glibc
 
 /// An open file: positional reads and writes, size, mode, times, flush. Closed by `close()` or when released.
@@ -52,6 +53,30 @@ public final class OpenFile: @unchecked Sendable {  // positional I/O on one des
         var bytes = [UInt8](repeating: 0, count: Int(size))
         let n = try read(into: &bytes, count: bytes.count, at: 0)
         return Array(bytes[0..<n])
+    }
+
+    /// A second descriptor of the same open file, closed on its own (for another thread that outlives this one).
+    public func duplicate() throws -> OpenFile {
+        let copy = dup(fd)
+        guard copy >= 0 else { throw DiskError.system("cannot duplicate \(path)") }
+        return OpenFile(fd: copy, path: path)
+    }
+
+    /// What a clone did.
+    public enum Cloned: Sendable { case shared, unaligned, unsupported }
+
+    /// Makes `length` bytes of this file at `offset` share the blocks of `source` at `sourceOffset` instead of a
+    /// copy (a reflink, FICLONERANGE): `shared` when done; `unsupported` where the file system cannot share blocks
+    /// (ext4, tmpfs) and `unaligned` for a range not on its block boundaries, whose bytes are to be written as
+    /// usual. A full disk is an error.
+    public func clone(from source: OpenFile, at sourceOffset: UInt64, length: Int, to offset: UInt64) throws -> Cloned {
+        if cshare_clone_range(source.fd, sourceOffset, UInt64(length), fd, offset) == 0 { return .shared }
+        switch errno {
+        case ENOSPC, EDQUOT: throw DiskError(.noSpace, "\(path): no space left on the disk")
+        case EIO: throw DiskError.system("cannot write \(path)")
+        case EINVAL: return .unaligned
+        default: return .unsupported
+        }
     }
 
     /// Writes all of `bytes` at `offset`. A full disk is a `noSpace` error.

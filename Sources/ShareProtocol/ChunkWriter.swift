@@ -17,6 +17,8 @@ final class ChunkWriter: Sendable {
         var hasher: ChunkHasher
         /// Already compared with its digest (a patched chunk).
         var checked: Bool
+        /// The basis range it is, whole, when its blocks may be shared.
+        var origin: ChunkOrigin?
     }
 
     private struct State {
@@ -52,14 +54,14 @@ final class ChunkWriter: Sendable {
     /// (which only the writer thread uses from now on), then written.
     func submit(
         index: Int, buffer: ChunkBuffer, length: Int, digest: [UInt8], payload: IncomingPayload, hasher: ChunkHasher,
-        checked: Bool = false
+        checked: Bool = false, origin: ChunkOrigin? = nil
     ) throws {
         try state.withLock { state in
             if let failure = state.failure { throw failure }
             state.jobs.append(
                 Job(
                     index: index, buffer: buffer, length: length, digest: digest, payload: payload, hasher: hasher,
-                    checked: checked))
+                    checked: checked, origin: origin))
         }
     }
 
@@ -99,7 +101,11 @@ final class ChunkWriter: Sendable {
                 outcome = ProtocolError(.digestMismatch, "chunk \(job.index) does not match its digest")
             } else {
                 do {
-                    try job.payload.write(index: job.index, bytes: data, digest: job.digest)
+                    if let origin = job.origin {
+                        try job.payload.write(index: job.index, bytes: data, digest: job.digest, origin: origin)
+                    } else {
+                        try job.payload.write(index: job.index, bytes: data, digest: job.digest)
+                    }
                 } catch {
                     outcome = error
                 }

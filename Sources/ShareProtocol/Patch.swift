@@ -66,6 +66,18 @@ public enum Patch {
     }
 }
 
+extension Patch {
+    /// The basis offset of a patch that is one copy of the whole chunk (`length` bytes), nil for any other.
+    public static func wholeCopy(_ patch: UnsafeRawBufferPointer, length: Int) -> UInt64? {
+        guard patch.count == 13, patch[0] == PatchOp.copyTag else { return nil }
+        var offset: UInt64 = 0
+        for byte in patch[1..<9] { offset = offset << 8 | UInt64(byte) }
+        var n = 0
+        for byte in patch[9..<13] { n = n << 8 | Int(byte) }
+        return n == length ? offset : nil
+    }
+}
+
 /// The basis could not be read as indexed (it became shorter): the chunk is redone whole.
 public struct DeltaBasisChanged: Error {
     public init() {}

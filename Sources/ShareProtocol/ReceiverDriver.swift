@@ -38,7 +38,19 @@ public final class ItemBasis {
 public protocol BasisReader: AnyObject {
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
     func close()
+    /// Where `length` bytes of the basis at `offset` lie on disk, for a payload that can share them rather than
+    /// write a copy (nil: it cannot tell).
+    func origin(at offset: UInt64, length: Int) -> ChunkOrigin?
 }
+
+extension BasisReader {
+    public func origin(at offset: UInt64, length: Int) -> ChunkOrigin? { nil }
+}
+
+/// Where a verified chunk's bytes already are on this machine's disk, byte for byte (a range of the basis): a
+/// payload may share those blocks with the new version (a clone) instead of writing a copy. Made by the basis
+/// reader and understood only by the payloads of the same sink.
+public protocol ChunkOrigin: AnyObject {}
 
 /// Chunks held from an earlier session: chunk → digest, with the digest they were recorded with.
 public struct HeldChunks: Sendable {
@@ -59,12 +71,21 @@ public protocol IncomingPayload: AnyObject {
     var held: [Int: [UInt8]] { get }
     /// Takes one chunk whose digest the driver has checked.
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
+    /// Takes one checked chunk that is, byte for byte, the basis range `origin` names: the payload may share its
+    /// blocks (by default it is written as any chunk).
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws
     /// Every chunk is in and the whole-item digest matched: hands the item over and says what became of it.
     func complete(done: Done) throws -> Ack
     /// The item is bad (its digest does not match): drops it.
     func discard()
     /// The session stopped before the item ended: keeps what is verified, for a resume.
     func suspend()
+}
+
+extension IncomingPayload {
+    public func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws {
+        try write(index: index, bytes: bytes, digest: digest)
+    }
 }
 
 /// The one receiving side of every transfer: negotiates each offered item (or takes choices made elsewhere),
@@ -351,9 +372,13 @@ public final class ReceiverDriver {
             // The basis could not be read: the chunk is redone whole.
             matched = false
         }
+        // A chunk that is one range of the basis, whole: its blocks may be shared rather than copied.
+        let whole = Patch.wholeCopy(UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), length: expected)
         if large { writer!.giveBack(target) }
         let data = UnsafeRawBufferPointer(rebasing: plain.bytes[0..<expected])
         if matched { matched = itemHasher.digest(data) == header.digest }
+        var origin: ChunkOrigin?
+        if matched, let whole { origin = try? openBasis(item: item, basis: basis)?.origin(at: whole, length: expected) }
         let actions = try machine.receivedPatch(index: header.index, length: expected, matched: matched)
         guard case .write(let index)? = actions.first, let payload = incoming else {
             if large { writer!.giveBack(plain) }
@@ -362,9 +387,13 @@ public final class ReceiverDriver {
         if large {
             try writer!.submit(
                 index: index, buffer: plain, length: expected, digest: header.digest, payload: payload,
-                hasher: writerHasher, checked: true)
+                hasher: writerHasher, checked: true, origin: origin)
         } else {
-            try payload.write(index: index, bytes: data, digest: header.digest)
+            if let origin {
+                try payload.write(index: index, bytes: data, digest: header.digest, origin: origin)
+            } else {
+                try payload.write(index: index, bytes: data, digest: header.digest)
+            }
             digests.record(index, header.digest)
         }
         summary.bytes += UInt64(expected)

@@ -77,6 +77,54 @@ extension EndToEnd {
         }
 
         /// `--whole-file` sends a hello without delta, as an older share does: the file crosses whole.
+        /// A file sent again into a folder on a file system that shares blocks (XFS, made and mounted for the
+        /// test): what the new version has of the earlier one costs the disk nothing new, and the receiver says so.
+        @Test func aFileSentAgainSharesItsUnchangedBlocksOnDisk() throws {
+            let root = FileManager.default.temporaryDirectory.appendingPathComponent("share-xfs-\(UUID().uuidString)")
+            let mount = root.appendingPathComponent("mnt")
+            try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: root) }
+            let image = root.appendingPathComponent("xfs.img")
+            #expect(FileManager.default.createFile(atPath: image.path, contents: nil))
+            try FileHandle(forWritingTo: image).truncate(atOffset: 512 << 20)
+            let made = runTool("/usr/sbin/mkfs.xfs", ["-q", "-m", "reflink=1", image.path], timeout: 120)
+            try #require(made.status == 0, "mkfs.xfs: \(made.output)")
+            let mounted = runTool("/usr/bin/mount", ["-o", "loop", image.path, mount.path], timeout: 60)
+            try #require(mounted.status == 0, "mount: \(mounted.output)")
+            defer { _ = runTool("/usr/bin/umount", [mount.path], timeout: 60) }
+
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let inbox = mount.appendingPathComponent("inbox")
+            try FileManager.default.createDirectory(at: inbox, withIntermediateDirectories: true)
+            let file = try laptop.folder("src").appendingPathComponent("disk.img")
+            let size = 64 << 20
+            try makeFile(file, size: size)
+            _ = try send(laptop, desk, file, inbox: inbox)
+            func used() -> Int {
+                sync()
+                var stats = statvfs()
+                guard statvfs(mount.path, &stats) == 0 else { return -1 }
+                return Int(stats.f_blocks - stats.f_bfree) * Int(stats.f_frsize)
+            }
+            let before = used()
+            try edit(file, at: 8 << 20, bytes: 1 << 20)
+            try edit(file, at: 40_000_000, bytes: 4096)
+            let (receiver, port) = try desk.startReceive(into: inbox)
+            defer { receiver.stop() }
+            let again = laptop.run(["send", file.path, "--to", "127.0.0.1:\(port)", "--quiet"])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(receiver.wait(timeout: 60) == 0)
+            #expect(
+                FileManager.default.contentsEqual(
+                    atPath: inbox.appendingPathComponent("disk (2).img").path, andPath: file.path))
+            let grown = used() - before
+            print("a 64 MiB file sent again with 1 MiB and 4 KiB changed took \(grown >> 10) KiB more on XFS")
+            #expect(grown >= 0 && grown < 8 << 20, "the new version took \(grown) bytes of the disk, not what changed")
+            #expect(
+                receiver.stderr.text.range(of: #"MiB sharing its blocks on disk"#, options: .regularExpression) != nil,
+                "\(receiver.stderr.text)")
+        }
+
         @Test func aSenderWithoutDeltaSendsTheWholeFile() throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")

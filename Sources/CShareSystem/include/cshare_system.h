@@ -20,6 +20,12 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 /// kernel lacks openat2, ELOOP or EXDEV for a link or an escape) (system.c).
 int cshare_openat2_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 
+/// ioctl(FICLONERANGE): makes `length` bytes of `dest_fd` at `dest_offset` share the blocks of `src_fd` at
+/// `src_offset` (a reflink: XFS, Btrfs, bcachefs); 0, or -1 with errno (EOPNOTSUPP or EXDEV where the file system
+/// cannot, EINVAL for a range not aligned to its blocks) (system.c).
+int cshare_clone_range(int src_fd, unsigned long long src_offset, unsigned long long length, int dest_fd,
+                       unsigned long long dest_offset);
+
 /// renameat2(2): `flags` 1 is RENAME_NOREPLACE; -1 with errno (system.c).
 int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 

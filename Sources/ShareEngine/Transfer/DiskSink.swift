@@ -134,6 +134,7 @@ final class DiskSink: ItemSink {
         throws -> Ack
     {
         try partial.finish(size: done.size, durable: options.durable)
+        if let file = partial as? PartialFile { report.bytesShared += file.sharedBytes }
         let type = UTType(chosen.contentType) ?? UTType(identifier: chosen.contentType, allowUndeclared: true)
         if options.keptFor != nil || options.handOver != nil {
             let name = savedName(item: item, chosen: chosen, fileName: done.fileName)
@@ -315,6 +316,13 @@ final class SinkItem: IncomingPayload {
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
         switch partial {
         case .file(let file): try file.write(index: index, bytes: bytes, digest: digest)
+        case .archive(let archive): try archive.write(index: index, bytes: bytes, digest: digest)
+        }
+    }
+
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws {
+        switch partial {
+        case .file(let file): try file.write(index: index, bytes: bytes, digest: digest, origin: origin)
         case .archive(let archive): try archive.write(index: index, bytes: bytes, digest: digest)
         }
     }

@@ -202,6 +202,8 @@ package protocol ReceivedBytes: AnyObject {
     /// The size of every chunk but the last.
     var chunkSize: Int { get }
     func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws
+    /// A chunk that is a whole range of the basis (`origin`): its blocks may be shared.
+    func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws
     func contents(limit: Int) throws -> [UInt8]
     func finish(size: UInt64, durable: Bool) throws
     func place(as name: String, mode: mode_t, before: Placing) throws -> String
@@ -275,6 +277,11 @@ package final class SmallPartial: ReceivedBytes {
         bytes.withUnsafeMutableBytes {
             UnsafeMutableRawBufferPointer(rebasing: $0[offset..<offset + chunk.count]).copyMemory(from: chunk)
         }
+    }
+
+    /// Kept in memory (or its partial file): nothing of the basis is shared.
+    package func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws {
+        try write(index: index, bytes: bytes, digest: digest)
     }
 
     package func contents(limit: Int) throws -> [UInt8] {
@@ -412,8 +419,34 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
     deinit { close() }
 
     package func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
+        try write(index: index, bytes: bytes, digest: digest, origin: nil)
+    }
+
+    /// A chunk that is a range of the earlier version, whole: its blocks are shared with it where the file system
+    /// can (a reflink on XFS or Btrfs: a re-sent file costs the disk only what changed), else written.
+    package func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: ChunkOrigin) throws {
+        try write(index: index, bytes: bytes, digest: digest, origin: origin as? BasisRange)
+    }
+
+    /// Whether blocks may still be shared into this file (false after the file system said it cannot).
+    private var shares = true
+    /// Bytes shared with the earlier version rather than written.
+    package private(set) var sharedBytes: UInt64 = 0
+
+    private func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: BasisRange?) throws {
         do {
-            try file.write(bytes, at: UInt64(index) * UInt64(ledger.chunkSize))
+            let at = UInt64(index) * UInt64(ledger.chunkSize)
+            var cloned = OpenFile.Cloned.unsupported
+            if shares, let origin {
+                cloned = try file.clone(from: origin.file, at: origin.offset, length: bytes.count, to: at)
+                // A file system that cannot share blocks is not asked again for this file.
+                if cloned == .unsupported { shares = false }
+            }
+            if cloned == .shared {
+                sharedBytes += UInt64(bytes.count)
+            } else {
+                try file.write(bytes, at: at)
+            }
         } catch let error as DiskError {
             try? checkpoint(force: true)
             if error.kind == .noSpace {

@@ -302,6 +302,8 @@ package struct ReceiveReport: Sendable {
     package var bytesCrossed: UInt64 = 0
     /// What the receiver made from the copy it already had (delta transfer; counted in `bytesReceived`).
     package var bytesFromCopy: UInt64 = 0
+    /// Of those, what shares its blocks on disk with the copy (a reflink: XFS, Btrfs) rather than being written again.
+    package var bytesShared: UInt64 = 0
     /// Set when the offer was held for the user's answer (nothing was received).
     package var held: OfferHeld?
 }

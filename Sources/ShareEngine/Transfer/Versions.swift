@@ -255,4 +255,21 @@ final class BasisFile: BasisReader {
         try file.read(into: buffer, at: offset)
     }
     func close() { if closes { file.close() } }
+
+    /// A range of this file, on a descriptor of its own (the chunk writer's thread may use it after this reader is
+    /// closed).
+    func origin(at offset: UInt64, length: Int) -> ChunkOrigin? {
+        guard let copy = try? file.duplicate() else { return nil }
+        return BasisRange(file: copy, offset: offset)
+    }
+}
+
+/// A range of a basis file that a chunk equals: `PartialFile` shares its blocks where the file system can.
+final class BasisRange: ChunkOrigin {
+    let file: OpenFile
+    let offset: UInt64
+    init(file: OpenFile, offset: UInt64) {
+        self.file = file
+        self.offset = offset
+    }
 }
