@@ -194,11 +194,15 @@ extension EndToEnd {
                 let code = line.components(separatedBy: "Wormhole code is: ").last!.trimmingCharacters(in: .whitespaces)
                 let inbox = try desk.folder("inbox-\(limits[0].dropFirst(2))")
                 let received = desk.run(["receive", code, "--yes", "--into", inbox.path] + limits + serverFlags)
-                #expect(received.status == 3, "\(limits): \(received.stderr)")
+                #expect(
+                    received.status == 3,
+                    "\(limits): \(received.stderr) — the wormhole client said: \(sender.output)")
                 #expect(
                     try FileManager.default.contentsOfDirectory(atPath: inbox.path).isEmpty,
                     "\(limits): something was written")
-                #expect(sender.wait(timeout: 30) != 0, "\(sender.output)")
+                // The wormhole client is told and ends (a wait that lapses is no exit).
+                let ended = sender.wait(timeout: 30)
+                #expect(ended != nil && ended != 0, "\(sender.output)")
             }
         }
 
