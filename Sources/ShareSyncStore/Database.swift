@@ -41,6 +41,9 @@ public final class Database {
         try execute("PRAGMA journal_mode = WAL")
         try execute("PRAGMA synchronous = NORMAL")
         try execute("PRAGMA foreign_keys = OFF")
+        // Pages kept in memory: up to 32 MiB (SQLite's default is 2 MiB). An index of 100,000 files is larger than
+        // that, and every lookup of a pull's placement then read its pages again through the kernel.
+        try execute("PRAGMA cache_size = -32768")
     }
 
     deinit {
