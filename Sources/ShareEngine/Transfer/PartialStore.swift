@@ -416,7 +416,10 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
         try checkpoint(force: true)
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        readBack?.deallocate()
+    }
 
     package func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8]) throws {
         try write(index: index, bytes: bytes, digest: digest, origin: nil)
@@ -433,6 +436,19 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
     /// Bytes shared with the earlier version rather than written.
     package private(set) var sharedBytes: UInt64 = 0
 
+    /// A chunk's room, to read a shared range back into (made at the first clone).
+    private var readBack: UnsafeMutableRawBufferPointer?
+
+    private func sharedRangeMatches(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws -> Bool {
+        if readBack == nil || readBack!.count < bytes.count {
+            readBack?.deallocate()
+            readBack = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
+        }
+        let room = UnsafeMutableRawBufferPointer(rebasing: readBack![0..<bytes.count])
+        guard try file.read(into: room, at: offset) == bytes.count else { return false }
+        return memcmp(room.baseAddress!, bytes.baseAddress!, bytes.count) == 0
+    }
+
     private func write(index: Int, bytes: UnsafeRawBufferPointer, digest: [UInt8], origin: BasisRange?) throws {
         do {
             let at = UInt64(index) * UInt64(ledger.chunkSize)
@@ -442,7 +458,10 @@ package final class PartialFile: IncomingPayload, ReceivedBytes {
                 // A file system that cannot share blocks is not asked again for this file.
                 if cloned == .unsupported { shares = false }
             }
-            if cloned == .shared {
+            // The earlier version may have changed since its bytes were read and verified: what the clone shares
+            // is compared with the verified bytes (the partial's own blocks, which nothing else writes), and written
+            // over where it differs.
+            if cloned == .shared, try sharedRangeMatches(bytes, at: at) {
                 sharedBytes += UInt64(bytes.count)
             } else {
                 try file.write(bytes, at: at)
