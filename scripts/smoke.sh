@@ -119,8 +119,8 @@ check_demo() {
 }
 check_faults() {
   expect "$1" "^faults survived on 4 MiB: " "^kills survived on 4 MiB: " "^resume of a file on 4 MiB: " "^resume of a folder on 4 MiB: " \
-    "^resume of a delta on 4 MiB: " \
-    "Test run with 3 tests? in [0-9]+ suites? passed"
+    "^resume of a delta on 4 MiB: " "^a folder sent again after a kill at placed: [0-9]+ bytes crossed" \
+    "Test run with 4 tests? in [0-9]+ suites? passed"
 }
 check_package_deb() {
   expect "$1" "^package: .*/share_[0-9.]+_amd64\.deb$" "^size: [0-9]+ KiB; installed size: [0-9]+ KiB$" \
