@@ -170,15 +170,21 @@ extension Syscalls {
         }
     }
 
-    /// Waits up to `timeout` seconds for a connection; nil on timeout (so the caller can check for shutdown).
-    public static func accept(_ listener: Int32, timeout: Double) throws -> (fd: Int32, peer: String)? {
+    /// Whether a connection waits on `listener` within `timeout` seconds (false on timeout or a signal, so the caller
+    /// can check for shutdown). The TCP and Unix accepts both wait through it.
+    static func connectionWaits(_ listener: Int32, timeout: Double) throws -> Bool {
         var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
         let ready = poll(&pfd, 1, Int32(timeout * 1000))
-        if ready == 0 { return nil }
         if ready < 0 {
-            if errno == EINTR { return nil }
+            if errno == EINTR { return false }
             throw failure("poll")
         }
+        return ready > 0
+    }
+
+    /// Waits up to `timeout` seconds for a connection; nil on timeout (so the caller can check for shutdown).
+    public static func accept(_ listener: Int32, timeout: Double) throws -> (fd: Int32, peer: String)? {
+        guard try connectionWaits(listener, timeout: timeout) else { return nil }
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &storage) {

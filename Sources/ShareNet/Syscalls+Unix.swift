@@ -69,13 +69,7 @@ extension Syscalls {
 
     /// The next connection to a Unix socket within `timeout` seconds (nil if none came); its peer is "local".
     public static func unixAccept(_ listener: Int32, timeout: Double) throws -> (fd: Int32, peer: String)? {
-        var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&pfd, 1, Int32(timeout * 1000))
-        if ready == 0 { return nil }
-        if ready < 0 {
-            if errno == EINTR { return nil }
-            throw failure("poll")
-        }
+        guard try connectionWaits(listener, timeout: timeout) else { return nil }
         let fd = Glibc.accept(listener, nil, nil)
         if fd < 0 {
             if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
