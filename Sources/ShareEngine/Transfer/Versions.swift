@@ -256,11 +256,14 @@ final class BasisFile: BasisReader {
     }
     func close() { if closes { file.close() } }
 
-    /// A range of this file, on a descriptor of its own (the chunk writer's thread may use it after this reader is
-    /// closed).
+    /// A descriptor of the file of its own, made once and shared by every range: the chunk writer's thread may use
+    /// it after this reader is closed, and it closes when the last range and the reader are gone.
+    private var shared: OpenFile?
+
+    /// A range of this file, on that descriptor.
     func origin(at offset: UInt64, length: Int) -> ChunkOrigin? {
-        guard let copy = try? file.duplicate() else { return nil }
-        return BasisRange(file: copy, offset: offset)
+        if shared == nil { shared = try? file.duplicate() }
+        return shared.map { BasisRange(file: $0, offset: offset) }
     }
 }
 
