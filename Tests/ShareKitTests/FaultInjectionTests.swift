@@ -104,6 +104,22 @@ extension EndToEnd {
         /// `share send` again (1 MiB chunks): what crosses the wire in all is the payload (for the delta, the changed
         /// half) plus at most 8 MiB per kill and one chunk per cut, since the receiver journals every verified chunk
         /// as it writes it (for a folder, as it is extracted; for a delta, as each patch gives its chunk).
+        /// What a resume test sends: `big.bin` (a file, or a delta's file), or a folder `big` of three parts; `size`
+        /// random bytes in all. Returns it and its files.
+        static func source(_ kind: String, on device: TestDevice, size: Int) throws -> (URL, [URL]) {
+            let source: URL
+            let parts: [URL]
+            if kind != "folder" {
+                source = try device.folder("src").appendingPathComponent("big.bin")
+                parts = [source]
+            } else {
+                source = try device.folder("big")
+                parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
+            }
+            for part in parts { try makeFile(part, size: size / parts.count) }
+            return (source, parts)
+        }
+
         @Test(arguments: FaultInjectionTests.kinds)
         func killsAndCutsResendAtMostEightMiBAndOneChunkEach(_ kind: String) throws {
             var dice = Dice()
@@ -111,16 +127,7 @@ extension EndToEnd {
             let inbox = try desk.folder("inbox")
             let size = Self.mebibytes << 20
             let chunk = 1 << 20
-            let source: URL
-            var parts: [URL] = []
-            if kind != "folder" {
-                source = try laptop.folder("src").appendingPathComponent("big.bin")
-                parts = [source]
-            } else {
-                source = try laptop.folder("big")
-                parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
-            }
-            for part in parts { try makeFile(part, size: size / parts.count) }
+            let (source, parts) = try Self.source(kind, on: laptop, size: size)
             var delivered = inbox.appendingPathComponent(source.lastPathComponent)
             // What must cross: everything, or for a delta the changed half (the earlier version delivered first).
             var payload = size
@@ -215,17 +222,7 @@ extension EndToEnd {
         func aReceiverKilledAsItPlacesAnItemCostsNoSecondTransfer(_ kind: String, _ moment: String) throws {
             let (laptop, desk) = try TestDevice.pair("laptop", "desk")
             let inbox = try desk.folder("inbox")
-            let size = 8 << 20
-            let source: URL
-            var parts: [URL] = []
-            if kind == "file" {
-                source = try laptop.folder("src").appendingPathComponent("big.bin")
-                parts = [source]
-            } else {
-                source = try laptop.folder("big")
-                parts = (0..<3).map { source.appendingPathComponent("part\($0).bin") }
-            }
-            for part in parts { try makeFile(part, size: size / parts.count) }
+            let (source, parts) = try Self.source(kind, on: laptop, size: 8 << 20)
             let (dying, dyingPort) = try desk.startReceive(into: inbox, environment: ["SHARE_TEST_KILL_AT": moment])
             let first = laptop.run([
                 "send", source.path, "--to", "127.0.0.1:\(dyingPort)", "--quiet", "--timeout", "60",
