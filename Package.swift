@@ -35,6 +35,7 @@ let package = Package(
         .target(
             name: "ShareWormhole",
             dependencies: [
+                "ShareText",
                 "ShareHTTP",
                 "CShareSodium", "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareDisk", "ShareArchive",
             ]),
@@ -42,23 +43,29 @@ let package = Package(
         .target(
             name: "ShareLocalSend",
             dependencies: [
+                "ShareText",
                 "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "ShareArchive",
             dependencies: [
+                "ShareText",
                 "CShareArchive", "CShareZstd", "ShareDisk", "ShareThreads", "UniformTypeIdentifiers",
             ]),
         .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
         // Shared folders' logic, pure: version vectors, the global version of each path, the planner, the scanner's
         // comparison, and a folder's steps over a disk and an index it is given (the agent's, or a simulation's).
-        .target(name: "ShareSync", dependencies: ["ShareProtocol"]),
+        .target(name: "ShareSync", dependencies: ["ShareText", "ShareProtocol"]),
         // A shared folder's index in SQLite (the only importer of CShareSQLite).
         .target(name: "ShareSyncStore", dependencies: ["ShareSync", "CShareSQLite"]),
         // Locks, conditions and threads on pthreads: Foundation's NSObject-based ones would link CoreFoundation, the
         // rest of Foundation and ICU into the watch.
         .target(name: "ShareThreads", dependencies: ["CShareSystem"]),
+        // Text, numbers, times and untyped JSON on the standard and C libraries: Foundation's NSString layer
+        // (String(format:), CharacterSet, JSONSerialization, DateFormatter) links CoreFoundation and ICU's 34 MB of
+        // data into a statically linked binary.
+        .target(name: "ShareText"),
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
         .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
@@ -73,13 +80,14 @@ let package = Package(
         // The one HTTP/1.1 layer (heads and bodies with their deadlines and sizes) and WebSocket client, on ShareNet's
         // sockets: every HTTP speaker uses it (LocalSend, the page, Global Discovery, the wormhole mailbox). A module
         // of its own so that the watch, which speaks no HTTP, does not link Foundation's string and URL code.
-        .target(name: "ShareHTTP", dependencies: ["ShareNet", "ShareTLS"]),
+        .target(name: "ShareHTTP", dependencies: ["ShareText", "ShareNet", "ShareTLS"]),
         // Devices and their identity, the trust store, trust notices and AccessPolicy (every "may this device…"),
         // and the sessions opened over them (hello, ping): what every device needs to talk to a peer, and nothing
         // more (the watch links only this, the network, TLS and the protocol, to stay small).
         .target(
             name: "ShareTrust",
             dependencies: [
+                "ShareText",
                 "ShareNet", "ShareTLS", "ShareProtocol", "CShareSystem", "ShareDisk", "ShareThreads",
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -88,19 +96,22 @@ let package = Package(
         .target(
             name: "ShareReach",
             dependencies: [
+                "ShareText",
                 "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareTLS", "ShareProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .target(name: "ShareProfileModel", dependencies: ["CoreTransferable", "ShareDisk"]),
         .target(
-            name: "ShareProfiles", dependencies: ["ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
+            name: "ShareProfiles",
+            dependencies: ["ShareText", "ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         // The engine: sessions, sinks, partials and ledgers, the job model, the control socket's protocol, the
         // listener that authenticates sessions, and the glue to LocalSend sends (the library sends to phones). Sends
         // by code are the command line's (ShareCLI's CodeTransfers): the library links no libsodium.
         .target(
             name: "ShareEngine",
             dependencies: [
+                "ShareText",
                 "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
                 "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareLocalSend",
@@ -111,6 +122,7 @@ let package = Package(
         .target(
             name: "ShareFolders",
             dependencies: [
+                "ShareText",
                 "ShareSync", "ShareSyncStore", "ShareEngine", "ShareNet", "ShareTrust", "ShareReach", "ShareTLS",
                 "ShareProtocol", "ShareDisk", "ShareThreads", "CoreTransferable",
                 .product(name: "Logging", package: "swift-log"),
@@ -119,6 +131,7 @@ let package = Package(
         .target(
             name: "ShareAgent",
             dependencies: [
+                "ShareText",
                 "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
                 "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend", "ShareFolders",
                 .product(name: "Logging", package: "swift-log"),
@@ -128,6 +141,7 @@ let package = Package(
         .target(
             name: "ShareKit",
             dependencies: [
+                "ShareText",
                 "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
                 "ShareProfiles", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers", "ShareDisk",
                 "ShareLocalSend", .product(name: "Logging", package: "swift-log"),
@@ -136,6 +150,7 @@ let package = Package(
         .target(
             name: "ShareWeb",
             dependencies: [
+                "ShareText",
                 "ShareHTTP",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareLocalSend",
                 "ShareDisk", "ShareReach", "ShareTLS",
@@ -145,6 +160,7 @@ let package = Package(
         .target(
             name: "ShareCLI",
             dependencies: [
+                "ShareText",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach",
                 "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
@@ -209,6 +225,7 @@ let package = Package(
             name: "ShareWormholeTests",
             dependencies: ["ShareHTTP", "ShareWormhole", "ShareNet", "ShareDisk", "ShareTLS", "ShareTestSupport"]),
         .testTarget(name: "ShareDiskTests", dependencies: ["ShareDisk"]),
+        .testTarget(name: "ShareTextTests", dependencies: ["ShareText"]),
         .testTarget(name: "ShareSyncTests", dependencies: ["ShareSync", "ShareSyncStore", "ShareProtocol"]),
         .target(name: "ShareTestSupport", path: "Tests/ShareTestSupport"),
         .testTarget(

@@ -38,6 +38,19 @@ mkdir -p "$OUT" "$PKG/DEBIAN"
 install -D -m 0755 "$BIN/share" "$PKG/usr/bin/share"
 install -D -m 0755 "$BIN/share-watch" "$PKG/usr/bin/share-watch"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$PKG/usr/bin/share" "$PKG/usr/bin/share-watch"
+# The release share links no Foundation beyond FoundationEssentials (docs/MEMORY.md): Foundation proper brings
+# CoreFoundation and ICU's data, 42 MB of a 67 MB file. One call into it (String.contains(String) binds to Foundation's
+# wherever a module imports CoreTransferable; JSONSerialization, String(format:), DateFormatter, Thread, Process) is
+# enough, so a release build checks for it.
+if [ -z "${SHARE_SMOKE:-}" ]; then
+  share_mb=$(( $(stat -c %s "$PKG/usr/bin/share") / 1000000 ))
+  if [ "$share_mb" -ge 40 ] || nm "$BIN/share" | grep -q ' icudt[0-9]*_dat$'; then
+    echo "package: share is $share_mb MB stripped and links ICU: a module calls into Foundation proper; find it with" \
+      "swift build -c release --static-swift-stdlib --product share -Xlinker -Map=share.map (docs/MEMORY.md)" >&2
+    exit 1
+  fi
+  echo "share: $share_mb MB stripped, no ICU"
+fi
 
 # The man pages, from the commands' own definitions (swift-argument-parser's generate-manual).
 # (The test command builds it with the debug build, so that a smoke run builds nothing.)

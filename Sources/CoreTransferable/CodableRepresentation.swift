@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A transfer representation for types that are `Codable`: JSON by default, or any encoder/decoder pair.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A transfer representation for types that have a binary representation in memory.
 public struct DataRepresentation<Item: Transferable>: TransferRepresentation {

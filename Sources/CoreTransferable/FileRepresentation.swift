@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A transfer representation for types that live in files; files are never read into memory by the framework.
 public struct FileRepresentation<Item: Transferable>: TransferRepresentation {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// How a receiving peer relates to the sender; it decides which visibilities reach the peer.
 public enum PeerRelation: Sendable, Hashable, Codable {

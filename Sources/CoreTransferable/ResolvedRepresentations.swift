@@ -1,5 +1,5 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
 
 /// Resolution of a `Transferable` type into its ordered flat list of representations, cached per type.
 ///

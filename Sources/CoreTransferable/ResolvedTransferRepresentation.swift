@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What an exporter produced, or what an importer is given: bytes in memory or a file.
 public enum TransferPayload: Sendable {

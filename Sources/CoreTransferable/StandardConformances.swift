@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension String: Transferable {
     /// UTF-8 plain text both ways; any plain text is accepted on import.

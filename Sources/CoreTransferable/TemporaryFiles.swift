@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Temporary files and folders whose lifetime is one closure call.
 enum TemporaryFiles {

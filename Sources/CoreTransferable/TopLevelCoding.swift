@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A type that encodes values into one top-level output (Combine's protocol, which Linux lacks).
 public protocol TopLevelEncoder<Output> {

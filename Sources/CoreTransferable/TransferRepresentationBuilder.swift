@@ -22,4 +22,4 @@ public struct TransferRepresentationBuilder<Item: Transferable> {
     }
 }
 
-import Foundation
+import FoundationEssentials

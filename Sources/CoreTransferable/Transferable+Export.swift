@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Transferable {
     /// The name set with `suggestedFileName` on the first representation that has one, or nil.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Transferable {
     /// Creates a value from bytes of `contentType`, trying the importing representations whose type matches (all of

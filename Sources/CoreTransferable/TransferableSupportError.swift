@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The error CoreTransferable throws. Codes are stable; messages name the types involved.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A file that the sender exports through a `FileRepresentation`.
 public struct SentTransferredFile: Sendable {

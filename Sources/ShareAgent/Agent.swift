@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import Logging
 import ServiceLifecycle
 import ShareDisk

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareProtocol
 import ShareTrust
 import ShareReach

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
+import ShareThreads
 import ShareEngine
 import ShareTrust
 import ShareNet
@@ -51,30 +54,19 @@ enum DesktopNotice {
             return
         }
         // On a thread of its own, waited for (so it is reaped), and said in the log when it fails.
-        Thread.detachNewThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            let errors = Pipe()
-            process.standardError = errors
+        Threads.start(name: "share-notify", stackSize: 256 << 10) {
+            let process: ChildProcess
             do {
-                try process.run()
+                process = try ChildProcess.start(executable, arguments, captureErrors: true)
             } catch {
                 log.warning("no desktop notification", metadata: ["reason": "\(error)"])
                 return
             }
-            let said = errors.fileHandleForReading.readDataToEndOfFile()
-            // Not waitUntilExit: it runs this thread's run loop, which has no source here and so spins.
-            while process.isRunning { usleep(2_000) }
-            if process.terminationStatus != 0 {
+            let said = process.readErrors(limit: 300)
+            if process.wait() != 0 {
                 log.warning(
                     "no desktop notification",
-                    metadata: [
-                        "tool": "\(executable)",
-                        "reason":
-                            "\(String(decoding: said.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))",
-                    ])
+                    metadata: ["tool": "\(executable)", "reason": "\(String(decoding: said, as: UTF8.self).trimmed)"])
             }
         }
     }

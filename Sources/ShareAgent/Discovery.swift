@@ -1,5 +1,5 @@
 import ShareThreads
-import Foundation
+import FoundationEssentials
 import Logging
 import ShareProtocol
 import ShareTLS
@@ -96,7 +96,7 @@ package final class Discovery: AgentPart, Sendable {
     /// read at all), so the agent ends and is restarted rather than going on deaf.
     package func start(failed: @escaping @Sendable (Error) -> Void) {
         state.withLock { $0.running = 2 }
-        let announcer = Thread { [self] in
+        Threads.start(name: "share-announce", stackSize: 8 << 20) { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             while true {
@@ -108,9 +108,7 @@ package final class Discovery: AgentPart, Sendable {
                 flush(force: false)
             }
         }
-        announcer.name = "share-announce"
-        announcer.start()
-        let listener = Thread { [self] in
+        Threads.start(name: "share-discovery", stackSize: 8 << 20) { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             defer { finished() }
             var failingSince: Date?
@@ -132,8 +130,6 @@ package final class Discovery: AgentPart, Sendable {
             }
             flush(force: true)
         }
-        listener.name = "share-discovery"
-        listener.start()
     }
 
     private func finished() {

@@ -1,7 +1,8 @@
 import ShareHTTP
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import Logging
 import ShareDisk
 import ShareLocalSend
@@ -310,7 +311,7 @@ package final class LocalSendInbox: Sendable {
                 throw HTTPFailure(409, "the sender went away while the offer waited")
             }
             if Date() >= deadline { return decision }
-            Thread.sleep(forTimeInterval: 0.2)
+            Threads.sleep(seconds: 0.2)
         }
     }
 

@@ -1,7 +1,7 @@
 import ShareHTTP
 import ShareThreads
 import Synchronization
-import Foundation
+import FoundationEssentials
 import Logging
 import ShareLocalSend
 import ShareTLS
@@ -90,7 +90,7 @@ package final class LocalSendPart: AgentPart, Sendable {
     package func start(failed: @escaping @Sendable (Error) -> Void) throws {
         server.start(failed: failed)
         discovery.start()
-        let thread = Thread { [self] in
+        Threads.start(name: "share-localsend-peers", stackSize: 8 << 20) { [self] in
             // Writes the list of devices seen when it changes, at most once a second.
             var lastSaved: [LocalSendPeer] = []
             var seenAt: [String: Date] = [:]
@@ -112,8 +112,6 @@ package final class LocalSendPart: AgentPart, Sendable {
             }
             LocalSendSeen.save(peers.all, paths: paths)
         }
-        thread.name = "share-localsend-peers"
-        thread.start()
         Self.log.info("LocalSend on", metadata: ["port": "\(server.port)", "fingerprint": "\(fingerprint)"])
     }
 

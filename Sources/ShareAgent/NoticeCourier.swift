@@ -1,6 +1,6 @@
 import ShareDisk
 import Synchronization
-import Foundation
+import FoundationEssentials
 import Logging
 import ShareProtocol
 import ShareTLS

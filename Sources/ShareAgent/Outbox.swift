@@ -1,7 +1,7 @@
 import ShareDisk
 import ShareThreads
 import Synchronization
-import Foundation
+import FoundationEssentials
 import ShareNet
 import ShareTrust
 import ShareProtocol
@@ -135,14 +135,12 @@ package final class Outbox: AgentPart, Sendable {
         }
         // The worker keeps the agent's priority; each attempt runs on a thread of its own, lowered unless someone
         // waits for the job (a thread can lower its own priority but not raise it again).
-        let thread = Thread { [self] in
+        Threads.start(name: "share-outbox", stackSize: 8 << 20) { [self] in
             Syscalls.setThreadPriority(lowerBy: 0)
             work()
             // The worker leaves only when asked to; if it ever left otherwise, no job would go out again.
             if !state.withLock({ $0.stopping }) { failed(PartFailure(part: partName, reason: "its worker ended")) }
         }
-        thread.name = "share-outbox"
-        thread.start()
     }
 
     /// Stops the worker: the attempt in progress is interrupted (what the receiver verified stays there, so the job
@@ -174,7 +172,7 @@ package final class Outbox: AgentPart, Sendable {
     static func withoutResendAdvice(_ message: String) -> String {
         let parts = message.components(separatedBy: "; ")
         let kept = parts.filter { part in
-            !["send again", "run the command again", "try again"].contains { part.contains($0) }
+            !["send again", "run the command again", "try again"].contains { part.includes($0) }
         }
         return kept.isEmpty ? message : kept.joined(separator: "; ")
     }
@@ -232,15 +230,12 @@ package final class Outbox: AgentPart, Sendable {
     {
         let result = Mutex<Result<SendReport, ShareFailure>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
+        Threads.start(name: "share-send", stackSize: 1 << 20) {
             Syscalls.setThreadPriority(lowerBy: nice)
             let outcome = body()
             result.withLock { $0 = outcome }
             done.signal()
         }
-        thread.name = "share-send"
-        thread.stackSize = 1 << 20
-        thread.start()
         done.wait()
         return result.withLock { $0 }!
     }

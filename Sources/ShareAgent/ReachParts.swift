@@ -1,5 +1,5 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
 import ShareReach
 import ShareTrust
 import ShareProtocol

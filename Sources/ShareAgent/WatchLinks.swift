@@ -1,7 +1,7 @@
 import ShareThreads
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import Logging
 import ShareProtocol
 import ShareTLS
@@ -29,7 +29,7 @@ package final class WatchLinks: Sendable {
     final class Link: Sendable {
         let session: Session
         /// Held by whoever uses the session (the keepalive or a delivery).
-        let use = NSLock()
+        let use = ThreadCondition()
         private let up = Atomic(true)
 
         init(session: Session) { self.session = session }
@@ -121,7 +121,7 @@ package final class WatchLinks: Sendable {
             // Wake every second: a watch that went away closes its socket, and that is noticed within a second
             // rather than at the next keepalive.
             if state.wait(seconds: 1, until: { $0.stopping || !link.alive }) { break }
-            guard link.use.try() else { continue }  // a delivery is using the link
+            guard link.use.tryLock() else { continue }  // a delivery is using the link
             var lost = false
             // Between deliveries a watch sends nothing unasked: anything readable is its end of the connection.
             if session.connection.hasIncomingData {

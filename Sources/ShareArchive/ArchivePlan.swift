@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import Glibc
 
 /// The entries of a tar stream, fixed before the first byte is produced, so the stream is the same bytes every time
@@ -386,6 +387,6 @@ enum StableDigest {
             a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
             b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 &+ 1
         }
-        return String(format: "%016llx%016llx", a, b)
+        return Format.hex(UInt64(a), width: 16) + Format.hex(UInt64(b), width: 16)
     }
 }

@@ -1,5 +1,6 @@
 import CShareArchive
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A libarchive reader over a file (any format and compression libarchive knows) or over a byte source fed in
 /// whatever sizes arrive (tar only: the network form). One owner per `archive *`; confined to one thread.

@@ -1,5 +1,5 @@
 import CShareArchive
-import Foundation
+import FoundationEssentials
 
 /// Why an archive could not be written, read or extracted. The message names the entry when there is one.
 public struct ArchiveError: Error, CustomStringConvertible, Sendable, Equatable {

@@ -1,5 +1,5 @@
 import CShareArchive
-import Foundation
+import FoundationEssentials
 
 /// A libarchive writer: tar (pax) or zip, optionally zstd-compressed, into a file or a byte sink.
 ///

@@ -1,5 +1,5 @@
 import ShareThreads
-import Foundation
+import FoundationEssentials
 import Glibc
 import ShareDisk
 

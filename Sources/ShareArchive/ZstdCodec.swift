@@ -1,5 +1,5 @@
 import CShareZstd
-import Foundation
+import FoundationEssentials
 
 /// zstd for single chunks in transit, through libzstd: one frame per chunk, compressed in one call with the chunk's
 /// size known, so the window and match tables fit the chunk whatever the level (a harder level costs time, not

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import Logging
 import CoreTransferable
@@ -328,7 +329,7 @@ struct AgentConfig: Codable {
 
     static func load(_ file: URL) throws -> AgentConfig {
         guard let data = FileManager.default.contents(atPath: file.path) else { return AgentConfig() }
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        guard let object = JSONText.object(data) else {
             throw ShareError(.configuration, "\(file.path) is not a JSON object; fix or remove it")
         }
         if let unknown = object.keys.sorted().first(where: { keys[$0] == nil }) {

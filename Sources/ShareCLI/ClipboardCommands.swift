@@ -1,6 +1,6 @@
 import ArgumentParser
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareCommandLine
 import ShareKit
 import ShareTrust

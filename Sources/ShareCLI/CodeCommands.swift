@@ -1,7 +1,8 @@
 import ShareNet
 import ArgumentParser
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareProtocol
@@ -123,7 +124,7 @@ extension SendCommand {
                 tell(
                     "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items to "
                         + "\(outcome.peerName) by code, \(ProgressReporter.bytes(report.bytesSent)) in "
-                        + "\(String(format: "%.2f", report.seconds)) s, \(report.route)")
+                        + "\(Format.c("%.2f", report.seconds)) s, \(report.route)")
             }
             try failIfRefused(report.refused, receiving: false)
         } else if let report = outcome.wormhole, !output.quiet {
@@ -131,7 +132,7 @@ extension SendCommand {
                 "sent \(report.offer.summary) to a wormhole client"
                     + (report.route.map {
                         ", \(ProgressReporter.bytes(report.bytes)) in "
-                            + "\(String(format: "%.2f", report.seconds)) s, \($0)"
+                            + "\(Format.c("%.2f", report.seconds)) s, \($0)"
                     } ?? ""))
         }
     }
@@ -190,7 +191,7 @@ extension ReceiveCommand {
                 if !output.quiet, let saved = report.saved {
                     tell(
                         "received \(report.summary) from a wormhole client into \(saved.path), "
-                            + "\(String(format: "%.2f", report.seconds)) s, \(report.route ?? "")")
+                            + "\(Format.c("%.2f", report.seconds)) s, \(report.route ?? "")")
                 }
             }
         }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareNet
+import ShareText
 import Synchronization
 import ShareDisk
 import ShareTrust
@@ -21,7 +23,7 @@ package struct CodeOptions: Sendable {
         var options = CodeOptions()
         let file = paths.agentConfigFile
         guard let data = PosixFiles.read(file.path) else { return options }
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        guard let object = JSONText.object(data) else {
             throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
         }
         guard let wormhole = object["wormhole"] else { return options }
@@ -209,7 +211,7 @@ package enum CodeReceive {
                         offered = OfferedRepresentation(
                             contentType: UTType.utf8PlainText.identifier, kind: .data, size: UInt64(text.utf8.count))
                     case .file(let name, let size):
-                        let type = UTType(filenameExtension: (name as NSString).pathExtension) ?? .data
+                        let type = UTType(filenameExtension: PathText.pathExtension(name)) ?? .data
                         offered = OfferedRepresentation(contentType: type.identifier, kind: .file, size: size)
                     case .directory(_, _, let bytes, _):
                         offered = OfferedRepresentation(

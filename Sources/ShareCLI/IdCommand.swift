@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareNet
+import ShareText
 import ShareCommandLine
 import ArgumentParser
 import ShareKit
@@ -81,7 +83,7 @@ struct IdCommand: ParsableCommand {
             let local = try device.loadDevice()
             if json {
                 let object = ["name": local.name, "id": local.id.description]
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                let data = try JSONText.bytes(object, sortedKeys: true)
                 say(String(decoding: data, as: UTF8.self))
                 return
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareKit
 import ShareTrust
 import ShareProtocol
@@ -34,12 +35,13 @@ struct InboxCommand: ParsableCommand {
             let encoder = JSONEncoder()
             encoder.dateEncodingStrategy = .internetDate
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let dates = ISO8601DateFormatter()
             for entry in texts {
                 if json {
                     say(String(decoding: try encoder.encode(entry), as: UTF8.self))
                 } else {
-                    say("\(dates.string(from: entry.date))  \(entry.from): \(ProgressReporter.neutralized(entry.text))")
+                    say(
+                        "\(InternetDate.string(entry.date))  \(entry.from): \(ProgressReporter.neutralized(entry.text))"
+                    )
                 }
             }
             for (peer, items) in box.listing() {
@@ -49,8 +51,7 @@ struct InboxCommand: ParsableCommand {
                         let object = ["from": peer, "path": path]
                         say(
                             String(
-                                decoding: try JSONSerialization.data(
-                                    withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+                                decoding: try JSONText.bytes(object, sortedKeys: true, escapingSlashes: false),
                                 as: UTF8.self))
                     } else {
                         say("\(peer): \(path)")

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import ShareCommandLine
 import ShareEngine
 import ShareKit
@@ -70,7 +71,7 @@ struct MirrorCommand: ParsableCommand {
                         "the copy on \(peer.name) is not current yet"
                             + (reason.map { ": \($0)" } ?? "; it keeps being kept"))
                 }
-                Thread.sleep(forTimeInterval: 0.2)
+                Threads.sleep(seconds: 0.2)
             }
             tell("the copy on \(peer.name) is current")
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareTLS
@@ -112,7 +113,7 @@ struct PairCommand: ParsableCommand {
                 }
                 TerminalProgress.endLine()
                 Console.writeOrLeave("does the other device show the same code? [y/N] ", to: .error)
-                let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+                let answer = readLine()?.trimmedSpaces.lowercased() ?? ""
                 return answer == "y" || answer == "yes"
             }
             let outcome: Pairing.Outcome

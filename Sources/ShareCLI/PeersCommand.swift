@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import ShareKit
 import ShareNet
 import ShareTrust
@@ -54,7 +54,6 @@ struct PeersCommand: ParsableCommand {
             let heard = DiscoveredPeer.load(device.paths)
             let routes = RouteBook.load(device.paths)
             let lookups = LookupCache.load(device.paths)
-            let dates = ISO8601DateFormatter()
             let phones = LocalSendSeen.load(device.paths)
             let phoneTrust = LocalSendTrust.load(device.paths)
             if json {
@@ -94,12 +93,12 @@ struct PeersCommand: ParsableCommand {
                 let address = peer.address ?? seen?.address
                 var line = "\(peer.name)\t\(peer.id.short)\ttrusted"
                 line += "\t" + (address.map { "\($0)" + (peer.address == nil ? " (discovered)" : "") } ?? "no address")
-                line += "\t" + (seen.map { "seen \(dates.string(from: $0.lastSeen))" } ?? "not heard")
+                line += "\t" + (seen.map { "seen \(InternetDate.string($0.lastSeen))" } ?? "not heard")
                 if let address {
                     line += "\t" + (reachable(address) ? "reachable" : "unreachable")
                 }
                 if let last = routes[peer.id.description] {
-                    line += "\tlast reached \(last.route) \(dates.string(from: last.at))"
+                    line += "\tlast reached \(last.route) \(InternetDate.string(last.at))"
                 }
                 if let found = lookups[peer.id.description] {
                     let age = Int(-found.fetched.timeIntervalSinceNow)
@@ -111,14 +110,14 @@ struct PeersCommand: ParsableCommand {
             }
             for peer in heard where !trust.devices.contains(where: { $0.id.description == peer.id }) {
                 say(
-                    "\(ProgressReporter.neutralized(peer.name))\t\(peer.id.prefix(7))\tnot trusted\t\(peer.address)\tseen \(dates.string(from: peer.lastSeen))"
+                    "\(ProgressReporter.neutralized(peer.name))\t\(peer.id.prefix(7))\tnot trusted\t\(peer.address)\tseen \(InternetDate.string(peer.lastSeen))"
                 )
             }
             for phone in phones {
                 let trusted = phoneTrust.device(phone.fingerprint) != nil
                 let kind = [phone.deviceModel, phone.deviceType].compactMap { $0 }.map(ProgressReporter.neutralized)
                 say(
-                    "\(ProgressReporter.neutralized(phone.alias))\tLocalSend \(phone.fingerprint.prefix(8))\t\(trusted ? "trusted" : "not trusted")\t\(phone.host):\(phone.port)\tseen \(dates.string(from: phone.lastSeen))"
+                    "\(ProgressReporter.neutralized(phone.alias))\tLocalSend \(phone.fingerprint.prefix(8))\t\(trusted ? "trusted" : "not trusted")\t\(phone.host):\(phone.port)\tseen \(InternetDate.string(phone.lastSeen))"
                         + (kind.isEmpty ? "" : "\t" + kind.joined(separator: ", ")))
             }
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareKit
 import ShareTrust
 import ShareReach
@@ -54,5 +55,5 @@ struct PingCommand: ParsableCommand {
         }
     }
 
-    private func ms(_ seconds: Double) -> String { String(format: "%.2f ms", seconds * 1000) }
+    private func ms(_ seconds: Double) -> String { Format.c("%.2f ms", seconds * 1000) }
 }

@@ -1,7 +1,10 @@
 import ShareProfileModel
 import ArgumentParser
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareNet
+import Glibc
+import ShareText
 import ShareCommandLine
 import ShareArchive
 import ShareDisk
@@ -88,8 +91,8 @@ struct ProfileCommand: ParsableCommand {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
                 var profile = try ProfileCommand.find(name, in: catalog)
-                let text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-                let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                let text = String(decoding: Syscalls.readToEnd(0), as: UTF8.self)
+                let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmedSpaces }
                     .filter { !$0.isEmpty }
                 guard !facts.isEmpty else { throw ShareError(.noInput, "standard input held no fun fact") }
                 profile.funFacts += facts

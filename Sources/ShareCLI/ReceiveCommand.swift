@@ -2,7 +2,8 @@ import ShareThreads
 import ArgumentParser
 import CoreTransferable
 import Dispatch
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareProtocol
@@ -214,7 +215,7 @@ final class SessionOutcome: Sendable {
     func watchSignals() {
         let fd = Syscalls.interruptPipe()
         guard fd >= 0 else { return }
-        Thread.detachNewThread { [self] in
+        Threads.start(name: "share-thread", stackSize: 8 << 20) { [self] in
             var byte: UInt8 = 0
             while read(fd, &byte, 1) < 0 && errno == EINTR {}
             // A resume is spoken of only where there is one: once a sender came.
@@ -258,20 +259,22 @@ enum AskPerson {
     static func answer() -> Bool {
         Console.writeOrLeave("accept? [y/N] ", to: .error)
         let answer: String?
-        if let terminal = FileHandle(forReadingAtPath: "/dev/tty") {
+        let terminal = open("/dev/tty", O_RDONLY | O_CLOEXEC)
+        if terminal >= 0 {
             answer = readLine(from: terminal)
+            close(terminal)
         } else {
             answer = Swift.readLine(strippingNewline: true)
             // Nothing echoed the answer: what is said next starts on a line of its own.
             Console.writeOrLeave("\n", to: .error)
         }
-        return ["y", "yes"].contains((answer ?? "").trimmingCharacters(in: .whitespaces).lowercased())
+        return ["y", "yes"].contains((answer ?? "").trimmedSpaces.lowercased())
     }
 
-    private static func readLine(from handle: FileHandle) -> String? {
+    private static func readLine(from terminal: Int32) -> String? {
         var bytes: [UInt8] = []
         while bytes.count < 1024 {
-            let byte = handle.readData(ofLength: 1)
+            let byte = Syscalls.readSome(terminal, upTo: 1)
             guard let value = byte.first else { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
             if value == UInt8(ascii: "\n") { break }
             bytes.append(value)

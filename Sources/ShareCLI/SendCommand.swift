@@ -2,7 +2,8 @@ import ShareDisk
 import ShareProfileModel
 import ArgumentParser
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareProfiles
@@ -173,7 +174,7 @@ struct SendCommand: ParsableCommand {
             for file in nothingNamed ? ["-"] : files {
                 if file == "-" {
                     let spool = try spoolStandardInput(local.paths)
-                    if (try? spool.resourceValues(forKeys: [.fileSizeKey]).fileSize) == 0, nothingNamed {
+                    if PosixFiles.size(spool.path) == 0, nothingNamed {
                         PathOperations.removeIfPresent(spool.path)
                         throw ShareError(
                             .usage,
@@ -274,7 +275,7 @@ struct SendCommand: ParsableCommand {
             TerminalProgress.endLine()
             tell(
                 "sent \(report.files) file(s)\(report.messages > 0 ? " and \(report.messages) text(s)" : "") to \(phone.alias) by LocalSend, "
-                    + "\(ProgressReporter.bytes(report.bytes)) in \(String(format: "%.2f", report.seconds)) s")
+                    + "\(ProgressReporter.bytes(report.bytes)) in \(Format.c("%.2f", report.seconds)) s")
         }
         if let first = report.refused.first {
             throw ShareError(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
@@ -321,7 +322,7 @@ struct SendCommand: ParsableCommand {
             "\(bytes(UInt64(seconds > 0 ? Double(n) / seconds : 0)))/s"
         }
         var line =
-            "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(bytes(report.bytesSent)) in \(String(format: "%.2f", seconds)) s"
+            "sent \(report.delivered.count) of \(report.delivered.count + report.refused.count) items, \(bytes(report.bytesSent)) in \(Format.c("%.2f", seconds)) s"
         let crossed = max(report.linkBytes, report.wireBytes)
         if report.bytesFromEarlierVersion > 0 {
             line +=
@@ -442,7 +443,7 @@ struct SendCommand: ParsableCommand {
         defer { handle.close() }
         var offset: UInt64 = 0
         while true {
-            let chunk = FileHandle.standardInput.readData(ofLength: 1 << 20)
+            let chunk = Syscalls.readSome(0, upTo: 1 << 20)
             if chunk.isEmpty { break }
             do {
                 try chunk.withUnsafeBytes { try handle.write($0, at: offset) }

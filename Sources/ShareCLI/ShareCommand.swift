@@ -1,6 +1,7 @@
 import ShareNet
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareTrust
@@ -15,7 +16,7 @@ public struct ShareCommand: ParsableCommand {
         abstract: "Send items between your machines; the receiver decides what each becomes.",
         discussion: """
             Exit codes:
-            \(ExitStatus.allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.meaning)" }.joined(separator: "\n"))
+            \(ExitStatus.allCases.map { "  \(String($0.rawValue) + String(repeating: " ", count: max(0, 4 - String($0.rawValue).count)))\($0.meaning)" }.joined(separator: "\n"))
 
             EXAMPLES:
               share pair desk --team
@@ -83,7 +84,7 @@ private func failed(_ message: String, _ status: ExitStatus) -> ExitCode {
     if CommandLine.arguments.dropFirst().contains("--json") {
         // A script reading JSON events gets the error as one more event, with the status the process exits with.
         let event: [String: Any] = ["event": "error", "message": message, "status": Int(status.rawValue)]
-        if let data = try? JSONSerialization.data(withJSONObject: event, options: [.sortedKeys]) {
+        if let data = try? JSONText.bytes(event, sortedKeys: true) {
             Console.writeOrLeave(String(decoding: data, as: UTF8.self) + "\n", to: .output)
         }
     }

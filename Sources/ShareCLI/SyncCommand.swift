@@ -1,5 +1,7 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
+import ShareThreads
 import ShareCommandLine
 import ShareEngine
 import ShareKit
@@ -62,7 +64,7 @@ struct SyncList: ParsableCommand {
             if let wait {
                 let deadline = Date().addingTimeInterval(wait)
                 while !Self.settled(answer.folders ?? []) && Date() < deadline {
-                    Thread.sleep(forTimeInterval: 0.2)
+                    Threads.sleep(seconds: 0.2)
                     answer = try folderRequest(.folders, device: device)
                 }
             }
@@ -136,9 +138,7 @@ struct SyncList: ParsableCommand {
     }
 
     static func time(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        return formatter.string(from: date)
+        TimeText.string(secondsSince1970: date.timeIntervalSince1970, format: "%Y-%m-%d %H:%M:%S")
     }
 }
 
@@ -373,7 +373,7 @@ struct SyncRescan: ParsableCommand {
             }
             tell(
                 "scanned \(status.settings.label): \(status.files) files, \(ProgressReporter.bytes(status.bytes)) in "
-                    + String(format: "%.2f s", status.lastScanSeconds ?? 0))
+                    + Format.c("%.2f s", status.lastScanSeconds ?? 0))
         }
     }
 }
@@ -461,23 +461,24 @@ struct SyncRestore: ParsableCommand {
     @Option(help: ArgumentHelp("The version kept at or before this time.", valueName: "time"))
     var at: String?
 
-    static func formatter(_ format: String) -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.dateFormat = format
-        return formatter
+    static func format(_ date: Date) -> String {
+        TimeText.string(secondsSince1970: date.timeIntervalSince1970, format: "%Y%m%d-%H%M%S")
     }
 
-    static func format(_ date: Date) -> String { formatter("yyyyMMdd-HHmmss").string(from: date) }
-
+    /// `YYYYMMDD-HHMMSS`, `YYYY-MM-DDTHH:MM:SS` with a zone (`Z`, `+01:00`), or without one, `YYYY-MM-DD HH:MM:SS`
+    /// and `YYYY-MM-DD` (local time).
     static func parse(_ text: String) -> Date? {
-        for format in [
-            "yyyyMMdd-HHmmss", "yyyy-MM-dd'T'HH:mm:ssXXXXX", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd HH:mm:ss",
-            "yyyy-MM-dd",
-        ] {
-            if let date = formatter(format).date(from: text) { return date }
-        }
-        return nil
+        if let seconds = TimeText.seconds(compact: text) { return Date(timeIntervalSince1970: seconds) }
+        if text.count > 19, let date = InternetDate.date(text) { return date }
+        let characters = Array(text)
+        let dashes = characters.count >= 10 && characters[4] == "-" && characters[7] == "-"
+        let clock =
+            characters.count == 19 && (characters[10] == "T" || characters[10] == " ") && characters[13] == ":"
+            && characters[16] == ":"
+        guard dashes, characters.count == 10 || clock else { return nil }
+        let digits = String(characters.filter(\.isNumber)) + (clock ? "" : "000000")
+        guard digits.count == 14 else { return nil }
+        return TimeText.seconds(compact: digits).map { Date(timeIntervalSince1970: $0) }
     }
 
     func run() throws {

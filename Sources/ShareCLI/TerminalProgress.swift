@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import ShareThreads
+import Glibc
 import ShareEngine
 import ShareNet
 
@@ -22,7 +25,7 @@ final class TerminalProgress: ProgressRenderer {
 
     /// Whether a progress line is open on the terminal (process-wide: there is one standard error).
     nonisolated(unsafe) private static var lineOpen = false
-    private static let lineLock = NSLock()
+    private static let lineLock = ThreadCondition()
 
     /// Ends an open progress line, so that whatever is written next (an error) starts on a line of its own.
     static func endLine() {
@@ -77,7 +80,7 @@ final class TerminalProgress: ProgressRenderer {
         case .lines:
             let head = frame.count > 1 ? "[\(frame.number)/\(frame.count)] " : ""
             let percent = frame.total.map {
-                $0 == 0 ? " 100%" : String(format: " %.0f%%", Double(frame.done) * 100 / Double($0))
+                $0 == 0 ? " 100%" : Format.c(" %.0f%%", Double(frame.done) * 100 / Double($0))
             }
             let size =
                 frame.total.map { "\(Self.bytes(frame.done))/\(Self.bytes($0))" } ?? Self.bytes(frame.done)
@@ -110,7 +113,7 @@ final class TerminalProgress: ProgressRenderer {
         let room = max(width - 1, 20)  // the last column would wrap on some terminals
         let head = count > 1 ? "[\(number)/\(count)] " : ""
         let fraction = total.map { $0 == 0 ? 1 : min(1, Double(done) / Double($0)) }
-        var stats = [fraction.map { String(format: "%3.0f%%", $0 * 100) } ?? ""]
+        var stats = [fraction.map { Format.c("%3.0f%%", $0 * 100) } ?? ""]
         stats.append(total.map { "\(bytes(done))/\(bytes($0))" } ?? bytes(done))
         if rate > 0 { stats.append("\(bytes(rate))/s") }  // not before anything has moved
         let name = label.filter { !$0.isNewline }
@@ -158,7 +161,7 @@ final class TerminalProgress: ProgressRenderer {
     }
 
     private func emitting(_ object: [String: Any]) throws(Console.ReaderGone) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        guard let data = try? JSONText.bytes(object, sortedKeys: true) else { return }
         try Console.write(String(decoding: data, as: UTF8.self) + "\n", to: .output)
     }
 }

@@ -1,6 +1,6 @@
 import ArgumentParser
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareCommandLine
 import ShareKit
 import ShareTrust
@@ -70,7 +70,7 @@ func parseDuration(_ text: String) -> TimeInterval? {
 /// A type named on the command line: a declared identifier, or an extension.
 func parseType(_ text: String) throws -> UTType {
     if let type = UTType(text) { return type }
-    if !text.contains("."), let type = UTType(filenameExtension: text), !type.isDynamic { return type }
+    if !text.includes("."), let type = UTType(filenameExtension: text), !type.isDynamic { return type }
     throw ShareError(
         .usage,
         "unknown type '\(text)'; use a declared identifier such as public.plain-text, or declare it with --declarations FILE"

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareCommandLine
 import ShareKit
 import ShareLocalSend
@@ -117,7 +118,7 @@ struct TrustCommand: ParsableCommand {
                         "fingerprint": entry.fingerprint, "name": entry.name, "relation": "localsend",
                         "asks": entry.asks,
                     ]
-                    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+                    let data = (try? JSONText.bytes(object, sortedKeys: true)) ?? []
                     return String(decoding: data, as: UTF8.self)
                 }
                 return "\(entry.name)\tLocalSend \(entry.fingerprint)\tlocalsend\(entry.asks ? "" : " (no ask)")\t-"
@@ -147,7 +148,7 @@ struct TrustCommand: ParsableCommand {
                             "id": entry.id.description, "name": entry.name, "address": entry.address?.description ?? "",
                             "relation": entry.relation.description, "watch": entry.watch, "asks": entry.asks,
                         ]
-                        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                        let data = try JSONText.bytes(object, sortedKeys: true)
                         say(String(decoding: data, as: UTF8.self))
                     } else {
                         say(

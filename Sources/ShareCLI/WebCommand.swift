@@ -1,7 +1,7 @@
 import ShareDisk
 import ArgumentParser
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import ShareCommandLine
 import ShareKit
@@ -101,10 +101,12 @@ struct WebCommand: ParsableCommand {
             complain("cannot write the page's opener in \(folder.path): open the address above in a browser")
             return nil
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: opener)
-        process.arguments = [file.path]
-        do { try process.run() } catch { complain("cannot run xdg-open: open the address above in a browser") }
+        do {
+            let process = try ChildProcess.start(opener, [file.path])
+            Threads.start(name: "share-xdg-open", stackSize: 256 << 10) { process.wait() }
+        } catch {
+            complain("cannot run xdg-open: open the address above in a browser")
+        }
         return file
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareReach
 import ShareNet
 import ShareTrust
@@ -10,7 +11,7 @@ import UniformTypeIdentifiers
 package enum AgentConfigObject {
     package static func read(_ paths: DevicePaths) -> [String: Any]? {
         PosixFiles.read(paths.agentConfigFile.path).flatMap {
-            (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+            JSONText.object($0)
         }
     }
 }
@@ -40,7 +41,7 @@ package enum AgentPort {
         let file = paths.agentConfigFile
         var object: [String: Any] = [:]
         if let data = PosixFiles.read(file.path) {
-            guard let parsed = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            guard let parsed = JSONText.object(data) else {
                 throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
             }
             object = parsed
@@ -48,7 +49,7 @@ package enum AgentPort {
         }
         let port = try freePort()
         object["port"] = port
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        let data = try Data(JSONText.bytes(object, sortedKeys: true, pretty: true))
         do {
             try DevicePaths.ensurePrivateDirectory(paths.config)
             try AtomicFile.write(data, to: file, mode: 0o600, durable: true)
@@ -78,7 +79,7 @@ extension ReachSettings {
     /// The servers a settings file names.
     package static func load(file: URL) throws -> ReachSettings {
         guard let data = PosixFiles.read(file.path) else { return ReachSettings() }
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        guard let object = JSONText.object(data) else {
             throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
         }
         return ReachSettings(
@@ -149,13 +150,13 @@ package enum ServerList {
         let file = paths.agentConfigFile
         var object: [String: Any] = [:]
         if let data = PosixFiles.read(file.path) {
-            guard let parsed = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            guard let parsed = JSONText.object(data) else {
                 throw ShareFailure(.configuration, "\(file.path) is not a JSON object; fix or remove it")
             }
             object = parsed
         }
         let result = try change(&object)
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        let data = try Data(JSONText.bytes(object, sortedKeys: true, pretty: true))
         do {
             try DevicePaths.ensurePrivateDirectory(paths.config)
             try AtomicFile.write(data, to: file, mode: 0o600, durable: true)

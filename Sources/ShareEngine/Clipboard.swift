@@ -1,6 +1,7 @@
 import ShareDisk
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareTrust
 import ShareProtocol
 import UniformTypeIdentifiers
@@ -24,7 +25,7 @@ package struct ClipboardItem: Codable, Sendable, Equatable {
     /// What was copied, by name; a text is described by its length only, never shown.
     package var summary: String {
         let parts =
-            files.map { ($0 as NSString).lastPathComponent } + texts.map { "text (\($0.count) characters)" } + urls
+            files.map { PathText.lastComponent($0) } + texts.map { "text (\($0.count) characters)" } + urls
             + profiles.map { "profile \($0)" }
         return parts.joined(separator: ", ")
     }

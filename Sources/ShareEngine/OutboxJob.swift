@@ -1,6 +1,7 @@
 import ShareThreads
 import Synchronization
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareNet
 import ShareTrust
 import ShareProtocol
@@ -33,7 +34,7 @@ package struct OutboxJob: Codable, Sendable, Equatable {
         guard state == .delivered, delivered == 0, refused > 0, let lastError else { return }
         let reasons = lastError.components(separatedBy: "; ").map { $0.split(separator: ":", maxSplits: 1).last ?? "" }
         state = Self.finalState(
-            delivered: 0, refusals: reasons.map { $0.trimmingCharacters(in: .whitespaces) })
+            delivered: 0, refusals: reasons.map { $0.trimmedSpaces })
     }
 
     package var id: String
@@ -113,13 +114,13 @@ package struct OutboxJob: Codable, Sendable, Equatable {
     }
 
     package init(to: String) {
-        id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12)).lowercased()
+        id = String(UUID().uuidString.replacing("-", with: "").prefix(12)).lowercased()
         self.to = to
     }
 
     package var summary: String {
         if let mirror { return "mirror of \(mirror.folder)" }
-        var parts = files.map { ($0 as NSString).lastPathComponent }
+        var parts = files.map { PathText.lastComponent($0) }
         parts += texts.map { _ in "text" } + urls + profiles.map { "profile \($0)" } + (forwarded ?? []).map(\.label)
         parts += (items ?? []).map(\.label)
         if allProfiles { parts.append("all profiles") }
@@ -132,7 +133,7 @@ package struct MirrorJob: Codable, Sendable, Equatable {
     package var folder: String
     package init(folder: String) { self.folder = folder }
     /// The name the folder's copy gets on the receiver.
-    package var name: String { (folder as NSString).lastPathComponent }
+    package var name: String { PathText.lastComponent(folder) }
 }
 
 /// An item received by the agent to pass on to its watch: where it is kept, and what it is.

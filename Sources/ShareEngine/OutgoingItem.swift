@@ -1,6 +1,7 @@
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareArchive
 import ShareProfiles
 import ShareProtocol
@@ -70,7 +71,7 @@ package struct OutgoingItem: Sendable {
     }
 
     static func fileVersion(_ info: stat) -> String {
-        "\(info.st_size)-\(info.st_mtim.tv_sec)\(String(format: "%09d", info.st_mtim.tv_nsec))-\(info.st_ino)"
+        "\(info.st_size)-\(info.st_mtim.tv_sec)\(Format.zeroPadded(info.st_mtim.tv_nsec, width: 9))-\(info.st_ino)"
     }
 
     /// The current version string of a file, or nil if it is gone.

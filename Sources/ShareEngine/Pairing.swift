@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import Logging
 import ShareProtocol
 import ShareTLS
@@ -175,7 +176,7 @@ package enum Pairing {
             var name = base
             var suffix = 2
             while store.devices.contains(where: {
-                $0.id != session.peerID && $0.name.caseInsensitiveCompare(name) == .orderedSame
+                $0.id != session.peerID && $0.name.lowercased() == name.lowercased()
             }) {
                 name = "\(base) (\(suffix))"
                 suffix += 1
@@ -199,7 +200,7 @@ package enum Pairing {
         let state = Mutex<(asking: Bool, gone: Bool)>((true, false))
         let connection = session.connection
         let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
+        Threads.start(name: "share-thread", stackSize: 8 << 20) {
             defer { done.signal() }
             while state.withLock({ $0.asking }) {
                 guard connection.waitForHangUp(timeout: 0.2) else { continue }
@@ -249,7 +250,7 @@ package enum Pairing {
                 let (bytes, from) = try? Syscalls.receiveDatagram(fd, timeout: min(0.5, deadline.timeIntervalSinceNow)),
                 let heard = try? JSONDecoder().decode(PairingAnnouncement.self, from: Data(bytes)),
                 heard.magic == PairingAnnouncement.magic, (1...65535).contains(heard.port),
-                heard.name.caseInsensitiveCompare(name) == .orderedSame
+                heard.name.lowercased() == name.lowercased()
             else { continue }
             return PeerAddress(host: from, port: heard.port)
         }

@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareProtocol
 import ShareTLS
 import ShareTrust

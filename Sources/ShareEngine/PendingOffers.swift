@@ -1,5 +1,6 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import Logging
 import ShareDisk
 import ShareProtocol
@@ -216,7 +217,7 @@ package struct PendingOffers: Codable, Sendable {
             guard book.entries.count < Self.maxEntries else {
                 return .decline("\(localName) already holds too many offers waiting for an answer; try later")
             }
-            let id = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(8)).lowercased()
+            let id = String(UUID().uuidString.replacing("-", with: "").prefix(8)).lowercased()
             let items = try describe(id, directory).prefix(Self.maxItemsListed).map { item in
                 var item = item
                 item.title = String(item.title.prefix(Self.maxText))
@@ -274,7 +275,7 @@ package struct PendingOffers: Codable, Sendable {
         if let type = UTType(contentType), !type.isDynamic, let description = type.localizedDescription {
             return description
         }
-        let ext = (label as NSString).pathExtension
+        let ext = PathText.pathExtension(label)
         return ext.isEmpty || ext.count > 16 ? "a file of an unknown type" : "\(ext.uppercased()) file"
     }
 

@@ -1,5 +1,6 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareProtocol
 import ShareNet
 import ShareTrust
@@ -238,14 +239,14 @@ package final class ProgressReporter: Sendable {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(count) B" : Format.fixed(value, 1) + " " + units[unit]
     }
 
     package static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "?" }
         let s = Int(seconds.rounded())
         return s >= 3600
-            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+            ? Format.c("%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60) : Format.c("%ld:%02ld", s / 60, s % 60)
     }
 }
 

@@ -1,7 +1,7 @@
 import ShareDisk
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareProfiles
 import ShareProtocol
 import ShareTrust

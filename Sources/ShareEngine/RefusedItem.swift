@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An item this program refused, or that had nothing in common with what it accepts; the sender was told the same
 /// reason.

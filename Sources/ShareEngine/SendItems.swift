@@ -1,6 +1,7 @@
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareNet
 import ShareProfiles
 import ShareProtocol
 import ShareTrust
@@ -75,9 +76,7 @@ package struct SendItems: Sendable {
     /// spool is then no longer needed).
     @discardableResult
     package mutating func add(standardInput file: URL, type: UTType?) throws -> Bool {
-        let handle = try? FileHandle(forReadingFrom: file)
-        defer { try? handle?.close() }
-        let head = Array((try? handle?.read(upToCount: Self.standardInputTextLimit + 1)) ?? Data())
+        let head = PosixFiles.readHead(file.path, limit: Self.standardInputTextLimit + 1) ?? []
         if type == nil, head.count <= Self.standardInputTextLimit, !head.isEmpty, !head.contains(0),
             let text = String(validating: head, as: UTF8.self)
         {

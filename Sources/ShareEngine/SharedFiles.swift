@@ -1,6 +1,6 @@
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareArchive
 import ShareProfiles
 import ShareTrust

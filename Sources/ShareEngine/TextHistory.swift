@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import ShareDisk
 import ShareTrust
 import ShareProtocol
@@ -23,7 +24,7 @@ package final class TextHistory: Sendable {
     }
 
     package let file: URL
-    private let lock = NSLock()
+    private let lock = ThreadCondition()
 
     package init(file: URL) {
         self.file = file

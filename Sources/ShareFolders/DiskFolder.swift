@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import Glibc
 import ShareDisk
 import ShareNet
@@ -147,7 +148,7 @@ final class DiskFolder: FolderDisk {
                 // One name for what differs only in Unicode normalisation: the index and the wire hold NFC (what
                 // Linux and Windows write; macOS writes NFD). A name in another form is renamed to its NFC form
                 // here, as Syncthing does; when that name is taken too, this one is left out (and said once).
-                let nfc = name.precomposedStringWithCanonicalMapping
+                let nfc = name.precomposed
                 if !nfc.utf8.elementsEqual(name.utf8) {
                     let taken = names.contains { $0.utf8.elementsEqual(nfc.utf8) }
                     guard !taken, (try? directory.rename(name, to: nfc, in: directory)) != nil else {

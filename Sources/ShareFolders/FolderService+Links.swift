@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import ShareText
 import ShareEngine
 import ShareNet
 import ShareProtocol
@@ -114,7 +116,7 @@ extension FolderService {
             run.withLock { run in
                 let failures = (run.failures[peer.id] ?? 0) + 1
                 run.failures[peer.id] = failures
-                run.retryAt[peer.id] = Date().addingTimeInterval(min(30, pow(2, Double(failures - 1))))
+                run.retryAt[peer.id] = Date().addingTimeInterval(min(30, pow(2.0, Double(failures - 1))))
                 run.linkErrors[peer.id] = (error as? ShareFailure)?.message ?? "\(error)"
             }
             Self.log.debug("no folder link", metadata: ["peer": "\(peer.name)", "reason": "\(error)"])
@@ -227,7 +229,7 @@ extension FolderService {
         // Paths are NFC in every index (a peer's in another form is taken as its NFC form: one name, not two).
         let entries = try update.records.map { record in
             var entry = try FileEntry(record: record)
-            let nfc = entry.path.precomposedStringWithCanonicalMapping
+            let nfc = entry.path.precomposed
             if !nfc.utf8.elementsEqual(entry.path.utf8) { entry.path = nfc }
             return entry
         }

@@ -1,5 +1,6 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareDisk
 import ShareEngine
 import ShareNet
@@ -229,7 +230,7 @@ extension FolderService {
                 "folder": "\(folder.settings.label)", "from": "\(name)",
                 "files": "\(small + summary.delivered.count)", "crossed": "\(channel.bytesIn - before)",
                 "fromLocalCopy": "\(summary.patchedBytes)",
-                "seconds": "\(String(format: "%.2f", Date().timeIntervalSince(started)))",
+                "seconds": "\(Format.c("%.2f", Date().timeIntervalSince(started)))",
             ])
     }
 

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 import ShareEngine
 import ShareSync
 import ShareTLS
@@ -148,16 +150,13 @@ extension FolderService {
 
     /// The time and device a conflict copy's name gives (`…sync-conflict-YYYYMMDD-HHMMSS-DEVICE…`).
     static func parts(ofConflict path: String) -> (Date?, String) {
-        guard let range = path.range(of: ConflictName.marker, options: .backwards) else { return (nil, "?") }
+        guard let range = path.lastRange(of: ConflictName.marker) else { return (nil, "?") }
         let rest = path[range.upperBound...]
         let fields = rest.split(separator: "-", maxSplits: 2)
         guard fields.count == 3 else { return (nil, "?") }
         let device = String(fields[2].prefix { $0 != "." })
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMddHHmmss"
-        return (formatter.date(from: String(fields[0] + fields[1])), device)
+        let time = TimeText.seconds(compact: fields[0] + fields[1], utc: true)
+        return (time.map { Date(timeIntervalSince1970: $0) }, device)
     }
 
     package var offers: [FolderOffer] { book.offers }

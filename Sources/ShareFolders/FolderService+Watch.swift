@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareDisk
 import ShareSync
 
@@ -44,7 +45,7 @@ extension FolderService {
                     whole.insert(change.id)
                 } else if let name = change.file,
                     // A name not in NFC is renamed to its NFC form by the listing of its folder (DiskFolder.list).
-                    name.utf8.elementsEqual(name.precomposedStringWithCanonicalMapping.utf8)
+                    name.utf8.elementsEqual(name.precomposed.utf8)
                 {
                     files[change.id, default: []].insert(change.folder.isEmpty ? name : change.folder + "/" + name)
                 } else {

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 import ShareDisk
 import ShareEngine
 import ShareNet
@@ -114,7 +116,7 @@ extension FolderService {
         for copy in fresh {
             let original = ConflictName.original(of: copy.path) ?? copy.path
             let (time, device) = Self.parts(ofConflict: copy.path)
-            let when = time.map { Self.noticeTime.string(from: $0) } ?? "?"
+            let when = time.map { Self.noticeTime($0) } ?? "?"
             Self.log.notice(
                 "a conflict: both versions kept",
                 metadata: ["folder": "\(label)", "path": "\(original)", "copy": "\(copy.path)", "device": "\(device)"])
@@ -127,11 +129,10 @@ extension FolderService {
                 + "\nshare sync shows both versions")
     }
 
-    static let noticeTime: DateFormatter = {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter
-    }()
+    /// A time as the notices say it (`2026-11-27 14:05`, local time).
+    static func noticeTime(_ date: Date) -> String {
+        TimeText.string(secondsSince1970: date.timeIntervalSince1970, format: "%Y-%m-%d %H:%M")
+    }
 
     /// What a round planned (nil paths: everything) and which of those steps failed.
     struct Planned {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ShareDisk
 import ShareEngine
@@ -403,9 +404,9 @@ package final class FolderService: AgentPart, Sendable {
         if name.isEmpty { name = "folder" }
         let used = Set(book.folders.map(\.path))
         if reuse, !used.contains(parent.appendingPathComponent(name).path) {
-            var isFolder: ObjCBool = false
+            var isFolder = false
             if FileManager.default.fileExists(atPath: parent.appendingPathComponent(name).path, isDirectory: &isFolder),
-                isFolder.boolValue
+                isFolder
             {
                 return parent.appendingPathComponent(name, isDirectory: true)
             }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import Glibc
 import ShareDisk
 import ShareEngine
@@ -29,16 +30,9 @@ struct FolderVersions {
         var stored: String
     }
 
-    private static func formatter() -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.dateFormat = "yyyyMMdd-HHmmss"
-        return formatter
-    }
-
     /// `name` with `~TIME` before its extension.
     static func stored(_ name: String, at time: Date) -> String {
-        let stamp = formatter().string(from: time)
+        let stamp = TimeText.string(secondsSince1970: time.timeIntervalSince1970, format: "%Y%m%d-%H%M%S")
         let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
         guard let dot else { return name + "~" + stamp }
         return name[..<dot] + "~" + stamp + name[dot...]
@@ -49,7 +43,8 @@ struct FolderVersions {
     static func parse(_ stored: String) -> (name: String, time: Date)? {
         guard let tilde = stored.lastIndex(of: "~") else { return nil }
         let after = stored[stored.index(after: tilde)...]
-        guard after.count >= 15, let time = formatter().date(from: String(after.prefix(15))) else { return nil }
+        guard after.count >= 15, let seconds = TimeText.seconds(compact: after.prefix(15)) else { return nil }
+        let time = Date(timeIntervalSince1970: seconds)
         var rest = after.dropFirst(15)
         if rest.hasPrefix("-") {
             let digits = rest.dropFirst().prefix { $0.isNumber }
@@ -70,7 +65,7 @@ struct FolderVersions {
         while target.info(name) != nil {
             n += 1
             let base = Self.stored(leaf, at: now)
-            let dot = base.lastIndex(of: ".").flatMap { base[..<$0].contains("~") ? $0 : nil }
+            let dot = base.lastIndex(of: ".").flatMap { base[..<$0].includes("~") ? $0 : nil }
             name = dot.map { base[..<$0] + "-\(n)" + base[$0...] } ?? base + "-\(n)"
             guard n < 1000 else { throw FolderDiskError(path, "too many versions of it in one second") }
         }
@@ -117,7 +112,7 @@ struct FolderVersions {
         guard let chosen = all.first(where: { at == nil || $0.time <= at! }) else {
             throw ShareFailure(
                 .noInput,
-                "no version of \(path) is as old as that; the oldest kept is \(Self.formatter().string(from: all.last!.time))"
+                "no version of \(path) is as old as that; the oldest kept is \(TimeText.string(secondsSince1970: all.last!.time.timeIntervalSince1970, format: "%Y%m%d-%H%M%S"))"
             )
         }
         let storedParts = chosen.stored.split(separator: "/").map(String.init)

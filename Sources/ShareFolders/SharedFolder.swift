@@ -1,5 +1,6 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
+import Glibc
 import ShareDisk
 import ShareEngine
 import ShareProtocol

@@ -1,6 +1,7 @@
 import ShareProtocol
 import ShareNet
-import Foundation
+import FoundationEssentials
+import ShareText
 import Glibc
 import ShareTLS
 
@@ -73,7 +74,7 @@ public struct HTTPHead: Sendable {
     public func contentLength() throws(HTTPFailure) -> UInt64 {
         if try isChunked() { throw HTTPFailure(411, "a body without Content-Length") }
         guard let text = headers["content-length"] else { return 0 }
-        guard let length = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+        guard let length = UInt64(text.trimmedSpaces) else {
             throw HTTPFailure(400, "a bad Content-Length")
         }
         return length
@@ -97,8 +98,8 @@ public struct HTTPHead: Sendable {
             if parts.count == 2 {
                 for pair in parts[1].split(separator: "&") {
                     let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                    let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
-                    let value = kv.count == 2 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+                    let key = String(kv[0]).percentDecoded ?? String(kv[0])
+                    let value = kv.count == 2 ? (String(kv[1]).percentDecoded ?? String(kv[1])) : ""
                     if head.query[key] == nil { head.query[key] = value }
                 }
             }
@@ -111,7 +112,7 @@ public struct HTTPHead: Sendable {
         for line in lines where !line.isEmpty {
             guard let colon = line.firstIndex(of: ":") else { throw HTTPFailure(400, "a malformed header line") }
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmedSpaces
             if let earlier = head.headers[name] {
                 // Two different lengths are a smuggling attempt, not a message.
                 guard name != "content-length" || earlier == value else {

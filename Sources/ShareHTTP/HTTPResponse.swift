@@ -1,5 +1,5 @@
 import ShareNet
-import Foundation
+import FoundationEssentials
 
 /// The little HTTP/1.1 a Global Discovery client needs: one request per connection (`Connection: close`), and a
 /// response read with limits (headers at most 16 KiB, body at most `maxBody`), by `Content-Length`, chunked, or to
@@ -52,7 +52,7 @@ public struct HTTPResponse: Sendable, Equatable {
             }
             return HTTPResponse(status: status, headers: headers, body: Array(rest[0..<length]))
         }
-        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+        if headers["transfer-encoding"]?.lowercased().includes("chunked") == true {
             guard let body = try dechunk(rest) else {
                 if complete { throw HTTPError("the server closed the connection in the middle of its answer") }
                 return nil

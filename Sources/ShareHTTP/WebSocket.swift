@@ -1,5 +1,6 @@
 import ShareNet
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareTLS
 
 /// Why a WebSocket failed, in words that name the server by its role.
@@ -40,7 +41,7 @@ package final class WebSocket {
             try Syscalls.writeAll(fd, Array(request.utf8))
             var lines: [String] = []
             while let line = try Syscalls.readLine(fd, limit: 8192) {
-                let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                let text = String(decoding: line, as: UTF8.self).trimmed
                 if text.isEmpty { break }
                 lines.append(text)
                 if lines.count > 100 { break }

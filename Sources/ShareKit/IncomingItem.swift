@@ -1,7 +1,7 @@
 import ShareDisk
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareProtocol
 import ShareTrust
 import UniformTypeIdentifiers

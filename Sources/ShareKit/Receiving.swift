@@ -3,7 +3,7 @@ import Glibc
 import ShareThreads
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareTrust
 import ShareProtocol
 import ShareNet

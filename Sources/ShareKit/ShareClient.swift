@@ -1,5 +1,6 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import ShareProtocol
 import ShareTrust
 import ShareReach
@@ -194,10 +195,7 @@ public final class ShareClient: Sendable {
     /// Runs blocking work on a thread of its own (never on Swift's cooperative pool) and awaits it.
     func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try body() }) }
-            thread.name = "share-client"
-            thread.stackSize = 1 << 20
-            thread.start()
+            Threads.start(name: "share-client", stackSize: 1 << 20) { continuation.resume(with: Result { try body() }) }
         }
     }
 }

@@ -1,5 +1,5 @@
 import ShareHTTP
-import Foundation
+import FoundationEssentials
 import ShareTrust
 import ShareTLS
 import ShareNet
@@ -26,7 +26,7 @@ public struct LocalSendAddress: Sendable, Equatable {
         self.port = port
         self.fingerprint = fingerprint
     }
-    var hostHeader: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    var hostHeader: String { host.includes(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// HTTPS requests to LocalSend devices, one connection each, with this device's LocalSend certificate (mutual TLS,

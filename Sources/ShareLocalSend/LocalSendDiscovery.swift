@@ -1,6 +1,6 @@
 import ShareThreads
 import Synchronization
-import Foundation
+import FoundationEssentials
 import Logging
 import ShareTrust
 import ShareNet
@@ -148,12 +148,10 @@ public final class LocalSendDiscovery: Sendable {
 
     private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
         state.withLock { $0.running += 1 }
-        let thread = Thread { [self] in
+        Threads.start(name: name, stackSize: 8 << 20) { [self] in
             body()
             state.withLock { $0.running -= 1 }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Announces this device on the group (when multicast is there).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareTLS
 
 /// LocalSend's protocol, version 2 (2.1 as its apps speak it; 2.2's clients are served alike): the JSON bodies and

@@ -1,5 +1,5 @@
 import ShareHTTP
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import ShareTrust

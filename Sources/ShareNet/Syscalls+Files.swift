@@ -1,8 +1,27 @@
 internal import CShareSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 extension Syscalls {
+    /// Reads what `fd` has, up to `count` bytes (retrying an interrupted read); empty at its end or on an error.
+    public static func readSome(_ fd: Int32, upTo count: Int) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        while true {
+            let n = Glibc.read(fd, &buffer, count)
+            if n < 0 && errno == EINTR { continue }
+            return n > 0 ? Array(buffer[..<n]) : []
+        }
+    }
+
+    /// Reads `fd` to its end (standard input, a pipe).
+    public static func readToEnd(_ fd: Int32) -> [UInt8] {
+        var bytes: [UInt8] = []
+        while true {
+            let chunk = readSome(fd, upTo: 1 << 20)
+            if chunk.isEmpty { return bytes }
+            bytes += chunk
+        }
+    }
     /// Reads up to `count` bytes at `offset` into the start of `buffer`; returns the number read (0 at end of file).
     public static func pread(_ fd: Int32, into buffer: inout [UInt8], count: Int, offset: Int64) throws -> Int {
         precondition(count <= buffer.count)

@@ -1,5 +1,5 @@
 internal import CShareSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// TCP sockets: resolving, connecting, listening, accepting, addresses.

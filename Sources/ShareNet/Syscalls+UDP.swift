@@ -1,5 +1,5 @@
 internal import CShareSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// UDP: the discovery socket and its datagrams.

@@ -1,5 +1,5 @@
 internal import CShareSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Unix sockets: the agent's control socket, its peer, and line-framed reads and writes on a descriptor.

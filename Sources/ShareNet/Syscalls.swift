@@ -1,5 +1,5 @@
 internal import CShareSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The POSIX calls share needs, by concern (this file: the process — signals, the allocator, thread priority —

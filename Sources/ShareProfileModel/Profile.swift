@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 
 extension UTType {
     /// A share profile: its JSON form (declared here, exported by share).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareDisk
 
 /// The profiles of one device, stored as JSON in its data directory (`$XDG_DATA_HOME/share/profiles.json`).

@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 
 /// A profile's video: sent as the file itself (never loaded into memory), or as its URL to a receiver that takes
 /// only URLs.

@@ -1,6 +1,7 @@
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareArchive
 import ShareDisk
 
@@ -271,7 +272,7 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
 
     private static func quote(_ field: String) -> String {
         guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
-        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        return "\"" + field.replacing("\"", with: "\"\"") + "\""
     }
 
     /// Reads CSV with a header naming at least `name` (and optionally `id`, `bio`, `fun_facts`). A row without a
@@ -279,7 +280,7 @@ public struct ProfilesArchive: Transferable, Sendable, Equatable {
     public init(csv data: Data) throws {
         guard let text = String(data: data, encoding: .utf8) else { throw FormatError("the CSV is not UTF-8") }
         let rows = try Self.parseCSV(text)
-        guard let header = rows.first?.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }),
+        guard let header = rows.first?.map({ $0.trimmedSpaces.lowercased() }),
             let nameColumn = header.firstIndex(of: "name")
         else { throw FormatError("the CSV has no header row with a 'name' column") }
         let column = { (name: String) in header.firstIndex(of: name) }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A reliable, ordered byte stream: what the protocol runs over (a TLS connection, a relay's pipe, an in-memory pair
 /// in tests). The protocol declares it and never opens one itself.

@@ -1,5 +1,5 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
 import ShareThreads
 
 /// A chunk codec, as the transport provides it (zstd through libzstd): the protocol decides when to use it.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareThreads
 
 /// A buffer for one chunk, allocated once and reused (no copy-on-write: it is handed between threads, never copied).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareThreads
 
 /// Checks and stores the chunks of large items on a thread of its own while the receiving thread reads and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The frame body of `trustNotices`: signed notices (the trust module's type) for the receiver to judge one by one.
 public struct TrustNoticesMessage<Notice: Codable>: Codable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Frames over a byte stream, both ways: buffered reads, whole-frame writes, typed messages. The only place frames
 /// are decoded. Confined to one thread at a time.

@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 
 /// The role a device plays in a session.
 public enum PeerRole: String, Sendable, Codable, Equatable {

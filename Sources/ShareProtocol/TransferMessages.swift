@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 
 /// The sender's offer: every item with its ordered representations for this receiver.
 public struct Offer: Sendable, Codable, Equatable {

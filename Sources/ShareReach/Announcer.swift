@@ -1,5 +1,6 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ShareTrust
 import ShareNet
@@ -83,7 +84,7 @@ public final class Announcer: Sendable {
                     states[index].problem = error.message
                     return states[index].failures
                 }
-                let wait = min(1800, 30 * pow(2, Double(min(failures - 1, 6))))
+                let wait = min(1800, 30 * pow(2.0, Double(min(failures - 1, 6))))
                 states.withLock { $0[index].due = Date().addingTimeInterval(wait) }
                 Self.log.warning(
                     "could not announce",

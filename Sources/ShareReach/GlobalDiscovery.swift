@@ -1,5 +1,7 @@
 import ShareHTTP
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 import ShareTrust
 import ShareTLS
 import ShareNet
@@ -23,7 +25,7 @@ public struct DiscoveryClient: Sendable {
 
     /// Announces `addresses` (`tcp://:PORT` means "the address this announcement comes from") to `server`.
     public func announce(_ addresses: [String], to server: ServerURL) throws(ShareFailure) -> Announced {
-        let body = (try? JSONSerialization.data(withJSONObject: ["addresses": addresses])) ?? Data("{}".utf8)
+        let body = (try? JSONText.bytes(["addresses": addresses])) ?? Array("{}".utf8)
         let response = try exchange(server, method: "POST", path: server.path, body: Array(body))
         switch response.status {
         case 200, 204:
@@ -50,7 +52,7 @@ public struct DiscoveryClient: Sendable {
         let response = try exchange(server, method: "GET", path: query, body: nil)
         switch response.status {
         case 200:
-            guard let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] else {
+            guard let object = JSONText.object(response.body) else {
                 throw ShareFailure(
                     .protocolError, "discovery server \(server.address) answered the lookup with something not JSON")
             }
@@ -92,7 +94,7 @@ public struct DiscoveryClient: Sendable {
     }
 
     private static func text(_ response: HTTPResponse) -> String {
-        String(decoding: response.body.prefix(120), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        String(decoding: response.body.prefix(120), as: UTF8.self).trimmed
     }
 }
 

@@ -1,5 +1,6 @@
 import ShareThreads
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ShareTrust
 import ShareProtocol
@@ -137,7 +138,7 @@ public enum Reach {
 
     /// `tcp://HOST:PORT` (also `tcp4://`, `tcp6://`) as an address; nil for anything else or an unspecified host.
     static func directAddress(_ text: String) -> PeerAddress? {
-        guard let range = text.range(of: "://") else { return nil }
+        guard let range = text.firstRange(of: "://") else { return nil }
         let scheme = text[..<range.lowerBound].lowercased()
         guard scheme == "tcp" || scheme == "tcp4" || scheme == "tcp6" else { return nil }
         var rest = String(text[range.upperBound...])
@@ -175,7 +176,7 @@ final class Race: Sendable {
             state.next += 1
             return state.next
         }
-        let thread = Thread { [self] in
+        Threads.start(name: "share-thread", stackSize: 512 << 10) { [self] in
             body()
             TLSLibrary.threadFinished()
             state.withLock { state in
@@ -183,8 +184,6 @@ final class Race: Sendable {
                 state.finished.insert(number)
             }
         }
-        thread.stackSize = 512 << 10
-        thread.start()
         return number
     }
 

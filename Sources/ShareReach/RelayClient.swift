@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareThreads
+import Glibc
 import ShareTrust
 import ShareTLS
 import ShareNet
@@ -32,7 +34,7 @@ public enum RelayClient {
             // within microseconds of each other can meet it busy with the first ("already connected"); the key is
             // spent then. The invited device joins at once, the asking one a moment later, so on a fast network the
             // two do not collide; and a join that does is asked for again.
-            Thread.sleep(forTimeInterval: joinDelay)
+            Threads.sleep(seconds: joinDelay)
             do {
                 let fd = try join(invitation, relay: relay, timeout: timeout)
                 return (fd, invitation.serverSocket)

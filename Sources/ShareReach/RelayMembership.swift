@@ -1,5 +1,6 @@
 import ShareThreads
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ShareTrust
 import ShareTLS
@@ -54,7 +55,7 @@ public final class RelayMembership: Sendable {
     public func start(failed: @escaping @Sendable (Error) -> Void = { _ in }) {
         guard !relays.isEmpty else { return }
         state.withLock { $0.running = true }
-        let thread = Thread { [self] in
+        Threads.start(name: "share-relay", stackSize: 8 << 20) { [self] in
             run()
             let asked = state.withLock { state in
                 state.running = false
@@ -62,8 +63,6 @@ public final class RelayMembership: Sendable {
             }
             if !asked { failed(RelayProtocolError("the relay membership ended")) }
         }
-        thread.name = "share-relay"
-        thread.start()
     }
 
     public func stop() {
@@ -186,7 +185,7 @@ public final class RelayMembership: Sendable {
             Self.log.notice("declined a relayed session: too many being joined", metadata: ["from": "\(from)"])
             return
         }
-        let thread = Thread { [self] in
+        Threads.start(name: "share-thread", stackSize: 512 << 10) { [self] in
             defer {
                 state.withLock { $0.joining -= 1 }
             }
@@ -197,7 +196,5 @@ public final class RelayMembership: Sendable {
                 Self.log.info("could not join a relayed session", metadata: ["from": "\(from)", "reason": "\(error)"])
             }
         }
-        thread.stackSize = 512 << 10
-        thread.start()
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareTrust
 import ShareTLS
 
@@ -34,7 +35,7 @@ public struct ServerURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a server URL; the error says what is wrong with it in one sentence.
     public init(parsing text: String) throws(ShareFailure) {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmedSpaces
         let kind: Kind
         let rest: Substring
         if trimmed.lowercased().hasPrefix("https://") {
@@ -59,7 +60,7 @@ public struct ServerURL: Sendable, Hashable, CustomStringConvertible {
         let address: PeerAddress
         if let parsed = PeerAddress(parsing: String(authority)) {
             address = parsed
-        } else if !authority.isEmpty, !authority.contains(":"), authority.allSatisfy({ !$0.isWhitespace }) {
+        } else if !authority.isEmpty, !authority.includes(":"), authority.allSatisfy({ !$0.isWhitespace }) {
             address = PeerAddress(host: String(authority), port: defaultPort)
         } else if authority.hasPrefix("["), authority.hasSuffix("]") {
             address = PeerAddress(host: String(authority.dropFirst().dropLast()), port: defaultPort)
@@ -78,7 +79,7 @@ public struct ServerURL: Sendable, Hashable, CustomStringConvertible {
             )
         }
         do {
-            id = try DeviceID(parsing: idText.removingPercentEncoding ?? idText)
+            id = try DeviceID(parsing: idText.percentDecoded ?? idText)
         } catch {
             throw ShareFailure(.usage, "'\(text)': the id is not a device ID (\(error))")
         }

@@ -1,3 +1,4 @@
+import ShareText
 /// The name of a conflict copy: `stem.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.ext`, as Syncthing names them, where the
 /// time is the losing version's modification time (UTC) and DEVICE the first seven characters of the device that
 /// made it. Both come from the version itself, so every device that holds the same losing version makes the same
@@ -20,7 +21,7 @@ public enum ConflictName {
 
     /// What orders a path's conflict copies oldest first: the time in the copy's name (then the rest of it).
     public static func age(_ copy: String) -> String {
-        guard let range = copy.range(of: marker, options: .backwards) else { return copy }
+        guard let range = copy.lastRange(of: marker) else { return copy }
         return String(copy[range.upperBound...])
     }
 
@@ -29,7 +30,7 @@ public enum ConflictName {
         let slash = copy.lastIndex(of: "/")
         let folder = slash.map { String(copy[...$0]) } ?? ""
         let name = slash.map { String(copy[copy.index(after: $0)...]) } ?? copy
-        guard let range = name.range(of: marker), range.lowerBound > name.startIndex else { return nil }
+        guard let range = name.firstRange(of: marker), range.lowerBound > name.startIndex else { return nil }
         let rest = name[range.upperBound...]
         // YYYYMMDD-HHMMSS-DEVICE, then the extension (with its dot) if any.
         let ext = rest.firstIndex(of: ".").map { String(rest[$0...]) } ?? ""

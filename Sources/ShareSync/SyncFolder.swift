@@ -104,7 +104,7 @@ public final class SyncFolder {
         let prefix = folder.map { $0 + "/" } ?? ""
         return record(observed: observed, recorded: store.stamps(under: folder)) { path in
             guard syncs(path), path.hasPrefix(prefix) else { return false }
-            return recursive || !path.dropFirst(prefix.count).contains("/")
+            return recursive || !path.dropFirst(prefix.count).includes("/")
         }
     }
 

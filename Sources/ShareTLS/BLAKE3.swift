@@ -1,5 +1,5 @@
 internal import CShareBlake3
-import Foundation
+import FoundationEssentials
 
 /// A streaming BLAKE3 with 32-byte output (the reference C implementation, which picks SSE4.1, AVX2 or AVX-512 at
 /// run time). One owner.

@@ -1,5 +1,5 @@
 internal import CShareOpenSSL
-import Foundation
+import FoundationEssentials
 
 /// A streaming SHA-256 (OpenSSL's EVP, which uses the CPU's SHA extensions). One owner of one `EVP_MD_CTX`.
 public final class SHA256Hasher {

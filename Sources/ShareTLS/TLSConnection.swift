@@ -1,5 +1,5 @@
 internal import CShareOpenSSL
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One TLS connection over a connected socket; one owner of one `SSL`. Blocking I/O: use it from one dedicated

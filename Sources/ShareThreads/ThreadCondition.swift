@@ -36,6 +36,9 @@ package final class ThreadCondition: @unchecked Sendable {  // the pthread objec
 
     package func unlock() { pthread_mutex_unlock(mutex) }
 
+    /// Takes the lock if no one holds it; false (not taken) otherwise.
+    package func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+
     package func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
@@ -93,6 +96,15 @@ package enum Threads {
                 return nil
             }, start)
         precondition(created == 0, "pthread_create failed: \(created)")
+    }
+
+    /// Suspends the calling thread for `seconds` (none for zero or less), resuming after a signal's interruption.
+    package static func sleep(seconds: Double) {
+        guard seconds > 0 else { return }
+        let whole = seconds.rounded(.down)
+        var request = timespec(tv_sec: Int(whole), tv_nsec: Int((seconds - whole) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) == -1, errno == EINTR { request = remaining }
     }
 }
 

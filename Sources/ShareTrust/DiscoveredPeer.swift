@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareTLS
 
 /// A device heard on the local network.

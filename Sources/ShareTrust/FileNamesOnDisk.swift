@@ -1,5 +1,5 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 
 /// Names for received files: the sender's suggestion made safe, and never an existing file.
 public enum FileNamesOnDisk {

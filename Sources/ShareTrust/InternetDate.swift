@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Dates in the JSON files and messages share writes: RFC 3339 in UTC to the second (`2026-11-25T06:38:07Z`), the
 /// text Foundation's `.iso8601` strategy writes, so files written by earlier versions read back unchanged.

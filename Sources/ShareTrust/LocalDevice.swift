@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareTLS
 
 /// This device: its name, its TLS identity and its directories.

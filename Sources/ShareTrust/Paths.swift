@@ -1,5 +1,5 @@
 import ShareDisk
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Where a device keeps its files. Several devices can share one machine through `--config` or

@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import Glibc
+import ShareNet
 
 /// Small file reads and folder listings straight from the system calls. FileManager's own paths touch far more
 /// code, and every page of code touched is memory a small device (the watch) keeps.
@@ -20,6 +21,27 @@ public enum PosixFiles {
             if bytes.count > limit { return nil }
         }
         return Data(bytes)
+    }
+
+    /// The first `limit` bytes of a file (fewer when it is shorter); nil when it is missing or unreadable.
+    public static func readHead(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        while bytes.count < limit {
+            let chunk = Syscalls.readSome(fd, upTo: min(limit - bytes.count, 64 << 10))
+            if chunk.isEmpty { break }
+            bytes += chunk
+        }
+        return bytes
+    }
+
+    /// The size of what `path` names (a link followed); nil when it is missing.
+    public static func size(_ path: String) -> UInt64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return UInt64(max(0, info.st_size))
     }
 
     /// Whether something exists at `path` (a link is not followed).

@@ -1,7 +1,8 @@
 import ShareHTTP
 import ShareThreads
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import Logging
 import ShareArchive
 import ShareDisk
@@ -44,7 +45,7 @@ final class WebActions: Sendable {
 
     func start() {
         guarded.withLock { $0.sweeping = true }
-        let thread = Thread { [self] in
+        Threads.start(name: "share-web-sweep", stackSize: 8 << 20) { [self] in
             defer { guarded.withLock { $0.sweeping = false } }
             var next = Date()
             while !guarded.withLock({ $0.stopping }) {
@@ -55,8 +56,6 @@ final class WebActions: Sendable {
                 guarded.wait(seconds: 1) { $0.stopping }
             }
         }
-        thread.name = "share-web-sweep"
-        thread.start()
     }
 
     func stop() {
@@ -179,7 +178,7 @@ final class WebActions: Sendable {
     static let listed = 200
 
     static func type(of name: String) -> UTType {
-        let ext = (name as NSString).pathExtension
+        let ext = PathText.pathExtension(name)
         return ext.isEmpty ? .data : UTType(filenameExtension: ext) ?? .data
     }
 
@@ -237,7 +236,7 @@ final class WebActions: Sendable {
     func restoreVersion(_ id: String, path: String, at: String?) throws -> String {
         var time: Date?
         if let at {
-            guard let parsed = ISO8601DateFormatter().date(from: at) else {
+            guard let parsed = InternetDate.date(at) else {
                 throw HTTPFailure(400, "at=\(at.prefix(40)) is not a time (ISO 8601)")
             }
             time = parsed
@@ -334,7 +333,7 @@ final class WebActions: Sendable {
 
     /// A file dropped on the page: its body, `length` bytes, kept under a token until the jobs that send it end.
     func upload(name raw: String, length: UInt64, from http: HTTPConnection) throws -> String {
-        let name = OutgoingItem.title((raw as NSString).lastPathComponent)
+        let name = OutgoingItem.title(PathText.lastComponent(raw))
         guard !name.isEmpty, name != ".", name != "..", (try? Directory.checkName(name)) != nil else {
             try http.discard(length)
             throw HTTPFailure(400, "a file needs a name")
@@ -518,7 +517,7 @@ final class WebActions: Sendable {
                 return yes
             }
         }
-        let thread = Thread { [self] in
+        Threads.start(name: "share-web-pair", stackSize: 8 << 20) { [self] in
             var message: String
             var outcome = "failed"
             do {
@@ -554,8 +553,6 @@ final class WebActions: Sendable {
                 state.cached = nil
             }
         }
-        thread.name = "share-web-pair"
-        thread.start()
         return request.peer == nil ? "waiting to pair" : "looking for \(request.peer!)"
     }
 

@@ -1,6 +1,7 @@
 import ShareHTTP
 import ShareThreads
-import Foundation
+import FoundationEssentials
+import ShareText
 import Glibc
 import Logging
 import ShareTrust
@@ -399,7 +400,7 @@ public final class WebServer: PageLinks, Sendable {
                 download.unicodeScalars.map {
                     $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" ? Character($0) : "_"
                 })
-            let encoded = download.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ascii
+            let encoded = download.percentEncoded()
             headers.append(("Content-Disposition", "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encoded)"))
         }
         return headers
@@ -418,7 +419,7 @@ public final class WebServer: PageLinks, Sendable {
     /// Whether the request carries a session's token (`Authorization: Bearer TOKEN`).
     private func session(of head: HTTPHead) -> Bool {
         guard let header = head.headers["authorization"], header.hasPrefix("Bearer ") else { return false }
-        let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+        let token = String(header.dropFirst("Bearer ".count)).trimmedSpaces
         return state.withLock { $0.sessions.contains { Self.same($0, token) } }
     }
 
@@ -452,7 +453,7 @@ public final class WebServer: PageLinks, Sendable {
     /// 32 random bytes (the system's CSPRNG), as hex.
     public static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return (0..<32).map { _ in Format.hex(UInt64(UInt8.random(in: 0...255, using: &generator)), width: 2) }.joined()
     }
 
     /// Compares in time independent of where the two differ.

@@ -1,5 +1,7 @@
 import ShareHTTP
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 import ShareNet
 
 /// One connection to a magic-wormhole mailbox (rendezvous) server: JSON requests with an id, the server's answers
@@ -32,9 +34,9 @@ final class Mailbox {
     func request(_ body: [String: Any]) throws(WormholeError) {
         var body = body
         body["id"] = Hex.string(Sodium.randomBytes(2))
-        guard let data = try? JSONSerialization.data(withJSONObject: body),
-            let text = String(data: data, encoding: .utf8)
-        else { throw WormholeError(.badMessage, "cannot encode a mailbox request") }
+        guard let text = try? JSONText.string(body) else {
+            throw WormholeError(.badMessage, "cannot encode a mailbox request")
+        }
         do {
             try socket.send(text)
         } catch {
@@ -83,7 +85,7 @@ final class Mailbox {
                 throw WormholeError(.server, error.message)
             }
             guard let text else { throw WormholeError(.server, "the mailbox server closed the connection") }
-            guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+            guard let object = JSONText.object(text.utf8) else {
                 throw WormholeError(.server, "the mailbox server sent something that is not JSON")
             }
             switch object["type"] as? String {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import ShareThreads
 import ShareTrust
 import ShareNet
@@ -11,7 +12,7 @@ public struct TransitHint: Sendable, Equatable, CustomStringConvertible {
         self.host = host
         self.port = port
     }
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var description: String { host.includes(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// `tcp:HOST:PORT`, as the `wormhole` command's `--transit-helper` takes it (`HOST:PORT` also accepted).
     public init(parsing text: String) throws(WormholeError) {

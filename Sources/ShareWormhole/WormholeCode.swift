@@ -35,7 +35,7 @@ public struct WormholeCode: Sendable, Equatable, CustomStringConvertible {
             throw WormholeError(
                 .badCode, "'\(text)' is not a wormhole code: expected a number and words, such as 7-guitarist-revenge")
         }
-        guard parts.dropFirst().allSatisfy({ !$0.isEmpty && !$0.contains(" ") }) else {
+        guard parts.dropFirst().allSatisfy({ !$0.isEmpty && !$0.includes(" ") }) else {
             throw WormholeError(.badCode, "'\(text)' is not a wormhole code: a word is empty or has a space")
         }
         self.init(nameplate: first, words: Array(parts.dropFirst()))

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 
 /// Where and how a code exchange runs.
 public struct WormholeOptions: Sendable {
@@ -166,14 +168,14 @@ public final class WormholeSession {
     }
 
     private func json(_ value: [String: Any]) throws(WormholeError) -> [UInt8] {
-        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
+        guard let data = try? JSONText.bytes(value, sortedKeys: true) else {
             throw WormholeError(.badMessage, "cannot encode a message")
         }
-        return Array(data)
+        return data
     }
 
     private func object(_ bytes: [UInt8]) throws -> [String: Any] {
-        guard let value = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        guard let value = try JSONText.value(bytes) as? [String: Any] else {
             throw WormholeError(.badMessage, "not a JSON object")
         }
         return value

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import ShareText
+import Glibc
 import ShareArchive
 import ShareDisk
 import ShareTrust
@@ -15,7 +17,8 @@ public enum WormholeOffer: Sendable, Equatable {
         func number(_ value: Any?) -> UInt64? {
             switch value {
             case let int as Int where int >= 0: return UInt64(int)
-            case let number as NSNumber where number.int64Value >= 0: return UInt64(number.int64Value)
+            case let double as Double where double >= 0 && double < 1.8e19 && double == double.rounded():
+                return UInt64(double)
             default: return nil
             }
         }
@@ -82,7 +85,7 @@ public enum WormholeOffer: Sendable, Equatable {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(count) bytes" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(count) bytes" : Format.fixed(value, 1) + " " + units[unit]
     }
 }
 
@@ -239,7 +242,7 @@ public enum WormholeSender {
         }
         let record = try connection.receive(limit: 64 << 10)
         connection.close()
-        guard let ack = try? JSONSerialization.jsonObject(with: Data(record)) as? [String: Any] else {
+        guard let ack = JSONText.object(record) else {
             throw WormholeError(.badMessage, "the other side's acknowledgement is not JSON")
         }
         guard ack["ack"] as? String == "ok" else {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension URL {
     /// A URL made by appending a path component and the type's preferred extension (unless already valid for it).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A class of tags that describe a type in another tagging system, such as filename extensions or MIME types.
 public struct UTTagClass: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A structure that represents a type of data to load, send, or receive.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A type declaration as found in an Info.plist (`UTExportedTypeDeclarations` / `UTImportedTypeDeclarations`).
 ///

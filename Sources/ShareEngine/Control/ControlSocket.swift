@@ -1,6 +1,6 @@
 import ShareThreads
 import Synchronization
-import Foundation
+import FoundationEssentials
 import CoreTransferable
 import Glibc
 import ShareNet

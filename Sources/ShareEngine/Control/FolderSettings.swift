@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A shared folder as this device keeps it: its identity (never its name), what the person called it, where it is
 /// here, how this device treats it, and the devices it is shared with.

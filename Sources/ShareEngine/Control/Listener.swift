@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareThreads
 import Logging
 import ShareProtocol

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ServiceLifecycle
 import Synchronization
 import ShareTrust

@@ -1,5 +1,7 @@
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareNet
+import ShareText
 import ShareArchive
 import ShareDisk
 import ShareLocalSend
@@ -149,7 +151,7 @@ package enum LocalSendSend {
         func fileName() -> String {
             if let suggested = offered.suggestedFileName, !suggested.isEmpty { return suggested }
             let ext = type?.preferredFilenameExtension
-            return (label as NSString).pathExtension.isEmpty && ext != nil ? "\(label).\(ext!)" : label
+            return PathText.pathExtension(label).isEmpty && ext != nil ? "\(label).\(ext!)" : label
         }
         func described(_ name: String, _ url: URL, size: UInt64, temporary: Bool) throws -> Outgoing {
             Outgoing(
@@ -169,8 +171,7 @@ package enum LocalSendSend {
             try data.write(to: url)
             files.append(try described(fileName(), url, size: UInt64(data.count), temporary: true))
         case .file(let url, _):
-            let size =
-                (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.uint64Value ?? 0
+            let size = PosixFiles.size(url.path) ?? 0
             files.append(try described(fileName(), url, size: size, temporary: false))
         case .archive(let plan):
             // LocalSend sends a folder as its files, each named by its path in the folder.
@@ -217,7 +218,7 @@ package enum LocalSendSend {
         client: LocalSendClient, timeout: Double
     ) throws -> LocalSendUploadSession? {
         var path = LocalSend.apiPrefix + "/prepare-upload"
-        if let pin { path += "?pin=" + (pin.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") }
+        if let pin { path += "?pin=" + pin.percentEncoded() }
         let body = Array(try JSONEncoder().encode(LocalSendPrepareUpload(info: own, files: files)))
         let answer: (status: Int, body: [UInt8], fingerprint: String)
         do {
@@ -247,8 +248,7 @@ package enum LocalSendSend {
     }
 
     static func target(_ file: LocalSendFile, session: String, token: String) -> String {
-        let allowed = CharacterSet.alphanumerics
-        func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+        func encode(_ text: String) -> String { text.percentEncoded() }
         return LocalSend.apiPrefix
             + "/upload?sessionId=\(encode(session))&fileId=\(encode(file.id))&token=\(encode(token))"
     }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ShareNet
 import ShareDisk
 import ShareLocalSend
 import ShareTLS

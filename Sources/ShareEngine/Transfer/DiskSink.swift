@@ -1,6 +1,8 @@
 import ShareProfileModel
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
+import ShareThreads
 import ShareArchive
 import ShareDisk
 import ShareProfiles
@@ -21,7 +23,7 @@ final class DiskSink: ItemSink {
     let progress: ProgressReporter
     var report = ReceiveReport()
     /// Catalog imports from concurrent sessions (an agent) happen one at a time.
-    static let catalogLock = NSLock()
+    static let catalogLock = ThreadCondition()
 
     init(options: ReceiveOptions, store: PartialStore, sender: DeviceID, peerName: String, progress: ProgressReporter) {
         self.options = options
@@ -274,7 +276,7 @@ final class DiskSink: ItemSink {
     }
 
     private func withExtension(_ name: String, _ type: UTType?) -> String {
-        guard (name as NSString).pathExtension.isEmpty, let ext = type?.preferredFilenameExtension else { return name }
+        guard PathText.pathExtension(name).isEmpty, let ext = type?.preferredFilenameExtension else { return name }
         return name + "." + ext
     }
 }

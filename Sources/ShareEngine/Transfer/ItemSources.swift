@@ -1,6 +1,6 @@
 import ShareThreads
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareArchive
 import ShareDisk
 import ShareProtocol

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ShareArchive
 import ShareDisk
 import ShareProtocol

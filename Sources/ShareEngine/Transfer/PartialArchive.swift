@@ -1,6 +1,6 @@
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
 import ShareArchive
 import ShareDisk
 import ShareProtocol

@@ -1,6 +1,7 @@
 import ShareNet
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareText
 import ShareArchive
 import ShareDisk
 import ShareTrust
@@ -53,7 +54,7 @@ package final class PartialStore: Sendable {
     /// This boot's identity.
     static let bootID: String = {
         (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?
-            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+            .trimmed ?? "unknown"
     }()
 
     /// The name of an item's partial: stable for the same sender, item and type across sessions and versions (the

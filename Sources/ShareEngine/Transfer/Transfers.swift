@@ -1,7 +1,8 @@
 import ShareNet
 import Synchronization
 import CoreTransferable
-import Foundation
+import FoundationEssentials
+import ShareThreads
 import ShareArchive
 import ShareDisk
 import ShareProtocol
@@ -144,7 +145,7 @@ package final class SendSession: Sendable {
                         fields: ["id": held.id, "to": name])
                     told = true
                 }
-                Thread.sleep(forTimeInterval: min(max(held.retryAfter, 1), 30, max(0, deadline.timeIntervalSinceNow)))
+                Threads.sleep(seconds: min(max(held.retryAfter, 1), 30, max(0, deadline.timeIntervalSinceNow)))
             }
         }
     }

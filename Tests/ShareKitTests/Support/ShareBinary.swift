@@ -27,25 +27,32 @@ struct CommandResult {
 }
 
 /// Collects a pipe's output and lets a test wait for a line, woken by each arrival (no polling).
+///
+/// A thread of its own reads the pipe to its end with blocking reads. Not `readabilityHandler`: Foundation tears
+/// its dispatch read source down asynchronously, and on Linux a pipe closed while that is under way leaves epoll a
+/// dangling registration that crashes the test process in `_dispatch_event_loop_drain` (seen once beside other work).
 final class OutputCollector: @unchecked Sendable {  // guarded by `condition`
     private let condition = NSCondition()
     private var data = Data()
     private var closed = false
 
     init(_ pipe: Pipe) {
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self else { return }
-            self.condition.lock()
-            if chunk.isEmpty {
-                self.closed = true
-                handle.readabilityHandler = nil
-            } else {
-                self.data.append(chunk)
+        let handle = pipe.fileHandleForReading
+        let reader = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                let count = read(handle.fileDescriptor, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                condition.lock()
+                if count > 0 { data.append(contentsOf: buffer[0..<count]) } else { closed = true }
+                condition.broadcast()
+                condition.unlock()
+                if count <= 0 { break }
             }
-            self.condition.broadcast()
-            self.condition.unlock()
+            withExtendedLifetime(handle) {}
         }
+        reader.name = "test-output"
+        reader.start()
     }
 
     var text: String {
