@@ -9,6 +9,9 @@ let package = Package(
         // Transferable values across machines: ShareClient sends them to trusted devices and receives them as the
         // types a program declares, over the same identity, trust and engine as the share command.
         .library(name: "ShareKit", targets: ["ShareKit"]),
+        // ShareClient's sends to LocalSend devices by name (`ShareClient.reachLocalSendDevices()`): opt-in, so that a
+        // program using ShareKit links LocalSend only when it asks.
+        .library(name: "ShareKitLocalSend", targets: ["ShareKitLocalSend"]),
         .executable(name: "share", targets: ["share"]),
         .executable(name: "share-watch", targets: ["share-watch"]),
     ],
@@ -106,17 +109,26 @@ let package = Package(
             name: "ShareProfiles",
             dependencies: ["ShareText", "ShareProfileModel", "CoreTransferable", "ShareArchive", "ShareDisk"]),
         // The engine: sessions, sinks, partials and ledgers, the job model, the control socket's protocol, the
-        // listener that authenticates sessions, and the glue to LocalSend sends (the library sends to phones). Sends
-        // by code are the command line's (ShareCLI's CodeTransfers): the library links no libsodium.
+        // listener that authenticates sessions. LocalSend's glue is ShareLocalSendRoute's and sends by code are the
+        // command line's (ShareCLI's CodeTransfers): the library product links neither LocalSend nor libsodium.
         .target(
             name: "ShareEngine",
             dependencies: [
                 "ShareText",
                 "ShareHTTP",
                 "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol", "ShareProfiles",
-                "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk", "ShareLocalSend",
+                "ShareArchive", "CoreTransferable", "CShareSystem", "ShareDisk",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The engine over LocalSend: sends to LocalSend devices (each item's representation chosen by the engine), the
+        // agent's LocalSend settings, identity, trusted and seen devices. The agent, the command line and the page
+        // use it; ShareKit only through ShareKitLocalSend.
+        .target(
+            name: "ShareLocalSendRoute",
+            dependencies: [
+                "ShareText", "ShareEngine", "ShareLocalSend", "ShareNet", "ShareTrust", "ShareTLS", "ShareProtocol",
+                "ShareArchive", "ShareDisk", "CoreTransferable", "UniformTypeIdentifiers",
             ]),
         // Shared folders on the agent (`share sync`): each folder's index and worker, the folder links, the pulls.
         .target(
@@ -133,7 +145,9 @@ let package = Package(
             dependencies: [
                 "ShareText",
                 "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
-                "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend", "ShareFolders",
+                "ShareProfiles", "ShareArchive", "CoreTransferable", "ShareDisk", "ShareLocalSend",
+                "ShareLocalSendRoute",
+                "ShareFolders",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
@@ -144,8 +158,11 @@ let package = Package(
                 "ShareText",
                 "ShareEngine", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach", "ShareTLS", "ShareProtocol",
                 "ShareProfiles", "ShareArchive", "CoreTransferable", "UniformTypeIdentifiers", "ShareDisk",
-                "ShareLocalSend", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
+        .target(
+            name: "ShareKitLocalSend",
+            dependencies: ["ShareKit", "ShareEngine", "ShareLocalSendRoute", "ShareTrust"]),
         // The agent's own page on 127.0.0.1 (`share web`, `share agent --web`), on LocalSend's HTTP/1.1 code.
         .target(
             name: "ShareWeb",
@@ -153,6 +170,7 @@ let package = Package(
                 "ShareText",
                 "ShareHTTP",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareLocalSend",
+                "ShareLocalSendRoute",
                 "ShareDisk", "ShareReach", "ShareTLS",
                 "ShareArchive",
                 "CoreTransferable", "UniformTypeIdentifiers", .product(name: "Logging", package: "swift-log"),
@@ -164,11 +182,12 @@ let package = Package(
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareThreads", "ShareTrust", "ShareReach",
                 "ShareTLS",
                 "ShareProtocol", "ShareProfiles", "ShareWatch", "ShareDisk", "ShareCommandLine",
-                "ShareLocalSend", "ShareWeb", "ShareFolders", "ShareWormhole",
+                "ShareLocalSend", "ShareLocalSendRoute", "ShareKitLocalSend", "ShareWeb", "ShareFolders",
+                "ShareWormhole",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .executableTarget(name: "share", dependencies: ["ShareCLI"]),
+        .executableTarget(name: "share", dependencies: ["ShareCLI", "ShareKit", "ShareKitLocalSend"]),
         // Exit statuses and the one-line errors of the command-line programs (`share`, `share-watch`): the
         // libraries throw typed failures; only these programs turn them into exit codes.
         .target(name: "ShareCommandLine", dependencies: ["ShareNet", "ShareTrust"]),
@@ -237,7 +256,7 @@ let package = Package(
             dependencies: [
                 "ShareHTTP",
                 "ShareKit", "ShareEngine", "ShareAgent", "ShareNet", "ShareWeb", "ShareCLI", "share", "share-watch",
-                "ShareTestSupport",
+                "ShareTestSupport", "ShareLocalSendRoute", "ShareKitLocalSend",
             ],
             exclude: ["Fixtures"]),
         .testTarget(

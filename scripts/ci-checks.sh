@@ -13,6 +13,23 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 started=$SECONDS
 [ -x .build/debug/share ] || { echo "ci-checks: no debug build here; run scripts/test.sh first" >&2; exit 64; }
+# The library product (ShareKit) links no other protocol unless a program asks for one (ShareKitLocalSend):
+# neither LocalSend nor magic-wormhole's libsodium among its targets (docs/ARCHITECTURE.md).
+swift package describe --type json 2> /dev/null | python3 -c '
+import json, sys
+targets = {t["name"]: t for t in json.load(sys.stdin)["targets"]}
+def closure(name, seen):
+    for dep in targets.get(name, {}).get("target_dependencies", []):
+        if dep not in seen:
+            seen.add(dep)
+            closure(dep, seen)
+    return seen
+linked = closure("ShareKit", set())
+extra = sorted(linked & {"ShareLocalSend", "ShareLocalSendRoute", "ShareWormhole", "CShareSodium"})
+if extra:
+    sys.exit("ci-checks: the ShareKit product links " + ", ".join(extra) + "; move the glue into an opt-in module")
+print("== ShareKit links " + str(len(linked)) + " targets, no other protocol")
+'
 # The smoke pass needs only the debug build: it starts at once, beside the builds.
 scripts_log=${TMPDIR:-/tmp}/share-scripts-pass.log
 bash scripts/smoke.sh > "$scripts_log" 2>&1 &

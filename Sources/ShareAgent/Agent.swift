@@ -1,5 +1,6 @@
 import CoreTransferable
 import FoundationEssentials
+import ShareLocalSendRoute
 import Logging
 import ServiceLifecycle
 import ShareDisk

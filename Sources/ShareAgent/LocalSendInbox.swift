@@ -2,6 +2,7 @@ import ShareHTTP
 import Synchronization
 import CoreTransferable
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareThreads
 import Logging
 import ShareDisk

@@ -2,6 +2,7 @@ import ShareHTTP
 import ShareThreads
 import Synchronization
 import FoundationEssentials
+import ShareLocalSendRoute
 import Logging
 import ShareLocalSend
 import ShareTLS

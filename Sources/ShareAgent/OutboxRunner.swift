@@ -1,4 +1,5 @@
 import FoundationEssentials
+import ShareLocalSendRoute
 import CoreTransferable
 import ShareNet
 import ShareTrust

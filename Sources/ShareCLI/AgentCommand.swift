@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareText
 import ShareCommandLine
 import Logging

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareKit
 import ShareNet
 import ShareTrust

@@ -3,6 +3,7 @@ import ShareProfileModel
 import ArgumentParser
 import CoreTransferable
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareText
 import ShareCommandLine
 import ShareKit

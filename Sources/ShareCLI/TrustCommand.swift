@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareText
 import ShareCommandLine
 import ShareKit

@@ -1,4 +1,5 @@
 import CoreTransferable
+import Synchronization
 import FoundationEssentials
 import ShareThreads
 import ShareProtocol
@@ -89,6 +90,9 @@ public final class ShareClient: Sendable {
         public var seconds: Double = 0
         /// With `queue`: the agent's job.
         public var job: String?
+
+        /// Nothing delivered yet.
+        package init() {}
     }
 
     /// Sends one value to `peer` (a trusted device's name or ID, or `HOST:PORT`) with what its receiving person sees
@@ -120,11 +124,11 @@ public final class ShareClient: Sendable {
     public func sendNow(_ items: [ShareItem], to peer: String, options: SendOptions = SendOptions()) throws -> Delivery
     {
         let trust = try TrustStore.load(device.paths.trustFile)
-        // A name that is no trusted device but a LocalSend device this device's agent has seen.
-        if options.via == nil, trust.find(peer) == nil,
-            let phone = LocalSendSeen.find(peer, in: LocalSendSeen.load(device.paths))
-        {
-            return try sendToLocalSend(items, phone: phone, options: options)
+        // A name that is no trusted device but a device of another protocol (a LocalSend phone the agent has seen).
+        if options.via == nil, trust.find(peer) == nil {
+            for devices in Self.otherDevices.withLock({ $0 }) {
+                if let delivery = try devices.send(items, to: peer, from: self, options: options) { return delivery }
+            }
         }
         try PeerTarget.check(options.via ?? peer, device: device, trust: trust)
         if options.queue { return try queue(items, to: peer, trust: trust, options: options) }
@@ -143,37 +147,6 @@ public final class ShareClient: Sendable {
         let report = try SendSession(device: device, progress: progress, options: sending).run(to: target, trust: trust)
         { relation in try items.map { try $0.outgoing(for: relation) } }
         return Delivery(report)
-    }
-
-    /// A send to a LocalSend device: queued in the agent's outbox (`queue`), else from this process.
-    private func sendToLocalSend(_ items: [ShareItem], phone: LocalSendSeen, options: SendOptions) throws -> Delivery {
-        var delivery = Delivery()
-        if options.queue {
-            var job = OutboxJob(to: phone.alias)
-            job.localsend = phone.fingerprint
-            job.localsendPin = options.localSendPin
-            job.foreground = options.waiting ? true : nil
-            let folder = OutboxJob.exportFolder(device.paths, job: job.id)
-            job.items = try items.map { try $0.queued(for: AccessPolicy.visibility(for: .localSend), into: folder) }
-            let answer = try ControlClient.request(.send(job), paths: device.paths)
-            delivery.job = answer.job?.id ?? job.id
-            return delivery
-        }
-        let progress = options.progress ?? ProgressReporter(events: options.events)
-        let report = try LocalSendSend.run(
-            items, to: phone, pin: options.localSendPin, name: device.name, paths: device.paths, progress: progress,
-            answerTimeout: options.waitForAnswer)
-        delivery.delivered = report.delivered.map { ($0, "saved", nil) }
-        delivery.refused = report.refused
-        delivery.route = "LocalSend"
-        delivery.bytesSent = report.bytes
-        delivery.wireBytes = report.bytes
-        delivery.linkBytes = report.bytes
-        delivery.seconds = report.seconds
-        if let first = report.refused.first {
-            throw ShareFailure(.refused, "\(first.label) has no form a LocalSend device takes: \(first.reason)")
-        }
-        return delivery
     }
 
     /// Exports the items for the peer into the agent's outbox and queues them as one job.
@@ -211,5 +184,27 @@ extension ShareClient.Delivery {
         bytesFromEarlierVersion = report.bytesFromBasis
         linkBytes = report.linkBytes
         seconds = report.seconds
+    }
+}
+
+/// Devices of another protocol that `ShareClient.sendNow` reaches by name when no trusted device has that name.
+/// None unless a program links a module that speaks one and turns it on (the `ShareKitLocalSend` product:
+/// `ShareClient.reachLocalSendDevices()`, as the `share` command does), so the library links no other protocol
+/// unless asked.
+package protocol OtherDevices: Sendable {
+    /// The delivery to `name` when it names one of these devices; nil when it does not.
+    func send(_ items: [ShareItem], to name: String, from client: ShareClient, options: ShareClient.SendOptions)
+        throws -> ShareClient.Delivery?
+}
+
+extension ShareClient {
+    static let otherDevices = Mutex<[any OtherDevices]>([])
+
+    /// Lets every client of this process reach `devices` by name (once per kind: a second of the same type is
+    /// ignored).
+    package static func reach(_ devices: any OtherDevices) {
+        otherDevices.withLock { list in
+            if !list.contains(where: { type(of: $0) == type(of: devices) }) { list.append(devices) }
+        }
     }
 }

@@ -2,6 +2,7 @@ import ShareHTTP
 import ShareThreads
 import CoreTransferable
 import FoundationEssentials
+import ShareLocalSendRoute
 import ShareText
 import Logging
 import ShareArchive

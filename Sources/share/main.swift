@@ -1,5 +1,7 @@
 import Glibc
 import ShareCLI
+import ShareKit
+import ShareKitLocalSend
 
 // A reader that goes away (`share … | head -1`) is met as EPIPE by the one console writer, never as a signal.
 signal(SIGPIPE, SIG_IGN)
@@ -9,4 +11,6 @@ let arguments = CommandLine.arguments
 if arguments.count > 1, arguments[1] == "watch" {
     WatchClientCommand.runWatchClient(Array(arguments.dropFirst(2)))
 }
+// The command (and the page and agent it runs) sends to LocalSend devices by name, as well as to trusted devices.
+ShareClient.reachLocalSendDevices()
 ShareCommand.main()

@@ -1,4 +1,5 @@
 import Foundation
+import ShareLocalSendRoute
 import Testing
 
 @testable import ShareKit

@@ -32,17 +32,6 @@ package struct SendReport: Sendable {
     /// Nothing sent.
     package init() {}
 
-    /// A send to a LocalSend device, as the outbox records it.
-    package init(localSend report: LocalSendSend.Report) {
-        delivered = report.delivered.map { ($0, Ack(item: $0, outcome: "saved", savedAs: nil)) }
-        refused = report.refused
-        bytesSent = report.bytes
-        wireBytes = report.bytes
-        linkBytes = report.bytes
-        seconds = report.seconds
-        route = .code("LocalSend")
-    }
-
     init(_ summary: TransferSummary, seconds: Double) {
         delivered = summary.delivered
         refused = summary.refused

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import ShareEngine
 import ShareNet
 import ShareDisk
 import ShareLocalSend

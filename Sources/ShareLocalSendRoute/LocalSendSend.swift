@@ -1,5 +1,6 @@
 import CoreTransferable
 import FoundationEssentials
+import ShareEngine
 import ShareNet
 import ShareText
 import ShareArchive
