@@ -249,7 +249,8 @@ package enum JSONText {
                     out += (pretty ? " : " : ":").utf8
                     try write(object[key]!, indent: indent + 1)
                 }
-                if !object.isEmpty { newline(indent) }
+                if object.isEmpty, pretty { out.append(0x0A) }  // an empty one as Foundation writes it: a blank line
+                newline(indent)
                 out.append(UInt8(ascii: "}"))
             case let array as [Any]:
                 out.append(UInt8(ascii: "["))
@@ -258,7 +259,8 @@ package enum JSONText {
                     newline(indent + 1)
                     try write(element, indent: indent + 1)
                 }
-                if !array.isEmpty { newline(indent) }
+                if array.isEmpty, pretty { out.append(0x0A) }  // an empty one as Foundation writes it: a blank line
+                newline(indent)
                 out.append(UInt8(ascii: "]"))
             default:
                 throw Malformed(offset: out.count, description: "a value of type \(type(of: value)) in JSON")

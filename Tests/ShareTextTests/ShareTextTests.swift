@@ -111,6 +111,15 @@ import Testing
                 == #"{"a":["x\/y",2.5,true,null],"b":1,"c":18446744073709551615}"#)
         #expect(try JSONText.string(object, sortedKeys: true, escapingSlashes: false).contains(#""x/y""#))
         #expect(try JSONText.string(["k": [1]], pretty: true) == "{\n  \"k\" : [\n    1\n  ]\n}")
+        // agent.json as Foundation wrote it, byte for byte: what earlier versions wrote reads back and diffs clean.
+        let settings: [String: Any] = [
+            "port": 22000, "folders": ["autoAccept": ["desk", "phone"], "path": "/home/me/Sync"],
+            "localsend": ["pin": "1234", "peers": [String](), "answerTimeout": 2.5], "relay": true, "empty": [:],
+        ]
+        let foundation = try JSONSerialization.data(withJSONObject: settings, options: [.prettyPrinted, .sortedKeys])
+        #expect(try JSONText.bytes(settings, sortedKeys: true, pretty: true) == Array(foundation))
+        let compact = try JSONSerialization.data(withJSONObject: settings, options: [.sortedKeys])
+        #expect(try JSONText.bytes(settings, sortedKeys: true) == Array(compact))
         for wrong in ["", "{", "[1,]", "{\"a\" 1}", "01", "1.", "\"\\x\"", "\"\u{1}\"", "tru", "[1] 2", "\"\\ud800\""] {
             #expect(throws: JSONText.Malformed.self, "\(wrong)") { try JSONText.value(Array(wrong.utf8)) }
         }
