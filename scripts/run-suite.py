@@ -12,6 +12,7 @@ Usage: scripts/run-suite.py [--binary PATH] [--jobs N] [--only REGEX] [--logs DI
 """
 
 import argparse
+import queue
 import json
 import os
 import re
@@ -73,7 +74,20 @@ def plan(tests, only, known, split):
     return jobs
 
 
-def run_job(binary, name, args, logs, timeout):
+# Each running job holds a slot, and its test process takes the ports it picks for agents from that slot's share of
+# the range (Tests/ShareKitTests/Support/Tools.swift's freePort): two jobs at once never pick the same port.
+SLOTS = queue.Queue()
+
+
+def run_job(binary, name, args, logs, timeout, slots):
+    slot = SLOTS.get()
+    try:
+        return run_slotted(binary, name, args, logs, timeout, slot, slots)
+    finally:
+        SLOTS.put(slot)
+
+
+def run_slotted(binary, name, args, logs, timeout, slot, slots):
     log = logs / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".log")
     # What the job's agents and watches logged (Tests/ShareKitTests/Support/ShareBinary.swift keeps it there).
     processes = log.with_suffix(".processes")
@@ -84,7 +98,10 @@ def run_job(binary, name, args, logs, timeout):
         process = subprocess.Popen(
             [binary, "--testing-library", "swift-testing"] + args,
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env=dict(os.environ, SHARE_TEST_PROCESS_LOGS=str(processes)),
+            env=dict(
+                os.environ, SHARE_TEST_PROCESS_LOGS=str(processes), SHARE_TEST_PORT_SLOT=str(slot),
+                SHARE_TEST_PORT_SLOTS=str(slots),
+            ),
         )
         # Waited for with wait4, for the CPU time the job took (the test process and every process it waited for).
         status, cpu, deadline = None, 0.0, start + timeout
@@ -131,11 +148,13 @@ def main():
     started = time.monotonic()
     print(f"== {len(jobs)} jobs in {options.jobs} processes at a time; logs in {logs}", flush=True)
 
+    for slot in range(options.jobs):
+        SLOTS.put(slot)
     failed = []
     durations = {}
     cpus = {}
     with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        futures = [pool.submit(run_job, options.binary, name, args, logs, options.timeout) for name, args, _ in jobs]
+        futures = [pool.submit(run_job, options.binary, name, args, logs, options.timeout, options.jobs) for name, args, _ in jobs]
         for future in as_completed(futures):
             name, passed, status, seconds, cpu, count, log, text = future.result()
             durations[name] = round(seconds, 1)

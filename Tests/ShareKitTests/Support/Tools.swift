@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Glibc
 import ShareTestSupport
 
@@ -34,17 +35,28 @@ func runTool(
     return (process.terminationStatus, collector.text)
 }
 
-/// A port that was free a moment ago (for tools that cannot pick their own).
+/// A port that was free a moment ago (for tools that cannot pick their own), never one handed out before in this
+/// process.
 func freePort() -> Int {
     // Below the kernel's ephemeral range (32768–60999 here): a port chosen from that range can be taken by any
     // outgoing connection of the tests running beside this one before the agent binds it (or binds it again after a
-    // restart), which failed a run with "Address already in use". A random port here is checked free by binding it.
-    for _ in 0..<200 {
-        let port = Int.random(in: 20_000..<32_000)
-        if canBind(port) { return port }
+    // restart), which failed a run with "Address already in use". A test keeps its agents' ports across restarts,
+    // so a port is free to bind while it is still spoken for: each test process takes its ports from its job's slot
+    // of the range (scripts/run-suite.py), and never twice (a run failed when two tests picked the same one).
+    let environment = ProcessInfo.processInfo.environment
+    let slots = max(1, Int(environment["SHARE_TEST_PORT_SLOTS"] ?? "") ?? 1)
+    let slot = min(slots - 1, max(0, Int(environment["SHARE_TEST_PORT_SLOT"] ?? "") ?? 0))
+    let width = 12_000 / slots
+    let range = (20_000 + slot * width)..<(20_000 + (slot + 1) * width)
+    for _ in 0..<400 {
+        let port = Int.random(in: range)
+        let fresh = handedOut.withLock { $0.insert(port).inserted }
+        if fresh, canBind(port) { return port }
     }
     return boundPort(0)
 }
+
+private let handedOut = Mutex<Set<Int>>([])
 
 private func canBind(_ port: Int) -> Bool { boundPort(port) == port }
 
