@@ -93,23 +93,23 @@ extension IncomingPayload {
 /// digest, and hands only verified items to its sink. It runs `ReceiverMachine` over a `FrameChannel`.
 public final class ReceiverDriver {
     public let channel: FrameChannel
-    private let hasher: ChunkHasher
-    private let codec: ChunkCodec?
-    private let events: TransferEvents
-    private var summary = TransferSummary()
-    private var incoming: IncomingPayload?
+    let hasher: ChunkHasher
+    let codec: ChunkCodec?
+    let events: TransferEvents
+    var summary = TransferSummary()
+    var incoming: IncomingPayload?
     /// The item `incoming` belongs to.
-    private var incomingItem: Int?
-    private var digests = ItemDigest(chunks: 0)
+    var incomingItem: Int?
+    var digests = ItemDigest(chunks: 0)
     /// What each announced item held, as its `resume` said.
-    private var announced: [Int: [Int: [UInt8]]] = [:]
+    var announced: [Int: [Int: [UInt8]]] = [:]
     /// The digest of each announced item: the session's, or SHA-256 for a partial recorded with it.
-    private var itemDigests: [Int: DigestAlgorithm] = [:]
+    var itemDigests: [Int: DigestAlgorithm] = [:]
     /// The current item's hasher (for this thread) and another of the same digest for the writer thread.
-    private var itemHasher: ChunkHasher
-    private var writerHasher: ChunkHasher
+    var itemHasher: ChunkHasher
+    var writerHasher: ChunkHasher
     /// Checks and writes the chunks of large items (made on the first one).
-    private var writer: ChunkWriter?
+    var writer: ChunkWriter?
     /// How many chunks of a large item may wait, read but not yet written (at most `writeAheadBytes` of them, at
     /// least three): enough that a busy neighbour holding up one thread for a few milliseconds does not stall the
     /// other. A client short of memory asks for fewer.
@@ -118,12 +118,9 @@ public final class ReceiverDriver {
     /// version of is then announced with that version's index.
     public var delta = false
     /// Per announced item: the basis its index described.
-    private var bases: [Int: ItemBasis] = [:]
-    /// Items whose basis the sender already asked about: one question of each kind per item.
-    private var asked: Set<Int> = []
-    private var summed: Set<Int> = []
+    var bases: [Int: ItemBasis] = [:]
     /// The current item's basis, open while its patches arrive.
-    private var basisReader: (item: Int, reader: BasisReader?)?
+    var basisReader: (item: Int, reader: BasisReader?)?
 
     public init(
         channel: FrameChannel, hasher: ChunkHasher, codec: ChunkCodec? = nil,
@@ -242,10 +239,10 @@ public final class ReceiverDriver {
                     case .bye:
                         actions = try machine.receivedBye()
                     case .basisQuery:
-                        try answer(query: frame, machine: machine)
+                        try answer(query: frame, machine: &machine)
                         continue
                     case .blockQuery:
-                        try answer(blocks: frame, machine: machine)
+                        try answer(blocks: frame, machine: &machine)
                         continue
                     case .deltaEnd:
                         try openCurrent(machine: machine, sink: sink)
@@ -292,7 +289,7 @@ public final class ReceiverDriver {
     }
 
     /// Whether the item whose chunks come now is large enough for the writer thread.
-    private func isLarge(_ machine: ReceiverMachine) -> Bool {
+    func isLarge(_ machine: ReceiverMachine) -> Bool {
         guard let index = machine.currentItem, let offer = machine.offer,
             let size = offer.items[index].representations[machine.choices[index].representation!].size
         else { return false }
@@ -304,208 +301,8 @@ public final class ReceiverDriver {
     /// The most chunk bytes the writer thread holds in hand, whatever the chunk size.
     static let writeAheadBytes = 8 << 20
 
-    /// Opens where the current item goes, when its first chunk (or its `done`, when every chunk was held) arrives.
-    /// What it holds now must still include what its `resume` announced: another session may have changed it.
-    private func openCurrent(machine: ReceiverMachine, sink: ItemSink) throws {
-        guard let index = machine.currentItem, incomingItem != index, let offer = machine.offer else { return }
-        let item = offer.items[index]
-        let chosen = item.representations[machine.choices[index].representation!]
-        let digest = itemDigests.removeValue(forKey: index) ?? hasher.algorithm
-        let opened = try sink.open(item: item, representation: chosen, chunkSize: offer.chunkSize, digest: digest)
-        // A new pair only when the digest changes: the writer has drained the previous item before this one opens.
-        if itemHasher.algorithm != digest {
-            itemHasher = digest == hasher.algorithm ? hasher : hasher.make(digest)
-            writerHasher = itemHasher.another()
-        }
-        let promised = announced.removeValue(forKey: index) ?? [:]
-        for (chunk, digest) in promised where opened.held[chunk] != digest {
-            opened.suspend()
-            throw ProtocolError(
-                .refused, "\(item.label) changed in another session while this one waited; send it again")
-        }
-        incoming = opened
-        incomingItem = index
-        let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-        digests = ItemDigest(chunks: expected ?? 0)
-        for (chunk, digest) in promised { digests.record(chunk, digest) }
-        let heldBytes = promised.keys.reduce(UInt64(0)) { total, chunk in
-            let start = UInt64(chunk) * UInt64(offer.chunkSize)
-            return total + (chosen.size.map { min($0, start + UInt64(offer.chunkSize)) - start } ?? 0)
-        }
-        summary.held += heldBytes
-        events(.started(item: index, label: item.label, number: index + 1, total: chosen.size, held: heldBytes))
-    }
-
-    /// A chunk sent as a patch against the basis: made from the basis and the patch's literal bytes, compared with
-    /// its digest here (a mismatch means the basis changed since it was indexed: the chunk is asked for whole at the
-    /// end of the patches), then written as any chunk.
-    private func patched(
-        header: ChunkHeader, length: Int, target: ChunkBuffer, large: Bool, machine: inout ReceiverMachine,
-        ownPlain: inout ChunkBuffer?
-    ) throws {
-        guard let item = machine.currentItem, let expected = machine.expectedLength(of: header.index) else {
-            throw ProtocolError(.badMessage, "patch \(header.index) is outside an item of known size")
-        }
-        let basis = bases[item]
-        let plain: ChunkBuffer
-        if large {
-            plain = try writer!.takeBuffer()
-        } else {
-            ownPlain = ownPlain ?? ChunkBuffer(size: Limits.maxChunkPayload)
-            plain = ownPlain!
-        }
-        var matched = true
-        var copied = 0
-        do {
-            copied = try Patch.apply(
-                UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), basisSize: basis?.index.size,
-                length: expected, into: plain.bytes
-            ) { buffer, offset in
-                guard let reader = try openBasis(item: item, basis: basis) else { throw DeltaBasisChanged() }
-                return try reader.read(into: buffer, at: offset)
-            }.copied
-        } catch is DeltaBasisChanged {
-            matched = false
-        } catch let error as ProtocolError {
-            throw error
-        } catch {
-            // The basis could not be read: the chunk is redone whole.
-            matched = false
-        }
-        // A chunk that is one range of the basis, whole: its blocks may be shared rather than copied.
-        let whole = Patch.wholeCopy(UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), length: expected)
-        if large { writer!.giveBack(target) }
-        let data = UnsafeRawBufferPointer(rebasing: plain.bytes[0..<expected])
-        if matched { matched = itemHasher.digest(data) == header.digest }
-        var origin: ChunkOrigin?
-        if matched, let whole { origin = try? openBasis(item: item, basis: basis)?.origin(at: whole, length: expected) }
-        let actions = try machine.receivedPatch(index: header.index, length: expected, matched: matched)
-        guard case .write(let index)? = actions.first, let payload = incoming else {
-            if large { writer!.giveBack(plain) }
-            return
-        }
-        if large {
-            try writer!.submit(
-                index: index, buffer: plain, length: expected, digest: header.digest, payload: payload,
-                hasher: writerHasher, checked: true, origin: origin)
-        } else {
-            if let origin {
-                try payload.write(index: index, bytes: data, digest: header.digest, origin: origin)
-            } else {
-                try payload.write(index: index, bytes: data, digest: header.digest)
-            }
-            digests.record(index, header.digest)
-        }
-        summary.bytes += UInt64(expected)
-        if matched { summary.patchedBytes += UInt64(copied) }
-        events(.progress(bytes: expected))
-    }
-
-    /// The basis of `item`, opened on its first use (nil when it changed or went away).
-    private func openBasis(item: Int, basis: ItemBasis?) throws -> BasisReader? {
-        if let open = basisReader, open.item == item { return open.reader }
-        closeBasis()
-        let reader = basis.flatMap { try? $0.open() }
-        basisReader = (item, reader)
-        return reader
-    }
-
-    private func closeBasis() {
-        basisReader?.reader?.close()
-        basisReader = nil
-    }
-
-    /// The sender asks for the chunks of some groups of the current item's basis: they are cut again from the
-    /// basis (nothing of them is kept between the index and this question).
-    private func answer(query frame: Frame, machine: ReceiverMachine) throws {
-        guard let item = machine.currentItem, let basis = bases[item], asked.insert(item).inserted else {
-            throw ProtocolError(.badMessage, "a basis query for an item without a basis, or a second one")
-        }
-        let query = try BasisQuery.decode(
-            frame.payload, groupCount: basis.index.groups.count, parameters: basis.index.parameters)
-        guard query.item == machine.offer?.items[item].id else {
-            throw ProtocolError(.badMessage, "a basis query for item \(query.item), not the current one")
-        }
-        let offsets = basis.index.offsets()
-        let parameters = basis.index.parameters
-        let reader = try openBasis(item: item, basis: basis)
-        var buffer = [UInt8](repeating: 0, count: parameters.maxGroupLength)
-        var groups: [[DeltaEntry]] = []
-        for range in query.groups {
-            for group in range.start..<range.end {
-                let length = Int(basis.index.groups[group].length)
-                var chunks: [DeltaEntry]?
-                if let reader {
-                    let n = try? buffer.withUnsafeMutableBytes { raw in
-                        try reader.read(
-                            into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<length]), at: offsets[group])
-                    }
-                    if n == length {
-                        chunks = buffer.withUnsafeBytes { raw in
-                            DeltaIndexer.chunks(
-                                parameters: parameters,
-                                bytes: UnsafeRawBufferPointer(rebasing: raw[0..<length]))
-                        }
-                    }
-                }
-                // A basis that changed is described by chunks that match nothing: its bytes come as literals.
-                if chunks.map({ $0.reduce(0) { $0 + Int($1.length) } != length || $0.count > parameters.maxGroupChunks }
-                )
-                    ?? true
-                {
-                    chunks = stride(from: 0, to: length, by: parameters.maximum).map {
-                        DeltaEntry(length: UInt32(min(parameters.maximum, length - $0)), id: 0)
-                    }
-                }
-                groups.append(chunks!)
-            }
-        }
-        try channel.send(Frame(type: .basisDetail, payload: BasisDetail(item: query.item, groups: groups).encoded()))
-    }
-
-    /// The sender asks for the sums of some blocks of the current item's basis (see `BlockQuery`). Blocks the basis no
-    /// longer holds get a sum of 0: whatever the sender makes of it is checked against the chunk's digest.
-    private func answer(blocks frame: Frame, machine: ReceiverMachine) throws {
-        guard let item = machine.currentItem, let basis = bases[item], summed.insert(item).inserted else {
-            throw ProtocolError(.badMessage, "a block query for an item without a basis, or a second one")
-        }
-        let query = try BlockQuery.decode(frame.payload, basisSize: basis.index.size)
-        guard query.item == machine.offer?.items[item].id else {
-            throw ProtocolError(.badMessage, "a block query for item \(query.item), not the current one")
-        }
-        let reader = try openBasis(item: item, basis: basis)
-        var sums: [UInt32] = []
-        sums.reserveCapacity(query.ranges.reduce(0) { $0 + $1.blocks })
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        for range in query.ranges {
-            let size = 1 << range.blockBits
-            var offset = range.firstBlock
-            var left = range.blocks
-            while left > 0 {
-                let count = min(left, buffer.count / size)
-                let want = count * size
-                let got = reader.flatMap {
-                    try? $0.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-                }
-                for block in 0..<count {
-                    if got == want {
-                        sums.append(
-                            BlockQuery.sum(
-                                UnsafeRawBufferPointer(rebasing: buffer[(block * size)..<((block + 1) * size)])))
-                    } else {
-                        sums.append(0)
-                    }
-                }
-                offset += UInt64(want)
-                left -= count
-            }
-        }
-        try channel.send(Frame(type: .blockSums, payload: BlockSums(item: query.item, sums: sums).encoded()))
-    }
-
     /// Decodes a zstd chunk into `output`; its length must be the one the item's size implies.
-    private func decompress(
+    func decompress(
         _ compressed: UnsafeRawBufferPointer, index: Int, machine: ReceiverMachine,
         into output: UnsafeMutableRawBufferPointer
     ) throws -> Int {
@@ -525,102 +322,5 @@ public final class ReceiverDriver {
             throw ProtocolError(.badMessage, "chunk \(index): \(error)")
         }
         return expected
-    }
-
-    /// Performs actions; true when the batch is complete.
-    private func perform(_ actions: [ReceiverMachine.Action], machine: inout ReceiverMachine, sink: ItemSink) throws
-        -> Bool
-    {
-        var queue = actions
-        while !queue.isEmpty {
-            let action = queue.removeFirst()
-            switch action {
-            case .sendSelect(let select):
-                let offer = machine.offer!
-                var total: UInt64 = 0
-                for (index, (item, choice)) in zip(offer.items, select.choices).enumerated() {
-                    let types = item.representations.map(\.contentType)
-                    if let chosen = choice.representation {
-                        total += item.representations[chosen].size ?? 0
-                        events(
-                            .chosen(
-                                item: index, label: item.label, offered: types,
-                                contentType: item.representations[chosen].contentType, reason: choice.reason))
-                    } else {
-                        summary.refused.append((item.label, choice.reason))
-                        events(.refused(item: index, label: item.label, offered: types, reason: choice.reason))
-                    }
-                }
-                events(.selected(count: select.choices.filter { $0.representation != nil }.count, totalBytes: total))
-                try channel.send(.select, select)
-            case .prepare(let index, let representation):
-                let offer = machine.offer!
-                let item = offer.items[index]
-                let chosen = item.representations[representation]
-                let expected = chosen.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
-                let found = try expected.map { _ in
-                    try sink.held(item: item, representation: chosen, chunkSize: offer.chunkSize)
-                }
-                var held = expected.map { count in found?.digests.filter { $0.key < count } ?? [:] } ?? [:]
-                // A partial recorded with SHA-256 (by an earlier version, or from an older peer) resumes with it:
-                // every sender computes SHA-256. One recorded with a digest this session does not use starts over.
-                var digest = hasher.algorithm
-                if let found, !held.isEmpty, found.algorithm != digest {
-                    if found.algorithm == .sha256 { digest = .sha256 } else { held = [:] }
-                }
-                announced[index] = held
-                itemDigests[index] = digest
-                var basis: ItemBasis?
-                if delta, let size = chosen.size, size >= Delta.minimumSize, let expected, held.count < expected,
-                    let found = sink.basis(item: item, representation: chosen, hasher: hasher)
-                {
-                    basis = found
-                    bases[index] = found
-                    var index = found.index
-                    index.item = item.id
-                    try channel.send(Frame(type: .basis, payload: index.encoded()))
-                }
-                queue =
-                    try machine.prepared(
-                        verified: Set(held.keys), digest: digest == hasher.algorithm ? nil : digest,
-                        basis: basis != nil)
-                    + queue
-            case .sendResume(let resume):
-                try channel.send(.resume, resume)
-            case .write:
-                break
-            case .verify(let index, let done):
-                let item = machine.offer!.items[index]
-                events(.finished(item: index))
-                guard let payload = incoming, incomingItem == index else {
-                    throw ProtocolError(.internalError, "no item in progress")
-                }
-                // Every chunk of the item is written and checked before its whole digest is compared.
-                if let writer {
-                    for (chunk, digest) in try writer.drain() { digests.record(chunk, digest) }
-                }
-                incoming = nil
-                incomingItem = nil
-                bases[index] = nil
-                asked.remove(index)
-                summed.remove(index)
-                guard digests.chunks.count == done.chunks, let root = digests.root(using: itemHasher),
-                    root == done.digest.lowercased()
-                else {
-                    payload.discard()
-                    throw ProtocolError(
-                        .digestMismatch, "the whole-item digest of \(item.label) does not match; it was discarded")
-                }
-                let ack = try payload.complete(done: done)
-                summary.delivered.append((item.label, ack))
-                events(.completed(item: index, label: item.label, ack: ack))
-                queue = try machine.verified(ack) + queue
-            case .sendAck(let ack):
-                try channel.send(.ack, ack)
-            case .complete:
-                return true
-            }
-        }
-        return false
     }
 }

@@ -97,6 +97,18 @@ public struct ReceiverMachine: Sendable {
     private var redo: Set<Int> = []
     /// After the patches: the only chunks of the current item still to come (those its patches did not make).
     private var missingOnly: Set<Int>?
+    /// Items announced with an index of their earlier version (`resume.basis`), and the questions the sender asked
+    /// about the current one's: each kind at most once, and only about an item with a basis.
+    private var withBasis: Set<Int> = []
+    private var asked: Set<BasisQuestion> = []
+
+    /// What a sender may ask about the basis of the item it streams as patches.
+    public enum BasisQuestion: Sendable, Hashable {
+        /// `basisQuery`: the chunks of some of the basis's groups.
+        case groups
+        /// `blockQuery`: the sums of some blocks of the basis.
+        case blockSums
+    }
 
     /// `window`: items announced ahead (`pipelineWindow` with a protocol-4 sender, 1 with an earlier one).
     public init(negotiator: Negotiator, policy: Policy = Policy(), window: Int = 1) {
@@ -198,6 +210,7 @@ public struct ReceiverMachine: Sendable {
         let count = representation.size.map { ChunkMath.count(size: $0, chunkSize: offer.chunkSize) }
         let valid: Set<Int> = count.map { count in verified.filter { $0 < count } } ?? []
         heldByItem[item] = valid
+        if basis { withBasis.insert(item) }
         announced.append(item)
         if announced.count == 1 { begin(item) }
         return [
@@ -222,6 +235,19 @@ public struct ReceiverMachine: Sendable {
         currentSized = representation.size != nil
         redo = []
         missingOnly = nil
+        asked = []
+    }
+
+    /// The sender asks `question` about the basis of the item `id` (the one whose chunks come now): the item's
+    /// position in the offer. Asked about another item, one announced without a basis, or twice: refused.
+    public mutating func asked(_ question: BasisQuestion, about id: String) throws(ProtocolError) -> Int {
+        guard let item = currentItem, let offer, offer.items[item].id == id, withBasis.contains(item),
+            expectedChunks != nil
+        else { throw fail(.badMessage, "a question about the basis of \(id), which is not the item being sent") }
+        guard asked.insert(question).inserted else {
+            throw fail(.badMessage, "a second question of one kind about the basis of \(id)")
+        }
+        return item
     }
 
     /// The length chunk `index` of the item being received must have, when its size is known (nil otherwise, or
@@ -352,6 +378,7 @@ public struct ReceiverMachine: Sendable {
         verifying = false
         announced.removeFirst()
         heldByItem[item] = nil
+        withBasis.remove(item)
         if let next = announced.first { begin(next) }
         return [.sendAck(ack)] + fill()
     }

@@ -307,6 +307,74 @@ import Testing
         #expect(summary.redone > ChunkMath.count(size: UInt64(new.count), chunkSize: Self.chunk) / 2)
     }
 
+    /// The sending side's round, without a link: it asks what the basis leaves open in order, takes only the answer
+    /// it waits for, and makes patches only after the answers.
+    @Test func theSendersRoundAsksInOrderAndTakesOnlyTheAnswerItAwaits() throws {
+        let old = randomBytes(1 << 20)
+        var new = old
+        new.replaceSubrange(300_000..<300_100, with: randomBytes(4000))
+        let basis = try index(old)
+        var round = SenderDeltaRound(basis: basis, size: UInt64(new.count), chunkSize: Self.chunk, item: "x")
+        var indexer = DeltaIndexer(parameters: basis.parameters, keepChunks: true)
+        new.withUnsafeBytes { raw in
+            indexer.feed(raw) { offset, group, parts in round.add(offset: offset, group: group, chunks: parts) }
+        }
+        indexer.finish { offset, group, parts in round.add(offset: offset, group: group, chunks: parts) }
+        var question = round.indexed()
+        #expect(question?.type == .basisQuery && round.awaiting == .basisDetail)
+        // An answer it does not wait for ends the round.
+        var wrong = round
+        #expect(throws: ProtocolError.self) {
+            _ = try wrong.answered(Frame(type: .blockSums, payload: BlockSums(item: "x", sums: []).encoded()))
+        }
+        // The receiver's answers, made as a receiver makes them from the basis bytes.
+        while let asked = question {
+            switch asked.type {
+            case .basisQuery:
+                let query = try BasisQuery.decode(
+                    asked.payload, groupCount: basis.groups.count, parameters: basis.parameters)
+                let offsets = basis.offsets()
+                let groups = query.groups.flatMap { range in
+                    (range.start..<range.end).map { group in
+                        old[Int(offsets[group])..<Int(offsets[group]) + Int(basis.groups[group].length)]
+                            .withUnsafeBytes { DeltaIndexer.chunks(parameters: basis.parameters, bytes: $0) }
+                    }
+                }
+                question = try round.answered(
+                    Frame(type: .basisDetail, payload: BasisDetail(item: "x", groups: groups).encoded()))
+            default:
+                let query = try BlockQuery.decode(asked.payload, basisSize: basis.size)
+                let sums = query.ranges.flatMap { range in
+                    (0..<range.blocks).map { block in
+                        let start = Int(range.firstBlock) + block << range.blockBits
+                        return old[start..<start + 1 << range.blockBits].withUnsafeBytes { BlockQuery.sum($0) }
+                    }
+                }
+                question = try round.answered(
+                    Frame(type: .blockSums, payload: BlockSums(item: "x", sums: sums).encoded()))
+            }
+        }
+        #expect(round.step == .patching && round.awaiting == nil)
+        // The unchanged chunk before the edit is one copy of the basis; the edited one mostly copies too.
+        let literal = new.withUnsafeBytes { raw in
+            (0..<ChunkMath.count(size: UInt64(new.count), chunkSize: Self.chunk)).reduce(0) { total, chunk in
+                let start = chunk * Self.chunk
+                let data = UnsafeRawBufferPointer(rebasing: raw[start..<min(raw.count, start + Self.chunk)])
+                return total + round.patch(start: UInt64(start), data: data).literal
+            }
+        }
+        #expect(literal < 16 << 10, "\(literal) literal bytes for a 4,000-byte edit")
+        #expect(round.end() == DeltaEnd(item: "x"))
+        #expect(round.awaiting == .deltaResult)
+        var other = round
+        #expect(throws: ProtocolError.self) {
+            _ = try other.result(MessageCoding.frame(.deltaResult, DeltaResult(item: "y", redo: [])), held: [])
+        }
+        let redo = try round.result(
+            MessageCoding.frame(.deltaResult, DeltaResult(item: "x", redo: [ChunkRange(2, 4)])), held: [3])
+        #expect(redo == [2] && round.step == .finished)
+    }
+
     /// A hostile sender's patch naming bytes beyond the basis ends the session: nothing is written.
     /// A hostile sender's session up to the receiver's `resume`: the receiver holds `old` as the item's basis.
     func hostileSession(old: [UInt8]) throws -> (

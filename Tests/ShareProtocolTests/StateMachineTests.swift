@@ -108,6 +108,43 @@ import Testing
         #expect(refused.choices[1].refusal?.code == .storage)
     }
 
+    /// A delta round's questions, as the receiving machine takes them: about the item whose chunks come now, only
+    /// when it was announced with a basis, each kind once.
+    @Test func receiverTakesEachBasisQuestionOnceAboutTheItemBeingSent() throws {
+        var machine = receiver()
+        let actions = try machine.received(offer(sizes: [10_000, 10_000]))
+        #expect(actions.contains(.prepare(item: 0, representation: 0)))
+        _ = try machine.prepared(verified: [], basis: true)
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.groups, about: "item-1")
+        }
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.groups, about: "elsewhere")
+        }
+        #expect(try machine.asked(.groups, about: "item-0") == 0)
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.groups, about: "item-0")
+        }
+        #expect(try machine.asked(.blockSums, about: "item-0") == 0)
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.blockSums, about: "item-0")
+        }
+        for chunk in 0..<3 { _ = try machine.receivedChunk(index: chunk, length: chunk == 2 ? 1808 : 4096) }
+        let done = Done(item: "item-0", size: 10_000, chunks: 3, digest: "x")
+        _ = try machine.received(done)
+        #expect(
+            try machine.verified(Ack(item: "item-0", outcome: "saved")).contains(.prepare(item: 1, representation: 0)))
+        _ = try machine.prepared(verified: [], basis: false)
+        // The second item was announced without a basis: no question about it is taken.
+        #expect(machine.currentItem == 1)
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.groups, about: "item-1")
+        }
+        #expect(throws: ProtocolError.self) {
+            var copy = machine; _ = try copy.asked(.blockSums, about: "item-1")
+        }
+    }
+
     @Test func receiverChecksEveryChunk() throws {
         var machine = receiver()
         _ = try machine.received(offer(sizes: [10_000]))  // 3 chunks: 4096, 4096, 1808
