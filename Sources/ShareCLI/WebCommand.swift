@@ -1,6 +1,5 @@
 import ShareDisk
 import ArgumentParser
-import Dispatch
 import FoundationEssentials
 import Glibc
 import ShareCommandLine
@@ -57,6 +56,9 @@ struct WebCommand: ParsableCommand {
             } catch let error as Syscalls.SocketError {
                 throw ShareError(.unavailable, "cannot serve the page on 127.0.0.1:\(port): \(error.message)")
             }
+            // Stop signals are taken from here on: one that comes as soon as the address is out (and the browser
+            // started) still removes the opener below.
+            let stopped = Self.catchStopSignals()
             server.start()
             if !ControlClient.agentIsRunning(local.paths) {
                 complain("no agent runs for this device: the page shows what is on disk; start share agent to send")
@@ -65,7 +67,7 @@ struct WebCommand: ParsableCommand {
             let opener = open ? Self.openInBrowser(server.address, paths: local.paths) : nil
             // The address opens one session: Enter prints another (for a second tab or browser).
             Self.newAddressOnEnter(server)
-            Self.waitForSignal()
+            stopped()
             if let opener { PathOperations.removeIfPresent(opener.path) }
             server.stop()
             tell("share web: stopped")
@@ -119,18 +121,16 @@ struct WebCommand: ParsableCommand {
         }
     }
 
-    /// Blocks until SIGINT or SIGTERM.
-    static func waitForSignal() {
-        let done = DispatchSemaphore(value: 0)
-        let queue = DispatchQueue(label: "share.web.signals")
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: queue) }
-        for source in sources {
-            source.setEventHandler { done.signal() }
-            source.resume()
+    /// Takes SIGINT, SIGTERM and SIGHUP from now on (they no longer end the process where it stands); the function
+    /// returned blocks until one arrives. Not a dispatch signal source: it installs its handler later, on another
+    /// thread, and a signal that came in between was lost (a test's stop, sent as soon as the page was opened, was
+    /// ignored until the test killed the page, and the opener stayed).
+    static func catchStopSignals() -> () -> Void {
+        let fd = Syscalls.interruptPipe()
+        return {
+            // Without a pipe (no descriptor left), the signals keep their default action: one ends the process.
+            guard fd >= 0 else { while true { pause() } }
+            _ = Syscalls.readSome(fd, upTo: 1)
         }
-        done.wait()
-        for source in sources { source.cancel() }
     }
 }
