@@ -5,7 +5,6 @@ import ShareText
 import Glibc
 import Logging
 import ShareTrust
-import ShareLocalSend
 import ShareNet
 import ShareProtocol
 import ShareEngine
