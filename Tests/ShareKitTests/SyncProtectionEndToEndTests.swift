@@ -250,7 +250,10 @@ extension EndToEndAgents {
         @Test func filesReplacedOrRemovedByAnotherDeviceAreKeptAndPutBack() throws {
             let (devices, folders, id) = try twoSharing(files: 3)
             let (laptop, desk) = (folders[0], folders[1])
-            try Data("edited on the laptop\n".utf8).write(to: laptop.appendingPathComponent("f0.txt"))
+            // One change, written whole (a temporary file renamed over it): written in place, the laptop's scan can
+            // catch the file truncated and not yet written, a version of its own that the desk then keeps too (seen
+            // beside stress-ng: three versions of f0.txt, and the newest, put back, empty).
+            try Data("edited on the laptop\n".utf8).write(to: laptop.appendingPathComponent("f0.txt"), options: .atomic)
             try FileManager.default.removeItem(at: laptop.appendingPathComponent("f1.txt"))
             #expect(
                 waitUntil(timeout: 30) {
