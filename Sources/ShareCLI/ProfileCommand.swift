@@ -91,7 +91,13 @@ struct ProfileCommand: ParsableCommand {
             try ShareCLI.run {
                 var catalog = try ProfileCommand.load(device)
                 var profile = try ProfileCommand.find(name, in: catalog)
-                let text = String(decoding: Syscalls.readToEnd(0), as: UTF8.self)
+                let input: [UInt8]
+                do {
+                    input = try Syscalls.readToEnd(0)
+                } catch {
+                    throw ShareError(.ioError, "cannot read standard input: \(error)")
+                }
+                let text = String(decoding: input, as: UTF8.self)
                 let facts = text.split(whereSeparator: \.isNewline).map { $0.trimmedSpaces }
                     .filter { !$0.isEmpty }
                 guard !facts.isEmpty else { throw ShareError(.noInput, "standard input held no fun fact") }

@@ -443,16 +443,24 @@ struct SendCommand: ParsableCommand {
         }
         defer { handle.close() }
         var offset: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let chunk = Syscalls.readSome(0, upTo: 1 << 20)
-            if chunk.isEmpty { break }
+            let count: Int
             do {
-                try chunk.withUnsafeBytes { try handle.write($0, at: offset) }
+                count = try Syscalls.read(0, into: &buffer, count: buffer.count)
+            } catch {
+                throw ShareError(.ioError, "cannot read standard input: \(error)")
+            }
+            if count == 0 { break }
+            do {
+                try buffer.withUnsafeBytes {
+                    try handle.write(UnsafeRawBufferPointer(rebasing: $0[..<count]), at: offset)
+                }
             } catch let error as DiskError {
                 throw ShareError(
                     error.kind == .noSpace ? .ioError : .cannotCreate, "cannot spool standard input: \(error.message)")
             }
-            offset += UInt64(chunk.count)
+            offset += UInt64(count)
         }
         return file
     }

@@ -3,23 +3,32 @@ import FoundationEssentials
 import Glibc
 
 extension Syscalls {
-    /// Reads what `fd` has, up to `count` bytes (retrying an interrupted read); empty at its end or on an error.
-    public static func readSome(_ fd: Int32, upTo count: Int) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
+    /// Reads what `fd` has, at most `count` bytes, into the start of `buffer` (an interrupted read is retried): how
+    /// many, 0 at its end.
+    public static func read(_ fd: Int32, into buffer: inout [UInt8], count: Int) throws(SocketError) -> Int {
+        precondition(count <= buffer.count)
         while true {
             let n = Glibc.read(fd, &buffer, count)
-            if n < 0 && errno == EINTR { continue }
-            return n > 0 ? Array(buffer[..<n]) : []
+            if n >= 0 { return n }
+            if errno != EINTR { throw failure("read") }
         }
     }
 
-    /// Reads `fd` to its end (standard input, a pipe).
-    public static func readToEnd(_ fd: Int32) -> [UInt8] {
+    /// Reads what `fd` has, up to `count` bytes; empty at its end or on an error (a terminal's answer, a wake-up).
+    public static func readSome(_ fd: Int32, upTo count: Int) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n = (try? read(fd, into: &buffer, count: count)) ?? 0
+        return Array(buffer[..<n])
+    }
+
+    /// Reads `fd` to its end (standard input, a pipe); throws what a failed read said.
+    public static func readToEnd(_ fd: Int32) throws(SocketError) -> [UInt8] {
         var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let chunk = readSome(fd, upTo: 1 << 20)
-            if chunk.isEmpty { return bytes }
-            bytes += chunk
+            let n = try read(fd, into: &buffer, count: buffer.count)
+            if n == 0 { return bytes }
+            bytes += buffer[..<n]
         }
     }
     /// Reads up to `count` bytes at `offset` into the start of `buffer`; returns the number read (0 at end of file).

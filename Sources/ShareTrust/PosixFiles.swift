@@ -29,10 +29,13 @@ public enum PosixFiles {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: min(limit, 64 << 10))
         while bytes.count < limit {
-            let chunk = Syscalls.readSome(fd, upTo: min(limit - bytes.count, 64 << 10))
-            if chunk.isEmpty { break }
-            bytes += chunk
+            guard let n = try? Syscalls.read(fd, into: &buffer, count: min(buffer.count, limit - bytes.count)) else {
+                return nil
+            }
+            if n == 0 { break }
+            bytes += buffer[..<n]
         }
         return bytes
     }
