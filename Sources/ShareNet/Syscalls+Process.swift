@@ -15,22 +15,29 @@ public struct ChildProcess: Sendable {
         var pipeEnds: [Int32] = [-1, -1]
         if captureErrors {
             guard pipe(&pipeEnds) == 0 else { throw Syscalls.failure("pipe") }
-            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            for end in pipeEnds where fcntl(end, F_SETFD, FD_CLOEXEC) != 0 {
+                let failed = Syscalls.failure("fcntl FD_CLOEXEC")
+                for fd in pipeEnds { close(fd) }
+                throw failed
+            }
         }
         var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
+        var started = posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        if captureErrors {
-            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Each step answers 0 or an error number (ENOMEM); the first error is the one said.
+        if started == 0 { started = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) }
+        if started == 0 { started = posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
+        if started == 0 {
+            started =
+                captureErrors
+                ? posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2)
+                : posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
-        let started = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        if started == 0, argv.dropLast().contains(nil) { started = ENOMEM }
+        if started == 0 { started = posix_spawn(&pid, executable, &actions, nil, argv, environ) }
         if captureErrors { close(pipeEnds[1]) }
         guard started == 0 else {
             if captureErrors { close(pipeEnds[0]) }
@@ -45,10 +52,7 @@ public struct ChildProcess: Sendable {
         defer { close(errors) }
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(errors, &buffer, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
+        while let count = try? Syscalls.read(errors, into: &buffer, count: buffer.count), count > 0 {
             if out.count < limit { out += buffer[..<min(count, limit - out.count)] }
         }
         return out
