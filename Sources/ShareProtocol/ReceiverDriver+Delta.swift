@@ -12,13 +12,7 @@ extension ReceiverDriver {
             throw ProtocolError(.badMessage, "patch \(header.index) is outside an item of known size")
         }
         let basis = bases[item]
-        let plain: ChunkBuffer
-        if large {
-            plain = try writer!.takeBuffer()
-        } else {
-            ownPlain = ownPlain ?? ChunkBuffer(size: Limits.maxChunkPayload)
-            plain = ownPlain!
-        }
+        let plain = try plainBuffer(large: large, own: &ownPlain)
         var matched = true
         var copied = 0
         do {

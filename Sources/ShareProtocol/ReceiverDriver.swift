@@ -191,13 +191,7 @@ public final class ReceiverDriver {
                     }
                     summary.wireBytes += UInt64(length)
                     if type == .zchunk {
-                        let plain: ChunkBuffer
-                        if large {
-                            plain = try writer!.takeBuffer()
-                        } else {
-                            ownPlain = ownPlain ?? ChunkBuffer(size: Limits.maxChunkPayload)
-                            plain = ownPlain!
-                        }
+                        let plain = try plainBuffer(large: large, own: &ownPlain)
                         length = try decompress(
                             UnsafeRawBufferPointer(rebasing: target.bytes[0..<length]), index: header.index,
                             machine: machine, into: plain.bytes)
@@ -286,6 +280,14 @@ public final class ReceiverDriver {
             if !channel.errorExchanged, let error = error as? ProtocolError { try? channel.send(.error, error) }
             throw error
         }
+    }
+
+    /// Where a chunk's plain bytes go when it arrived compressed or as a patch: a buffer of the writer thread for a
+    /// large item (handed to it with the chunk), else this thread's own, made on first use.
+    func plainBuffer(large: Bool, own: inout ChunkBuffer?) throws -> ChunkBuffer {
+        if large { return try writer!.takeBuffer() }
+        if own == nil { own = ChunkBuffer(size: Limits.maxChunkPayload) }
+        return own!
     }
 
     /// Whether the item whose chunks come now is large enough for the writer thread.
