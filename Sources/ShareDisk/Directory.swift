@@ -223,17 +223,46 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     /// Replaces `name` with `bytes` so that a reader sees the old contents or the new, never a mix: a temporary
     /// file in this folder, then a rename. `durable` also flushes the file and the folder to disk.
     public func writeAtomically(_ name: String, _ bytes: [UInt8], mode: mode_t = 0o600, durable: Bool = true) throws {
+        try writeAtomically(name, bytes, mode: mode, modifiedNanoseconds: nil, staging: nil, durable: durable)
+    }
+
+    /// As above, the file given its modification time (`modifiedNanoseconds`) before it takes the name, and made in
+    /// `staging` (a folder on the same file system that nobody watches) when one is given, so that the folder
+    /// sees one change at `name` and none at a temporary name. A staging folder on another file system (a mount
+    /// inside the tree) falls back to a temporary file here.
+    public func writeAtomically(
+        _ name: String, _ bytes: [UInt8], mode: mode_t, modifiedNanoseconds: Int64?, staging: Directory?,
+        durable: Bool = false
+    ) throws {
         try Self.checkName(name)
+        let made = staging ?? self
         let temporary = ".\(name.prefix(200)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let file = try openFile(temporary, .create, mode: mode)
+        let file: OpenFile
+        do {
+            file = try made.openFile(temporary, .create, mode: mode)
+        } catch  where staging != nil {
+            // The staging folder is gone (or full of names): the file is made beside its name instead.
+            return try writeAtomically(
+                name, bytes, mode: mode, modifiedNanoseconds: modifiedNanoseconds, staging: nil, durable: durable)
+        }
         do {
             try file.write(bytes[...], at: 0)
+            if let modifiedNanoseconds { try file.setModified(nanoseconds: modifiedNanoseconds) }
             if durable { try file.sync() }
             file.close()
-            try rename(temporary, to: name, in: self, replace: true)
+            if cshare_renameat2(made.fd, temporary, fd, name, 0) != 0 {
+                let code = errno
+                unlinkat(made.fd, temporary, 0)
+                if code == EXDEV, staging != nil {
+                    return try writeAtomically(
+                        name, bytes, mode: mode, modifiedNanoseconds: modifiedNanoseconds, staging: nil,
+                        durable: durable)
+                }
+                throw DiskError.system("cannot move \(made.display(temporary)) to \(display(name))", code: code)
+            }
         } catch {
             file.close()
-            unlinkat(fd, temporary, 0)
+            unlinkat(made.fd, temporary, 0)
             throw error
         }
         if durable { sync() }

@@ -135,6 +135,14 @@ public final class OpenFile: @unchecked Sendable {  // positional I/O on one des
         _ = futimens(fd, &times)
     }
 
+    /// Sets the modification time to the nanosecond (the access time is left as it is).
+    public func setModified(nanoseconds: Int64) throws {
+        let time = timespec(tv_sec: time_t(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        // UTIME_OMIT, a macro Swift cannot see: (1 << 30) - 2.
+        var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), time]
+        guard futimens(fd, &times) == 0 else { throw DiskError.system("cannot set the time of \(path)") }
+    }
+
     /// Tells the kernel the file will be read from start to end.
     public func adviseSequential() { _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL) }
 }

@@ -13,11 +13,13 @@ import Synchronization
 final class DiskFolder: FolderDisk {
     /// The folder (replaced when it is found again elsewhere at its path); used under the folder's lock.
     var root: Directory {
-        didSet { opened = opened.map { _ in [:] } }
+        didSet { forgetFolders() }
     }
-    /// While a plan reads the disk: the folders opened so far, by path (nil otherwise). Used under the folder's
-    /// lock only, like everything here.
+    /// While a plan reads the disk (or pulled files are put in place): the folders opened so far, by path (nil
+    /// otherwise). Used under the folder's lock only, like everything here.
     private var opened: [String: Directory]?
+    /// In that time, the folders found missing (a plan of a folder not yet made here looks at each of its paths).
+    private var missing: Set<String> = []
 
     /// How many days versions are kept (0: none).
     var versionDays = FolderVersions.defaultDays
@@ -38,20 +40,34 @@ final class DiskFolder: FolderDisk {
     func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T {
         guard opened == nil else { return try body() }
         opened = [:]
-        defer { opened = nil }
+        defer {
+            opened = nil
+            missing = []
+        }
         return try body()
     }
 
     /// The tree's folders changed through this disk: what was kept open may no longer be where it was.
     private func forgetFolders() {
         if opened != nil { opened = [:] }
+        missing = []
     }
 
     /// The folder holding `path`'s last component, and that component.
     private func parent(of path: String, create: Bool = false) throws -> (Directory, String) {
         let parts = path.split(separator: "/").map(String.init)
         guard let leaf = parts.last else { throw FolderDiskError(path, "an empty path") }
+        if !create, opened != nil { return (try folder(parts.dropLast()), leaf) }
         return (try root.directory(components: Array(parts.dropLast()), create: create, mode: 0o755), leaf)
+    }
+
+    /// The folder at `parts`, kept open while folders are kept (bounded: 4,096 of them).
+    private func folder(_ parts: ArraySlice<String>) throws -> Directory {
+        let key = parts.joined(separator: "/")
+        if let found = opened?[key] { return found }
+        let found = try root.directory(components: Array(parts))
+        if opened != nil, opened!.count < 4096 { opened![key] = found }
+        return found
     }
 
     static func stamp(_ info: FileInfo) -> DiskStamp? {
@@ -74,14 +90,14 @@ final class DiskFolder: FolderDisk {
         if opened != nil {
             let parts = path.split(separator: "/").map(String.init)
             guard let leaf = parts.last else { return nil }
-            let parent = parts.dropLast().joined(separator: "/")
-            if opened![parent] == nil, opened!.count < 4096 {
-                opened![parent] = try? root.directory(components: Array(parts.dropLast()))
+            let parent = parts.dropLast()
+            let key = parent.joined(separator: "/")
+            guard !missing.contains(key) else { return nil }
+            guard let folder = try? folder(parent) else {
+                if missing.count < 4096 { missing.insert(key) }
+                return nil
             }
-            guard let folder = opened![parent] ?? (try? root.directory(components: Array(parts.dropLast()))),
-                let info = folder.info(leaf)
-            else { return nil }
-            return Self.stamp(info)
+            return folder.info(leaf).flatMap(Self.stamp)
         }
         guard let (folder, leaf) = try? parent(of: path), let info = folder.info(leaf) else { return nil }
         return Self.stamp(info)

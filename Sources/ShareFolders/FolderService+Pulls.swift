@@ -273,6 +273,9 @@ extension FolderService {
             state.store.batch {
                 state.sync.placing {
                     var directories: [String: Directory] = [:]
+                    // Each file is made in the folder's own partials (not watched), then renamed into place: the
+                    // watch sees one change per file, at its name.
+                    let staging = try? folder.root.directory(components: [SyncNames.partials], create: true)
                     for (entry, bytes) in verified {
                         let parts = entry.path.split(separator: "/").map(String.init)
                         let parent = parts.dropLast().joined(separator: "/")
@@ -283,9 +286,9 @@ extension FolderService {
                                     try directories[parent]
                                     ?? folder.root.directory(components: Array(parts.dropLast()))
                                 directories[parent] = directory
-                                try directory.writeAtomically(parts.last!, bytes, mode: mode, durable: false)
-                                try directory.setAttributes(
-                                    parts.last!, mode: mode, modifiedNanoseconds: entry.modified)
+                                try directory.writeAtomically(
+                                    parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified,
+                                    staging: staging)
                             }
                             switch outcome {
                             case .placed(let entries):

@@ -13,6 +13,7 @@ extension FolderService {
     /// recorded, and hands what must come from another device to the pulls. Woken by the watcher, the links and
     /// the pulls; a full rescan (and a full plan) at least every `rescanInterval`.
     func work(_ folder: SharedFolder) {
+        folder.withFolder { Self.removeLeftPlacements(in: $0.disk.root) }
         var nextFull = ContinuousClock.now
         // Paths whose step failed (a folder in the way, a disk error): planned again after a while.
         var pending: Set<String> = []
@@ -99,6 +100,16 @@ extension FolderService {
         }
     }
 
+    /// Files a placement made in the folder's partials and never renamed into place (the agent was stopped between
+    /// the two): `.NAME.tmp-PID-N`, of another process than this one.
+    static func removeLeftPlacements(in root: Directory) {
+        guard let staging = try? root.directory(components: [SyncNames.partials]) else { return }
+        let mine = ".tmp-\(getpid())-"
+        for name in staging.entries() where name.hasPrefix(".") && name.includes(".tmp-") && !name.includes(mine) {
+            _ = try? staging.remove(name)
+        }
+    }
+
     /// Conflict copies new in the folder since it was opened (made here, or come from another device) reach the
     /// person: a log line each and one desktop notification (freedesktop notifications on the session bus).
     func notifyConflicts(_ folder: SharedFolder) {
@@ -177,7 +188,9 @@ extension FolderService {
             if !rescan.isEmpty { recorded += state.sync.scan(paths: rescan) }
             var paths: Set<String>? = nil
             if !full, let dirty {
-                paths = dirty.union(retry).union(rescan).union(recorded.map(\.path))
+                // A path looked at again plans again only when the look recorded a change (what a pull put in
+                // place is seen by the watch too, as it was recorded).
+                paths = dirty.union(retry).union(recorded.map(\.path))
             }
             let actions = state.sync.plan(paths)
             var outcome = state.sync.execute(actions)

@@ -113,9 +113,11 @@ public final class SyncFolder {
     public func scan(paths: Set<String>) -> [FileEntry] {
         guard disk.isPresent else { return [] }
         var observed: [String: DiskStamp] = [:]
-        for path in paths where includes(path) {
-            if let stamp = disk.stamp(path) {
-                if syncs(path, kind: stamp.kind) { observed[path] = stamp }
+        disk.keepingFoldersOpen {
+            for path in paths where includes(path) {
+                if let stamp = disk.stamp(path) {
+                    if syncs(path, kind: stamp.kind) { observed[path] = stamp }
+                }
             }
         }
         var recorded: [String: DiskStamp?] = [:]
@@ -267,8 +269,14 @@ public final class SyncFolder {
 
     /// Does every step of `actions` that needs no other device; see `Outcome`.
     public func execute(_ actions: [SyncAction]) -> Outcome {
+        guard disk.isPresent else { return Outcome() }
+        // The folders reached are kept open while the steps run (each step that makes, moves or removes a folder
+        // lets go of them).
+        return disk.keepingFoldersOpen { executeSteps(actions) }
+    }
+
+    private func executeSteps(_ actions: [SyncAction]) -> Outcome {
         var outcome = Outcome()
-        guard disk.isPresent else { return outcome }
         // Paths whose version agreed on is a deletion: their content may serve a rename instead of going.
         var removals: [String: FileEntry] = [:]
         for case .remove(let entry) in actions { removals[entry.path] = entry }

@@ -105,6 +105,31 @@ final class Scratch {
         #expect(root.freeName(for: "c.txt") == "c.txt")
     }
 
+    @Test func aFileMadeInAStagingFolderTakesItsNameWithItsModeAndTime() throws {
+        let scratch = try Scratch()
+        let root = try Directory.open(scratch.inside.path)
+        let staging = try root.directory(".staging", create: true)
+        let target = try root.directory("docs", create: true)
+        try target.writeAtomically("old.txt", [1])
+        let modified: Int64 = 1_600_000_000_123_456_789
+        try target.writeAtomically(
+            "old.txt", [4, 5, 6], mode: 0o751, modifiedNanoseconds: modified, staging: staging)
+        #expect(try target.readFile("old.txt") == [4, 5, 6])
+        let info = try #require(target.info("old.txt"))
+        #expect(info.mode == 0o751)
+        #expect(info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds) == modified)
+        // Nothing is left behind, in the staging folder or beside the file.
+        #expect(staging.entries().isEmpty)
+        #expect(target.entries() == ["old.txt"])
+        // A name that cannot be taken (a folder with files in it is there) leaves no temporary file either.
+        let inTheWay = try target.directory("full", create: true)
+        try inTheWay.writeAtomically("x", [1])
+        #expect(throws: DiskError.self) {
+            try target.writeAtomically("full", [7], mode: 0o644, modifiedNanoseconds: nil, staging: staging)
+        }
+        #expect(staging.entries().isEmpty)
+    }
+
     @Test func removingATreeRemovesLinksWithoutFollowingThem() throws {
         let scratch = try Scratch()
         let before = scratch.outsideState
