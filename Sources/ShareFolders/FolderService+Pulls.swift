@@ -375,9 +375,15 @@ extension FolderService {
                     devices(of: folder.settings).contains(where: { $0.id == peer })
                 else { return }
                 let sources = SyncFileSource.sources(pull.items, folder: folder)
+                // What it brings, by ref (the asker's signatures stay here: they only serve the patches).
+                let held = Set(sources.map(\.offer.id))
                 let offered = FolderPull(
                     folder: pull.folder,
-                    items: pull.items.filter { item in sources.contains { $0.offer.id == item.ref } })
+                    items: pull.items.filter { held.contains($0.ref) }.map { item in
+                        var item = item
+                        item.basis = nil
+                        return item
+                    })
                 guard !offered.items.isEmpty else { return }
                 let target = try PeerTarget.resolve(
                     peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)

@@ -1,4 +1,4 @@
-import ShareProtocol
+@testable import ShareProtocol
 import ShareSync
 import Testing
 
@@ -89,15 +89,11 @@ import Testing
     @Test func aSmallFilesPatchCarriesAboutWhatChanged() throws {
         var generator = SystemRandomNumberGenerator()
         func random(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) } }
-        func rebuilt(_ old: [UInt8], _ new: [UInt8]) throws -> (bytes: [UInt8], patch: Int) {
-            let signature = old.withUnsafeBytes { SmallDelta.Signature(of: $0) }
-            let decoded = try SmallDelta.Signature.decode(signature.encoded())
-            #expect(decoded == signature)
-            let patch = new.withUnsafeBytes { SmallDelta.patch($0, against: decoded) }
-            var out = [UInt8](repeating: 0, count: new.count)
+        func applied(_ patch: [UInt8], to old: [UInt8], length: Int) throws -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: length)
             _ = try patch.withUnsafeBytes { ops in
                 try out.withUnsafeMutableBytes { output in
-                    try Patch.apply(ops, basisSize: UInt64(old.count), length: new.count, into: output) { buffer, at in
+                    try Patch.apply(ops, basisSize: UInt64(old.count), length: length, into: output) { buffer, at in
                         let count = min(buffer.count, old.count - Int(at))
                         old.withUnsafeBytes {
                             buffer.baseAddress!.copyMemory(from: $0.baseAddress! + Int(at), byteCount: count)
@@ -106,13 +102,24 @@ import Testing
                     }
                 }
             }
-            return (out, patch.count)
+            return out
+        }
+        func rebuilt(_ old: [UInt8], _ new: [UInt8]) throws -> (bytes: [UInt8], patch: Int) {
+            let signature = old.withUnsafeBytes { SmallDelta.Signature(of: $0) }
+            let decoded = try SmallDelta.Signature.decode(signature.encoded())
+            #expect(decoded == signature)
+            let patch = new.withUnsafeBytes { SmallDelta.patch($0, against: decoded) }
+            return (try applied(patch, to: old, length: new.count), patch.count)
         }
         let old = random(10_500)
         var edited = old
         edited.replaceSubrange(3000..<4024, with: random(1024))
         var result = try rebuilt(old, edited)
-        #expect(result.bytes == edited && result.patch < 2200, "in place: \(result.patch)")
+        // The block follows the size (256 bytes here): the edit and at most one block more, and a signature of
+        // about one block.
+        #expect(SmallDelta.blockSize(for: old.count) == 256)
+        #expect(result.bytes == edited && result.patch < 1024 + 256 + 64, "in place: \(result.patch)")
+        #expect(old.withUnsafeBytes { SmallDelta.Signature(of: $0) }.encoded().count == 6 + 42 * 6)
         var inserted = old
         inserted.insert(contentsOf: random(100), at: 5000)
         result = try rebuilt(old, inserted)
@@ -129,6 +136,19 @@ import Testing
         result = try rebuilt(old, [])
         #expect(result.bytes.isEmpty)
         #expect(try rebuilt([], old).bytes == old)
+        // The earlier form (1 KiB blocks, whole 32-bit rolling sums) is still read, and its patches still give the
+        // new version.
+        var earlier: [UInt8] = [0, 0, UInt8(old.count >> 8), UInt8(old.count & 0xFF)]
+        for start in stride(from: 0, to: old.count, by: 1024) {
+            let block = old[start..<min(start + 1024, old.count)]
+            let (weak, strong) = block.withUnsafeBytes { (RollingSum($0).value, BlockQuery.sum($0)) }
+            for word in [weak, strong] { earlier += (0..<4).map { UInt8(truncatingIfNeeded: word >> (24 - 8 * $0)) } }
+        }
+        let read = try SmallDelta.Signature.decode(earlier)
+        #expect(read.block == 1024 && !read.folded && read.weak.count == 11)
+        let patch = edited.withUnsafeBytes { SmallDelta.patch($0, against: read) }
+        #expect(patch.count < 2200 && patch.count > 1024)
+        #expect(try applied(patch, to: old, length: edited.count) == edited)
         // A signature that lies about its blocks is refused.
         var lying = old.withUnsafeBytes { SmallDelta.Signature(of: $0) }.encoded()
         lying.removeLast(8)
