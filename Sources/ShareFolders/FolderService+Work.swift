@@ -171,9 +171,10 @@ extension FolderService {
             var recorded: [FileEntry] = []
             state.scanning = true
             defer { state.scanning = false }
-            if full || scan == nil {
+            let scannedWhole = full || scan == nil
+            if scannedWhole {
                 let began = ContinuousClock.now
-                recorded += state.sync.scan()
+                recorded += state.sync.scan(forPlan: true)
                 state.lastScan = Date()
                 state.lastScanSeconds = (ContinuousClock.now - began).seconds
                 state.fullScans += 1
@@ -192,7 +193,7 @@ extension FolderService {
                 // place is seen by the watch too, as it was recorded).
                 paths = dirty.union(retry).union(recorded.map(\.path))
             }
-            let actions = state.sync.plan(paths)
+            let actions = state.sync.plan(paths, afterFullScan: scannedWhole)
             var outcome = state.sync.execute(actions)
             if !outcome.rescans.isEmpty {
                 recorded += state.sync.scan(paths: outcome.rescans)

@@ -82,6 +82,13 @@ public final class SyncFolder {
 
     private var receivesOnly: Bool { if case .receiveOnly = mode { true } else { false } }
 
+    /// What the last scan of the whole folder found on disk, for the plan that follows it (`plan(_:afterFullScan:)`):
+    /// each path's stamp is then not looked up again.
+    private var fullListing: [String: DiskStamp]?
+    /// While steps run or fetched files are placed: the folders above paths already found to be folders (a step
+    /// that may remove or replace a folder forgets them).
+    private var knownFolders: Set<String>?
+
     public init(
         me: ShortID, store: FolderStore, disk: FolderDisk, clock: @escaping () -> (seconds: UInt64, nanoseconds: Int64),
         label: @escaping (ShortID) -> String
@@ -98,9 +105,12 @@ public final class SyncFolder {
     /// Records what changed on disk (beneath `folder`, or everywhere; only `folder`'s own entries unless
     /// `recursive`): the entries recorded, to announce.
     @discardableResult
-    public func scan(under folder: String? = nil, recursive: Bool = true) -> [FileEntry] {
+    /// `forPlan`: what it found is kept for the plan that follows (`plan(_:afterFullScan:)`).
+    public func scan(under folder: String? = nil, recursive: Bool = true, forPlan: Bool = false) -> [FileEntry] {
         guard disk.isPresent else { return [] }
-        let observed = disk.list(under: folder, recursive: recursive).filter { syncs($0.key, kind: $0.value.kind) }
+        let listing = disk.list(under: folder, recursive: recursive)
+        fullListing = forPlan && folder == nil && recursive ? listing : nil
+        let observed = listing.filter { syncs($0.key, kind: $0.value.kind) }
         let prefix = folder.map { $0 + "/" } ?? ""
         return record(observed: observed, recorded: store.stamps(under: folder)) { path in
             guard syncs(path), path.hasPrefix(prefix) else { return false }
@@ -156,7 +166,11 @@ public final class SyncFolder {
 
     /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
     /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
-    public func plan(_ paths: Set<String>? = nil) -> [SyncAction] {
+    /// `afterFullScan`: the whole folder was scanned just before (nothing else touched the disk since), so what that
+    /// scan found stands for the disk.
+    public func plan(_ paths: Set<String>? = nil, afterFullScan: Bool = false) -> [SyncAction] {
+        let listing = afterFullScan ? fullListing : nil
+        fullListing = nil
         guard disk.isPresent else { return [] }
         let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
@@ -166,7 +180,10 @@ public final class SyncFolder {
                 let local = store.local(path)
                 guard syncs(path, kind: local?.entry.kind ?? remotes.first?.kind) else { continue }
                 let planned =
-                    Planner.plan(local: local, remotes: remotes, disk: disk.stamp(path), revertLocal: revertLocal)
+                    Planner.plan(
+                        local: local, remotes: remotes, disk: listing.map { $0[path] } ?? disk.stamp(path),
+                        revertLocal: revertLocal
+                    )
                     .actions
                 // Send-only: nothing made elsewhere is applied; a path whose file here is the same as the others'
                 // (the same content and metadata) only takes their version (Syncthing's rule), so it is not listed
@@ -272,6 +289,8 @@ public final class SyncFolder {
         guard disk.isPresent else { return Outcome() }
         // The folders reached are kept open while the steps run (each step that makes, moves or removes a folder
         // lets go of them).
+        knownFolders = []
+        defer { knownFolders = nil }
         return disk.keepingFoldersOpen { executeSteps(actions) }
     }
 
@@ -294,6 +313,10 @@ public final class SyncFolder {
             guard Planner.matches(disk.stamp(path), expected) else {
                 outcome.rescans.insert(path)
                 continue
+            }
+            switch action {
+            case .setAside, .makeSymlink, .remove: knownFolders = knownFolders.map { _ in [] }
+            default: break
             }
             do {
                 switch action {
@@ -371,7 +394,11 @@ public final class SyncFolder {
     }
 
     /// Runs `body` (files put in place one after another) with the folders it reaches kept open.
-    public func placing<T>(_ body: () throws -> T) rethrows -> T { try disk.keepingFoldersOpen(body) }
+    public func placing<T>(_ body: () throws -> T) rethrows -> T {
+        knownFolders = []
+        defer { knownFolders = nil }
+        return try disk.keepingFoldersOpen(body)
+    }
 
     /// Content fetched from another device for `entry`: checked against the index once more (a change here since
     /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with
@@ -380,7 +407,8 @@ public final class SyncFolder {
         guard disk.isPresent else { throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)") }
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
-        guard Planner.matches(disk.stamp(entry.path), expected) else { return .changedHere }
+        let now = disk.stamp(entry.path)
+        guard Planner.matches(now, expected) else { return .changedHere }
         // Still wanted: the global version may have moved on while the content came. (A change kept here only is
         // no candidate: it loses to the others' version.)
         let keptHere = local?.entry.localOnly == true
@@ -394,9 +422,15 @@ public final class SyncFolder {
         {
             // A concurrent version of other content here: kept as a copy first.
             recorded += try setAside(local.entry, winner: entry)
+            knownFolders = knownFolders.map { _ in [] }
+            try clearForReplacement(entry.path, keeping: .file)
+            if disk.stamp(entry.path)?.kind == .file { try disk.keepVersion(entry.path) }
+        } else if let now {
+            // What is there is what the index says (checked above): a file is kept as a version, anything else
+            // makes room.
+            try clearForReplacement(entry.path, keeping: .file)
+            if now.kind == .file { try disk.keepVersion(entry.path) }
         }
-        try clearForReplacement(entry.path, keeping: .file)
-        if disk.stamp(entry.path)?.kind == .file { try disk.keepVersion(entry.path) }
         try put()
         return .placed(recorded + recordApplied(entry))
     }
@@ -408,8 +442,12 @@ public final class SyncFolder {
         var ancestor = ""
         for part in path.split(separator: "/").dropLast() {
             ancestor += ancestor.isEmpty ? String(part) : "/" + part
+            if knownFolders?.contains(ancestor) == true { continue }
             if let now = disk.stamp(ancestor) {
-                if now.kind == .directory { continue }
+                if now.kind == .directory {
+                    knownFolders?.insert(ancestor)
+                    continue
+                }
                 // A file or link where a folder must be: the folder's contents were made elsewhere while this version
                 // replaced it. The device holding this version keeps it as a conflict copy, and the folder comes
                 // back as a new version that follows both (the others wait for it: only this device has the file).
@@ -466,6 +504,7 @@ public final class SyncFolder {
             throw FolderDiskError(path, "a folder with files in it is in the way")
         }
         if now.kind == .file { try disk.keepVersion(path) }
+        if now.kind == .directory { knownFolders = knownFolders.map { _ in [] } }
         try disk.remove(path)
     }
 
