@@ -60,4 +60,18 @@ import Testing
         try FolderVersions(root: root, days: 0).keep(notes, "plan.txt", path: "notes/plan.txt")
         #expect(versions.list().isEmpty)
     }
+
+    /// A small file pulled into a folder is made in its partials, then renamed into place: what an agent stopped in
+    /// between left there goes when the folder is opened again; a placement of this process and a resumable partial
+    /// stay.
+    @Test func placementsLeftInThePartialsGoWhenTheFolderOpens() throws {
+        let (url, root) = try folder()
+        defer { try? FileManager.default.removeItem(at: url) }
+        let partials = try root.directory(components: [".share-partial"], create: true)
+        let left = ".plan.txt.tmp-\(getpid() + 1)-7"
+        let mine = ".notes.md.tmp-\(getpid())-9"
+        for name in [left, mine, "0123abcd.json", "0123abcd.part"] { try partials.writeAtomically(name, [1]) }
+        FolderService.removeLeftPlacements(in: root)
+        #expect(Set(partials.entries()) == [mine, "0123abcd.json", "0123abcd.part"])
+    }
 }
