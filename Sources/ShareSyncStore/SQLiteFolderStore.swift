@@ -15,6 +15,13 @@ public final class SQLiteFolderStore: FolderStore {
     private var counted: (files: Int, bytes: UInt64)?
     /// Grows whenever an entry whose name marks a conflict copy is recorded (what the status lists may change).
     public private(set) var conflictGeneration = 0
+    /// Entries of paths read or written lately, this device's (nil: none) and the others', exactly as the tables hold
+    /// them: a plan, a pull, a placement and the counts above look at one path several times in a row. Kept in step
+    /// by every write here; emptied when a write fails (its transaction is rolled back) and when one grows past
+    /// `cacheLimit` paths.
+    private var localCache: [String: LocalEntry?] = [:]
+    private var remoteCache: [String: [ShortID: FileEntry]] = [:]
+    static let cacheLimit = 4096
 
     /// The layout of the tables: 2 keys the others' entries by path first (a plan looks them up by path).
     static let layout = 2
@@ -77,9 +84,28 @@ public final class SQLiteFolderStore: FolderStore {
                 body()
             }
         } catch {
+            // What the body wrote may have been rolled back.
+            forgetCached()
             // No transaction could begin: each entry is recorded in its own.
             if !ran { body() }
         }
+    }
+
+    private func forgetCached() {
+        localCache.removeAll()
+        remoteCache.removeAll()
+    }
+
+    private func cache(local entry: LocalEntry?, at path: String) {
+        if localCache.count >= Self.cacheLimit, localCache[path] == nil { localCache.removeAll(keepingCapacity: true) }
+        localCache[path] = .some(entry)
+    }
+
+    private func cache(remotes: [ShortID: FileEntry], at path: String) {
+        if remoteCache.count >= Self.cacheLimit, remoteCache[path] == nil {
+            remoteCache.removeAll(keepingCapacity: true)
+        }
+        remoteCache[path] = remotes
     }
 
     /// Everything this device keeps of the folder, gone (the folder is no longer shared).
@@ -162,13 +188,19 @@ public final class SQLiteFolderStore: FolderStore {
     // MARK: This device's index
 
     public func local(_ path: String) -> LocalEntry? {
+        if let cached = localCache[path] { return cached }
         var found: LocalEntry?
-        try? database.query(
-            "SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND path = ?",
-            [.text(folder), .text(path)]
-        ) { row in
-            found = Self.localEntry(row)
+        do {
+            try database.query(
+                "SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND path = ?",
+                [.text(folder), .text(path)]
+            ) { row in
+                found = Self.localEntry(row)
+            }
+        } catch {
+            return nil
         }
+        cache(local: found, at: path)
         return found
     }
 
@@ -247,6 +279,7 @@ public final class SQLiteFolderStore: FolderStore {
                         [.text(folder)] + Self.values(entry) + [
                             Self.stampBytes(item.stamp), .integer(entry.localOnly ? 1 : 0),
                         ])
+                    cache(local: LocalEntry(entry: entry, stamp: item.stamp), at: entry.path)
                     recorded.append(entry)
                 }
                 try database.query(
@@ -256,6 +289,7 @@ public final class SQLiteFolderStore: FolderStore {
         } catch {
             differing = [:]
             counted = nil
+            forgetCached()
             return []
         }
         sequence = next
@@ -275,12 +309,20 @@ public final class SQLiteFolderStore: FolderStore {
 
     public func restamp(_ entries: [LocalEntry]) {
         guard !entries.isEmpty else { return }
-        try? database.transaction {
-            for item in entries {
-                try database.query(
-                    "UPDATE local SET stamp = ? WHERE folder = ? AND path = ?",
-                    [Self.stampBytes(item.stamp), .text(folder), .text(item.entry.path)])
+        do {
+            try database.transaction {
+                for item in entries {
+                    try database.query(
+                        "UPDATE local SET stamp = ? WHERE folder = ? AND path = ?",
+                        [Self.stampBytes(item.stamp), .text(folder), .text(item.entry.path)])
+                    if case .some(.some(var cached)) = localCache[item.entry.path] {
+                        cached.stamp = item.stamp
+                        localCache[item.entry.path] = .some(cached)
+                    }
+                }
             }
+        } catch {
+            forgetCached()
         }
     }
 
@@ -314,6 +356,7 @@ public final class SQLiteFolderStore: FolderStore {
         } catch {
             // Rolled back: what was counted of that device meanwhile is counted again when next asked.
             differing[device] = nil
+            forgetCached()
         }
     }
 
@@ -326,6 +369,7 @@ public final class SQLiteFolderStore: FolderStore {
             if reset || held?.indexID != indexID {
                 try database.query("DELETE FROM remote WHERE folder = ? AND device = ?", [.text(folder), key])
                 differing[device] = nil
+                remoteCache.removeAll()
             } else if let held {
                 have = max(have, held.have)
             }
@@ -347,6 +391,15 @@ public final class SQLiteFolderStore: FolderStore {
                         sequence = excluded.sequence, modified_by = excluded.modified_by
                         WHERE excluded.sequence > remote.sequence
                     """, [.text(folder), key] + Self.values(entry))
+                // The same rule for what is kept here of that path.
+                if var cached = remoteCache[entry.path] {
+                    if cached[device].map({ entry.sequence > $0.sequence }) ?? true {
+                        var kept = entry
+                        kept.localOnly = false
+                        cached[device] = kept
+                        remoteCache[entry.path] = cached
+                    }
+                }
             }
             try database.query(
                 "INSERT OR REPLACE INTO remote_state (folder, device, index_id, have) VALUES (?, ?, ?, ?)",
@@ -355,13 +408,19 @@ public final class SQLiteFolderStore: FolderStore {
     }
 
     public func remotes(_ path: String) -> [ShortID: FileEntry] {
+        if let cached = remoteCache[path] { return cached }
         var found: [ShortID: FileEntry] = [:]
-        try? database.query(
-            "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?",
-            [.text(folder), .text(path)]
-        ) { row in
-            found[row.unsigned(0)] = Self.entry(row, from: 1)
+        do {
+            try database.query(
+                "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?",
+                [.text(folder), .text(path)]
+            ) { row in
+                found[row.unsigned(0)] = Self.entry(row, from: 1)
+            }
+        } catch {
+            return [:]
         }
+        cache(remotes: found, at: path)
         return found
     }
 
@@ -462,6 +521,7 @@ public final class SQLiteFolderStore: FolderStore {
 
     public func forget(_ device: ShortID) {
         differing[device] = nil
+        remoteCache.removeAll()
         try? database.transaction {
             for table in ["remote", "remote_state"] {
                 try database.query(

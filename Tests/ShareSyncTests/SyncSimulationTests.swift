@@ -109,6 +109,75 @@ import Testing
         }
     }
 
+    /// The store keeps the entries of paths it read or wrote lately: after every write (recorded, restamped, received,
+    /// a device's index started over or forgotten), what it answers for each path is what a store reading the same
+    /// tables afresh answers.
+    @Test func whatTheStoreKeepsOfRecentPathsIsWhatItsTablesHold() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-cache-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try Database(path: directory.appendingPathComponent("index.db").path)
+        try SQLiteFolderStore.prepare(database)
+        let store = try SQLiteFolderStore(database: database, folder: "f")
+        var random = SplitMix64(seed: 7)
+        let paths = (0..<10).map { "d/p\($0)" }
+        let devices: [ShortID] = [11, 22]
+        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
+        func entry(_ path: String) -> FileEntry {
+            let counter = random.next() % 4
+            return FileEntry(
+                path: path, kind: .file, size: counter, digest: Array(repeating: UInt8(counter), count: 32),
+                deleted: random.next() % 6 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
+        }
+        func stamp() -> DiskStamp {
+            DiskStamp(
+                kind: .file, size: random.next() % 9, modified: Int64(random.next() % 1000), mode: 0o644, inode: 3)
+        }
+        for step in 0..<600 {
+            let path = paths[Int(random.next() % UInt64(paths.count))]
+            // Reads first (so that the store holds what it then changes), then one write.
+            _ = store.local(path)
+            _ = store.remotes(path)
+            switch random.next() % 8 {
+            case 0, 1:
+                store.recordLocal([LocalEntry(entry: entry(path), stamp: random.next() % 2 == 0 ? stamp() : nil)])
+            case 2:
+                if let local = store.local(path) { store.restamp([LocalEntry(entry: local.entry, stamp: stamp())]) }
+            case 3:
+                let device = devices[Int(random.next() % 2)]
+                if random.next() % 4 == 0 {
+                    // Its index started over: everything held of it goes, then its new entries come.
+                    sequences[device] = 1
+                    var first = entry(path)
+                    first.sequence = 1
+                    store.applyRemote(device, indexID: 2 + random.next() % 3, reset: true, entries: [first], have: 1)
+                } else {
+                    store.forget(device)
+                    sequences[device] = 0
+                }
+            default:
+                let device = devices[Int(random.next() % 2)]
+                var batch: [FileEntry] = []
+                for _ in 0..<Int(1 + random.next() % 3) {
+                    // Sometimes an older entry than held, which the tables do not take.
+                    let older = random.next() % 5 == 0 && sequences[device]! > 1
+                    if !older { sequences[device]! += 1 }
+                    var next = entry(paths[Int(random.next() % UInt64(paths.count))])
+                    next.sequence = older ? sequences[device]! - 1 : sequences[device]!
+                    batch.append(next)
+                }
+                let held = store.remoteState(device)
+                store.applyRemote(
+                    device, indexID: held?.indexID ?? 1, reset: false, entries: batch, have: sequences[device]!)
+            }
+            let fresh = try SQLiteFolderStore(database: database, folder: "f")
+            for path in paths {
+                #expect(store.local(path) == fresh.local(path), "step \(step): \(path), this device's")
+                #expect(store.remotes(path) == fresh.remotes(path), "step \(step): \(path), the others'")
+            }
+        }
+    }
+
     @Test func aSeedRunsTheSameTwice() {
         for seed in [UInt64(7), 42, 1234] {
             let run = SimulationRun(seed: seed, options: SimulationRun.Options())
