@@ -20,6 +20,9 @@ extension FolderService {
         var retryAt = ContinuousClock.now
         // Versions older than the folder keeps them go once an hour (the first time at the first full round).
         var nextClean = ContinuousClock.now
+        // Whether the folder worked since it last gave back what work took (two quiet seconds after).
+        var worked = false
+        var lastWork = ContinuousClock.now
         while !stopping {
             let due = ContinuousClock.now >= nextFull
             // Entries recorded by pulls and not yet announced go out within a tenth of a second.
@@ -54,8 +57,17 @@ extension FolderService {
                 // A quiet moment: what pulls recorded meanwhile is announced.
                 if folder.state.withLock({ $0.unannounced }) { announceOnly(folder) }
                 notifyConflicts(folder)
+                if worked, ContinuousClock.now - lastWork > .seconds(2) {
+                    // Quiet after a burst (this device pulled, or served the others' pulls and took their
+                    // indexes): the index's cached pages and log, and the freed memory, go back to the system.
+                    worked = false
+                    folder.withFolder { $0.store.database.relax() }
+                    Syscalls.releaseFreeMemory()
+                }
                 continue
             }
+            worked = true
+            lastWork = .now
             if taken.quit { return }
             var full = taken.full
             // A folder not there is stopped: nothing scanned (so nothing taken for deleted), planned or pulled.

@@ -44,6 +44,10 @@ public final class Database {
         // Pages kept in memory: up to 32 MiB (SQLite's default is 2 MiB). An index of 100,000 files is larger than
         // that, and every lookup of a pull's placement then read its pages again through the kernel.
         try execute("PRAGMA cache_size = -32768")
+        // The log is written back into the file every 8,192 pages (32 MiB; SQLite's default is 1,000): each time
+        // costs two flushes to disk, which wait for everything else written meanwhile (a sync placing 100,000 files
+        // waited on them more and more: 38 s with the default, 32 s with this). `relax()` empties the log when idle.
+        try execute("PRAGMA wal_autocheckpoint = 8192")
     }
 
     deinit {
@@ -56,6 +60,13 @@ public final class Database {
     }
 
     /// Runs statements that return nothing.
+    /// Hands back what a burst of work took: the log written back into the file and emptied, the cached pages given
+    /// back (a sync of a large folder fills the page cache; an idle agent keeps none of it).
+    public func relax() {
+        try? execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try? execute("PRAGMA shrink_memory")
+    }
+
     public func execute(_ sql: String) throws {
         var message: UnsafeMutablePointer<CChar>?
         guard sqlite3_exec(handle, sql, nil, nil, &message) == SQLITE_OK else {
