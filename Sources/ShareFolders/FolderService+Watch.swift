@@ -5,7 +5,8 @@ import ShareSync
 
 extension FolderService {
     /// Watches every shared folder (inotify through ShareDisk's `TreeWatch`) and hands each folder's worker where it
-    /// changed, `settle` seconds after the first change of a burst (a save of many files is one scan).
+    /// changed once a burst of changes settles (`settle`, `settleGap`, `settleLongest`): a save of many files is
+    /// one scan.
     func watcher() {
         guard let watch = try? TreeWatch() else {
             Self.log.warning("folders are not watched (inotify): changes are found by the rescans only")
@@ -19,6 +20,7 @@ extension FolderService {
         var files: [String: Set<String>] = [:]
         var whole: Set<String> = []
         var due: ContinuousClock.Instant?
+        var burst: ContinuousClock.Instant?
         var warned = false
         while !stopping {
             let open = folders
@@ -52,10 +54,16 @@ extension FolderService {
                     gathered[change.id, default: [:]][change.folder] =
                         (gathered[change.id]?[change.folder] ?? false) || change.beneath
                 }
-                if due == nil { due = .now + .seconds(Self.settle) }
+                let now = ContinuousClock.now
+                let began = burst ?? now
+                burst = began
+                due = min(
+                    began + .seconds(Self.settleLongest),
+                    max(began + .seconds(Self.settle), now + .seconds(Self.settleGap)))
             }
             guard let when = due, ContinuousClock.now >= when else { continue }
             due = nil
+            burst = nil
             for folder in open {
                 if whole.contains(folder.id) {
                     folder.touch(paths: [], scan: nil)

@@ -35,8 +35,12 @@ package final class FolderService: AgentPart, Sendable {
     /// Seconds between full rescans (`SHARE_FOLDER_RESCAN_SECONDS` for tests); changes are otherwise seen by inotify.
     static let rescanInterval: Double =
         ProcessInfo.processInfo.environment["SHARE_FOLDER_RESCAN_SECONDS"].flatMap(Double.init) ?? 300
-    /// Seconds after the first change of a burst before it is scanned.
+    /// Seconds after the first change of a burst before it is scanned, at least; a burst goes on while changes come
+    /// less than `settleGap` apart, for `settleLongest` at most (the files of one removal or save are found by one
+    /// scan, so that a mass deletion is seen whole).
     static let settle = 0.25
+    static let settleGap = 0.15
+    static let settleLongest = 2.0
     /// Most files one pull asks for, and pulls of one folder from one device at a time.
     static let pullBatch = 1000
     static let pullsPerDevice = 1
@@ -354,15 +358,11 @@ package final class FolderService: AgentPart, Sendable {
         guard let folder = folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
         }
-        let held = folder.withFolder { state -> Int in
-            state.sync.allowDeletions = true
-            return state.sync.heldDeletions
-        }
-        guard held > 0 else {
-            folder.withFolder { $0.sync.allowDeletions = false }
+        let letGo = folder.withFolder { $0.sync.allowHeldDeletions() }
+        guard !letGo.isEmpty else {
             throw ShareFailure(.usage, "\(folder.settings.label) holds no deletions back")
         }
-        folder.touch(paths: nil, scan: nil)
+        folder.rescan(letGo)
         return folder.settings
     }
 

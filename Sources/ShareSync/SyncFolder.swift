@@ -55,13 +55,25 @@ public final class SyncFolder {
     public func syncs(_ path: String, kind: FileEntry.Kind? = nil) -> Bool {
         includes(path) && !patterns.ignores(path, folder: kind.map { $0 == .directory } ?? true)
     }
-    /// A scan that finds more than this share (0–1) of the folder's entries gone at once, and at least ten of them,
-    /// records none of those deletions until `allowDeletions` (a disk half unmounted, a folder emptied by mistake);
-    /// nil: no limit.
+    /// Deletions found and not yet recorded that are more than this share (0–1) of the folder's entries, and at least
+    /// ten, are held (none recorded) until the person lets them go (a disk half unmounted, a folder emptied by
+    /// mistake); nil: no limit. What one scan finds gone joins what earlier scans held: the files of one removal can
+    /// be found by several scans (a watch settles in windows).
     public var deletionShare: Double? = 0.5
-    /// Deletions the last scan held back, and the person's word that they may go (used by the next scan).
-    public private(set) var heldDeletions = 0
-    public var allowDeletions = false
+    /// The paths of the deletions held, and of those the person let go (recorded by whichever scans find them gone).
+    private var held: Set<String> = []
+    private var allowed: Set<String> = []
+    /// How many deletions are held.
+    public var heldDeletions: Int { held.count }
+
+    /// The person's word that the deletions held may go: their paths, to look at again.
+    public func allowHeldDeletions() -> Set<String> {
+        defer {
+            allowed.formUnion(held)
+            held = []
+        }
+        return held
+    }
     /// How many conflict copies of one file are kept (the oldest goes when another is made); 0: none made (the
     /// losing version goes to the versions instead); nil: no limit.
     public var maxConflicts: Int? = 10
@@ -149,15 +161,15 @@ public final class SyncFolder {
         if receivesOnly {
             for index in result.changed.indices { result.changed[index].entry.localOnly = true }
         }
-        let deletions = result.changed.filter(\.entry.deleted).count
-        if deletions >= 10, let share = deletionShare, !allowDeletions,
-            Double(deletions) > share * Double(max(1, store.liveCount()))
-        {
-            heldDeletions = deletions
-            result.changed.removeAll(where: \.entry.deleted)
-        } else if deletions > 0 || allowDeletions {
-            heldDeletions = 0
-            allowDeletions = false
+        // This scan decides for the paths it looked at: a held or allowed path found again is no longer either, one
+        // found gone is held again unless let go. Deletions held by other scans count with these.
+        let gone = Set(result.changed.lazy.filter(\.entry.deleted).map(\.entry.path))
+        held = held.filter { !inScope($0) }.union(gone.subtracting(allowed))
+        allowed = allowed.filter { !inScope($0) }
+        if held.count >= 10, let share = deletionShare, Double(held.count) > share * Double(max(1, store.liveCount())) {
+            result.changed.removeAll { $0.entry.deleted && held.contains($0.entry.path) }
+        } else {
+            held = held.filter { !gone.contains($0) }
         }
         return result.changed.isEmpty ? [] : store.recordLocal(result.changed)
     }
