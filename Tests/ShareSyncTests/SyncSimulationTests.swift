@@ -140,7 +140,7 @@ import Testing
             _ = store.remotes(path)
             switch random.next() % 8 {
             case 0, 1:
-                store.recordLocal([LocalEntry(entry: entry(path), stamp: random.next() % 2 == 0 ? stamp() : nil)])
+                _ = store.recordLocal([LocalEntry(entry: entry(path), stamp: random.next() % 2 == 0 ? stamp() : nil)])
             case 2:
                 if let local = store.local(path) { store.restamp([LocalEntry(entry: local.entry, stamp: stamp())]) }
             case 3:
