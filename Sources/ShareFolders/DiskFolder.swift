@@ -88,12 +88,12 @@ final class DiskFolder: FolderDisk {
 
     func stamp(_ path: String) -> DiskStamp? {
         if opened != nil {
-            let parts = path.split(separator: "/").map(String.init)
-            guard let leaf = parts.last else { return nil }
-            let parent = parts.dropLast()
-            let key = parent.joined(separator: "/")
-            guard !missing.contains(key) else { return nil }
-            guard let folder = try? folder(parent) else {
+            // The folder is found by the path up to its last slash (kept open by that key), split only when new.
+            let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
+            let key = slash.map { String(path[..<$0]) } ?? ""
+            let leaf = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
+            guard !leaf.isEmpty, !missing.contains(key) else { return nil }
+            guard let folder = try? opened?[key] ?? folder(key.split(separator: "/").map(String.init)[...]) else {
                 if missing.count < 4096 { missing.insert(key) }
                 return nil
             }

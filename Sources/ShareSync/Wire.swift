@@ -15,6 +15,8 @@ public enum SyncNames {
 
     /// Whether `path` is one of them, or inside one.
     public static func isInternal(_ path: String) -> Bool {
+        // Asked of every path a scan or plan looks at: each of these names begins with a dot.
+        guard path.utf8.first == UInt8(ascii: ".") else { return false }
         let first = path.split(separator: "/", maxSplits: 1).first.map(String.init) ?? path
         return reserved.contains(first)
     }
