@@ -237,32 +237,27 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         try Self.checkName(name)
         let made = staging ?? self
         let temporary = ".\(name.prefix(200)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        // Without the staging folder (gone, full of names, or on another file system), beside its name.
+        func besideIt() throws {
+            try writeAtomically(
+                name, bytes, mode: mode, modifiedNanoseconds: modifiedNanoseconds, staging: nil, durable: durable)
+        }
         let file: OpenFile
         do {
             file = try made.openFile(temporary, .create, mode: mode)
         } catch  where staging != nil {
-            // The staging folder is gone (or full of names): the file is made beside its name instead.
-            return try writeAtomically(
-                name, bytes, mode: mode, modifiedNanoseconds: modifiedNanoseconds, staging: nil, durable: durable)
+            return try besideIt()
         }
         do {
             try file.write(bytes[...], at: 0)
             if let modifiedNanoseconds { try file.setModified(nanoseconds: modifiedNanoseconds) }
             if durable { try file.sync() }
             file.close()
-            if cshare_renameat2(made.fd, temporary, fd, name, 0) != 0 {
-                let code = errno
-                unlinkat(made.fd, temporary, 0)
-                if code == EXDEV, staging != nil {
-                    return try writeAtomically(
-                        name, bytes, mode: mode, modifiedNanoseconds: modifiedNanoseconds, staging: nil,
-                        durable: durable)
-                }
-                throw DiskError.system("cannot move \(made.display(temporary)) to \(display(name))", code: code)
-            }
+            try made.rename(temporary, to: name, in: self, replace: true)
         } catch {
             file.close()
             unlinkat(made.fd, temporary, 0)
+            if staging != nil, (error as? DiskError)?.code == EXDEV { return try besideIt() }
             throw error
         }
         if durable { sync() }
