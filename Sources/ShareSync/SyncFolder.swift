@@ -101,6 +101,11 @@ public final class SyncFolder {
     /// that may remove or replace a folder forgets them).
     private var knownFolders: Set<String>?
 
+    /// A step may have removed or replaced a folder: the folders found so far are looked at again.
+    private func forgetKnownFolders() {
+        if knownFolders != nil { knownFolders = [] }
+    }
+
     public init(
         me: ShortID, store: FolderStore, disk: FolderDisk, clock: @escaping () -> (seconds: UInt64, nanoseconds: Int64),
         label: @escaping (ShortID) -> String
@@ -327,7 +332,7 @@ public final class SyncFolder {
                 continue
             }
             switch action {
-            case .setAside, .makeSymlink, .remove: knownFolders = knownFolders.map { _ in [] }
+            case .setAside, .makeSymlink, .remove: forgetKnownFolders()
             default: break
             }
             do {
@@ -434,7 +439,7 @@ public final class SyncFolder {
         {
             // A concurrent version of other content here: kept as a copy first.
             recorded += try setAside(local.entry, winner: entry)
-            knownFolders = knownFolders.map { _ in [] }
+            forgetKnownFolders()
             try clearForReplacement(entry.path, keeping: .file)
             if disk.stamp(entry.path)?.kind == .file { try disk.keepVersion(entry.path) }
         } else if let now {
@@ -516,7 +521,7 @@ public final class SyncFolder {
             throw FolderDiskError(path, "a folder with files in it is in the way")
         }
         if now.kind == .file { try disk.keepVersion(path) }
-        if now.kind == .directory { knownFolders = knownFolders.map { _ in [] } }
+        if now.kind == .directory { forgetKnownFolders() }
         try disk.remove(path)
     }
 
