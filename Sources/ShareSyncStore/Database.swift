@@ -59,7 +59,6 @@ public final class Database {
         DatabaseError(description: "\(what): \(String(cString: sqlite3_errmsg(handle)))")
     }
 
-    /// Runs statements that return nothing.
     /// Hands back what a burst of work took: the log written back into the file and emptied, the cached pages given
     /// back (a sync of a large folder fills the page cache; an idle agent keeps none of it).
     public func relax() {
@@ -67,6 +66,7 @@ public final class Database {
         try? execute("PRAGMA shrink_memory")
     }
 
+    /// Runs statements that return nothing.
     public func execute(_ sql: String) throws {
         var message: UnsafeMutablePointer<CChar>?
         guard sqlite3_exec(handle, sql, nil, nil, &message) == SQLITE_OK else {
