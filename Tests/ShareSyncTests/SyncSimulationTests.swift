@@ -51,13 +51,12 @@ import Testing
 
     /// The agent's index (SQLite) behaves exactly as the simulation's own: the same schedules end in the same trees.
     @Test func sqliteIndexesEndWhereMemoryOnesDo() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-sqlite-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try ScratchIndex("sqlite")
+        defer { withExtendedLifetime(scratch) {} }
         for seed in UInt64(1)...25 {
             let memory = SimulationRun(seed: seed, options: SimulationRun.Options())
             var options = SimulationRun.Options()
-            options.sqlite = directory.path
+            options.sqlite = scratch.directory.path
             let sqlite = SimulationRun(seed: seed, options: options)
             let a = memory.run(memory.schedule())
             let b = sqlite.run(sqlite.schedule())
@@ -69,12 +68,9 @@ import Testing
     /// What the status says of each device (how many paths it holds at other versions) is kept up to date entry by
     /// entry, and always equals the count over both whole indexes.
     @Test func theCountOfDifferencesFollowsEveryEntry() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-count-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let database = try Database(path: directory.appendingPathComponent("index.db").path)
-        try SQLiteFolderStore.prepare(database)
-        let store = try SQLiteFolderStore(database: database, folder: "f")
+        let scratch = try ScratchIndex("count")
+        defer { withExtendedLifetime(scratch) {} }
+        let store = try scratch.store()
         var random = SplitMix64(seed: 99)
         let paths = (0..<12).map { "p\($0)" }
         let devices: [ShortID] = [11, 22]
@@ -89,7 +85,7 @@ import Testing
         for step in 0..<400 {
             switch random.next() % 3 {
             case 0:
-                store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 12)]), stamp: nil)])
+                _ = store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 12)]), stamp: nil)])
             default:
                 let device = devices[Int(random.next() % 2)]
                 var batch: [FileEntry] = []
@@ -113,12 +109,9 @@ import Testing
     /// a device's index started over or forgotten), what it answers for each path is what a store reading the same
     /// tables afresh answers.
     @Test func whatTheStoreKeepsOfRecentPathsIsWhatItsTablesHold() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-cache-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let database = try Database(path: directory.appendingPathComponent("index.db").path)
-        try SQLiteFolderStore.prepare(database)
-        let store = try SQLiteFolderStore(database: database, folder: "f")
+        let scratch = try ScratchIndex("cache")
+        defer { withExtendedLifetime(scratch) {} }
+        let store = try scratch.store()
         var random = SplitMix64(seed: 7)
         let paths = (0..<10).map { "d/p\($0)" }
         let devices: [ShortID] = [11, 22]
@@ -170,7 +163,7 @@ import Testing
                 store.applyRemote(
                     device, indexID: held?.indexID ?? 1, reset: false, entries: batch, have: sequences[device]!)
             }
-            let fresh = try SQLiteFolderStore(database: database, folder: "f")
+            let fresh = try SQLiteFolderStore(database: store.database, folder: "f")
             for path in paths {
                 #expect(store.local(path) == fresh.local(path), "step \(step): \(path), this device's")
                 #expect(store.remotes(path) == fresh.remotes(path), "step \(step): \(path), the others'")
@@ -181,18 +174,15 @@ import Testing
     /// After a burst of writes, `relax()` writes the log back into the database file and empties it (what the
     /// index holds is unchanged, and still there when opened again).
     @Test func aRelaxedIndexHasAnEmptyLogAndTheSameEntries() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-relax-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("index.db").path
+        let scratch = try ScratchIndex("relax")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path
         func logSize() -> Int {
             ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
         }
         var entries: [LocalEntry] = []
         do {
-            let database = try Database(path: path)
-            try SQLiteFolderStore.prepare(database)
-            let store = try SQLiteFolderStore(database: database, folder: "f")
+            let store = try scratch.store()
             entries = store.recordLocal(
                 (0..<2000).map { n in
                     LocalEntry(
@@ -202,7 +192,7 @@ import Testing
                 }
             ).map { LocalEntry(entry: $0, stamp: nil) }
             #expect(logSize() > 0)
-            database.relax()
+            store.database.relax()
             #expect(logSize() == 0)
             #expect(store.local("d/n1999") == entries.last)
         }
@@ -242,5 +232,26 @@ extension SyncSimulationTests {
                 "event d\(event.device) \(event.path) \(event.content.map { String(decoding: $0, as: UTF8.self) } ?? "deleted") \(event.version.map { "\($0)" } ?? "unscanned")"
             )
         }
+    }
+}
+
+/// A folder of a test's own for index files, removed when the test lets it go.
+final class ScratchIndex {
+    let directory: URL
+    /// The index file's path.
+    var path: String { directory.appendingPathComponent("index.db").path }
+
+    init(_ name: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("share-sync-\(name)-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    /// A store of folder "f" in the index file (made when new).
+    func store() throws -> SQLiteFolderStore {
+        let database = try Database(path: path)
+        try SQLiteFolderStore.prepare(database)
+        return try SQLiteFolderStore(database: database, folder: "f")
     }
 }
