@@ -19,7 +19,9 @@ extension FolderService {
     /// Starts pulls of the folder's queued files: each linked device gets batches of at most `pullBatch` files it
     /// holds at the version wanted, up to `pullsPerDevice` pulls of this folder under way from it (the next is asked
     /// for while one is still arriving). A file no connected device holds waits (listed as waiting) until the next
-    /// plan or link. Looks at a bounded part of the queue each time.
+    /// plan or link. A path with a pull under way (of an earlier version) waits for it to end: two pulls of one
+    /// path at once may ask for the same content (one ref), and the first to end would take the other's ask with
+    /// it (its push refused, its asker waiting a minute). Looks at a bounded part of the queue each time.
     func schedulePulls(_ folder: SharedFolder) {
         let (peers, outgoing, running) = run.withLock { run -> ([DeviceID], [DeviceID: Bool], [DeviceID: Int]) in
             let linked = run.links.filter { $0.value.shares(folder.id) }
@@ -36,7 +38,7 @@ extension FolderService {
         folder.withFolder { state in
             guard !state.queue.isEmpty, !room.isEmpty else { return }
             var examined = 0
-            for (path, entry) in state.queue where !state.unheld.contains(path) {
+            for (path, entry) in state.queue where !state.unheld.contains(path) && state.inFlight[path] == nil {
                 if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice { break }
                 examined += 1
                 let remotes = state.store.remotes(path)
