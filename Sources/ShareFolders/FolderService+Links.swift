@@ -163,10 +163,13 @@ extension FolderService {
         }
     }
 
-    /// The peer's hello came: its folders are planned again (what it holds may have changed), and the devices it
-    /// shares them with that this device trusts as its owner's join them here too.
+    /// The peer's hello came: the paths of its folders that waited for a device (none connected held what they
+    /// need) or failed are planned again (what the peer holds comes in its index, which plans the paths it
+    /// changes), and the devices it shares them with that this device trusts as its owner's join them here too.
     func linked(_ link: FolderLink) {
-        for folder in folders where link.shares(folder.id) { folder.touch(paths: nil) }
+        for folder in folders where link.shares(folder.id) {
+            folder.touch(paths: folder.withFolder { $0.unheld.union($0.problems.keys) })
+        }
         var grew = false
         for announcement in link.peerAnnouncements {
             guard let settings = book.folder(announcement.id) else { continue }
@@ -235,12 +238,13 @@ extension FolderService {
         }
         // Only paths whose plan may change are planned again: an entry at this device's own version (the peer
         // caught up) changes nothing, and one at the version a pull already waits for only names another holder.
-        let changed = folder.withFolder { state -> Set<String>? in
+        // A new index of the peer's replaces what was held of it: every path the old one named plans again too.
+        let changed = folder.withFolder { state -> Set<String> in
+            let short = ShortIDs.of(peer)
+            var changed = reset ? state.store.paths(of: short) : []
             state.store.applyRemote(
-                ShortIDs.of(peer), indexID: UInt64(update.indexID, radix: 16) ?? 0, reset: reset, entries: entries,
+                short, indexID: UInt64(update.indexID, radix: 16) ?? 0, reset: reset, entries: entries,
                 have: update.to)
-            guard !reset else { return nil }
-            var changed: Set<String> = []
             for entry in entries {
                 if state.store.local(entry.path)?.entry.version == entry.version { continue }
                 if state.queue[entry.path]?.version == entry.version || state.inFlight[entry.path] == entry.version {

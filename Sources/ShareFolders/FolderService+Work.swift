@@ -61,7 +61,7 @@ extension FolderService {
                     // Quiet after a burst (this device pulled, or served the others' pulls and took their
                     // indexes): the index's cached pages and log, and the freed memory, go back to the system.
                     worked = false
-                    folder.withFolder { $0.store.database.relax() }
+                    folder.withFolder { $0.store.relax() }
                     Syscalls.releaseFreeMemory()
                 }
                 continue

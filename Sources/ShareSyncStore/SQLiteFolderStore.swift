@@ -17,11 +17,11 @@ public final class SQLiteFolderStore: FolderStore {
     public private(set) var conflictGeneration = 0
     /// Entries of paths read or written lately, this device's (nil: none) and the others', exactly as the tables hold
     /// them: a plan, a pull, a placement and the counts above look at one path several times in a row. Kept in step
-    /// by every write here; emptied when a write fails (its transaction is rolled back) and when one grows past
-    /// `cacheLimit` paths.
+    /// by every write here; emptied when a write fails (its transaction is rolled back), when one grows past
+    /// `cacheLimit` paths, and when a burst of work is over (`relax`: an idle agent keeps none of it).
     private var localCache: [String: LocalEntry?] = [:]
     private var remoteCache: [String: [ShortID: FileEntry]] = [:]
-    static let cacheLimit = 4096
+    static let cacheLimit = 32768
 
     /// The layout of the tables: 2 keys the others' entries by path first (a plan looks them up by path).
     static let layout = 2
@@ -89,6 +89,12 @@ public final class SQLiteFolderStore: FolderStore {
             // No transaction could begin: each entry is recorded in its own.
             if !ran { body() }
         }
+    }
+
+    /// Hands back what a burst of work took: the cached entries, the database's cached pages and its log.
+    public func relax() {
+        forgetCached()
+        database.relax()
     }
 
     private func forgetCached() {
@@ -428,6 +434,16 @@ public final class SQLiteFolderStore: FolderStore {
         var paths: Set<String> = []
         try? database.query(
             "SELECT path FROM local WHERE folder = ?1 UNION SELECT path FROM remote WHERE folder = ?1", [.text(folder)]
+        ) { paths.insert($0.text(0)) }
+        return paths
+    }
+
+    /// The paths of what is held of `device`'s index.
+    public func paths(of device: ShortID) -> Set<String> {
+        var paths: Set<String> = []
+        try? database.query(
+            "SELECT path FROM remote WHERE folder = ? AND device = ?",
+            [.text(folder), .integer(Int64(bitPattern: device))]
         ) { paths.insert($0.text(0)) }
         return paths
     }
