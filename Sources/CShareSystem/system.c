@@ -8,6 +8,7 @@
 #include <linux/openat2.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -43,6 +44,16 @@ int cshare_openat2_beneath(int dirfd, const char *path, int flags, unsigned int 
 
 int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+int cshare_open_unnamed(int dirfd, unsigned int mode) {
+    return openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
+}
+
+int cshare_link_unnamed(int fd, int dirfd, const char *name) {
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW);
 }
 
 int cshare_lock_exclusive(int fd, int wait) {

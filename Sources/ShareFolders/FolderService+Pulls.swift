@@ -283,11 +283,24 @@ extension FolderService {
                         let parent = parts.dropLast().joined(separator: "/")
                         let mode = mode_t(entry.mode & 0o777)
                         do {
-                            let outcome = try state.sync.place(entry) {
+                            let outcome = try state.sync.place(entry) { free in
                                 let directory =
                                     try directories[parent]
                                     ?? folder.root.directory(components: Array(parts.dropLast()))
                                 directories[parent] = directory
+                                // A new file is made without a name and then named (nothing to rename, nothing
+                                // replaced: a file made there meanwhile is looked at instead).
+                                if free {
+                                    do {
+                                        if try directory.writeNew(
+                                            parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified)
+                                        {
+                                            return
+                                        }
+                                    } catch let error as DiskError where error.kind == .exists {
+                                        throw SyncFolder.PathTaken()
+                                    }
+                                }
                                 try directory.writeAtomically(
                                     parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified,
                                     staging: staging)

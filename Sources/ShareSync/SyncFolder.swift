@@ -410,6 +410,12 @@ public final class SyncFolder {
         case notWanted
     }
 
+    /// Thrown by a placement's `put` told the path was free when something took it meanwhile (nothing was
+    /// replaced): the path is scanned, as a change made here.
+    public struct PathTaken: Error {
+        public init() {}
+    }
+
     /// Runs `body` (files put in place one after another) with the folders it reaches kept open.
     public func placing<T>(_ body: () throws -> T) rethrows -> T {
         knownFolders = []
@@ -421,6 +427,12 @@ public final class SyncFolder {
     /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with
     /// the entry's mode and time) and recorded.
     public func place(_ entry: FileEntry, put: () throws -> Void) throws -> PlaceOutcome {
+        try place(entry, putting: { _ in try put() })
+    }
+
+    /// As above; `put` is told whether nothing was at the path when it was checked (it may then make the file
+    /// only where the path is still free, throwing `PathTaken` otherwise).
+    public func place(_ entry: FileEntry, putting put: (_ free: Bool) throws -> Void) throws -> PlaceOutcome {
         guard disk.isPresent else { throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)") }
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
@@ -434,6 +446,7 @@ public final class SyncFolder {
             global.version == entry.version, !global.deleted
         else { return .notWanted }
         var recorded = try ensureParents(entry.path)
+        var free = false
         if let local, !local.entry.deleted, local.stamp != nil,
             keptHere || !entry.version.dominates(local.entry.version)
         {
@@ -447,8 +460,14 @@ public final class SyncFolder {
             // makes room.
             try clearForReplacement(entry.path, keeping: .file)
             if now.kind == .file { try disk.keepVersion(entry.path) }
+        } else {
+            free = true
         }
-        try put()
+        do {
+            try put(free)
+        } catch is PathTaken {
+            return .changedHere
+        }
         return .placed(recorded + recordApplied(entry))
     }
 

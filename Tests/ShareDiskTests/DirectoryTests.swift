@@ -130,6 +130,34 @@ final class Scratch {
         #expect(staging.entries().isEmpty)
     }
 
+    @Test func aNewFileAppearsWholeAtAFreeNameAndNeverReplacesOne() throws {
+        let scratch = try Scratch()
+        let root = try Directory.open(scratch.inside.path)
+        let target = try root.directory("docs", create: true)
+        let modified: Int64 = 1_600_000_000_123_456_789
+        let umask = Glibc.umask(0o077)
+        defer { _ = Glibc.umask(umask) }
+        // This machine's file systems make unnamed files: a file system that cannot answers false.
+        #expect(try target.writeNew("new.txt", [4, 5, 6], mode: 0o751, modifiedNanoseconds: modified))
+        #expect(try target.readFile("new.txt") == [4, 5, 6])
+        let info = try #require(target.info("new.txt"))
+        #expect(info.mode == 0o751)
+        #expect(info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds) == modified)
+        #expect(target.entries() == ["new.txt"])
+        // A name taken (a file, a folder) is refused and what holds it is left as it was.
+        let taken = #expect(throws: DiskError.self) {
+            _ = try target.writeNew("new.txt", [7], mode: 0o644, modifiedNanoseconds: nil)
+        }
+        #expect(taken?.kind == .exists)
+        #expect(try target.readFile("new.txt") == [4, 5, 6])
+        _ = try target.directory("sub", create: true)
+        #expect(throws: DiskError.self) { _ = try target.writeNew("sub", [7], mode: 0o644, modifiedNanoseconds: nil) }
+        #expect(Set(target.entries()) == ["new.txt", "sub"])
+        #expect(throws: DiskError.self) {
+            _ = try target.writeNew("../escape", [7], mode: 0o644, modifiedNanoseconds: nil)
+        }
+    }
+
     @Test func removingATreeRemovesLinksWithoutFollowingThem() throws {
         let scratch = try Scratch()
         let before = scratch.outsideState

@@ -29,6 +29,14 @@ int cshare_clone_range(int src_fd, unsigned long long src_offset, unsigned long 
 /// renameat2(2): `flags` 1 is RENAME_NOREPLACE; -1 with errno (system.c).
 int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 
+/// openat(2) with O_TMPFILE: a file without a name in the folder `dirfd`, open for writing, made with `mode` (the
+/// umask applies); -1 with errno (EOPNOTSUPP or EISDIR where the file system cannot) (system.c).
+int cshare_open_unnamed(int dirfd, unsigned int mode);
+
+/// linkat(2) of a file opened by cshare_open_unnamed to `name` in `dirfd` (through /proc/self/fd, which needs no
+/// privilege): 0, or -1 with errno (EEXIST when the name is taken) (system.c).
+int cshare_link_unnamed(int fd, int dirfd, const char *name);
+
 /// flock(2) exclusive, without waiting: 0, or -1 with errno EWOULDBLOCK when another holder has it (system.c).
 int cshare_lock_exclusive(int fd, int wait);
 
