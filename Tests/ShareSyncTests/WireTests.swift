@@ -72,6 +72,16 @@ import Testing
         #expect(ConflictName.original(of: "a/Makefile.sync-conflict-20270115-080000-XYZ1234") == "a/Makefile")
         #expect(ConflictName.original(of: "notes.sync-conflict-20270115-080000-ABCDEFG.txt") == "notes.txt")
         #expect(ConflictName.original(of: "notes.txt") == nil)
+        // Whether a path is a copy: the same answer as taking it apart, for names with and without the marker.
+        for path in [
+            "a/Makefile.sync-conflict-20270115-080000-XYZ1234", "ré/sumé.sync-conflict-20270115-080000-ABCDEFG.txt",
+            "notes.txt", ".sync-conflict-20270115-080000-ABCDEFG", "a/.sync-conflict-x/b.txt", "a.sync-conflict",
+            "d/.sync-conflict-.txt", "", "x.sync-conflict-", "a/b.sync-conflict-1/c",
+        ] {
+            #expect(ConflictName.isConflictCopy(path) == (ConflictName.original(of: path) != nil), "\(path)")
+        }
+        #expect(ConflictName.isConflictCopy("ré/sumé.sync-conflict-20270115-080000-ABCDEFG.txt"))
+        #expect(!ConflictName.isConflictCopy("a/.sync-conflict-x/b.txt"))
     }
 
     /// Version vectors: equal, following, concurrent; a device's counter follows wall time.
