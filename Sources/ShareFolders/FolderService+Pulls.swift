@@ -38,25 +38,32 @@ extension FolderService {
         folder.withFolder { state in
             guard !state.queue.isEmpty, !room.isEmpty else { return }
             var examined = 0
-            for (path, entry) in state.queue where !state.unheld.contains(path) && state.inFlight[path] == nil {
-                if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice { break }
+            let (unheld, inFlight, store) = (state.unheld, state.inFlight, state.store)
+            var noHolder: [String] = []
+            state.queue.look { path, entry in
+                if unheld.contains(path) || inFlight[path] != nil { return true }
+                if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice { return false }
                 examined += 1
-                let remotes = state.store.remotes(path)
+                let remotes = store.remotes(path)
                 let holders = peers.filter { peer in
                     remotes[ShortIDs.of(peer)].map { $0.version == entry.version && !$0.deleted } ?? false
                 }
                 guard !holders.isEmpty else {
-                    state.unheld.insert(path)
-                    state.problems[path] = "no device that holds this version is connected"
-                    continue
+                    noHolder.append(path)
+                    return true
                 }
-                guard let peer = holders.first(where: { room[$0] != nil }) else { continue }
+                guard let peer = holders.first(where: { room[$0] != nil }) else { return true }
                 open[peer, default: []].append(entry)
                 if open[peer]!.count >= Self.pullBatch {
                     batches.append((peer, open.removeValue(forKey: peer)!))
                     room[peer]! -= 1
                     if room[peer]! <= 0 { room[peer] = nil }
                 }
+                return true
+            }
+            for path in noHolder {
+                state.unheld.insert(path)
+                state.problems[path] = "no device that holds this version is connected"
             }
             batches += open.map { ($0.key, $0.value) }
             for (_, entries) in batches {

@@ -221,7 +221,7 @@ extension FolderService {
                     state.unheld.remove(path)
                 }
             } else {
-                state.queue = [:]
+                state.queue.removeAll()
                 state.unheld = []
             }
             for entry in outcome.fetches where state.inFlight[entry.path] != entry.version {

@@ -37,7 +37,7 @@ final class SharedFolder: Sendable {
         /// Content being pulled: path → version.
         var inFlight: [String: VersionVector] = [:]
         /// Files whose content must come from another device and that no pull has taken yet, by path.
-        var queue: [String: FileEntry] = [:]
+        var queue = PullQueue()
         /// Of those, the ones no connected device holds at that version (left until the next plan or link).
         var unheld: Set<String> = []
         /// Small files whose patch did not give their content: asked for whole next time.
