@@ -9,7 +9,8 @@ import CoreTransferable
 import UniformTypeIdentifiers
 import ShareEngine
 
-/// The agent's queue of sends: one worker sends the due jobs in order; a peer that cannot be reached is retried
+/// The agent's queue of sends: one worker sends the due jobs in order, each device's in the order they were made
+/// (a newer job waits behind the oldest queued one to that device); a peer that cannot be reached is retried
 /// with backoff (1 s, 2 s, 4 s … at most 30 s) until it is, for at most `giveUpAfter` from the job's creation; an
 /// attempt that moved bytes before it broke is retried after 1 s (a dropped link, a restarted peer); errors that a
 /// retry cannot fix end the job. `share cancel` ends a queued job at once and a running one by interrupting its
@@ -40,6 +41,8 @@ package final class Outbox: AgentPart, Sendable {
         var running: (id: String, cancellation: SendCancellation)?
         /// Counts the changes the worker waits for (a job added, retried or cancelled; a stop).
         var changes = 0
+        /// The running job's device became reachable during its attempt: a failed attempt is tried again at once.
+        var runningHeard = false
     }
     private let state = Guarded(State())
     private let runner: Runner
@@ -154,11 +157,16 @@ package final class Outbox: AgentPart, Sendable {
         state.wait { $0.workerDone }
     }
 
-    /// Queues a job and wakes the worker.
+    /// Queues a job and wakes the worker. Older jobs to the same device, which it waits behind, are tried when it
+    /// is due (the person asks for the device now).
     package func add(_ job: OutboxJob) throws {
         try state.withLock { state in
             try save(job)
             state.jobs[job.id] = job
+            for (id, other) in state.jobs
+            where other.state == .queued && other.sameDestination(as: job) && other.nextAttempt > job.nextAttempt {
+                state.jobs[id]?.nextAttempt = job.nextAttempt
+            }
             state.changes += 1
         }
     }
@@ -190,6 +198,11 @@ package final class Outbox: AgentPart, Sendable {
                 state.jobs[id]?.nextAttempt = now
                 state.jobs[id]?.failuresWithoutProgress = nil
                 woken = true
+            }
+            if let running = state.running, let job = state.jobs[running.id], job.via == nil,
+                names.contains(job.to.lowercased())
+            {
+                state.runningHeard = true
             }
             if woken { state.changes += 1 }
         }
@@ -257,10 +270,13 @@ package final class Outbox: AgentPart, Sendable {
         while true {
             let step = state.withLock { state -> Step in
                 if state.stopping { return .stop }
-                // Due first; among jobs due at the same moment (a watch that just attached), the oldest first.
-                let waiting = state.jobs.values.filter { $0.state == .queued }.sorted {
-                    ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created)
-                }
+                // Each device's jobs go in the order they were made: its oldest queued job is tried, the others
+                // wait behind it. Due first; among jobs due at the same moment (a watch that just attached), the
+                // oldest first.
+                let queued = state.jobs.values.filter { $0.state == .queued }
+                let waiting = queued.filter { job in
+                    !queued.contains { $0.created < job.created && $0.sameDestination(as: job) }
+                }.sorted { ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created) }
                 guard var job = waiting.first else { return .wait(changes: state.changes, until: nil) }
                 if job.nextAttempt > Date() { return .wait(changes: state.changes, until: job.nextAttempt) }
                 job.state = .running
@@ -269,6 +285,7 @@ package final class Outbox: AgentPart, Sendable {
                 try? save(job)
                 let cancellation = SendCancellation()
                 state.running = (job.id, cancellation)
+                state.runningHeard = false
                 return .run(job, cancellation)
             }
             guard case .run(var job, let cancellation) = step else {
@@ -355,8 +372,12 @@ package final class Outbox: AgentPart, Sendable {
                 job.finished = Date()
                 removeForwarded(job)
             }
-            let ended = job
+            var ended = job
             state.withLock { state in
+                // Its device came back while the attempt failed (a watch attaching): tried again now, not after the
+                // backoff (the jobs queued behind it wait for it).
+                if state.runningHeard, ended.state == .queued { ended.nextAttempt = Date() }
+                state.runningHeard = false
                 state.jobs[ended.id] = ended
                 try? save(ended)
                 pruneFinished(&state)

@@ -113,6 +113,12 @@ package struct OutboxJob: Codable, Sendable, Equatable {
         return words
     }
 
+    /// Whether `other` goes to the same device by the same way (its jobs then go in the order they were made).
+    package func sameDestination(as other: OutboxJob) -> Bool {
+        to.lowercased() == other.to.lowercased() && via?.lowercased() == other.via?.lowercased()
+            && localsend == other.localsend && (mirror == nil) == (other.mirror == nil)
+    }
+
     package init(to: String) {
         id = String(UUID().uuidString.replacing("-", with: "").prefix(12)).lowercased()
         self.to = to

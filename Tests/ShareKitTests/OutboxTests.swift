@@ -36,6 +36,38 @@ import ShareAgent
         #expect(ended.lastError?.contains("failed the same way twice") == true, "\(ended.lastError ?? "")")
     }
 
+    /// Jobs to one device go in the order they were made, whichever is due first: a watch that comes back gets
+    /// what was queued for it in that order, even when the older job was still in an attempt as the watch attached
+    /// (and so waits for a later try than the newer one).
+    @Test func jobsToOneDeviceGoInTheOrderTheyWereMade() throws {
+        let folder = directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let order = Mutex<[String]>([])
+        let outbox = try Outbox(directory: folder) { job, _, _ in
+            order.withLock { $0.append(job.texts.first ?? "") }
+            return .success(SendReport())
+        }
+        var first = OutboxJob(to: "my-watch")
+        first.texts = ["first"]
+        first.nextAttempt = Date().addingTimeInterval(600)
+        var second = OutboxJob(to: "my-watch")
+        second.texts = ["second"]
+        second.created = first.created.addingTimeInterval(1)
+        var elsewhere = OutboxJob(to: "desk")
+        elsewhere.texts = ["elsewhere"]
+        elsewhere.created = first.created.addingTimeInterval(-1)
+        elsewhere.nextAttempt = Date().addingTimeInterval(600)
+        try outbox.add(first)
+        try outbox.add(second)
+        try outbox.add(elsewhere)
+        outbox.start()
+        defer { outbox.stop() }
+        #expect(outbox.wait(for: second.id, timeout: 30)?.state == .delivered)
+        #expect(outbox.wait(for: first.id, timeout: 5)?.state == .delivered)
+        // Another device's job keeps its own time.
+        #expect(order.withLock { $0 } == ["first", "second"])
+    }
+
     /// Every item declined: the job is declined; every item refused: refused; one delivered: delivered.
     @Test func finalStatesSayWhatHappened() {
         #expect(OutboxJob.finalState(delivered: 0, refusals: ["declined on desk: busy"]) == .declined)
