@@ -68,6 +68,37 @@ import ShareAgent
         #expect(order.withLock { $0 } == ["first", "second"])
     }
 
+    /// A device that comes back while its job is in an attempt that then fails (a watch attaching as the agent
+    /// tries it): the job is tried again at once, not after its backoff (30 s here).
+    @Test func aJobWhoseDeviceCameBackDuringAFailedAttemptIsTriedAgainAtOnce() throws {
+        let folder = directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let attempts = Mutex(0)
+        let inAttempt = DispatchSemaphore(value: 0)
+        let cameBack = DispatchSemaphore(value: 0)
+        let outbox = try Outbox(directory: folder) { _, _, _ in
+            let attempt = attempts.withLock {
+                $0 += 1
+                return $0
+            }
+            guard attempt == 1 else { return .success(SendReport()) }
+            inAttempt.signal()
+            _ = cameBack.wait(timeout: .now() + 10)
+            return .failure(ShareFailure(.unavailable, "my-watch is not attached"))
+        }
+        var job = OutboxJob(to: "my-watch")
+        job.texts = ["hello"]
+        job.failuresWithoutProgress = 5
+        try outbox.add(job)
+        outbox.start()
+        defer { outbox.stop() }
+        #expect(inAttempt.wait(timeout: .now() + 10) == .success)
+        outbox.retryNow(to: ["my-watch"])
+        cameBack.signal()
+        #expect(outbox.wait(for: job.id, timeout: 10)?.state == .delivered)
+        #expect(attempts.withLock { $0 } == 2)
+    }
+
     /// Every item declined: the job is declined; every item refused: refused; one delivered: delivered.
     @Test func finalStatesSayWhatHappened() {
         #expect(OutboxJob.finalState(delivered: 0, refusals: ["declined on desk: busy"]) == .declined)
