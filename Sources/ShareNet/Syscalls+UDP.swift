@@ -95,6 +95,7 @@ extension Syscalls {
         guard n > 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &source.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
-        return (Array(buffer[0..<n]), String(cString: text))
+        let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (Array(buffer[0..<n]), address)
     }
 }
