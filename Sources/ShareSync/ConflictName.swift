@@ -14,24 +14,9 @@ public enum ConflictName {
     }
 
     /// Whether `path` names a conflict copy (which is never itself set aside as one again).
-    public static func isConflictCopy(_ path: String) -> Bool { mayBeCopy(path) && original(of: path) != nil }
-
-    /// Whether the marker is anywhere in `path`'s bytes: most paths are no copy, and say so without being taken
-    /// apart (every entry recorded asks).
-    static func mayBeCopy(_ path: String) -> Bool {
-        let needle = Array(marker.utf8)
-        var path = path
-        return path.withUTF8 { bytes in
-            guard bytes.count > needle.count else { return false }
-            var at = 0
-            while at + needle.count <= bytes.count {
-                if bytes[at] == needle[0], (1..<needle.count).allSatisfy({ bytes[at + $0] == needle[$0] }) {
-                    return true
-                }
-                at += 1
-            }
-            return false
-        }
+    public static func isConflictCopy(_ path: String) -> Bool {
+        // Most paths are no copy, and say so without being taken apart (every entry recorded asks).
+        path.includesBytes(marker) && original(of: path) != nil
     }
 
     /// Whether `copy` is a conflict copy of `path` (any time, any device).

@@ -21,6 +21,23 @@ extension StringProtocol {
     /// the compiler prefers wherever Foundation is loaded, goes through `NSString`'s `range(of:)`.
     package func includes(_ other: some StringProtocol) -> Bool { firstRange(of: other) != nil }
 
+    /// Whether `other`'s UTF-8 bytes occur in the text's, compared byte by byte: for an ASCII marker, the answer of
+    /// `includes` without taking the text apart into characters (for what is asked of every path of a folder).
+    package func includesBytes(_ other: String) -> Bool {
+        var text = String(self)
+        var other = other
+        return text.withUTF8 { haystack in
+            other.withUTF8 { needle in
+                guard let first = needle.first else { return true }
+                guard haystack.count >= needle.count else { return false }
+                for start in 0...(haystack.count - needle.count) where haystack[start] == first {
+                    if memcmp(haystack.baseAddress! + start, needle.baseAddress!, needle.count) == 0 { return true }
+                }
+                return false
+            }
+        }
+    }
+
     /// The last range of `other` in the string, compared by characters (`range(of:options: .backwards)`).
     package func lastRange(of other: some StringProtocol) -> Range<Index>? {
         let needle = Array(other)

@@ -37,6 +37,18 @@ import Testing
         #expect("abc".lastRange(of: "abc") == "abc".startIndex..<"abc".endIndex)
     }
 
+    @Test func aSearchOfBytesFindsWhatASearchOfCharactersFinds() {
+        for (text, needle) in [
+            ("a/b.sync-conflict-1.txt", ".sync-conflict-"), ("ré/sumé.sync-conflict-x", ".sync-conflict-"),
+            ("notes.txt", ".sync-conflict-"), (".sync-conflict", ".sync-conflict-"), ("abc", "abc"), ("abc", "c"),
+            ("", "a"), ("ab", "abc"), ("aab", "ab"), ("x.tmp-1", ".tmp-"), ("中文.tmp-", ".tmp-"),
+        ] {
+            #expect(text.includesBytes(needle) == text.includes(needle), "\(text) \(needle)")
+            #expect(text[...].includesBytes(needle) == text.contains(needle), "\(text) \(needle)")
+        }
+        #expect("abc".includesBytes(""))
+    }
+
     @Test func percentEncodingRoundTripsAndDecodesAsFoundationDoes() {
         for text in Self.texts + ["100%", "%41%42", "%zz", "%4", "a+b c", "%C3%A9"] {
             #expect(text.percentEncoded().percentDecoded == text)
