@@ -74,6 +74,7 @@ extension FolderService {
                     return true
                 }
                 guard go else { continue }
+                Self.log.debug("linking", metadata: ["peer": "\(peer.name)"])
                 spawn("share-folders-link") { [self] in connect(to: peer) }
             }
         }
@@ -106,9 +107,11 @@ extension FolderService {
                 session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id), service: self
             )
             guard register(link) else {
+                Self.log.debug("a folder link opened here gives way", metadata: ["peer": "\(peer.name)"])
                 session.connection.close()
                 return
             }
+            Self.log.debug("a folder link opened", metadata: ["peer": "\(peer.name)"])
             let refusal = link.run(first: nil)
             run.withLock { $0.linkErrors[peer.id] = refusal }
             unregister(link)
@@ -129,9 +132,11 @@ extension FolderService {
             session: session, peerName: peerName, outgoing: false, local: announcements(for: session.peerID),
             service: self)
         guard register(link) else {
+            Self.log.debug("a folder link from the other device gives way", metadata: ["peer": "\(peerName)"])
             session.connection.fail(with: ProtocolError(.refused, "a folder link with this device is open already"))
             return
         }
+        Self.log.debug("a folder link served", metadata: ["peer": "\(peerName)"])
         _ = link.run(first: first)
         unregister(link)
     }
@@ -198,14 +203,15 @@ extension FolderService {
 
     // MARK: What a link asks
 
-    /// This device's entries of `folder` after `since`, as one update of at most the index limit (nil: none).
+    /// This device's entries of `folder` after `since`, as one update of at most `entriesPerUpdate` entries and the
+    /// index limit (nil: none).
     func indexUpdate(_ folderID: String, since: UInt64) -> IndexUpdate? {
         guard let folder = folder(folderID) else { return nil }
         return folder.withFolder { state -> IndexUpdate? in
             var records: [IndexRecord] = []
             var size = 64
             var last = since
-            for entry in state.store.localSince(since, limit: 20_000) {
+            for entry in state.store.localSince(since, limit: Self.entriesPerUpdate) {
                 let record = entry.record
                 if size + record.wireSize > Limits.maxIndexPayload - 1024, !records.isEmpty { break }
                 size += record.wireSize

@@ -21,7 +21,8 @@ extension FolderService {
     /// for while one is still arriving). A file no connected device holds waits (listed as waiting) until the next
     /// plan or link. A path with a pull under way (of an earlier version) waits for it to end: two pulls of one
     /// path at once may ask for the same content (one ref), and the first to end would take the other's ask with
-    /// it (its push refused, its asker waiting a minute). Looks at a bounded part of the queue each time.
+    /// it (its push refused, its asker waiting a minute). Looks at a bounded part of the queue each time, and stops
+    /// after `busyLook` paths in a row that only busy devices hold (what follows is looked at when one is free).
     func schedulePulls(_ folder: SharedFolder) {
         let (peers, outgoing, running) = run.withLock { run -> ([DeviceID], [DeviceID: Bool], [DeviceID: Int]) in
             let linked = run.links.filter { $0.value.shares(folder.id) }
@@ -38,11 +39,18 @@ extension FolderService {
         folder.withFolder { state in
             guard !state.queue.isEmpty, !room.isEmpty else { return }
             var examined = 0
+            // Paths in a row whose holders are all busy: in a first sync every path after them is held by the
+            // same busy device, so the look ends instead of asking the index about thousands of them each time.
+            var busyInARow = 0
             let (unheld, inFlight, store) = (state.unheld, state.inFlight, state.store)
             var noHolder: [String] = []
             state.queue.look { path, entry in
                 if unheld.contains(path) || inFlight[path] != nil { return true }
-                if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice { return false }
+                if room.isEmpty || examined > 4 * Self.pullBatch * Self.pullsPerDevice
+                    || busyInARow >= Self.busyLook
+                {
+                    return false
+                }
                 examined += 1
                 let remotes = store.remotes(path)
                 let holders = peers.filter { peer in
@@ -52,7 +60,11 @@ extension FolderService {
                     noHolder.append(path)
                     return true
                 }
-                guard let peer = holders.first(where: { room[$0] != nil }) else { return true }
+                guard let peer = holders.first(where: { room[$0] != nil }) else {
+                    busyInARow += 1
+                    return true
+                }
+                busyInARow = 0
                 open[peer, default: []].append(entry)
                 if open[peer]!.count >= Self.pullBatch {
                     batches.append((peer, open.removeValue(forKey: peer)!))

@@ -44,6 +44,11 @@ package final class FolderService: AgentPart, Sendable {
     /// Most files one pull asks for, and pulls of one folder from one device at a time.
     static let pullBatch = 1000
     static let pullsPerDevice = 1
+    /// Most entries in one index update: a peer plans and starts pulling the first thousand of a large index while
+    /// the rest still comes.
+    static let entriesPerUpdate = 1000
+    /// Paths in a row held only by devices with a pull under way after which a look for pulls ends.
+    static let busyLook = 64
 
     let device: LocalDevice
     let me: ShortID
