@@ -108,13 +108,18 @@ package enum Format {
         withVaList(arguments) { list in
             var buffer = [CChar](repeating: 0, count: 128)
             let needed = Int(vsnprintf(&buffer, buffer.count, format, list))
-            guard needed >= buffer.count else { return String(cString: buffer) }
+            guard needed >= buffer.count else { return text(buffer, needed) }
             return withVaList(arguments) { again in
                 var larger = [CChar](repeating: 0, count: needed + 1)
                 _ = vsnprintf(&larger, larger.count, format, again)
-                return String(cString: larger)
+                return text(larger, needed)
             }
         }
+    }
+
+    /// The first `count` characters vsnprintf wrote (none when it failed).
+    private static func text(_ characters: [CChar], _ count: Int) -> String {
+        String(decoding: characters.prefix(max(0, count)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// `value` with `digits` digits after the decimal point (`%.Nf`).
