@@ -90,14 +90,7 @@ extension FolderService {
     }
 
     private func connect(to peer: TrustedDevice) {
-        // The linker looks again once this attempt is over: a link that ended woke it while the attempt still
-        // counted as under way, and it would otherwise wait its second before linking again.
-        defer {
-            run.withLock { run in
-                run.connecting.remove(peer.id)
-                run.linkerWake = true
-            }
-        }
+        defer { run.withLock { _ = $0.connecting.remove(peer.id) } }
         do {
             let target = try PeerTarget.resolve(
                 peer.id.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
