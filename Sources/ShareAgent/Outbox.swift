@@ -273,10 +273,13 @@ package final class Outbox: AgentPart, Sendable {
                 // Each device's jobs go in the order they were made: its oldest queued job is tried, the others
                 // wait behind it. Due first; among jobs due at the same moment (a watch that just attached), the
                 // oldest first.
-                let queued = state.jobs.values.filter { $0.state == .queued }
-                let waiting = queued.filter { job in
-                    !queued.contains { $0.created < job.created && $0.sameDestination(as: job) }
-                }.sorted { ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created) }
+                let queued = state.jobs.values.filter { $0.state == .queued }.map { ($0, $0.destination) }
+                var oldest: [String: Date] = [:]
+                for (job, destination) in queued where oldest[destination].map({ job.created < $0 }) ?? true {
+                    oldest[destination] = job.created
+                }
+                let waiting = queued.filter { oldest[$0.1] == $0.0.created }.map(\.0)
+                    .sorted { ($0.nextAttempt, $0.created) < ($1.nextAttempt, $1.created) }
                 guard var job = waiting.first else { return .wait(changes: state.changes, until: nil) }
                 if job.nextAttempt > Date() { return .wait(changes: state.changes, until: job.nextAttempt) }
                 job.state = .running

@@ -113,11 +113,14 @@ package struct OutboxJob: Codable, Sendable, Equatable {
         return words
     }
 
-    /// Whether `other` goes to the same device by the same way (its jobs then go in the order they were made).
-    package func sameDestination(as other: OutboxJob) -> Bool {
-        to.lowercased() == other.to.lowercased() && via?.lowercased() == other.via?.lowercased()
-            && localsend == other.localsend && (mirror == nil) == (other.mirror == nil)
+    /// The device and the way a job goes to it: jobs with the same destination go in the order they were made.
+    package var destination: String {
+        [to.lowercased(), via?.lowercased() ?? "", localsend ?? "", mirror == nil ? "" : "mirror"]
+            .joined(separator: "\u{0}")
     }
+
+    /// Whether `other` goes to the same device by the same way.
+    package func sameDestination(as other: OutboxJob) -> Bool { destination == other.destination }
 
     package init(to: String) {
         id = String(UUID().uuidString.replacing("-", with: "").prefix(12)).lowercased()
