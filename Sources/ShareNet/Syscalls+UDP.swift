@@ -94,7 +94,8 @@ extension Syscalls {
         if n < 0 && errno != EINTR && errno != EAGAIN { throw failure("recvfrom") }
         guard n > 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-        inet_ntop(AF_INET, &source.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
+        // A source address that cannot be written as text (never for IPv4 into a buffer of this size): dropped.
+        guard inet_ntop(AF_INET, &source.sin_addr, &text, socklen_t(INET_ADDRSTRLEN)) != nil else { return nil }
         let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return (Array(buffer[0..<n]), address)
     }
