@@ -14,7 +14,7 @@ TEXTS=${3:-10000}
 release_build share >/dev/null
 BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 
 HUB=$WORK/hub
 $BIN id --config "$HUB" --name hub >/dev/null

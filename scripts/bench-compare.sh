@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib-bench.sh"
 A=$1; B=$2; MIB=${3:-1024}; ROUNDS=${4:-5}
 WORK=$(mktemp -d /var/tmp/share-compare.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 head -c $((MIB << 20)) /dev/urandom > "$WORK/payload.bin"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 devices() { # BIN DIR

@@ -16,7 +16,7 @@ release_build share >/dev/null
 BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-bench-flood.XXXXXX)
 chmod 755 "$WORK"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 FLOOD=$PWD/Tests/ShareKitTests/Fixtures/idle_flood.py
 cp "$FLOOD" "$WORK/idle_flood.py" && chmod 644 "$WORK/idle_flood.py"
 

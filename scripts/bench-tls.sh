@@ -14,7 +14,7 @@ release_build share >/dev/null
 release_build share-bench-tls >/dev/null
 BIN=$(bin_dir)
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 
 A=$WORK/a; B=$WORK/b
 $BIN/share id --config "$A" --name bench-a >/dev/null

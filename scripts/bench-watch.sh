@@ -17,7 +17,7 @@ release_build share share-watch >/dev/null
 BIN=$(bin_dir)/share
 WATCHBIN=${WATCH_BIN:-$(bin_dir)/share-watch}
 WORK=$(mktemp -d /var/tmp/share-bench-watch.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 
 for d in phone watch laptop; do $BIN id --config "$WORK/$d" --name "$d" >/dev/null; done
 id() { $BIN id --config "$WORK/$1" | tail -1; }

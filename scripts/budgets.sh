@@ -28,7 +28,7 @@ watch_mb=$(( $(stat -c %s "$WATCH_BIN") / 1000000 ))
 export SHARE_SMOKE=1   # the agents, senders and receivers are the test command's build
 BIN=$(bin_dir)/share
 WORK=$(mktemp -d /var/tmp/share-budgets.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" || true' EXIT
 failed=0
 budget() { # name measured-KiB limit-MiB detail
   if [ "$2" -lt $(($3 * 1024)) ]; then
