@@ -42,6 +42,7 @@ extension FolderService {
         let links = run.withLock { run -> [FolderLink] in
             run.retryAt = [:]
             run.failures = [:]
+            run.quickEnds = [:]
             run.linkerWake = true
             return Array(run.links.values)
         }
@@ -51,8 +52,12 @@ extension FolderService {
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
 
     /// Keeps a link open to every device a folder is shared with: the device with the lower ID opens it at once,
-    /// the other if none came within a second (one side may not reach the other), or at once the first time; a device that cannot be
-    /// reached is tried again after 1, 2, 4 … at most 30 seconds, at once when it is heard from again.
+    /// the other if none came within a second (one side may not reach the other), or at once the first time; a
+    /// device that cannot be reached is tried again after 1, 2, 4 … at most 30 seconds, at once when it is heard
+    /// from again. A link that ends is opened again at once; one that ends soon after it opened (the other device
+    /// closed or refused it) is opened again at once the first time (a folder accepted or removed there makes
+    /// every link again), then after 1, 2, 4 … at most 30 seconds: a device that ends every link gets no loop of
+    /// handshakes.
     func linker() {
         let started = Date()
         while !stopping {
@@ -83,14 +88,21 @@ extension FolderService {
     /// A device was heard from (an announcement, a session of its own): a link to it is tried at once.
     package func heard(_ id: DeviceID) {
         run.withLock { run in
-            guard run.retryAt[id] != nil else { return }
+            // Hearing from a device that ends every link opened to it is no reason to try again sooner.
+            guard run.retryAt[id] != nil, run.quickEnds[id, default: 0] < 2 else { return }
             run.retryAt[id] = nil
             run.linkerWake = true
         }
     }
 
     private func connect(to peer: TrustedDevice) {
-        defer { run.withLock { _ = $0.connecting.remove(peer.id) } }
+        // The linker looks again once this attempt is over (a link that ended is opened again, or its time set).
+        defer {
+            run.withLock { run in
+                run.connecting.remove(peer.id)
+                run.linkerWake = true
+            }
+        }
         do {
             let target = try PeerTarget.resolve(
                 peer.id.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
@@ -112,8 +124,19 @@ extension FolderService {
                 return
             }
             Self.log.debug("a folder link opened", metadata: ["peer": "\(peer.name)"])
+            let opened = ContinuousClock.now
             let refusal = link.run(first: nil)
-            run.withLock { $0.linkErrors[peer.id] = refusal }
+            let steady = ContinuousClock.now - opened >= .seconds(Self.steadyLink)
+            run.withLock { run in
+                run.linkErrors[peer.id] = refusal
+                guard !steady else {
+                    run.quickEnds[peer.id] = nil
+                    return
+                }
+                let ends = run.quickEnds[peer.id, default: 0] + 1
+                run.quickEnds[peer.id] = ends
+                if ends > 1 { run.retryAt[peer.id] = Date().addingTimeInterval(min(30, pow(2.0, Double(ends - 2)))) }
+            }
             unregister(link)
         } catch {
             run.withLock { run in

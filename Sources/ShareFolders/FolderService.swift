@@ -49,6 +49,8 @@ package final class FolderService: AgentPart, Sendable {
     static let entriesPerUpdate = 1000
     /// Paths in a row held only by devices with a pull under way after which a look for pulls ends.
     static let busyLook = 64
+    /// Seconds a link must last for its end to be taken as an ordinary one (opened again at once, every time).
+    static let steadyLink = 10.0
 
     let device: LocalDevice
     let me: ShortID
@@ -72,6 +74,8 @@ package final class FolderService: AgentPart, Sendable {
         var connecting: Set<DeviceID> = []
         var retryAt: [DeviceID: Date] = [:]
         var failures: [DeviceID: Int] = [:]
+        /// Links in a row that ended within `steadyLink` seconds of opening, by device.
+        var quickEnds: [DeviceID: Int] = [:]
         /// Why the last link attempt to each device failed.
         var linkErrors: [DeviceID: String] = [:]
         /// Pulls under way, by "folder|device".

@@ -129,6 +129,37 @@ extension EndToEnd {
             #expect(desk.run(["trust", "list", "--json"]).stdout.isEmpty)
         }
 
+        /// A trusted device that ends every folder link opened to it (closes it, or refuses it) gets no loop of
+        /// handshakes: the first end is followed by a new link at once (a folder accepted there makes every link
+        /// again), the next ones after 1, 2, 4 … seconds (links at about 0, 0, 1, 3 and 7 s of a 10 s watch).
+        @Test(arguments: ["close", "refuse"])
+        func aDeviceThatEndsEveryFolderLinkIsLinkedLessAndLessOften(how: String) throws {
+            let desk = try TestDevice("desk")
+            let hostile = try TestDevice("hostile")
+            let port = freePort()
+            desk.trust(hostile, address: "127.0.0.1:\(port)", flags: ["--team"])
+            let script = Self.script.deletingLastPathComponent().appendingPathComponent("hostile_link_peer.py")
+            let peer = try BackgroundShare(
+                [
+                    script.path, "\(port)", hostile.config.appendingPathComponent("cert.pem").path,
+                    hostile.config.appendingPathComponent("key.pem").path, "10", how,
+                ], executable: URL(fileURLWithPath: "/usr/bin/python3"))
+            defer { peer.stop() }
+            #expect(peer.stdout.waitForLine(containing: "listening", timeout: 20) != nil, "\(peer.stderr.text)")
+            let (agent, _) = try desk.startAgent(["--no-discovery"])
+            defer { agent.stop() }
+            let added = desk.run(["sync", "add", try desk.folder("thesis").path, "--with", "hostile"])
+            #expect(added.status == 0, "\(added.stderr)")
+            #expect(peer.wait(timeout: 40) == 0, "\(peer.stderr.text)")
+            let links = peer.stdout.text.split(separator: "\n").first { $0.hasPrefix("links ") }
+                .flatMap { Int($0.dropFirst(6)) }
+            let logs = agent.stderr.text.split(separator: "\n").suffix(20).joined(separator: "\n")
+            // Linked again after the first end (at once) and after the second (a second later)…
+            #expect((links ?? 0) >= 3, "\(peer.stdout.text)\n\(logs)")
+            // …and never in a loop: one link a second would be 10.
+            #expect((links ?? 99) <= 6, "\(peer.stdout.text)\n\(logs)")
+        }
+
         @Test func aTricklingPeerIsCutOffByTheHandshakeDeadline() throws {
             let desk = try TestDevice("desk")
             let hostile = try TestDevice("hostile")
