@@ -265,28 +265,34 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
 
     /// Makes the file `name`, which must not exist yet, holding `bytes` with `mode` and (when given) its
     /// modification time: written without a name (O_TMPFILE) and then linked at `name`, so that it appears whole
-    /// or not at all, with one change at its name and no temporary file left by a crash. A `.exists` error when
-    /// something took the name meanwhile (nothing is replaced); false, with nothing made, where the file system
-    /// makes no unnamed files or they cannot be linked (the caller writes the file another way).
-    public func writeNew(_ name: String, _ bytes: [UInt8], mode: mode_t, modifiedNanoseconds: Int64?) throws -> Bool {
+    /// or not at all, with one change at its name and no temporary file left by a crash. Answers the new file's
+    /// description (as a look at `name` right after would see it); a `.exists` error when something took the name
+    /// meanwhile (nothing is replaced); nil, with nothing made, where the file system makes no unnamed files or they
+    /// cannot be linked (the caller writes the file another way).
+    public func writeNew(_ name: String, _ bytes: [UInt8], mode: mode_t, modifiedNanoseconds: Int64?) throws
+        -> FileInfo?
+    {
         try Self.checkName(name)
         let opened = cshare_open_unnamed(fd, UInt32(mode))
         guard opened >= 0 else {
-            if errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL { return false }
+            if errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL { return nil }
             throw DiskError.system("cannot create \(display(name))")
         }
         let file = OpenFile(fd: opened, path: display(name))
         defer { file.close() }
         try file.write(bytes[...], at: 0)
-        // Whatever the process's umask: the mode asked for is the mode the file gets.
-        file.setMode(mode)
+        // Whatever the process's umask: the mode asked for is the mode the file gets (set only when the umask took
+        // some of it).
+        if file.info?.mode != mode & 0o7777 { file.setMode(mode) }
         if let modifiedNanoseconds { try file.setModified(nanoseconds: modifiedNanoseconds) }
+        // Linking changes none of what the description holds (kind, size, time, mode, inode).
+        guard let made = file.info else { throw DiskError.system("cannot create \(display(name))") }
         guard cshare_link_unnamed(opened, fd, name) == 0 else {
             // No /proc to link through (or no right to): written the other way.
-            if errno == ENOENT || errno == EPERM || errno == EACCES { return false }
+            if errno == ENOENT || errno == EPERM || errno == EACCES { return nil }
             throw DiskError.system("cannot create \(display(name))")
         }
-        return true
+        return made
     }
 
     // MARK: Names

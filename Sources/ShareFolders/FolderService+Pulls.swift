@@ -311,10 +311,10 @@ extension FolderService {
                                 // replaced: a file made there meanwhile is looked at instead).
                                 if free {
                                     do {
-                                        if try directory.writeNew(
+                                        if let made = try directory.writeNew(
                                             parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified)
                                         {
-                                            return
+                                            return DiskFolder.stamp(made)
                                         }
                                     } catch let error as DiskError where error.kind == .exists {
                                         throw SyncFolder.PathTaken()
@@ -323,6 +323,7 @@ extension FolderService {
                                 try directory.writeAtomically(
                                     parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified,
                                     staging: staging)
+                                return nil
                             }
                             switch outcome {
                             case .placed(let entries):

@@ -100,6 +100,9 @@ public final class SyncFolder {
     /// While steps run or fetched files are placed: the folders above paths already found to be folders (a step
     /// that may remove or replace a folder forgets them).
     private var knownFolders: Set<String>?
+    /// While fetched files are placed: whether the folder's marker was there when the placing began (looked at
+    /// once for the files placed together, not once for each).
+    private var presentWhilePlacing: Bool?
 
     /// A step may have removed or replaced a folder: the folders found so far are looked at again.
     private func forgetKnownFolders() {
@@ -419,7 +422,11 @@ public final class SyncFolder {
     /// Runs `body` (files put in place one after another) with the folders it reaches kept open.
     public func placing<T>(_ body: () throws -> T) rethrows -> T {
         knownFolders = []
-        defer { knownFolders = nil }
+        presentWhilePlacing = disk.isPresent
+        defer {
+            knownFolders = nil
+            presentWhilePlacing = nil
+        }
         return try disk.keepingFoldersOpen(body)
     }
 
@@ -427,13 +434,21 @@ public final class SyncFolder {
     /// the plan is scanned instead), then put in place by `put` (which moves the verified bytes over the path, with
     /// the entry's mode and time) and recorded.
     public func place(_ entry: FileEntry, put: () throws -> Void) throws -> PlaceOutcome {
-        try place(entry, putting: { _ in try put() })
+        try place(
+            entry,
+            putting: { _ in
+                try put()
+                return nil
+            })
     }
 
     /// As above; `put` is told whether nothing was at the path when it was checked (it may then make the file
-    /// only where the path is still free, throwing `PathTaken` otherwise).
-    public func place(_ entry: FileEntry, putting put: (_ free: Bool) throws -> Void) throws -> PlaceOutcome {
-        guard disk.isPresent else { throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)") }
+    /// only where the path is still free, throwing `PathTaken` otherwise), and answers the stamp of the file it
+    /// made when it knows it (nil: the path is looked at).
+    public func place(_ entry: FileEntry, putting put: (_ free: Bool) throws -> DiskStamp?) throws -> PlaceOutcome {
+        guard presentWhilePlacing ?? disk.isPresent else {
+            throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)")
+        }
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
         let now = disk.stamp(entry.path)
@@ -463,12 +478,13 @@ public final class SyncFolder {
         } else {
             free = true
         }
+        let made: DiskStamp?
         do {
-            try put(free)
+            made = try put(free)
         } catch is PathTaken {
             return .changedHere
         }
-        return .placed(recorded + recordApplied(entry))
+        return .placed(recorded + recordApplied(entry, made: made))
     }
 
     /// Makes the folders above `path` that are missing. One the others agree exists is made as it is; one deleted
@@ -646,7 +662,7 @@ public final class SyncFolder {
     /// When this device held a version the global one never saw (a deletion here that lost to a concurrent edit,
     /// say), the version recorded is both merged: what this device did stays known, so no device can take its own
     /// older version back over it.
-    private func recordApplied(_ entry: FileEntry) -> [FileEntry] {
+    private func recordApplied(_ entry: FileEntry, made: DiskStamp? = nil) -> [FileEntry] {
         var applied = entry
         applied.sequence = 0
         applied.localOnly = false
@@ -655,7 +671,7 @@ public final class SyncFolder {
         }
         // A stamp of another kind than the entry's (what is on disk changed under the step) is no stamp of it: the
         // path is then scanned again, never taken as holding this entry.
-        let stamp = entry.deleted ? nil : disk.stamp(entry.path).flatMap { $0.kind == entry.kind ? $0 : nil }
+        let stamp = entry.deleted ? nil : (made ?? disk.stamp(entry.path)).flatMap { $0.kind == entry.kind ? $0 : nil }
         return store.recordLocal([LocalEntry(entry: applied, stamp: stamp)])
     }
 }

@@ -22,6 +22,9 @@ public final class SQLiteFolderStore: FolderStore {
     private var localCache: [String: LocalEntry?] = [:]
     private var remoteCache: [String: [ShortID: FileEntry]] = [:]
     static let cacheLimit = 32768
+    /// Inside `batch`: the sequence the index reached, written when the batch ends.
+    private var batching = false
+    private var unwrittenSequence: UInt64?
 
     /// The layout of the tables: 2 keys the others' entries by path first (a plan looks them up by path).
     static let layout = 2
@@ -81,14 +84,27 @@ public final class SQLiteFolderStore: FolderStore {
         do {
             try database.transaction {
                 ran = true
+                batching = true
+                defer { batching = false }
                 body()
+                // Where the index stands is written once, for every entry the batch recorded.
+                if let written = unwrittenSequence {
+                    unwrittenSequence = nil
+                    try writeSequence(written)
+                }
             }
         } catch {
+            unwrittenSequence = nil
             // What the body wrote may have been rolled back.
             forgetCached()
             // No transaction could begin: each entry is recorded in its own.
             if !ran { body() }
         }
+    }
+
+    private func writeSequence(_ sequence: UInt64) throws {
+        try database.query(
+            "UPDATE indexes SET sequence = ? WHERE folder = ?", [.integer(Int64(bitPattern: sequence)), .text(folder)])
     }
 
     /// Hands back what a burst of work took: the cached entries, the database's cached pages and its log.
@@ -288,9 +304,7 @@ public final class SQLiteFolderStore: FolderStore {
                     cache(local: LocalEntry(entry: entry, stamp: item.stamp), at: entry.path)
                     recorded.append(entry)
                 }
-                try database.query(
-                    "UPDATE indexes SET sequence = ? WHERE folder = ?",
-                    [.integer(Int64(bitPattern: next)), .text(folder)])
+                if batching { unwrittenSequence = next } else { try writeSequence(next) }
             }
         } catch {
             differing = [:]

@@ -138,10 +138,12 @@ final class Scratch {
         let umask = Glibc.umask(0o077)
         defer { _ = Glibc.umask(umask) }
         // This machine's file systems make unnamed files: a file system that cannot answers false.
-        #expect(try target.writeNew("new.txt", [4, 5, 6], mode: 0o751, modifiedNanoseconds: modified))
+        let made = try #require(try target.writeNew("new.txt", [4, 5, 6], mode: 0o751, modifiedNanoseconds: modified))
         #expect(try target.readFile("new.txt") == [4, 5, 6])
         let info = try #require(target.info("new.txt"))
         #expect(info.mode == 0o751)
+        // What it answers is what a look at the name sees.
+        #expect(made == info)
         #expect(info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds) == modified)
         #expect(target.entries() == ["new.txt"])
         // A name taken (a file, a folder) is refused and what holds it is left as it was.
