@@ -130,13 +130,16 @@ extension FolderService {
     /// What a pull asks for: each file by path, content and size, and for a small file this device holds an
     /// earlier version of, that version's block signature (what changed crosses, not the whole file).
     func request(_ entries: [FileEntry], in folder: SharedFolder) -> FolderPull {
-        let whole = folder.withFolder { $0.wholeNext }
+        // What the index holds of every path, in one look (a first sync holds none: nothing more is read).
+        let (whole, locals) = folder.withFolder { state in
+            (state.wholeNext, entries.map { state.store.local($0.path) })
+        }
         return FolderPull(
             folder: folder.id,
-            items: entries.map { entry in
+            items: zip(entries, locals).map { entry, local in
                 var basis: String?
-                if entry.size <= UInt64(FolderFiles.largest), !whole.contains(entry.path),
-                    let bytes = localVersion(entry.path, in: folder), !bytes.isEmpty
+                if entry.size <= UInt64(FolderFiles.largest), !whole.contains(entry.path), let local,
+                    let bytes = localVersion(entry.path, recorded: local, in: folder), !bytes.isEmpty
                 {
                     basis = bytes.withUnsafeBytes { Data(SmallDelta.Signature(of: $0).encoded()).base64EncodedString() }
                 }
@@ -148,7 +151,13 @@ extension FolderService {
 
     /// The bytes of this device's version of a small file, when the disk still holds what the index recorded.
     func localVersion(_ path: String, in folder: SharedFolder) -> [UInt8]? {
-        guard let local = folder.withFolder({ $0.store.local(path) }), !local.entry.deleted, local.entry.kind == .file,
+        guard let local = folder.withFolder({ $0.store.local(path) }) else { return nil }
+        return localVersion(path, recorded: local, in: folder)
+    }
+
+    /// As above, with what the index recorded of the path already looked up.
+    func localVersion(_ path: String, recorded local: LocalEntry, in folder: SharedFolder) -> [UInt8]? {
+        guard !local.entry.deleted, local.entry.kind == .file,
             local.entry.size <= UInt64(FolderFiles.largest), let recorded = local.stamp
         else { return nil }
         let parts = path.split(separator: "/").map(String.init)

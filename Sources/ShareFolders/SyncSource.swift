@@ -20,23 +20,27 @@ final class SyncFileSource: ItemSource {
     /// The sources of the items this device holds at the content asked for now (the others left out); the
     /// folders they are in are opened once each.
     static func sources(_ items: [FolderPull.Item], folder: SharedFolder) -> [SyncFileSource] {
+        let items = items.filter { SyncNames.isValidPath($0.path) && !SyncNames.isInternal($0.path) }
+        // What the index recorded of every path, in one look (the folder's lock is taken once, not once a file).
+        let locals = folder.withFolder { state in items.map { state.store.local($0.path) } }
         var directories: [String: Directory?] = [:]
-        return items.compactMap { item in
-            guard SyncNames.isValidPath(item.path), !SyncNames.isInternal(item.path) else { return nil }
+        return zip(items, locals).compactMap { item, local in
+            guard let local else { return nil }
             let parts = item.path.split(separator: "/").map(String.init)
             let parent = parts.dropLast().joined(separator: "/")
             if directories[parent] == nil {
                 directories[parent] = .some(try? folder.root.directory(components: Array(parts.dropLast())))
             }
             guard let directory = directories[parent] ?? nil else { return nil }
-            return SyncFileSource(item, leaf: parts.last!, in: directory, folder: folder)
+            return SyncFileSource(item, leaf: parts.last!, in: directory, recorded: local)
         }
     }
 
-    /// The source of `item`, or nil when this device does not hold that content now.
-    init?(_ item: FolderPull.Item, leaf: String, in directory: Directory, folder: SharedFolder) {
+    /// The source of `item`, or nil when this device does not hold that content now (`local`: what the index
+    /// recorded of its path).
+    init?(_ item: FolderPull.Item, leaf: String, in directory: Directory, recorded local: LocalEntry) {
         guard let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.kind == .file,
-            let local = folder.withFolder({ $0.store.local(item.path) }), !local.entry.deleted,
+            !local.entry.deleted,
             local.entry.kind == .file, local.entry.digest.hexString == item.digest, local.entry.size == item.size,
             let recorded = local.stamp, recorded.same(as: stamp)
         else { return nil }
