@@ -129,6 +129,8 @@ extension FolderService {
             let steady = ContinuousClock.now - opened >= .seconds(Self.steadyLink)
             run.withLock { run in
                 run.linkErrors[peer.id] = refusal
+                // A link replaced by the one the device opened (of two, the lower ID's stays) ended here, not there.
+                guard run.links[peer.id] === link else { return }
                 guard !steady else {
                     run.quickEnds[peer.id] = nil
                     return
