@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A trusted device that ends every folder link opened to it, for tests. It listens with TLS 1.3 and the device's
 certificate, answers a session's hello as an agent, waits for the folder hello (0x30) and then closes the connection
-(or, with `refuse`, sends a refusal first). It prints "listening" once it listens, serves for SECONDS, then prints how
-many folder links were opened to it ("links N").
+(or, with `refuse`, sends a refusal first). It prints "listening" once it listens, serves for SECONDS from the first
+folder link (which it waits for at most a minute, times the tests' patience), then prints how many folder links were
+opened to it in that time ("links N").
 
 Usage: hostile_link_peer.py PORT CERT KEY SECONDS [close|refuse]"""
 import json, os, socket, ssl, sys, time
@@ -18,7 +19,8 @@ ctx.load_cert_chain(cert, key)
 server = socket.create_server(("127.0.0.1", port))
 print("listening", flush=True)
 links = []
-deadline = time.monotonic() + seconds
+# Until the first link: a minute (the agent starts meanwhile); from it: SECONDS, whatever the machine's load.
+deadline = time.monotonic() + 60 * PATIENCE
 while True:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -39,6 +41,8 @@ while True:
         kind, _ = receive_frame(conn)
         if kind == 0x30:
             links.append(time.monotonic())
+            if len(links) == 1:
+                deadline = links[0] + seconds
             if how == "refuse":
                 send_frame(conn, 0x02, json.dumps({"code": "refused", "message": "no folder links"}).encode())
         conn.close()
