@@ -267,7 +267,7 @@ extension SharedFolder.State {
     /// What is still to come, for the status: queued and in flight.
     mutating func countNeeded() {
         neededFiles = queue.count + inFlight.count
-        neededBytes = queue.values.reduce(0) { $0 + $1.size }
+        neededBytes = queue.bytes
     }
 
 }

@@ -6,7 +6,7 @@ import Testing
 /// The queue of pulls: offered in path order (neighbours are pulled, recorded and announced together), what was
 /// queued lately first, and nothing queued ever passed over.
 @Suite struct PullQueueTests {
-    func entry(_ path: String) -> FileEntry { FileEntry(path: path, kind: .file, size: 1) }
+    func entry(_ path: String, size: UInt64 = 1) -> FileEntry { FileEntry(path: path, kind: .file, size: size) }
 
     /// Everything `look` is offered until it has taken `limit` (each taken is removed afterwards, as pulls do).
     func take(_ queue: inout PullQueue, _ limit: Int, skipping: Set<String> = []) -> [String] {
@@ -68,5 +68,45 @@ import Testing
         queue.removeAll()
         #expect(queue.isEmpty)
         #expect(take(&queue, 5).isEmpty)
+    }
+
+    /// An index arriving in batches while pulls take from the front (in order, and a batch of earlier paths
+    /// between them, and paths queued again): each queued path offered once, in path order among what was there,
+    /// and the bytes still to come kept as paths come and go.
+    @Test func batchesMergedWhilePullsTakeKeepPathOrderAndBytes() {
+        var queue = PullQueue()
+        var expected: [String] = []
+        var offered: [String] = []
+        var bytes: UInt64 = 0
+        func add(_ paths: [String]) {
+            for path in paths {
+                let size = UInt64(path.utf8.count)
+                if queue[path] == nil { bytes += size }
+                queue[path] = entry(path, size: size)
+            }
+        }
+        for batch in 0..<20 {
+            let paths = (0..<300).map { String(format: "b%02d/f%03d", batch, $0) }
+            add(paths.shuffled())
+            expected += paths
+            if batch == 10 {
+                // Earlier paths, some already taken: queued again, merged among the rest.
+                add((0..<300).map { String(format: "b03/g%03d", $0) })
+                expected += (0..<300).map { String(format: "b03/g%03d", $0) }
+            }
+            let taken = take(&queue, 200)
+            #expect(taken == taken.sorted())
+            offered += taken
+            bytes -= taken.reduce(0) { $0 + UInt64($1.utf8.count) }
+            #expect(queue.bytes == bytes)
+        }
+        while !queue.isEmpty {
+            let taken = take(&queue, 500)
+            #expect(!taken.isEmpty)
+            offered += taken
+        }
+        #expect(offered.count == Set(offered).count)
+        #expect(Set(offered) == Set(expected))
+        #expect(queue.bytes == 0)
     }
 }
