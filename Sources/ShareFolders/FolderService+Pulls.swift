@@ -438,7 +438,7 @@ extension FolderService {
                 try session.connection.send(.folderPush, offered)
                 // Once the session carries them, the asker counts them by the session's end.
                 coming = Set(offered.items.map(\.ref))
-                try send(sources, over: session)
+                try send(sources, of: folder, over: session)
             } catch {
                 Self.log.info("a push ended", metadata: ["to": "\(name)", "reason": "\(error)"])
             }
@@ -469,12 +469,12 @@ extension FolderService {
         guard !sources.isEmpty else {
             throw ProtocolError(.refused, "none of those files is here at that content now")
         }
-        try send(sources, over: session)
+        try send(sources, of: folder, over: session)
     }
 
     /// Sends files of a folder over `session` to the device that pulls them: the small ones whole, several to a
     /// frame, then the others as a transfer's sender.
-    private func send(_ sources: [SyncFileSource], over session: Session) throws {
+    private func send(_ sources: [SyncFileSource], of folder: SharedFolder, over session: Session) throws {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "the device receives without an accept list")
         }
@@ -495,9 +495,26 @@ extension FolderService {
             files = []
             bytes = 0
         }
+        // Files whose content is not what the index names although their stamps say unchanged: left out, and
+        // read again by the folder's next round (the puller asks again once this device recorded what they hold).
+        let hasher = chunkHasher(.blake3)
+        var distrusted: [String] = []
+        defer {
+            if !distrusted.isEmpty {
+                Self.log.notice(
+                    "files changed here without their size, time or inode changing are read again",
+                    metadata: ["folder": "\(folder.settings.label)", "files": "\(distrusted.count)"])
+                folder.withFolder { $0.sync.distrust(distrusted) }
+                folder.rescan(Set(distrusted))
+            }
+        }
         for source in small {
             // A file changed since the pull was planned is left out (the device pulls it again once it knows).
             guard let contents = source.wholeContents() else { continue }
+            guard contents.withUnsafeBytes({ hasher.digest(hasher.digest($0)) }) == source.digest else {
+                distrusted.append(source.offer.label)
+                continue
+            }
             var file = FolderFiles.File(ref: source.offer.id, bytes: contents)
             // Against the puller's version when it described one: the patch when it saves a quarter or more.
             if let basis = source.basis, let data = Data(base64Encoded: basis),

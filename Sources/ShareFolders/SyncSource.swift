@@ -14,6 +14,8 @@ final class SyncFileSource: ItemSource {
     let directory: Directory
     let leaf: String
     let stamp: DiskStamp
+    /// The content digest the index names (`ContentDigest`).
+    let digest: [UInt8]
     /// The puller's version of the file, when it described one (`SmallDelta.Signature`, base64).
     let basis: String?
 
@@ -47,6 +49,7 @@ final class SyncFileSource: ItemSource {
         self.directory = directory
         self.leaf = leaf
         self.stamp = stamp
+        digest = local.entry.digest
         basis = item.basis
         offer = OfferItem(
             id: item.ref, label: item.path,

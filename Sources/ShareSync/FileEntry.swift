@@ -105,6 +105,34 @@ public struct DiskStamp: Hashable, Sendable {
         self.inode = inode
     }
 
+    /// How close to its file's last change a stamp may be taken and still be trusted: a change made within the
+    /// file system's timestamp granularity of the last one (a tick on ext4, a second or two on others) may leave
+    /// size, time and inode as they were.
+    public static let granularity: Int64 = 2_000_000_000
+    /// Set in `mode` (outside the file type and permission bits) on a stamp recorded too soon after its file's last
+    /// change: the next scan reads the file again instead of trusting it.
+    static let racyFlag: UInt32 = 1 << 31
+
+    /// Whether the scan that recorded this stamp came so soon after the file's last change that a later change
+    /// could look the same; such a file is read again by every scan until one comes later.
+    public var racy: Bool { mode & Self.racyFlag != 0 }
+
+    /// This stamp as recorded by a scan that began at `time` (nanoseconds since 1970): racy when the file changed
+    /// less than `granularity` before (or after: a clock set back).
+    public func recorded(at time: Int64) -> DiskStamp {
+        var stamp = self
+        if kind == .file, modified > time - Self.granularity { stamp.mode |= Self.racyFlag }
+        return stamp
+    }
+
+    /// This stamp no longer trusted: the next scan of its path reads the file again (the content was found not to
+    /// be what the index names).
+    public var distrusted: DiskStamp {
+        var stamp = self
+        stamp.mode |= Self.racyFlag
+        return stamp
+    }
+
     /// Whether the path is as it was when recorded (a folder: its kind and permission bits; a link: its kind and
     /// inode, its target being read on every scan).
     public func same(as other: DiskStamp) -> Bool {

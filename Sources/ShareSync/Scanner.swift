@@ -8,7 +8,7 @@ public struct ScanResult: Sendable {
 }
 
 /// Compares what is on disk with this device's index: a path whose stamp is as recorded is unchanged (nothing is
-/// read); one whose stamp differs is read (`content`) and, if its content or metadata changed, gets a new version
+/// read), unless the stamp was recorded too soon after the file changed (`DiskStamp.racy`); one whose stamp differs is read (`content`) and, if its content or metadata changed, gets a new version
 /// raised by this device; a recorded path no longer there gets a tombstone. Pure: the caller lists the disk.
 public enum Scanner {
     /// A path's content as read now: a file's digest, or a link's target.
@@ -31,7 +31,7 @@ public enum Scanner {
     ) -> ScanResult {
         var result = ScanResult()
         for (path, stamp) in observed.sorted(by: { $0.key < $1.key }) {
-            if let known = recorded[path], let known, known.same(as: stamp) { continue }
+            if let known = recorded[path], let known, known.same(as: stamp), !known.racy { continue }
             let local = store.local(path)
             guard let read = stamp.kind == .directory ? Content() : content(path, stamp) else { continue }
             var entry = FileEntry(
@@ -42,11 +42,11 @@ public enum Scanner {
             if let local, !local.entry.deleted, local.entry.sameContent(as: entry),
                 local.entry.sameMetadata(as: entry)
             {
-                result.restamped.append(LocalEntry(entry: local.entry, stamp: stamp))
+                result.restamped.append(LocalEntry(entry: local.entry, stamp: stamp.recorded(at: time)))
                 continue
             }
             entry.version = entry.version.updated(by: me, now: now)
-            result.changed.append(LocalEntry(entry: entry, stamp: stamp))
+            result.changed.append(LocalEntry(entry: entry, stamp: stamp.recorded(at: time)))
         }
         for (path, stamp) in recorded where stamp != nil && observed[path] == nil && inScope(path) {
             guard let local = store.local(path), !local.entry.deleted else { continue }

@@ -138,6 +138,18 @@ public final class SyncFolder {
         }
     }
 
+    /// Files found holding other content than their index entries name while their stamps say unchanged (a change
+    /// that left size, time and inode as they were: a clock set back, a write within one timestamp tick): the
+    /// next scan of each reads it again and records what it holds.
+    public func distrust(_ paths: [String]) {
+        store.restamp(
+            paths.compactMap { path in
+                store.local(path).flatMap { local in
+                    local.stamp.map { LocalEntry(entry: local.entry, stamp: $0.distrusted) }
+                }
+            })
+    }
+
     /// Records what changed at exactly these paths.
     @discardableResult
     public func scan(paths: Set<String>) -> [FileEntry] {

@@ -364,17 +364,31 @@ final class Simulation {
         case .pull(let entries):
             var answer: [(FileEntry, [UInt8])] = []
             var missing: [String] = []
+            var distrusted: [String] = []
             for entry in entries {
                 guard let local = device.store.local(entry.path), local.entry.version == entry.version,
-                    !local.entry.deleted, let node = device.disk.nodes[entry.path], node.kind == .file,
-                    SimDisk.digest(node.content) == entry.digest
+                    !local.entry.deleted, let node = device.disk.nodes[entry.path], node.kind == .file
                 else {
                     missing.append(entry.path)
+                    continue
+                }
+                guard SimDisk.digest(node.content) == entry.digest else {
+                    missing.append(entry.path)
+                    // As the agent's holder does: content not what the index names under the stamp it recorded
+                    // (a change the scans could not see) is read again at once.
+                    if let recorded = local.stamp, let now = device.disk.stamp(entry.path), recorded.same(as: now) {
+                        distrusted.append(entry.path)
+                    }
                     continue
                 }
                 answer.append((entry, node.content))
             }
             send(device.index, message.from, .content(answer, missing: missing))
+            if !distrusted.isEmpty {
+                device.folder.distrust(distrusted)
+                noteScanned(device, device.folder.scan(paths: Set(distrusted)))
+                announce(device)
+            }
         case .content(let items, let missing):
             for path in missing where device.requested[path]?.peer == message.from { device.requested[path] = nil }
             var rescans: Set<String> = []

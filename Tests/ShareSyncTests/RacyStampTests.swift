@@ -1,0 +1,44 @@
+import ShareSync
+import Testing
+
+/// A change that leaves a file's size, time and inode as they were is still found: a stamp recorded within the
+/// file system's timestamp granularity of the file's last change is not trusted by the next scan, and a file whose
+/// content is found not to be what its index names is read again.
+@Suite struct RacyStampTests {
+    @Test func aSecondWriteInTheSameTickAsTheScanIsFoundByTheNextScan() {
+        let simulation = Simulation(deviceCount: 1)
+        defer { withExtendedLifetime(simulation) {} }
+        let device = simulation.devices[0]
+        #expect(device.disk.write("x", Array("one".utf8)))
+        #expect(device.folder.scan().map(\.path) == ["x"])
+        // The clock has not moved: the same size, time and inode, other content.
+        #expect(device.disk.write("x", Array("two".utf8)))
+        let found = device.folder.scan(paths: ["x"])
+        #expect(found.map(\.path) == ["x"])
+        #expect(found.first?.digest == SimDisk.digest(Array("two".utf8)))
+        // Once a scan comes later than the granularity, the stamp is trusted again (nothing read, nothing found).
+        simulation.time += 3_000_000_000
+        #expect(device.folder.scan().isEmpty)
+        #expect(device.store.local("x")?.stamp?.racy == false)
+        #expect(device.folder.scan().isEmpty)
+    }
+
+    @Test func aFileFoundHoldingOtherContentUnderTheSameStampIsReadAgainWhenDistrusted() {
+        let simulation = Simulation(deviceCount: 1)
+        defer { withExtendedLifetime(simulation) {} }
+        let device = simulation.devices[0]
+        #expect(device.disk.write("x", Array("one".utf8)))
+        device.folder.scan()
+        simulation.time += 3_000_000_000
+        device.folder.scan()
+        #expect(device.store.local("x")?.stamp?.racy == false)
+        // The clock set back to the very time of the last write: a rewrite no stamp can tell from it.
+        device.offset -= 3_000_000_000
+        #expect(device.disk.write("x", Array("two".utf8)))
+        device.offset += 3_000_000_000
+        #expect(device.folder.scan().isEmpty)
+        device.folder.distrust(["x", "not-there"])
+        let found = device.folder.scan(paths: ["x"])
+        #expect(found.first?.digest == SimDisk.digest(Array("two".utf8)))
+    }
+}
