@@ -340,9 +340,10 @@ public final class SyncFolder {
             }
             if done.contains(path) || outcome.rescans.contains(path) || outcome.failed[path] != nil { continue }
             // The disk must still be what the index says: a change not yet scanned is scanned, never overwritten.
-            let local = store.local(path)
-            let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
-            guard Planner.matches(disk.stamp(path), expected) else {
+            // (Content to fetch is checked when it is put in place, `place`, or copied from here, `fetchLocally`:
+            // a first sync's thousands of fetches are not looked at twice.)
+            if case .fetch = action {
+            } else if !diskAsRecorded(path) {
                 outcome.rescans.insert(path)
                 continue
             }
@@ -389,7 +390,7 @@ public final class SyncFolder {
                     outcome.recorded += recordApplied(entry)
                 case .fetch(let entry):
                     outcome.recorded += try ensureParents(path)
-                    if let (recorded, moved) = try fetchLocally(entry, removals: removals) {
+                    if let (recorded, moved) = try fetchLocally(entry, removals: removals, rescans: &outcome.rescans) {
                         outcome.recorded += recorded
                         if let moved { done.insert(moved) }
                     } else {
@@ -574,10 +575,16 @@ public final class SyncFolder {
 
     /// The content of `entry` from a file already here with the same digest: moved when that file's own path is
     /// going (a rename, applied where the content is), else copied. Nil when no such file is here.
-    private func fetchLocally(_ entry: FileEntry, removals: [String: FileEntry]) throws -> ([FileEntry], String?)? {
+    private func fetchLocally(_ entry: FileEntry, removals: [String: FileEntry], rescans: inout Set<String>) throws
+        -> ([FileEntry], String?)?
+    {
         guard let source = store.localFile(withDigest: entry.digest, size: entry.size), source.entry.path != entry.path,
             let recorded = source.stamp, let now = disk.stamp(source.entry.path), recorded.same(as: now)
         else { return nil }
+        guard diskAsRecorded(entry.path) else {
+            rescans.insert(entry.path)
+            return ([], nil)
+        }
         try clearForReplacement(entry.path, keeping: nil)
         if let gone = removals[source.entry.path] {
             try disk.move(source.entry.path, to: entry.path)
@@ -586,6 +593,13 @@ public final class SyncFolder {
         }
         try disk.copyFile(source.entry.path, to: entry.path, mode: entry.mode, modified: entry.modified)
         return (recordApplied(entry), nil)
+    }
+
+    /// Whether the disk at `path` is what this device's index recorded there (nothing, for a path it holds
+    /// deleted or never held).
+    private func diskAsRecorded(_ path: String) -> Bool {
+        let expected = store.local(path).flatMap { $0.entry.deleted ? nil : $0.stamp }
+        return Planner.matches(disk.stamp(path), expected)
     }
 
     /// Keeps this device's losing version of a path as a conflict copy: the content moves to the copy (a new file of
