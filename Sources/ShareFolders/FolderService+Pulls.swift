@@ -299,7 +299,12 @@ extension FolderService {
         if !failedPatches.isEmpty { folder.withFolder { $0.wholeNext.formUnion(failedPatches) } }
         var recorded: [FileEntry] = []
         var rescans: [String] = []
+        // The names the kernel gives the files made without a name until they are linked (`#` and the inode): the
+        // watch reports them, and the folder need not look at them (put before the watch's next look can come: it
+        // waits for the folder's lock).
+        var unnamed: [String] = []
         folder.withFolder { state in
+            defer { state.madeUnnamed(unnamed) }
             state.store.batch {
                 state.sync.placing {
                     var directories: [String: Directory] = [:]
@@ -323,6 +328,7 @@ extension FolderService {
                                         if let made = try directory.writeNew(
                                             parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified)
                                         {
+                                            unnamed.append((parent.isEmpty ? "" : parent + "/") + "#\(made.inode)")
                                             return DiskFolder.stamp(made)
                                         }
                                     } catch let error as DiskError where error.kind == .exists {

@@ -264,6 +264,16 @@ extension FolderService {
 extension SharedFolder.State {
     var kind: SharedFolderSettings.Kind { settings.kind }
 
+    /// Names of files made without a name (see `unnamed`); those the watch never reports (a folder made and
+    /// written before its watch was in place) are let go past a bound.
+    mutating func madeUnnamed(_ names: [String]) {
+        guard !names.isEmpty else { return }
+        if unnamed.count + names.count > Self.unnamedKept { unnamed = [] }
+        unnamed.formUnion(names)
+    }
+
+    static let unnamedKept = 20_000
+
     /// What is still to come, for the status: queued and in flight.
     mutating func countNeeded() {
         neededFiles = queue.count + inFlight.count

@@ -32,6 +32,10 @@ final class SharedFolder: Sendable {
         var scanWanted = true
         /// Paths to scan one by one (their disk was not what the index said).
         var rescan: Set<String> = []
+        /// The names files this device made without a name had until they were linked (`#` and the inode, as the
+        /// watch reports their writes): never files of the folder, so not looked at (the watch's report of the
+        /// name each was linked at is).
+        var unnamed: Set<String> = []
         /// Entries recorded and not yet announced to the links.
         var unannounced = false
         /// Content being pulled: path → version.
@@ -170,7 +174,9 @@ final class SharedFolder: Sendable {
     /// These paths are looked at again (each alone) at the worker's next round.
     func rescan(_ paths: Set<String>) {
         state.withLock { state in
-            state.rescan.formUnion(paths)
+            let made = state.unnamed.isEmpty ? [] : paths.intersection(state.unnamed)
+            state.unnamed.subtract(made)
+            state.rescan.formUnion(made.isEmpty ? paths : paths.subtracting(made))
             state.wake = true
         }
     }
