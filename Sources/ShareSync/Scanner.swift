@@ -8,8 +8,9 @@ public struct ScanResult: Sendable {
 }
 
 /// Compares what is on disk with this device's index: a path whose stamp is as recorded is unchanged (nothing is
-/// read), unless the stamp was recorded too soon after the file changed (`DiskStamp.racy`); one whose stamp differs is read (`content`) and, if its content or metadata changed, gets a new version
-/// raised by this device; a recorded path no longer there gets a tombstone. Pure: the caller lists the disk.
+/// read), unless the stamp was recorded too soon after the file changed (`DiskStamp.racy`); one whose stamp
+/// differs is read (`content`) and, if its content or metadata changed, gets a new version raised by this device;
+/// a recorded path no longer there gets a tombstone. Pure: the caller lists the disk.
 public enum Scanner {
     /// A path's content as read now: a file's digest, or a link's target.
     public struct Content: Sendable {

@@ -340,12 +340,16 @@ public final class SyncFolder {
             }
             if done.contains(path) || outcome.rescans.contains(path) || outcome.failed[path] != nil { continue }
             // The disk must still be what the index says: a change not yet scanned is scanned, never overwritten.
-            // (Content to fetch is checked when it is put in place, `place`, or copied from here, `fetchLocally`:
-            // a first sync's thousands of fetches are not looked at twice.)
-            if case .fetch = action {
-            } else if !diskAsRecorded(path) {
-                outcome.rescans.insert(path)
-                continue
+            switch action {
+            case .fetch:
+                // Checked where the content is put in place (`place`) or copied from here (`fetchLocally`): a
+                // first sync's thousands of fetches are not looked at twice.
+                break
+            default:
+                guard diskAsRecorded(path) else {
+                    outcome.rescans.insert(path)
+                    continue
+                }
             }
             switch action {
             case .setAside, .makeSymlink, .remove: forgetKnownFolders()
