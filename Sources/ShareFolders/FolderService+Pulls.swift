@@ -264,6 +264,11 @@ extension FolderService {
             ])
     }
 
+    /// The content digest (`ContentDigest`) of a small file's bytes: the digest of its one chunk's digest.
+    static func contentDigest(ofSmall bytes: [UInt8], _ hasher: ChunkHasher) -> [UInt8] {
+        bytes.withUnsafeBytes { hasher.digest(hasher.digest($0)) }
+    }
+
     /// Small files that came whole: each checked against the content digest its index entry names, then put in
     /// place in one transaction of the folder's index (a path changed here meanwhile is scanned instead); how many
     /// were placed.
@@ -282,14 +287,14 @@ extension FolderService {
                 // Made from this device's version; a version changed meanwhile, or a patch that does not give the
                 // content, is asked for whole next time.
                 guard let made = applyPatch(file, to: entry, in: folder),
-                    made.withUnsafeBytes({ hasher.digest(hasher.digest($0)) }) == entry.digest
+                    Self.contentDigest(ofSmall: made, hasher) == entry.digest
                 else {
                     failedPatches.append(entry.path)
                     continue
                 }
                 bytes = made
             } else {
-                let digest = bytes.withUnsafeBytes { hasher.digest(hasher.digest($0)) }
+                let digest = Self.contentDigest(ofSmall: bytes, hasher)
                 guard bytes.count == entry.size, digest == entry.digest else {
                     throw ProtocolError(.digestMismatch, "\(entry.path) does not hold the content its index names")
                 }
@@ -517,7 +522,7 @@ extension FolderService {
         for source in small {
             // A file changed since the pull was planned is left out (the device pulls it again once it knows).
             guard let contents = source.wholeContents() else { continue }
-            guard contents.withUnsafeBytes({ hasher.digest(hasher.digest($0)) }) == source.digest else {
+            guard Self.contentDigest(ofSmall: contents, hasher) == source.digest else {
                 distrusted.append(source.offer.label)
                 continue
             }

@@ -175,8 +175,9 @@ extension EndToEndAgents {
             #expect(fd >= 0)
             let later = Array("later version\n".utf8)
             #expect(pwrite(fd, later, later.count, 0) == later.count)
+            // The time put back before the file is closed: no look the watch asks for can see it in between.
+            #expect(futimens(fd, then) == 0)
             close(fd)
-            #expect(utimensat(AT_FDCWD, file.path, then, 0) == 0)
             var after = stat()
             #expect(stat(file.path, &after) == 0)
             #expect(after.st_ino == before.st_ino && after.st_size == before.st_size)
