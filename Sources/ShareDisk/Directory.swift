@@ -141,6 +141,10 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     public enum Access: Sendable {
         /// Read an existing file.
         case read
+        /// Read an existing file and leave its access time as it was (O_NOATIME: a scan or a sync reading every file
+        /// is no use of them, and each access time written is a journal write); as `read` where the file system or
+        /// the file's owner does not allow it.
+        case readLeavingAccessTime
         /// Read and write an existing file.
         case update
         /// Create a new file; fails with `exists` if the name is taken.
@@ -156,15 +160,16 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         try Self.checkName(name)
         var flags = O_CLOEXEC | O_NOFOLLOW
         switch access {
-        case .read: flags |= O_RDONLY
+        case .read, .readLeavingAccessTime: flags |= O_RDONLY
         case .update: flags |= O_RDWR
         case .create: flags |= O_RDWR | O_CREAT | O_EXCL
         case .createOrUpdate: flags |= O_RDWR | O_CREAT
         case .append: flags |= O_WRONLY | O_CREAT | O_APPEND
         }
-        let opened = openat(fd, name, flags, mode)
+        var opened = openat(fd, name, access == .readLeavingAccessTime ? flags | CSHARE_O_NOATIME : flags, mode)
+        if opened < 0, errno == EPERM, access == .readLeavingAccessTime { opened = openat(fd, name, flags, mode) }
         guard opened >= 0 else {
-            let verb = access == .read || access == .update ? "open" : "create"
+            let verb = access == .create || access == .createOrUpdate || access == .append ? "create" : "open"
             throw DiskError.system("cannot \(verb) \(display(name))")
         }
         let file = OpenFile(fd: opened, path: display(name))

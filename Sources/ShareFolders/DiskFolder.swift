@@ -118,11 +118,13 @@ final class DiskFolder: FolderDisk {
     /// A file's content digest (`ContentDigest`): BLAKE3 of each 1 MiB chunk, then BLAKE3 of those digests. Nil
     /// when the file changed size while it was read.
     static func digest(_ folder: Directory, _ name: String, size: UInt64) throws -> [UInt8]? {
-        let file = try folder.openFile(name, .read)
+        let file = try folder.openFile(name, .readLeavingAccessTime)
         defer { file.close() }
         file.adviseSequential()
         let chunk = ContentDigest.chunkSize
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        // As much as one chunk of this file needs (most files are far smaller than a chunk).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: Int(min(UInt64(chunk), max(size, 1))), alignment: 16)
         defer { buffer.deallocate() }
         let hasher = chunkHasher(.blake3)
         var digests: [UInt8] = []

@@ -64,7 +64,7 @@ final class SyncFileSource: ItemSource {
 
     /// The bytes of the small file `leaf`, when it is still as `stamp` says after it was read.
     static func read(_ leaf: String, in directory: Directory, stamp: DiskStamp) -> [UInt8]? {
-        guard let file = try? directory.openFile(leaf, .read) else { return nil }
+        guard let file = try? directory.openFile(leaf, .readLeavingAccessTime) else { return nil }
         defer { file.close() }
         var bytes = [UInt8](repeating: 0, count: Int(stamp.size))
         var filled = 0
@@ -75,12 +75,13 @@ final class SyncFileSource: ItemSource {
             guard n > 0 else { return nil }
             filled += n
         }
-        guard let info = directory.info(leaf), let now = DiskFolder.stamp(info), now.same(as: stamp) else { return nil }
+        // The file read (whatever is at its name by now) is still the one the stamp describes.
+        guard let info = file.info, let now = DiskFolder.stamp(info), now.same(as: stamp) else { return nil }
         return bytes
     }
 
     func produce(representation index: Int) throws -> ProducedChunks {
-        let file = try directory.openFile(leaf, .read)
+        let file = try directory.openFile(leaf, .readLeavingAccessTime)
         return .positional(SyncFileChunks(file: file, source: self))
     }
 }

@@ -173,10 +173,12 @@ public final class SyncFolder {
         -> [FileEntry]
     {
         let (seconds, nanoseconds) = clock()
-        var result = Scanner.scan(
-            store: store, recorded: recorded, observed: observed, inScope: inScope, content: { disk.content($0, $1) },
-            me: me,
-            now: seconds, time: nanoseconds)
+        // The folders of the files read stay open while the scan reads them (one open per folder, not per file).
+        var result = disk.keepingFoldersOpen {
+            Scanner.scan(
+                store: store, recorded: recorded, observed: observed, inScope: inScope,
+                content: { disk.content($0, $1) }, me: me, now: seconds, time: nanoseconds)
+        }
         store.restamp(result.restamped)
         if receivesOnly {
             for index in result.changed.indices { result.changed[index].entry.localOnly = true }

@@ -160,6 +160,40 @@ final class Scratch {
         }
     }
 
+    @Test func aFileReadLeavingItsAccessTimeKeepsIt() throws {
+        let scratch = try Scratch()
+        let root = try Directory.open(scratch.inside.path)
+        let file = try root.openFile("read.txt", .create, mode: 0o644)
+        try file.write([1, 2, 3][...], at: 0)
+        file.close()
+        // An access time a day before the modification time: any read through a plain open (relatime or
+        // strictatime) writes a new one.
+        func age() throws {
+            var times = [
+                timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_086_400, tv_nsec: 0),
+            ]
+            #expect(utimensat(root.fd, "read.txt", &times, AT_SYMLINK_NOFOLLOW) == 0)
+        }
+        func accessed() -> Int {
+            var st = stat()
+            fstatat(root.fd, "read.txt", &st, AT_SYMLINK_NOFOLLOW)
+            return st.st_atim.tv_sec
+        }
+        func read(_ access: Directory.Access) throws {
+            let opened = try root.openFile("read.txt", access)
+            defer { opened.close() }
+            #expect(try opened.readAll(limit: 16) == [1, 2, 3])
+        }
+        try age()
+        try read(.readLeavingAccessTime)
+        #expect(accessed() == 1_600_000_000)
+        // The same read through a plain open does change it (unless this file system never writes access times).
+        try age()
+        try read(.read)
+        let mounted = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+        if !mounted.contains("noatime") { #expect(accessed() != 1_600_000_000) }
+    }
+
     @Test func removingATreeRemovesLinksWithoutFollowingThem() throws {
         let scratch = try Scratch()
         let before = scratch.outsideState

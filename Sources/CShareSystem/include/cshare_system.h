@@ -15,6 +15,10 @@ static inline int cshare_limit_malloc_arenas(int arenas) {
 /// _GNU_SOURCE.
 #define CSHARE_O_PATH 0x200000
 
+/// O_NOATIME (Linux): reads leave the file's access time alone (the owner's files, or with CAP_FOWNER); hidden
+/// likewise.
+#define CSHARE_O_NOATIME 01000000
+
 /// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS: opens `path` (relative, several
 /// components) beneath `dirfd` without following any link and without leaving it; -1 with errno (ENOSYS where the
 /// kernel lacks openat2, ELOOP or EXDEV for a link or an escape) (system.c).
