@@ -321,7 +321,7 @@ extension FolderService {
                         let parent = parts.dropLast().joined(separator: "/")
                         let mode = mode_t(entry.mode & 0o777)
                         do {
-                            let outcome = try state.sync.place(entry) { free in
+                            let outcome = try state.sync.place(entry, exclusive: true) { free in
                                 let directory =
                                     try directories[parent]
                                     ?? folder.root.directory(components: Array(parts.dropLast()))
@@ -339,6 +339,8 @@ extension FolderService {
                                     } catch let error as DiskError where error.kind == .exists {
                                         throw SyncFolder.PathTaken()
                                     }
+                                    // No unnamed files here: the name is looked at before a file replaces it.
+                                    if directory.info(parts.last!) != nil { throw SyncFolder.PathTaken() }
                                 }
                                 try directory.writeAtomically(
                                     parts.last!, bytes, mode: mode, modifiedNanoseconds: entry.modified,

@@ -463,14 +463,18 @@ public final class SyncFolder {
 
     /// As above; `put` is told whether nothing was at the path when it was checked (it may then make the file
     /// only where the path is still free, throwing `PathTaken` otherwise), and answers the stamp of the file it
-    /// made when it knows it (nil: the path is looked at).
-    public func place(_ entry: FileEntry, putting put: (_ free: Bool) throws -> DiskStamp?) throws -> PlaceOutcome {
+    /// made when it knows it (nil: the path is looked at). `exclusive`: told so, `put` always makes the file only
+    /// where the path is free; a path this device holds nothing at is then not looked at first (what took it is
+    /// found by `put`, and scanned, alike).
+    public func place(
+        _ entry: FileEntry, exclusive: Bool = false, putting put: (_ free: Bool) throws -> DiskStamp?
+    ) throws -> PlaceOutcome {
         guard presentWhilePlacing ?? disk.isPresent else {
             throw FolderDiskError(entry.path, "the folder is not there (its marker is gone)")
         }
         let local = store.local(entry.path)
         let expected = local.flatMap { $0.entry.deleted ? nil : $0.stamp }
-        let now = disk.stamp(entry.path)
+        let now = exclusive && expected == nil ? nil : disk.stamp(entry.path)
         guard Planner.matches(now, expected) else { return .changedHere }
         // Still wanted: the global version may have moved on while the content came. (A change kept here only is
         // no candidate: it loses to the others' version.)

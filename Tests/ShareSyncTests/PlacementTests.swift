@@ -1,0 +1,59 @@
+import ShareSync
+import Testing
+
+/// A version pulled from another device never replaces what a person made at its path meanwhile: the path is
+/// scanned instead, as a change made here.
+@Suite struct PlacementTests {
+    /// Device 0 holds device 1's entry for `x` and nothing of its own there; answers that entry.
+    private func pending(_ simulation: Simulation) throws -> FileEntry {
+        let (here, there) = (simulation.devices[0], simulation.devices[1])
+        #expect(there.disk.write("x", Array("theirs".utf8)))
+        let entry = try #require(there.folder.scan().first)
+        here.store.applyRemote(there.id, indexID: there.store.indexID, reset: true, entries: [entry], have: 1)
+        return entry
+    }
+
+    @Test(arguments: [false, true])
+    func aFileMadeAtThePathWhileItsVersionCameIsKept(exclusive: Bool) throws {
+        let simulation = Simulation(deviceCount: 2)
+        defer { withExtendedLifetime(simulation) {} }
+        let here = simulation.devices[0]
+        let entry = try pending(simulation)
+        // Made before the placement looks: found by the look, or (exclusive) by the put, which must not replace it.
+        #expect(here.disk.write("x", Array("mine".utf8)))
+        var told: Bool?
+        let outcome = try here.folder.placing {
+            try here.folder.place(entry, exclusive: exclusive) { free in
+                told = free
+                guard here.disk.stamp(entry.path) == nil else { throw SyncFolder.PathTaken() }
+                try here.disk.put(entry.path, content: Array("theirs".utf8), mode: 0o644, modified: entry.modified)
+                return nil
+            }
+        }
+        #expect(outcome == .changedHere)
+        // Looked at first, the put is never asked; told the path is free, it finds it taken.
+        #expect(told == (exclusive ? true : nil))
+        #expect(here.disk.nodes["x"]?.content == Array("mine".utf8))
+        #expect(here.store.local("x") == nil)
+    }
+
+    @Test func aFreePathIsToldFreeAndRecordedAsPlaced() throws {
+        let simulation = Simulation(deviceCount: 2)
+        defer { withExtendedLifetime(simulation) {} }
+        let here = simulation.devices[0]
+        let entry = try pending(simulation)
+        let outcome = try here.folder.placing {
+            try here.folder.place(entry, exclusive: true) { free in
+                #expect(free)
+                try here.disk.put(entry.path, content: Array("theirs".utf8), mode: 0o644, modified: entry.modified)
+                return nil
+            }
+        }
+        guard case .placed(let recorded) = outcome else {
+            Issue.record("not placed: \(outcome)")
+            return
+        }
+        #expect(recorded.map(\.path) == ["x"])
+        #expect(here.store.local("x")?.entry.version == entry.version)
+    }
+}
