@@ -14,6 +14,7 @@ extension FolderService {
     /// the pulls; a full rescan (and a full plan) at least every `rescanInterval`.
     func work(_ folder: SharedFolder) {
         folder.withFolder { Self.removeLeftPlacements(in: $0.disk.root) }
+        recordInParts(folder)
         var nextFull = ContinuousClock.now
         // Paths whose step failed (a folder in the way, a disk error): planned again after a while.
         var pending: Set<String> = []
@@ -109,6 +110,27 @@ extension FolderService {
             if let planned { pending = planned.failed.union(retry ? [] : pending.subtracting(planned.paths ?? [])) }
             if !pending.isEmpty, retry || planned != nil { retryAt = .now + .seconds(5) }
             notifyConflicts(folder)
+        }
+    }
+
+    /// A folder whose index holds nothing yet (just shared, never scanned): what it holds is recorded a part at a
+    /// time, in path order (a folder before what it holds), each part announced at once, so the other devices take
+    /// the index and start pulling while the rest is read; the folder's lock is given back between parts (its links
+    /// open meanwhile). The first full round then finds every stamp recorded and reads nothing again.
+    private func recordInParts(_ folder: SharedFolder) {
+        let paths = folder.withFolder { state -> [String] in
+            guard state.store.sequence == 0, state.disk.isPresent else { return [] }
+            return state.disk.list(under: nil, recursive: true).keys.sorted()
+        }
+        guard paths.count > Self.scanPart else { return }
+        folder.withFolder { $0.scanning = true }
+        defer { folder.withFolder { $0.scanning = false } }
+        var start = 0
+        while start < paths.count, !stopping, !folder.withFolder({ $0.quitting }) {
+            let part = Set(paths[start..<min(start + Self.scanPart, paths.count)])
+            start += Self.scanPart
+            let recorded = folder.withFolder { $0.sync.scan(paths: part).count }
+            if recorded > 0 { announceOnly(folder, force: true) }
         }
     }
 

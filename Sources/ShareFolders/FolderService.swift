@@ -47,6 +47,8 @@ package final class FolderService: AgentPart, Sendable {
     /// Most entries in one index update: a peer plans and starts pulling the first thousand of a large index while
     /// the rest still comes.
     static let entriesPerUpdate = 1000
+    /// How many paths a part of a folder's first scan records (`recordInParts`).
+    static let scanPart = 1000
     /// Paths in a row held only by devices with a pull under way after which a look for pulls ends.
     static let busyLook = 64
     /// Seconds a link must last for its end to be taken as an ordinary one (opened again at once, every time).

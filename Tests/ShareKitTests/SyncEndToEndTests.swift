@@ -327,6 +327,35 @@ extension EndToEndAgents {
             #expect(tree.count == 5 && !tree.keys.contains { $0.contains("sync-conflict") }, "\(tree)")
         }
 
+        @Test func aFolderOfMoreFilesThanOneScanPartIsRecordedOnceAndArrivesWhole() throws {
+            // 2,500 files (a first scan records them a thousand at a time, announcing each part), an empty folder,
+            // and a link.
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("notes") }
+            for n in 0..<2500 {
+                let place = folders[0].appendingPathComponent("d\(n / 100)")
+                if n % 100 == 0 {
+                    try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
+                }
+                try Data("note \(n)\n".utf8).write(to: place.appendingPathComponent("n\(n).txt"))
+            }
+            try FileManager.default.createDirectory(
+                at: folders[0].appendingPathComponent("empty"), withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(
+                atPath: folders[0].appendingPathComponent("d0/link").path, withDestinationPath: "n0.txt")
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(timeout: 120), "\(devices.logs)")
+            #expect(treeOf(folders[1]) == treeOf(folders[0]))
+            #expect(treeOf(folders[1])["d24/n2499.txt"] == "note 2499\n")
+            // Each device's index holds every file once, and nothing is left to pull or changed here.
+            for index in 0..<2 {
+                let folder = try #require(devices.listing(index).folders.first)
+                #expect(folder["files"] as? Int == 2500, "\(folder)")
+                #expect(folder["neededFiles"] as? Int == 0, "\(folder)")
+            }
+        }
+
         @Test func aFolderOnlyOfTheOwnersDevices() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let friend = try TestDevice("friend")
