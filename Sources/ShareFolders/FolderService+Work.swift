@@ -118,6 +118,8 @@ extension FolderService {
     /// the index and start pulling while the rest is read; the folder's lock is given back between parts (its links
     /// open meanwhile). The first full round then finds every stamp recorded and reads nothing again.
     private func recordInParts(_ folder: SharedFolder) {
+        // The folder's ignore patterns hold from the first part on (the first round finds them read).
+        _ = folder.refreshPatterns()
         let paths = folder.withFolder { state -> [String] in
             guard state.store.sequence == 0, state.disk.isPresent else { return [] }
             return state.disk.list(under: nil, recursive: true).keys.sorted()
