@@ -125,6 +125,14 @@ public struct DiskStamp: Hashable, Sendable {
         return stamp
     }
 
+    /// Whether a scan at `time` may take the file for unchanged when the disk shows this stamp again: not when the
+    /// stamp was recorded too soon after the file's last change, nor while the file's time is not yet `granularity`
+    /// behind the clock (a clock set back, or a time another device's clock stamped it with, ahead of this one: a
+    /// write now could leave size, time and inode as they are).
+    public func trusted(at time: Int64) -> Bool {
+        !racy && (kind != .file || modified <= time - Self.granularity)
+    }
+
     /// This stamp no longer trusted: the next scan of its path reads the file again (the content was found not to
     /// be what the index names).
     public var distrusted: DiskStamp {

@@ -8,7 +8,8 @@ public struct ScanResult: Sendable {
 }
 
 /// Compares what is on disk with this device's index: a path whose stamp is as recorded is unchanged (nothing is
-/// read), unless the stamp was recorded too soon after the file changed (`DiskStamp.racy`); one whose stamp
+/// read), unless the stamp was recorded too soon after the file changed or the file's time is not yet well past
+/// (`DiskStamp.trusted(at:)`); one whose stamp
 /// differs is read (`content`) and, if its content or metadata changed, gets a new version raised by this device;
 /// a recorded path no longer there gets a tombstone. Pure: the caller lists the disk.
 public enum Scanner {
@@ -32,7 +33,7 @@ public enum Scanner {
     ) -> ScanResult {
         var result = ScanResult()
         for (path, stamp) in observed.sorted(by: { $0.key < $1.key }) {
-            if let known = recorded[path], let known, known.same(as: stamp), !known.racy { continue }
+            if let known = recorded[path], let known, known.same(as: stamp), known.trusted(at: time) { continue }
             let local = store.local(path)
             guard let read = stamp.kind == .directory ? Content() : content(path, stamp) else { continue }
             var entry = FileEntry(

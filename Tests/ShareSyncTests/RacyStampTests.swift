@@ -23,6 +23,25 @@ import Testing
         #expect(device.folder.scan().isEmpty)
     }
 
+    @Test func aFileWhoseTimeIsNotYetWellPastIsReadByEveryScan() {
+        let simulation = Simulation(deviceCount: 1)
+        defer { withExtendedLifetime(simulation) {} }
+        let device = simulation.devices[0]
+        #expect(device.disk.write("x", Array("one".utf8)))
+        device.folder.scan()
+        simulation.time += 3_000_000_000
+        device.folder.scan()
+        #expect(device.store.local("x")?.stamp?.racy == false)
+        // The clock set back to the file's time (or a time another device stamped it with, ahead of this clock):
+        // a rewrite of the same size now leaves size, time and inode as recorded, and is still found while the
+        // clock has not passed the file's time by the granularity.
+        device.offset -= 3_000_000_000
+        #expect(device.disk.write("x", Array("two".utf8)))
+        let found = device.folder.scan()
+        #expect(found.first?.digest == SimDisk.digest(Array("two".utf8)))
+        #expect(device.folder.scan().isEmpty)
+    }
+
     @Test func aFileFoundHoldingOtherContentUnderTheSameStampIsReadAgainWhenDistrusted() {
         let simulation = Simulation(deviceCount: 1)
         defer { withExtendedLifetime(simulation) {} }
