@@ -22,17 +22,46 @@ public final class ZstdCodec {
     }
 
     /// Compresses `bytes` at `level`; nil when the result would not be at least `worthIt` smaller (as a fraction of
-    /// the input), so incompressible chunks go as they are.
+    /// the input), so incompressible chunks go as they are. An input of `sampledFrom` bytes or more is first judged
+    /// by samples of it (four spread over it): when they do not save half of `worthIt`, the whole is not tried (media
+    /// and random bytes cost a look, not a compression).
     public func compress(_ bytes: UnsafeRawBufferPointer, level: Int = 1, worthIt: Double = 0.05) -> [UInt8]? {
         guard let compression, let source = bytes.baseAddress, !bytes.isEmpty else { return nil }
+        if bytes.count >= Self.sampledFrom, !samplesCompress(bytes, level: level, worthIt: worthIt / 2) { return nil }
         let limit = Int(Double(bytes.count) * (1 - worthIt))
-        var output = [UInt8](repeating: 0, count: ZSTD_compressBound(bytes.count))
-        let used = output.withUnsafeMutableBytes { out in
-            ZSTD_compressCCtx(compression, out.baseAddress, out.count, source, bytes.count, Int32(level))
+        let bound = ZSTD_compressBound(bytes.count)
+        var kept = false
+        let output = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            let used = ZSTD_compressCCtx(compression, buffer.baseAddress, bound, source, bytes.count, Int32(level))
+            kept = ZSTD_isError(used) == 0 && used > 0 && used <= limit
+            count = kept ? used : 0
         }
-        guard ZSTD_isError(used) == 0, used > 0, used <= limit else { return nil }
-        output.removeSubrange(used...)
-        return output
+        return kept ? output : nil
+    }
+
+    /// Inputs at least this long are judged by samples before they are compressed whole.
+    public static let sampledFrom = 64 << 10
+    private static let sampleBytes = 4 << 10
+
+    /// Whether four samples of `bytes` (at its start, its end and between) compress by `worthIt` or more together.
+    private func samplesCompress(_ bytes: UnsafeRawBufferPointer, level: Int, worthIt: Double) -> Bool {
+        let part = Self.sampleBytes
+        let samples = [UInt8](unsafeUninitializedCapacity: 4 * part) { buffer, count in
+            let into = UnsafeMutableRawBufferPointer(buffer)
+            for n in 0..<4 {
+                let start = (bytes.count - part) * n / 3
+                UnsafeMutableRawBufferPointer(rebasing: into[(n * part)..<((n + 1) * part)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[start..<(start + part)]))
+            }
+            count = 4 * part
+        }
+        let bound = ZSTD_compressBound(samples.count)
+        let output = UnsafeMutableRawBufferPointer.allocate(byteCount: bound, alignment: 1)
+        defer { output.deallocate() }
+        let used = samples.withUnsafeBytes { sample in
+            ZSTD_compressCCtx(compression, output.baseAddress, bound, sample.baseAddress, sample.count, Int32(level))
+        }
+        return ZSTD_isError(used) == 0 && Double(used) <= Double(samples.count) * (1 - worthIt)
     }
 
     /// Decompresses one chunk into `output`, which must end up holding exactly `expected` bytes; anything else

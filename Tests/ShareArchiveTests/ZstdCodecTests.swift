@@ -26,6 +26,25 @@ import Testing
         #expect(input.withUnsafeBytes { ZstdCodec.compress($0) } == nil)
     }
 
+    /// A large input is judged by samples of it first: random bytes are not tried whole; an input that is random in
+    /// part and text in part is compressed (its samples find the text), and decodes to itself.
+    @Test func aLargeInputIsJudgedBySamplesBeforeItIsCompressed() throws {
+        var generator = SystemRandomNumberGenerator()
+        let random = (0..<(1 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        #expect(random.withUnsafeBytes { ZstdCodec.compress($0, level: 3, worthIt: 0.1) } == nil)
+        let mixed = Array(random.prefix(1 << 19)) + text(1 << 19)
+        let packed = try #require(mixed.withUnsafeBytes { ZstdCodec.compress($0, level: 3, worthIt: 0.1) })
+        #expect(packed.count < mixed.count * 3 / 4)
+        var output = [UInt8](repeating: 0, count: mixed.count)
+        try packed.withUnsafeBytes { source in
+            try output.withUnsafeMutableBytes { try ZstdCodec.decompress(source, into: $0, expected: mixed.count) }
+        }
+        #expect(output == mixed)
+        // Just under the sampled size: tried whole, as before.
+        let short = text(ZstdCodec.sampledFrom - 1)
+        #expect(short.withUnsafeBytes { ZstdCodec.compress($0) } != nil)
+    }
+
     @Test func wrongLengthsAndGarbageAreRejected() throws {
         let input = text(100_000)
         let packed = try #require(input.withUnsafeBytes { ZstdCodec.compress($0) })
