@@ -129,14 +129,15 @@ extension FolderService {
 
     /// What a pull asks for: each file by path, content and size, and for a small file this device holds an
     /// earlier version of, that version's block signature (what changed crosses, not the whole file).
-    func request(_ entries: [FileEntry], in folder: SharedFolder) -> FolderPull {
+    func request(_ entries: [FileEntry], refs: [String], in folder: SharedFolder) -> FolderPull {
         // What the index holds of every path, in one look (a first sync holds none: nothing more is read).
         let (whole, locals) = folder.withFolder { state in
             (state.wholeNext, entries.map { state.store.local($0.path) })
         }
         return FolderPull(
             folder: folder.id,
-            items: zip(entries, locals).map { entry, local in
+            items: zip(zip(entries, refs), locals).map { named, local in
+                let (entry, ref) = named
                 var basis: String?
                 if entry.size <= UInt64(FolderFiles.largest), !whole.contains(entry.path), let local,
                     let bytes = localVersion(entry.path, recorded: local, in: folder), !bytes.isEmpty
@@ -144,7 +145,7 @@ extension FolderService {
                     basis = bytes.withUnsafeBytes { Data(SmallDelta.Signature(of: $0).encoded()).base64EncodedString() }
                 }
                 return FolderPull.Item(
-                    ref: Self.ref(entry), path: entry.path, digest: entry.digest.hexString, size: entry.size,
+                    ref: ref, path: entry.path, digest: entry.digest.hexString, size: entry.size,
                     basis: basis)
             })
     }
@@ -170,12 +171,13 @@ extension FolderService {
     /// Asks `peer` over its link to bring `entries` (it opens the session), and waits (bounded) for them.
     private func ask(_ entries: [FileEntry], into folder: SharedFolder, from peer: DeviceID) throws {
         guard let link = run.withLock({ $0.links[peer] }) else { return }
-        let refs = Dictionary(entries.map { (Self.ref($0), $0) }, uniquingKeysWith: { first, _ in first })
+        let named = entries.map(Self.ref)
+        let refs = Dictionary(zip(named, entries), uniquingKeysWith: { first, _ in first })
         run.withLock { run in
             for (ref, entry) in refs { run.asked["\(folder.id)|\(ref)"] = entry }
         }
         defer { run.withLock { run in for ref in refs.keys { run.asked["\(folder.id)|\(ref)"] = nil } } }
-        link.ask(request(entries, in: folder))
+        link.ask(request(entries, refs: named, in: folder))
         // Done when every file came or was said not to come, or the link ended; given up after a minute in which
         // no push brought any of them.
         let keys = refs.keys.map { "\(folder.id)|\($0)" }
@@ -200,9 +202,10 @@ extension FolderService {
             from: device, to: target, trust: trust.store, hello: hello,
             timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
         defer { session.connection.close() }
+        let refs = entries.map(Self.ref)
         var wanted: [String: FileEntry] = [:]
-        for entry in entries { wanted[Self.ref(entry)] = entry }
-        try session.connection.send(.folderPull, request(entries, in: folder))
+        for (ref, entry) in zip(refs, entries) { wanted[ref] = entry }
+        try session.connection.send(.folderPull, request(entries, refs: refs, in: folder))
         try receive(session, into: folder, wanted: wanted, from: entry.name)
     }
 
@@ -499,12 +502,12 @@ extension FolderService {
         var bytes = 0
         func flush() throws {
             guard !files.isEmpty else { return }
-            let payload = FolderFiles(files: files).encoded(codec: codec)
+            var frame = FolderFiles(files: files).built(codec: codec)
             // Tests slow sends down to cut them half way (SHARE_TEST_SEND_RATE, as for every send).
             if let rate = ProgressReporter.testSendRate {
-                usleep(UInt32(min(1, Double(payload.count) / rate) * 1_000_000))
+                usleep(UInt32(min(1, Double(frame.count) / rate) * 1_000_000))
             }
-            try session.connection.send(Frame(type: .folderFiles, payload: payload))
+            try session.connection.channel.send(.folderFiles, built: &frame)
             files = []
             bytes = 0
         }

@@ -66,15 +66,23 @@ final class SyncFileSource: ItemSource {
     static func read(_ leaf: String, in directory: Directory, stamp: DiskStamp) -> [UInt8]? {
         guard let file = try? directory.openFile(leaf, .readLeavingAccessTime) else { return nil }
         defer { file.close() }
-        var bytes = [UInt8](repeating: 0, count: Int(stamp.size))
-        var filled = 0
-        while filled < bytes.count {
-            let n = bytes.withUnsafeMutableBytes {
-                (try? file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...]), at: UInt64(filled))) ?? 0
+        let size = Int(stamp.size)
+        var whole = true
+        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            let into = UnsafeMutableRawBufferPointer(buffer)
+            var filled = 0
+            while filled < size {
+                let n =
+                    (try? file.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: into[filled..<size]), at: UInt64(filled)))
+                    ?? 0
+                guard n > 0 else { break }
+                filled += n
             }
-            guard n > 0 else { return nil }
-            filled += n
+            whole = filled == size
+            count = filled
         }
+        guard whole else { return nil }
         // The file read (whatever is at its name by now) is still the one the stamp describes.
         guard let info = file.info, let now = DiskFolder.stamp(info), now.same(as: stamp) else { return nil }
         return bytes

@@ -159,7 +159,10 @@ public struct IndexUpdate: Sendable, Equatable {
     }
 
     /// Reads an update, every field checked against its limit before anything is kept.
-    public static func decode(_ payload: [UInt8]) throws(ProtocolError) -> IndexUpdate {
+    public static func decode(_ payload: [UInt8]) throws(ProtocolError) -> IndexUpdate { try decode(payload[...]) }
+
+    /// As above, from part of a buffer (what `Packed.unpack` gives).
+    public static func decode(_ payload: ArraySlice<UInt8>) throws(ProtocolError) -> IndexUpdate {
         var reader = WireReader(payload, what: "index update")
         let folder = try reader.string8()
         let indexID = try reader.string8()
@@ -276,8 +279,16 @@ public struct FolderFiles: Sendable, Equatable {
     public init(files: [File]) { self.files = files }
 
     /// The frame's payload (`Packed`: compressed with `codec` when that saves a tenth or more).
-    public func encoded(codec: ChunkCodec?) -> [UInt8] {
+    public func encoded(codec: ChunkCodec?) -> [UInt8] { Array(built(codec: codec)[Limits.frameHeaderSize...]) }
+
+    /// The whole frame as it crosses, built in one buffer: room for the frame's header at the start
+    /// (`FrameChannel.send(_:built:)` fills it in), then the payload (`encoded(codec:)`). Files that do not compress
+    /// are copied once, from their arrays into this one.
+    public func built(codec: ChunkCodec?) -> [UInt8] {
+        let room = Limits.frameHeaderSize + Packed.headerSize
         var records = WireWriter()
+        records.bytes.reserveCapacity(room + files.reduce(0) { $0 + $1.ref.utf8.count + 10 + $1.bytes.count })
+        records.bytes += repeatElement(0, count: room)
         for file in files {
             records.string8(file.ref)
             records.u8(file.patch ? 1 : 0)
@@ -285,7 +296,8 @@ public struct FolderFiles: Sendable, Equatable {
             records.u32(UInt32(file.bytes.count))
             records.bytes += file.bytes
         }
-        return Packed.pack(records.bytes, codec: codec)
+        Packed.pack(inPlace: &records.bytes, from: room, codec: codec)
+        return records.bytes
     }
 
     /// Reads a frame: every file checked against `largest`.
@@ -312,24 +324,41 @@ public struct FolderFiles: Sendable, Equatable {
 /// length being the message's before compression (checked against the frame's limit before anything is
 /// decompressed). Index updates and pulls' small files travel so.
 public enum Packed {
+    /// The bytes before the body: flags and length.
+    public static let headerSize = 5
+
     public static func pack(_ message: [UInt8], codec: ChunkCodec?) -> [UInt8] {
-        var out = WireWriter()
-        if let codec, message.count >= 256,
-            let packed = message.withUnsafeBytes({ codec.compress($0, level: 3, minSaving: 0.1) })
-        {
-            out.u8(1)
-            out.u32(UInt32(message.count))
-            out.bytes += packed
-        } else {
-            out.u8(0)
-            out.u32(UInt32(message.count))
-            out.bytes += message
-        }
-        return out.bytes
+        var buffer = [UInt8](repeating: 0, count: headerSize) + message
+        pack(inPlace: &buffer, from: headerSize, codec: codec)
+        return buffer
     }
 
+    /// Packs the message that `buffer` holds from `start` on, whose last `headerSize` bytes before `start` are room
+    /// for the header: in place when it crosses as it is, else into a new buffer with the same room before it.
+    static func pack(inPlace buffer: inout [UInt8], from start: Int, codec: ChunkCodec?) {
+        let count = buffer.count - start
+        let room = start - headerSize
+        if let codec, count >= 256,
+            let packed = buffer.withUnsafeBytes({
+                codec.compress(UnsafeRawBufferPointer(rebasing: $0[start...]), level: 3, minSaving: 0.1)
+            })
+        {
+            var out = WireWriter()
+            out.bytes.reserveCapacity(start + packed.count)
+            out.bytes += repeatElement(0, count: room)
+            out.u8(1)
+            out.u32(UInt32(count))
+            out.bytes += packed
+            buffer = out.bytes
+            return
+        }
+        buffer[room] = 0
+        for n in 0..<4 { buffer[room + 1 + n] = UInt8((UInt32(count) >> UInt32(24 - 8 * n)) & 0xFF) }
+    }
+
+    /// The message a payload holds: part of `payload` itself when it crossed as it is.
     public static func unpack(_ payload: [UInt8], codec: ChunkCodec?, limit: Int, what: String) throws(ProtocolError)
-        -> [UInt8]
+        -> ArraySlice<UInt8>
     {
         var head = WireReader(payload, what: what)
         let flags = try head.u8()
@@ -337,7 +366,7 @@ public enum Packed {
         guard flags <= 1, length <= limit else {
             throw ProtocolError(.badMessage, "a \(what) whose header breaks its rules")
         }
-        let body = try head.take(head.remaining)
+        let body = payload[headerSize...]
         guard flags == 1 else {
             guard body.count == length else { throw ProtocolError(.badMessage, "a \(what) cut short") }
             return body
@@ -351,7 +380,7 @@ public enum Packed {
         } catch {
             throw ProtocolError(.badMessage, "a \(what) that does not decompress to its length")
         }
-        return message
+        return message[...]
     }
 }
 
@@ -386,43 +415,41 @@ struct WireWriter {
 
 /// Big-endian reading of binary messages from a peer: every read checked against what is left.
 struct WireReader {
-    let bytes: [UInt8]
-    var at = 0
+    let bytes: ArraySlice<UInt8>
+    var at: Int
     let what: String
 
-    init(_ bytes: [UInt8], what: String) {
+    init(_ bytes: ArraySlice<UInt8>, what: String) {
         self.bytes = bytes
+        at = bytes.startIndex
         self.what = what
     }
 
-    var remaining: Int { bytes.count - at }
+    init(_ bytes: [UInt8], what: String) { self.init(bytes[...], what: what) }
 
-    mutating func take(_ count: Int) throws(ProtocolError) -> [UInt8] {
+    var remaining: Int { bytes.endIndex - at }
+
+    /// The next `count` bytes, in place; the reader moves past them.
+    private mutating func next(_ count: Int) throws(ProtocolError) -> ArraySlice<UInt8> {
         guard count >= 0, count <= remaining else { throw ProtocolError(.badMessage, "a \(what) cut short") }
         defer { at += count }
-        return Array(bytes[at..<at + count])
+        return bytes[at..<at + count]
     }
-    mutating func u8() throws(ProtocolError) -> UInt8 { try take(1)[0] }
-    mutating func u16() throws(ProtocolError) -> UInt16 {
-        let b = try take(2)
-        return UInt16(b[0]) << 8 | UInt16(b[1])
+    mutating func take(_ count: Int) throws(ProtocolError) -> [UInt8] { Array(try next(count)) }
+    mutating func u8() throws(ProtocolError) -> UInt8 { try next(1).first! }
+    mutating func u16() throws(ProtocolError) -> UInt16 { UInt16(try number(2)) }
+    mutating func u32() throws(ProtocolError) -> UInt32 { UInt32(try number(4)) }
+    mutating func u64() throws(ProtocolError) -> UInt64 { try number(8) }
+    /// A big-endian number of `count` bytes.
+    private mutating func number(_ count: Int) throws(ProtocolError) -> UInt64 {
+        var value: UInt64 = 0
+        for byte in try next(count) { value = value << 8 | UInt64(byte) }
+        return value
     }
-    mutating func u32() throws(ProtocolError) -> UInt32 {
-        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
-    }
-    mutating func u64() throws(ProtocolError) -> UInt64 {
-        try take(8).reduce(0) { $0 << 8 | UInt64($1) }
-    }
-    mutating func string8() throws(ProtocolError) -> String {
-        let count = Int(try u8())
-        guard let text = String(validating: try take(count), as: UTF8.self) else {
-            throw ProtocolError(.badMessage, "a \(what) with text that is not UTF-8")
-        }
-        return text
-    }
-    mutating func string16() throws(ProtocolError) -> String {
-        let count = Int(try u16())
-        guard let text = String(validating: try take(count), as: UTF8.self) else {
+    mutating func string8() throws(ProtocolError) -> String { try text(Int(try u8())) }
+    mutating func string16() throws(ProtocolError) -> String { try text(Int(try u16())) }
+    private mutating func text(_ count: Int) throws(ProtocolError) -> String {
+        guard let text = String(validating: try next(count), as: UTF8.self) else {
             throw ProtocolError(.badMessage, "a \(what) with text that is not UTF-8")
         }
         return text

@@ -41,6 +41,22 @@ public final class FrameChannel {
         }
     }
 
+    /// Sends a frame built whole in `bytes`, whose first `Limits.frameHeaderSize` bytes are room for its header
+    /// (filled in here): one write, no copy.
+    public func send(_ type: FrameType, built bytes: inout [UInt8]) throws {
+        let length = bytes.count - Limits.frameHeaderSize
+        guard length >= 0, length <= type.maxPayload else {
+            throw ProtocolError(
+                .internalError,
+                "a \(type) message of \(length) bytes is over the protocol's limit of \(type.maxPayload)")
+        }
+        bytes.replaceSubrange(0..<Limits.frameHeaderSize, with: Frame.header(type: type, length: length))
+        try bytes.withUnsafeBytes {
+            try stream.write($0)
+            bytesOut += UInt64($0.count)
+        }
+    }
+
     public func send(_ type: FrameType, _ message: some Encodable) throws {
         try send(MessageCoding.frame(type, message))
     }
@@ -92,9 +108,20 @@ public final class FrameChannel {
         let (type, length) = try Frame.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])
         start += Limits.frameHeaderSize
         guard type.isBinary else {
-            var payload = [UInt8]()
-            payload.reserveCapacity(length)
-            try read(length) { payload.append(contentsOf: $0) }
+            let payload: [UInt8]
+            if length > pending.count {
+                // A large message (a frame of files) is read straight into its own buffer, as chunks are.
+                payload = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+                    count = 0
+                    try readBuffered(into: UnsafeMutableRawBufferPointer(buffer), length)
+                    count = length
+                }
+            } else {
+                var small = [UInt8]()
+                small.reserveCapacity(length)
+                try read(length) { small.append(contentsOf: $0) }
+                payload = small
+            }
             if type == .error { errorExchanged = true }
             return .control(Frame(type: type, payload: payload))
         }
@@ -105,25 +132,27 @@ public final class FrameChannel {
         let header = try ChunkHeader.parse(pending[start..<(start + ChunkHeader.size)])
         start += ChunkHeader.size
         let dataLength = length - ChunkHeader.size
-        try place(dataLength) { destination in
-            // First what is already buffered, then straight from the stream into the chunk buffer.
-            let buffered = min(end - start, dataLength)
-            if buffered > 0 {
-                pending.withUnsafeBytes { source in
-                    destination.baseAddress!.copyMemory(from: source.baseAddress! + start, byteCount: buffered)
-                }
-                start += buffered
-            }
-            var filled = buffered
-            while filled < dataLength {
-                try checkDeadline()
-                let n = try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: destination[filled...]))
-                if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a chunk") }
-                filled += n
-                bytesIn += UInt64(n)
-            }
-        }
+        try place(dataLength) { try readBuffered(into: $0, dataLength) }
         return .binary(type, header, length: dataLength)
+    }
+
+    /// Reads `count` bytes into `destination`: first what is already buffered, then straight from the stream.
+    private func readBuffered(into destination: UnsafeMutableRawBufferPointer, _ count: Int) throws {
+        let buffered = min(end - start, count)
+        if buffered > 0 {
+            pending.withUnsafeBytes { source in
+                destination.baseAddress!.copyMemory(from: source.baseAddress! + start, byteCount: buffered)
+            }
+            start += buffered
+        }
+        var filled = buffered
+        while filled < count {
+            try checkDeadline()
+            let n = try stream.read(into: UnsafeMutableRawBufferPointer(rebasing: destination[filled..<count]))
+            if n == 0 { throw StreamEnded("the peer closed the connection in the middle of a message") }
+            filled += n
+            bytesIn += UInt64(n)
+        }
     }
 
     /// The next frame as a whole (binary data copied into the frame); for callers that expect control messages.

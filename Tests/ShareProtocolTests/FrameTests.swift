@@ -27,6 +27,41 @@ import Testing
         }
     }
 
+    /// A frame of files built whole (its header filled in as it goes) arrives as the same files, whether it crossed
+    /// as it is (random bytes, read straight into its own buffer: larger than the read buffer) or compressed, and the
+    /// frames around it arrive intact.
+    @Test func aFrameBuiltWholeArrivesAsItsFiles() throws {
+        var generator = SystemRandomNumberGenerator()
+        let random = FolderFiles(
+            files: (0..<40).map { n in
+                FolderFiles.File(
+                    ref: "r\(n)", bytes: (0..<(20 << 10)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            })
+        let text = FolderFiles(
+            files: (0..<40).map {
+                FolderFiles.File(ref: "t\($0)", bytes: Array(String(repeating: "line \($0)\n", count: 2000).utf8))
+            })
+        let (a, b) = MemoryStream.pair()
+        let sending = FrameChannel(stream: a)
+        let receiving = FrameChannel(stream: b)
+        let codec = TestZstd()
+        var first = random.built(codec: codec)
+        #expect(first[Limits.frameHeaderSize] == 0)  // random bytes cross as they are
+        var second = text.built(codec: codec)
+        #expect(second[Limits.frameHeaderSize] == 1)  // text is compressed
+        try sending.send(.folderFiles, built: &first)
+        try sending.send(.bye, Bye())
+        try sending.send(.folderFiles, built: &second)
+        let got = try receiving.receive()
+        #expect(got.type == .folderFiles && got.payload.count > 64 << 10)
+        #expect(try FolderFiles.decode(got.payload, codec: codec) == random)
+        #expect(try receiving.receive().type == .bye)
+        #expect(try FolderFiles.decode(receiving.receive().payload, codec: codec) == text)
+        #expect(sending.bytesOut == receiving.bytesIn)
+        var tooLarge = [UInt8](repeating: 0, count: Limits.frameHeaderSize + FrameType.bye.maxPayload + 1)
+        #expect(throws: ProtocolError.self) { try sending.send(.bye, built: &tooLarge) }
+    }
+
     @Test func unknownTypesAreRefused() {
         let error = try? #require(throws: ProtocolError.self) { _ = try Frame.parseHeader([0xEE, 0, 0, 0, 0][...]) }
         #expect(error?.code == .badFrame)

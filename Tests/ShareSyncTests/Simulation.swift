@@ -177,7 +177,7 @@ final class Simulation {
         nextEpoch += 1
         epochs[pair] = epoch
         for (x, y) in [(pair.a, pair.b), (pair.b, pair.a)] {
-            var machine = FolderLinkMachine(local: [announcement(devices[x], to: devices[y])])
+            let machine = FolderLinkMachine(local: [announcement(devices[x], to: devices[y])])
             devices[x].machines[y] = machine
             queue.append(Message(from: x, to: y, epoch: epoch, payload: .hello(machine.hello)))
             _ = machine
