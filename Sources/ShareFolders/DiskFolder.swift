@@ -115,6 +115,31 @@ final class DiskFolder: FolderDisk {
         }
     }
 
+    /// The content digests of the files at `paths` under `root`, each with its stamp as it was before and after it
+    /// was read (one that changed meanwhile, or is not a file, is left out: the scan reads it itself). Uses no state
+    /// of a folder's disk: it runs without the folder's lock.
+    static func readAhead(_ paths: some Sequence<String>, in root: Directory) -> [String: (DiskStamp, Scanner.Content)]
+    {
+        var found: [String: (DiskStamp, Scanner.Content)] = [:]
+        var directories: [Substring: Directory?] = [:]
+        for path in paths {
+            let slash = path.lastIndex(of: "/")
+            let parent = slash.map { path[..<$0] } ?? ""
+            let leaf = String(slash.map { path[path.index(after: $0)...] } ?? path[...])
+            if directories[parent] == nil {
+                directories[parent] = .some(
+                    try? root.directory(components: parent.split(separator: "/").map(String.init)))
+            }
+            guard let directory = directories[parent] ?? nil, let info = directory.info(leaf),
+                let stamp = stamp(info), stamp.kind == .file,
+                let digest = try? digest(directory, leaf, size: stamp.size),
+                let after = directory.info(leaf).flatMap(Self.stamp), after.same(as: stamp)
+            else { continue }
+            found[path] = (stamp, Scanner.Content(digest: digest))
+        }
+        return found
+    }
+
     /// A file's content digest (`ContentDigest`): BLAKE3 of each 1 MiB chunk, then BLAKE3 of those digests. Nil
     /// when the file changed size while it was read.
     static func digest(_ folder: Directory, _ name: String, size: UInt64) throws -> [UInt8]? {

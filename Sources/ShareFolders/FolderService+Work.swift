@@ -120,18 +120,24 @@ extension FolderService {
     private func recordInParts(_ folder: SharedFolder) {
         // The folder's ignore patterns hold from the first part on (the first round finds them read).
         _ = folder.refreshPatterns()
-        let paths = folder.withFolder { state -> [String] in
-            guard state.store.sequence == 0, state.disk.isPresent else { return [] }
-            return state.disk.list(under: nil, recursive: true).keys.sorted()
+        let (paths, synced) = folder.withFolder { state -> ([String], Set<String>) in
+            guard state.store.sequence == 0, state.disk.isPresent else { return ([], []) }
+            let listed = state.disk.list(under: nil, recursive: true)
+            // What the scan will read (an ignored file is never read).
+            let synced = listed.filter { $0.value.kind == .file && state.sync.syncs($0.key, kind: .file) }
+            return (listed.keys.sorted(), Set(synced.keys))
         }
         guard paths.count > Self.scanPart else { return }
         folder.withFolder { $0.scanning = true }
         defer { folder.withFolder { $0.scanning = false } }
         var start = 0
         while start < paths.count, !stopping, !folder.withFolder({ $0.quitting }) {
-            let part = Set(paths[start..<min(start + Self.scanPart, paths.count)])
+            let slice = paths[start..<min(start + Self.scanPart, paths.count)]
             start += Self.scanPart
-            let recorded = folder.withFolder { $0.sync.scan(paths: part).count }
+            // The part's files are read and hashed before the folder's lock is taken: the links send what the
+            // last part recorded meanwhile.
+            let read = DiskFolder.readAhead(slice.lazy.filter(synced.contains), in: folder.root)
+            let recorded = folder.withFolder { $0.sync.scan(paths: Set(slice), readAhead: read).count }
             if recorded > 0 { announceOnly(folder, force: true) }
         }
     }

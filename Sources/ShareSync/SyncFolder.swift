@@ -150,9 +150,10 @@ public final class SyncFolder {
             })
     }
 
-    /// Records what changed at exactly these paths.
+    /// Records what changed at exactly these paths. `readAhead`: files' contents read before (outside the folder's
+    /// lock), each with the stamp it had then; one whose stamp is still that is not read again.
     @discardableResult
-    public func scan(paths: Set<String>) -> [FileEntry] {
+    public func scan(paths: Set<String>, readAhead: [String: (DiskStamp, Scanner.Content)] = [:]) -> [FileEntry] {
         guard disk.isPresent else { return [] }
         var observed: [String: DiskStamp] = [:]
         disk.keepingFoldersOpen {
@@ -166,18 +167,22 @@ public final class SyncFolder {
         for path in paths {
             if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp }
         }
-        return record(observed: observed, recorded: recorded) { paths.contains($0) && syncs($0) }
+        return record(observed: observed, recorded: recorded, readAhead: readAhead) { paths.contains($0) && syncs($0) }
     }
 
-    private func record(observed: [String: DiskStamp], recorded: [String: DiskStamp?], inScope: (String) -> Bool)
-        -> [FileEntry]
-    {
+    private func record(
+        observed: [String: DiskStamp], recorded: [String: DiskStamp?],
+        readAhead: [String: (DiskStamp, Scanner.Content)] = [:], inScope: (String) -> Bool
+    ) -> [FileEntry] {
         let (seconds, nanoseconds) = clock()
         // The folders of the files read stay open while the scan reads them (one open per folder, not per file).
         var result = disk.keepingFoldersOpen {
             Scanner.scan(
                 store: store, recorded: recorded, observed: observed, inScope: inScope,
-                content: { disk.content($0, $1) }, me: me, now: seconds, time: nanoseconds)
+                content: { path, stamp in
+                    if let (seen, content) = readAhead[path], seen.same(as: stamp) { return content }
+                    return disk.content(path, stamp)
+                }, me: me, now: seconds, time: nanoseconds)
         }
         store.restamp(result.restamped)
         if receivesOnly {

@@ -60,4 +60,26 @@ import Testing
         let found = device.folder.scan(paths: ["x"])
         #expect(found.first?.digest == SimDisk.digest(Array("two".utf8)))
     }
+
+    /// What a first scan read ahead (outside the folder's lock) stands only while the file's stamp is the one it was
+    /// read under: a file changed since is read again.
+    @Test func whatWasReadAheadStandsOnlyWhileItsStampDoes() throws {
+        let simulation = Simulation(deviceCount: 1)
+        defer { withExtendedLifetime(simulation) {} }
+        let device = simulation.devices[0]
+        #expect(device.disk.write("x", Array("one".utf8)))
+        #expect(device.disk.write("y", Array("why".utf8)))
+        let x = try #require(device.disk.stamp("x"))
+        let y = try #require(device.disk.stamp("y"))
+        let readAhead: [String: (DiskStamp, Scanner.Content)] = [
+            "x": (x, Scanner.Content(digest: SimDisk.digest(Array("one".utf8)))),
+            // Taken as read while its stamp holds (the scan does not read it again).
+            "y": (y, Scanner.Content(digest: SimDisk.digest(Array("read ahead".utf8)))),
+        ]
+        simulation.time += 3_000_000_000
+        #expect(device.disk.write("x", Array("three".utf8)))
+        let found = device.folder.scan(paths: ["x", "y"], readAhead: readAhead)
+        #expect(found.first { $0.path == "x" }?.digest == SimDisk.digest(Array("three".utf8)))
+        #expect(found.first { $0.path == "y" }?.digest == SimDisk.digest(Array("read ahead".utf8)))
+    }
 }
