@@ -144,6 +144,24 @@ public final class SQLiteFolderStore: FolderStore {
     private static let entryColumns =
         "path, kind, size, modified, mode, digest, target, deleted, version, sequence, modified_by"
 
+    // The statements run once an entry, written once (each is looked up by its text).
+    private static let selectLocal =
+        "SELECT \(entryColumns), stamp, local_only FROM local WHERE folder = ? AND path = ?"
+    private static let insertLocal = """
+        INSERT OR REPLACE INTO local (folder, \(entryColumns), stamp, local_only)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    private static let selectRemotes = "SELECT device, \(entryColumns) FROM remote WHERE folder = ? AND path = ?"
+    /// Kept only when newer than what is held of that path from that device.
+    private static let insertRemote = """
+        INSERT INTO remote (folder, device, \(entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (folder, path, device) DO UPDATE SET kind = excluded.kind, size = excluded.size,
+            modified = excluded.modified, mode = excluded.mode, digest = excluded.digest,
+            target = excluded.target, deleted = excluded.deleted, version = excluded.version,
+            sequence = excluded.sequence, modified_by = excluded.modified_by
+            WHERE excluded.sequence > remote.sequence
+        """
+
     private static func entry(_ row: Database.Row, from column: Int32 = 0) -> FileEntry {
         FileEntry(
             path: row.text(column), kind: FileEntry.Kind(rawValue: UInt8(row.integer(column + 1))) ?? .file,
@@ -214,8 +232,7 @@ public final class SQLiteFolderStore: FolderStore {
         var found: LocalEntry?
         do {
             try database.query(
-                "SELECT \(Self.entryColumns), stamp, local_only FROM local WHERE folder = ? AND path = ?",
-                [.text(folder), .text(path)]
+                Self.selectLocal, [.text(folder), .text(path)]
             ) { row in
                 found = Self.localEntry(row)
             }
@@ -294,10 +311,7 @@ public final class SQLiteFolderStore: FolderStore {
                         }
                     }
                     try database.query(
-                        """
-                        INSERT OR REPLACE INTO local (folder, \(Self.entryColumns), stamp, local_only)
-                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
+                        Self.insertLocal,
                         [.text(folder)] + Self.values(entry) + [
                             Self.stampBytes(item.stamp), .integer(entry.localOnly ? 1 : 0),
                         ])
@@ -402,15 +416,7 @@ public final class SQLiteFolderStore: FolderStore {
                     differing[device]! += (Self.differs(mine, after) ? 1 : 0) - (Self.differs(mine, before) ? 1 : 0)
                 }
                 // Kept only when newer than what is held of that path from that device.
-                try database.query(
-                    """
-                    INSERT INTO remote (folder, device, \(Self.entryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (folder, path, device) DO UPDATE SET kind = excluded.kind, size = excluded.size,
-                        modified = excluded.modified, mode = excluded.mode, digest = excluded.digest,
-                        target = excluded.target, deleted = excluded.deleted, version = excluded.version,
-                        sequence = excluded.sequence, modified_by = excluded.modified_by
-                        WHERE excluded.sequence > remote.sequence
-                    """, [.text(folder), key] + Self.values(entry))
+                try database.query(Self.insertRemote, [.text(folder), key] + Self.values(entry))
                 // The same rule for what is kept here of that path.
                 if var cached = remoteCache[entry.path] {
                     if cached[device].map({ entry.sequence > $0.sequence }) ?? true {
@@ -432,8 +438,7 @@ public final class SQLiteFolderStore: FolderStore {
         var found: [ShortID: FileEntry] = [:]
         do {
             try database.query(
-                "SELECT device, \(Self.entryColumns) FROM remote WHERE folder = ? AND path = ?",
-                [.text(folder), .text(path)]
+                Self.selectRemotes, [.text(folder), .text(path)]
             ) { row in
                 found[row.unsigned(0)] = Self.entry(row, from: 1)
             }
