@@ -38,10 +38,24 @@ public protocol FolderStore: AnyObject {
     func remotes(_ path: String) -> [ShortID: FileEntry]
     /// Every path any index names.
     func allPaths() -> Set<String>
+    /// The paths another device's index holds at another version than this device's (or that only the others'
+    /// indexes name): once a scan of the whole folder found the disk as this index says, the only paths a plan can
+    /// change.
+    func unsettledPaths() -> Set<String>
     /// The paths any index names beneath `folder`.
     func paths(under folder: String) -> Set<String>
     /// Forgets `device` (no longer sharing the folder).
     func forget(_ device: ShortID)
+}
+
+extension FolderStore {
+    /// Path by path, over every index (`SQLiteFolderStore` asks its tables at once).
+    public func unsettledPaths() -> Set<String> {
+        allPaths().filter { path in
+            let mine = local(path)?.entry.version
+            return remotes(path).values.contains { mine != $0.version }
+        }
+    }
 }
 
 /// A `FolderStore` in memory: the simulation's and the tests'.

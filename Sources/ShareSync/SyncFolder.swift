@@ -206,7 +206,8 @@ public final class SyncFolder {
     /// The steps that bring `paths` (nil: every path any index names) to their global versions, in an order that
     /// works: conflict copies first, then folders (parents first), files and links, and removals (children first).
     /// `afterFullScan`: the whole folder was scanned just before (nothing else touched the disk since), so what that
-    /// scan found stands for the disk.
+    /// scan found stands for the disk, and of every path only those some other device holds at another version can
+    /// need a step (100,000 paths in step are not looked at one by one).
     public func plan(_ paths: Set<String>? = nil, afterFullScan: Bool = false) -> [SyncAction] {
         let listing = afterFullScan ? fullListing : nil
         fullListing = nil
@@ -214,7 +215,7 @@ public final class SyncFolder {
         let revertLocal = mode == .receiveOnly(revertLocal: true)
         var actions: [SyncAction] = []
         disk.keepingFoldersOpen {
-            for path in (paths ?? store.allPaths()) where includes(path) {
+            for path in (paths ?? (listing != nil ? store.unsettledPaths() : store.allPaths())) where includes(path) {
                 let remotes = Array(store.remotes(path).values)
                 let local = store.local(path)
                 guard syncs(path, kind: local?.entry.kind ?? remotes.first?.kind) else { continue }

@@ -457,6 +457,17 @@ public final class SQLiteFolderStore: FolderStore {
         return paths
     }
 
+    public func unsettledPaths() -> Set<String> {
+        var paths: Set<String> = []
+        try? database.query(
+            """
+            SELECT DISTINCT r.path FROM remote r LEFT JOIN local l ON l.folder = r.folder AND l.path = r.path
+                WHERE r.folder = ?1 AND (l.path IS NULL OR r.version != l.version)
+            """, [.text(folder)]
+        ) { paths.insert($0.text(0)) }
+        return paths
+    }
+
     /// The paths of what is held of `device`'s index.
     public func paths(of device: ShortID) -> Set<String> {
         var paths: Set<String> = []

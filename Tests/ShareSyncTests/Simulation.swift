@@ -82,6 +82,8 @@ final class Simulation {
         var machines: [Int: FolderLinkMachine] = [:]
         /// Content asked for and not yet come: path → (version, peer, link epoch).
         var requested: [String: (version: VersionVector, peer: Int, epoch: Int)] = [:]
+        /// Syncs so far: every third is the agent's full round (a whole scan, then a plan of the unsettled paths).
+        var syncs = 0
 
         init(index: Int, id: ShortID, store: FolderStore, time: @escaping () -> Int64) {
             self.index = index
@@ -278,8 +280,8 @@ final class Simulation {
     var violations: [String] = []
     var lastTrace = ""
 
-    func scan(_ device: Device) {
-        let recorded = device.folder.scan()
+    func scan(_ device: Device, forPlan: Bool = false) {
+        let recorded = device.folder.scan(forPlan: forPlan)
         if !device.disk.mounted, !recorded.isEmpty {
             violations.append("d\(device.index) recorded \(recorded.count) entries while its folder was not there")
         }
@@ -309,7 +311,10 @@ final class Simulation {
             let global = GlobalVersion.winner(Array(device.store.remotes(path).values) + local)
             return epochs[Pair(device.index, request.peer)] == request.epoch && global?.version == request.version
         }
-        let outcome = device.folder.execute(device.folder.plan())
+        device.syncs += 1
+        let full = device.syncs % 3 == 0
+        if full { scan(device, forPlan: true) }
+        let outcome = device.folder.execute(device.folder.plan(afterFullScan: full))
         noteScanned(device, outcome.recorded)
         if !outcome.rescans.isEmpty { noteScanned(device, device.folder.scan(paths: outcome.rescans)) }
         announce(device)

@@ -105,6 +105,43 @@ import Testing
         }
     }
 
+    /// The paths a plan after a full scan looks at are, after every entry recorded or received, those some other
+    /// device holds at another version than this one (or that only the others hold), asked of the tables at once.
+    @Test func theUnsettledPathsAreThoseAnotherDeviceHoldsAtAnotherVersion() throws {
+        let scratch = try ScratchIndex("unsettled")
+        defer { withExtendedLifetime(scratch) {} }
+        let store = try scratch.store()
+        var random = SplitMix64(seed: 7)
+        let paths = (0..<10).map { "d/p\($0)" }
+        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
+        func entry(_ path: String) -> FileEntry {
+            let counter = random.next() % 3
+            return FileEntry(
+                path: path, kind: .file, size: 1, digest: Array(repeating: UInt8(counter), count: 32),
+                deleted: random.next() % 5 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
+        }
+        var seen = 0
+        for step in 0..<300 {
+            if random.next() % 3 == 0 {
+                _ = store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 10)]), stamp: nil)])
+            } else {
+                let device: ShortID = random.next() % 2 == 0 ? 11 : 22
+                sequences[device]! += 1
+                var next = entry(paths[Int(random.next() % 10)])
+                next.sequence = sequences[device]!
+                store.applyRemote(device, indexID: 1, reset: false, entries: [next], have: sequences[device]!)
+            }
+            let expected = Set(
+                paths.filter { path in
+                    let mine = store.local(path)?.entry.version
+                    return store.remotes(path).values.contains { $0.version != mine }
+                })
+            #expect(store.unsettledPaths() == expected, "step \(step)")
+            seen += expected.count
+        }
+        #expect(seen > 0)
+    }
+
     /// The store keeps the entries of paths it read or wrote lately: after every write (recorded, restamped, received,
     /// a device's index started over or forgotten), what it answers for each path is what a store reading the same
     /// tables afresh answers.
