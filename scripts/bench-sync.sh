@@ -19,7 +19,8 @@
 # Settings (environment): FILES (5000), MANY (100000), PROFILES ("loopback 100mbit"), ROUNDS (1; medians when more),
 # SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000), PHASES ("send sync rsync syncthing many"),
 # AGENT_LOG (the agents' log level), KEEP_LOGS (a folder the agents' logs are copied to at the end), MARKS (a file
-# each measured phase's start and end are added to, as seconds since 1970, to line a profile up with the phases).
+# each measured phase's start and end are added to, as seconds since 1970, to line a profile up with the phases),
+# SETTLE_TRACE (1: each status poll of a share sync phase on stderr, and how long a status takes once in step).
 # SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback, no Syncthing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

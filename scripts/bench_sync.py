@@ -398,6 +398,9 @@ class ShareDevices:
             if len(folders) != 1:
                 return False
             folder = folders[0]
+            if os.environ.get("SETTLE_TRACE"):
+                log(f"{time.time():.3f} d{i} {folder['state']} files={folder['files']} needed={folder['neededFiles']} "
+                    f"peers={[(p.get('inStep'), p.get('differences', p.get('outOfStep'))) for p in folder['peers']]}")
             if (folder["state"] != "up to date" or folder["files"] != files or folder["neededFiles"] != 0
                     or not all(p["inStep"] for p in folder["peers"])):
                 return False
@@ -752,6 +755,12 @@ def many(net, profile):
         folder = devices.share(source)
         record(profile, f"first, {MANY} files", "share sync", devices.wait_converged(clock, source, MANY),
                devices.peak())
+        if os.environ.get("SETTLE_TRACE"):
+            for i in range(3):
+                for _ in range(3):
+                    t = time.monotonic()
+                    devices.folders(i)
+                    log(f"status of d{i}: {time.monotonic() - t:.3f} s")
         # Idle: nothing changes; the agents' CPU over IDLE seconds, after a quarter of it to settle.
         time.sleep(IDLE / 4)
         before = [cpu_seconds(p.pid) for p in devices.agents]

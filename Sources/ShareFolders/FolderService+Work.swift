@@ -209,7 +209,14 @@ extension FolderService {
             schedulePulls(folder)
             return nil
         }
+        let peers = devices(of: folder.settings).map { ShortIDs.of($0.id) }
         let (announce, planned) = folder.withFolder { state -> (Bool, Planned) in
+            // What a status reads of the whole index stays counted from the first round on (each entry recorded
+            // or received moves the counts): the first status after a large sync does not count every entry.
+            defer {
+                _ = state.store.totals()
+                for peer in peers { _ = state.store.differences(with: peer) }
+            }
             var recorded: [FileEntry] = []
             state.scanning = true
             defer { state.scanning = false }
