@@ -68,39 +68,14 @@ import Testing
     /// What the status says of each device (how many paths it holds at other versions) is kept up to date entry by
     /// entry, and always equals the count over both whole indexes.
     @Test func theCountOfDifferencesFollowsEveryEntry() throws {
-        let scratch = try ScratchIndex("count")
-        defer { withExtendedLifetime(scratch) {} }
-        let store = try scratch.store()
-        var random = SplitMix64(seed: 99)
-        let paths = (0..<12).map { "p\($0)" }
         let devices: [ShortID] = [11, 22]
-        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
-        func entry(_ path: String) -> FileEntry {
-            let counter = random.next() % 3
-            return FileEntry(
-                path: path, kind: .file, size: 1, digest: Array(repeating: UInt8(counter), count: 32),
-                deleted: random.next() % 5 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
-        }
-        for _ in devices { _ = store.differences(with: devices[0]) }
-        for step in 0..<400 {
-            switch random.next() % 3 {
-            case 0:
-                _ = store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 12)]), stamp: nil)])
-            default:
-                let device = devices[Int(random.next() % 2)]
-                var batch: [FileEntry] = []
-                for _ in 0..<Int(random.next() % 4) {
-                    sequences[device]! += 1
-                    var next = entry(paths[Int(random.next() % 12)])
-                    next.sequence = sequences[device]!
-                    batch.append(next)
-                }
-                store.applyRemote(device, indexID: 1, reset: false, entries: batch, have: sequences[device]!)
-            }
+        try randomEntries(seed: 99, paths: (0..<12).map { "p\($0)" }) { store, step in
+            // Counted from the start, so that each entry moves the count from then on.
+            if step == nil { for device in devices { _ = store.differences(with: device) } }
             for device in devices {
                 #expect(
                     store.differences(with: device) == store.countDifferences(with: device),
-                    "step \(step), device \(device)")
+                    "step \(step ?? -1), device \(device)")
             }
         }
     }
@@ -108,38 +83,54 @@ import Testing
     /// The paths a plan after a full scan looks at are, after every entry recorded or received, those some other
     /// device holds at another version than this one (or that only the others hold), asked of the tables at once.
     @Test func theUnsettledPathsAreThoseAnotherDeviceHoldsAtAnotherVersion() throws {
-        let scratch = try ScratchIndex("unsettled")
-        defer { withExtendedLifetime(scratch) {} }
-        let store = try scratch.store()
-        var random = SplitMix64(seed: 7)
         let paths = (0..<10).map { "d/p\($0)" }
-        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
-        func entry(_ path: String) -> FileEntry {
-            let counter = random.next() % 3
-            return FileEntry(
-                path: path, kind: .file, size: 1, digest: Array(repeating: UInt8(counter), count: 32),
-                deleted: random.next() % 5 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
-        }
         var seen = 0
-        for step in 0..<300 {
-            if random.next() % 3 == 0 {
-                _ = store.recordLocal([LocalEntry(entry: entry(paths[Int(random.next() % 10)]), stamp: nil)])
-            } else {
-                let device: ShortID = random.next() % 2 == 0 ? 11 : 22
-                sequences[device]! += 1
-                var next = entry(paths[Int(random.next() % 10)])
-                next.sequence = sequences[device]!
-                store.applyRemote(device, indexID: 1, reset: false, entries: [next], have: sequences[device]!)
-            }
+        try randomEntries(seed: 7, paths: paths) { store, step in
             let expected = Set(
                 paths.filter { path in
                     let mine = store.local(path)?.entry.version
                     return store.remotes(path).values.contains { $0.version != mine }
                 })
-            #expect(store.unsettledPaths() == expected, "step \(step)")
+            #expect(store.unsettledPaths() == expected, "step \(step ?? -1)")
             seen += expected.count
         }
         #expect(seen > 0)
+    }
+
+    /// 400 steps of random entries of `paths` into an index: recorded here, or received from device 11 or 22 a few
+    /// at a time; `check` runs before the first step (nil) and after each.
+    private func randomEntries(
+        seed: UInt64, paths: [String], check: (SQLiteFolderStore, Int?) -> Void
+    ) throws {
+        let scratch = try ScratchIndex("entries")
+        defer { withExtendedLifetime(scratch) {} }
+        let store = try scratch.store()
+        var random = SplitMix64(seed: seed)
+        var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
+        func entry() -> FileEntry {
+            let path = paths[Int(random.next() % UInt64(paths.count))]
+            let counter = random.next() % 3
+            return FileEntry(
+                path: path, kind: .file, size: 1, digest: Array(repeating: UInt8(counter), count: 32),
+                deleted: random.next() % 5 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
+        }
+        check(store, nil)
+        for step in 0..<400 {
+            if random.next() % 3 == 0 {
+                _ = store.recordLocal([LocalEntry(entry: entry(), stamp: nil)])
+            } else {
+                let device: ShortID = random.next() % 2 == 0 ? 11 : 22
+                var batch: [FileEntry] = []
+                for _ in 0..<Int(random.next() % 4) {
+                    sequences[device]! += 1
+                    var next = entry()
+                    next.sequence = sequences[device]!
+                    batch.append(next)
+                }
+                store.applyRemote(device, indexID: 1, reset: false, entries: batch, have: sequences[device]!)
+            }
+            check(store, step)
+        }
     }
 
     /// The store keeps the entries of paths it read or wrote lately: after every write (recorded, restamped, received,
