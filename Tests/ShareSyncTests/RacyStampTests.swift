@@ -26,12 +26,7 @@ import Testing
     @Test func aFileWhoseTimeIsNotYetWellPastIsReadByEveryScan() {
         let simulation = Simulation(deviceCount: 1)
         defer { withExtendedLifetime(simulation) {} }
-        let device = simulation.devices[0]
-        #expect(device.disk.write("x", Array("one".utf8)))
-        device.folder.scan()
-        simulation.time += 3_000_000_000
-        device.folder.scan()
-        #expect(device.store.local("x")?.stamp?.racy == false)
+        let device = recordedAndTrusted(simulation)
         // The clock set back to the file's time (or a time another device stamped it with, ahead of this clock):
         // a rewrite of the same size now leaves size, time and inode as recorded, and is still found while the
         // clock has not passed the file's time by the granularity.
@@ -45,12 +40,7 @@ import Testing
     @Test func aFileFoundHoldingOtherContentUnderTheSameStampIsReadAgainWhenDistrusted() {
         let simulation = Simulation(deviceCount: 1)
         defer { withExtendedLifetime(simulation) {} }
-        let device = simulation.devices[0]
-        #expect(device.disk.write("x", Array("one".utf8)))
-        device.folder.scan()
-        simulation.time += 3_000_000_000
-        device.folder.scan()
-        #expect(device.store.local("x")?.stamp?.racy == false)
+        let device = recordedAndTrusted(simulation)
         // The clock set back to the very time of the last write: a rewrite no stamp can tell from it.
         device.offset -= 3_000_000_000
         #expect(device.disk.write("x", Array("two".utf8)))
@@ -81,5 +71,16 @@ import Testing
         let found = device.folder.scan(paths: ["x", "y"], readAhead: readAhead)
         #expect(found.first { $0.path == "x" }?.digest == SimDisk.digest(Array("three".utf8)))
         #expect(found.first { $0.path == "y" }?.digest == SimDisk.digest(Array("read ahead".utf8)))
+    }
+
+    /// `x` written, scanned, and scanned again once the clock is past the granularity: its stamp trusted.
+    private func recordedAndTrusted(_ simulation: Simulation) -> Simulation.Device {
+        let device = simulation.devices[0]
+        #expect(device.disk.write("x", Array("one".utf8)))
+        device.folder.scan()
+        simulation.time += 3_000_000_000
+        device.folder.scan()
+        #expect(device.store.local("x")?.stamp?.racy == false)
+        return device
     }
 }
