@@ -50,7 +50,19 @@ int cshare_open_unnamed(int dirfd, unsigned int mode) {
     return openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, (mode_t)mode);
 }
 
+// Whether linkat(2) names a file by its descriptor here (AT_EMPTY_PATH): 1 yes, 0 not tried yet, -1 no (a kernel
+// before 6.10 without CAP_DAC_READ_SEARCH). The path through /proc costs a walk of four names per file.
+static _Atomic int link_by_descriptor = 0;
+
 int cshare_link_unnamed(int fd, int dirfd, const char *name) {
+    if (link_by_descriptor >= 0) {
+        if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0) {
+            link_by_descriptor = 1;
+            return 0;
+        }
+        if (errno != ENOENT && errno != EPERM) return -1;
+        if (link_by_descriptor == 0) link_by_descriptor = -1;
+    }
     char path[40];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     return linkat(AT_FDCWD, path, dirfd, name, AT_SYMLINK_FOLLOW);

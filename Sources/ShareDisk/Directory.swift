@@ -166,6 +166,9 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         case .createOrUpdate: flags |= O_RDWR | O_CREAT
         case .append: flags |= O_WRONLY | O_CREAT | O_APPEND
         }
+        // Read for its content: a pipe put at the name meanwhile opens without waiting for a writer (and is then
+        // seen for what it is); a file reads as it would.
+        if access == .readLeavingAccessTime { flags |= O_NONBLOCK }
         var opened = openat(fd, name, access == .readLeavingAccessTime ? flags | CSHARE_O_NOATIME : flags, mode)
         if opened < 0, errno == EPERM, access == .readLeavingAccessTime { opened = openat(fd, name, flags, mode) }
         guard opened >= 0 else {
@@ -286,12 +289,16 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         let file = OpenFile(fd: opened, path: display(name))
         defer { file.close() }
         try file.write(bytes[...], at: 0)
-        // Whatever the process's umask: the mode asked for is the mode the file gets (set only when the umask took
-        // some of it).
-        if file.info?.mode != mode & 0o7777 { file.setMode(mode) }
         if let modifiedNanoseconds { try file.setModified(nanoseconds: modifiedNanoseconds) }
         // Linking changes none of what the description holds (kind, size, time, mode, inode).
-        guard let made = file.info else { throw DiskError.system("cannot create \(display(name))") }
+        guard var made = file.info else { throw DiskError.system("cannot create \(display(name))") }
+        // Whatever the process's umask: the mode asked for is the mode the file gets (set only when the umask took
+        // some of it).
+        if made.mode != mode & 0o7777 {
+            file.setMode(mode)
+            guard let changed = file.info else { throw DiskError.system("cannot create \(display(name))") }
+            made = changed
+        }
         guard cshare_link_unnamed(opened, fd, name) == 0 else {
             // No /proc to link through (or no right to): written the other way.
             if errno == ENOENT || errno == EPERM || errno == EACCES { return nil }

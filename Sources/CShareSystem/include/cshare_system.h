@@ -37,8 +37,9 @@ int cshare_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char
 /// umask applies); -1 with errno (EOPNOTSUPP or EISDIR where the file system cannot) (system.c).
 int cshare_open_unnamed(int dirfd, unsigned int mode);
 
-/// linkat(2) of a file opened by cshare_open_unnamed to `name` in `dirfd` (through /proc/self/fd, which needs no
-/// privilege): 0, or -1 with errno (EEXIST when the name is taken) (system.c).
+/// linkat(2) of a file opened by cshare_open_unnamed to `name` in `dirfd` (by its descriptor where the kernel lets
+/// this process, otherwise through /proc/self/fd, which needs no privilege): 0, or -1 with errno (EEXIST when the
+/// name is taken) (system.c).
 int cshare_link_unnamed(int fd, int dirfd, const char *name);
 
 /// flock(2) exclusive, without waiting: 0, or -1 with errno EWOULDBLOCK when another holder has it (system.c).
