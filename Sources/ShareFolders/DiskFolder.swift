@@ -115,14 +115,15 @@ final class DiskFolder: FolderDisk {
         }
     }
 
-    /// The content digests of the files at `paths` under `root`, each with its stamp as it was before and after it
-    /// was read (one that changed meanwhile, or is not a file, is left out: the scan reads it itself). Uses no state
-    /// of a folder's disk: it runs without the folder's lock.
-    static func readAhead(_ paths: some Sequence<String>, in root: Directory) -> [String: (DiskStamp, Scanner.Content)]
+    /// The content digests of `files` under `root`, each as the stamp it was listed with (one that is no longer at
+    /// that stamp once read, or is not a file, is left out: the scan reads it itself). Uses no state of a folder's
+    /// disk: it runs without the folder's lock.
+    static func readAhead(_ files: some Sequence<(path: String, stamp: DiskStamp)>, in root: Directory)
+        -> [String: (DiskStamp, Scanner.Content)]
     {
         var found: [String: (DiskStamp, Scanner.Content)] = [:]
         var directories: [Substring: Directory?] = [:]
-        for path in paths {
+        for (path, stamp) in files where stamp.kind == .file {
             let slash = path.lastIndex(of: "/")
             let parent = slash.map { path[..<$0] } ?? ""
             let leaf = String(slash.map { path[path.index(after: $0)...] } ?? path[...])
@@ -130,10 +131,14 @@ final class DiskFolder: FolderDisk {
                 directories[parent] = .some(
                     try? root.directory(components: parent.split(separator: "/").map(String.init)))
             }
-            guard let directory = directories[parent] ?? nil, let info = directory.info(leaf),
-                let stamp = stamp(info), stamp.kind == .file,
-                let digest = try? digest(directory, leaf, size: stamp.size),
-                let after = directory.info(leaf).flatMap(Self.stamp), after.same(as: stamp)
+            // What the open file is once read is what the name was when listed (the same inode, size, time and
+            // mode), or the content read stands for nothing. The scan looks at the name again before it uses it.
+            guard let directory = directories[parent] ?? nil,
+                let file = try? directory.openFile(leaf, .readLeavingAccessTime)
+            else { continue }
+            defer { file.close() }
+            guard let digest = try? digest(file, size: stamp.size),
+                let after = file.info.flatMap(Self.stamp), after.same(as: stamp)
             else { continue }
             found[path] = (stamp, Scanner.Content(digest: digest))
         }
@@ -145,6 +150,13 @@ final class DiskFolder: FolderDisk {
     static func digest(_ folder: Directory, _ name: String, size: UInt64) throws -> [UInt8]? {
         let file = try folder.openFile(name, .readLeavingAccessTime)
         defer { file.close() }
+        guard let digest = try digest(file, size: size), file.info?.size == size else { return nil }
+        return digest
+    }
+
+    /// The content digest of the open `file`, read as `size` bytes long; nil when it ended sooner (the caller
+    /// checks what it is once read).
+    static func digest(_ file: OpenFile, size: UInt64) throws -> [UInt8]? {
         file.adviseSequential()
         let chunk = ContentDigest.chunkSize
         // As much as one chunk of this file needs (most files are far smaller than a chunk).
@@ -165,7 +177,6 @@ final class DiskFolder: FolderDisk {
             digests += hasher.digest(UnsafeRawBufferPointer(rebasing: buffer[0..<filled]))
             offset += UInt64(filled)
         } while offset < size
-        guard file.info?.size == size else { return nil }
         return hasher.digest(digests)
     }
 

@@ -120,12 +120,12 @@ extension FolderService {
     private func recordInParts(_ folder: SharedFolder) {
         // The folder's ignore patterns hold from the first part on (the first round finds them read).
         _ = folder.refreshPatterns()
-        let (paths, synced) = folder.withFolder { state -> ([String], Set<String>) in
-            guard state.store.sequence == 0, state.disk.isPresent else { return ([], []) }
+        let (paths, synced) = folder.withFolder { state -> ([String], [String: DiskStamp]) in
+            guard state.store.sequence == 0, state.disk.isPresent else { return ([], [:]) }
             let listed = state.disk.list(under: nil, recursive: true)
-            // What the scan will read (an ignored file is never read).
+            // What the scan will read (an ignored file is never read), as listed.
             let synced = listed.filter { $0.value.kind == .file && state.sync.syncs($0.key, kind: .file) }
-            return (listed.keys.sorted(), Set(synced.keys))
+            return (listed.keys.sorted(), synced)
         }
         guard paths.count > Self.scanPart else { return }
         folder.withFolder { $0.scanning = true }
@@ -136,7 +136,8 @@ extension FolderService {
             start += Self.scanPart
             // The part's files are read and hashed before the folder's lock is taken: the links send what the
             // last part recorded meanwhile.
-            let read = DiskFolder.readAhead(slice.lazy.filter(synced.contains), in: folder.root)
+            let read = DiskFolder.readAhead(
+                slice.lazy.compactMap { path in synced[path].map { (path, $0) } }, in: folder.root)
             let recorded = folder.withFolder { $0.sync.scan(paths: Set(slice), readAhead: read).count }
             if recorded > 0 { announceOnly(folder, force: true) }
         }
