@@ -217,6 +217,28 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         return names
     }
 
+    /// The names of the folders in this folder, by the kind each entry's listing gives (looked at one by one only
+    /// where the file system does not say).
+    public func folderEntries() -> [String] {
+        let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard copy >= 0, let stream = fdopendir(copy) else {
+            if copy >= 0 { Glibc.close(copy) }
+            return []
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let type = entry.pointee.d_type
+            guard type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) else { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name != "." && name != ".." else { continue }
+            if type == UInt8(DT_DIR) || info(name)?.kind == .directory { names.append(name) }
+        }
+        return names
+    }
+
     /// Reads a whole small file; nil when it is missing. Larger than `limit` bytes is an error.
     public func readFile(_ name: String, limit: Int = 16 << 20) throws -> [UInt8]? {
         let file: OpenFile

@@ -67,7 +67,7 @@ public final class TreeWatch {
             byDescriptor[descriptor] = (id, directory)
             trees[id]?.descriptors.insert(descriptor)
             guard let folder = try? Directory.open(directory) else { continue }
-            for name in folder.entries() where folder.info(name)?.kind == .directory {
+            for name in folder.folderEntries() {
                 if directory == root, skipAtRoot.contains(name) { continue }
                 pending.append(directory + "/" + name)
             }

@@ -41,11 +41,20 @@ final class SyncFileSource: ItemSource {
     /// The source of `item`, or nil when this device does not hold that content now (`local`: what the index
     /// recorded of its path).
     init?(_ item: FolderPull.Item, leaf: String, in directory: Directory, recorded local: LocalEntry) {
-        guard let info = directory.info(leaf), let stamp = DiskFolder.stamp(info), stamp.kind == .file,
-            !local.entry.deleted,
-            local.entry.kind == .file, local.entry.digest.hexString == item.digest, local.entry.size == item.size,
-            let recorded = local.stamp, recorded.same(as: stamp)
+        guard !local.entry.deleted, local.entry.kind == .file, local.entry.digest.hexString == item.digest,
+            local.entry.size == item.size, let recorded = local.stamp, recorded.kind == .file
         else { return nil }
+        // A small file is looked at once it is read (what was read must be what the index recorded, or it is left
+        // out); a large one now, so that one changed since is not offered.
+        let stamp: DiskStamp
+        if item.size <= UInt64(FolderFiles.largest) {
+            stamp = recorded
+        } else {
+            guard let info = directory.info(leaf), let found = DiskFolder.stamp(info), found.kind == .file,
+                recorded.same(as: found)
+            else { return nil }
+            stamp = found
+        }
         self.directory = directory
         self.leaf = leaf
         self.stamp = stamp

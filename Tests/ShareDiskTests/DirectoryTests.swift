@@ -216,4 +216,23 @@ final class Scratch {
         held.release()
         #expect(try second.tryLock("item.lock") != nil)
     }
+
+    @Test func theFoldersOfAFolderAreItsFoldersOnly() throws {
+        let scratch = try Scratch()
+        let inside = scratch.inside
+        for name in ["a", "b c", ".hidden"] {
+            try FileManager.default.createDirectory(
+                at: inside.appendingPathComponent(name), withIntermediateDirectories: false)
+        }
+        try Data("x".utf8).write(to: inside.appendingPathComponent("file"))
+        try FileManager.default.createSymbolicLink(
+            at: inside.appendingPathComponent("link to a"), withDestinationURL: inside.appendingPathComponent("a"))
+        try FileManager.default.createSymbolicLink(
+            at: inside.appendingPathComponent("link out"), withDestinationURL: scratch.outside)
+        #expect(mkfifo(inside.appendingPathComponent("pipe").path, 0o600) == 0)
+        let directory = try Directory.open(inside.path)
+        #expect(Set(directory.folderEntries()) == ["a", "b c", ".hidden"])
+        #expect(directory.folderEntries().count == 3)
+        #expect(Set(directory.entries()) == ["a", "b c", ".hidden", "file", "link to a", "link out", "pipe"])
+    }
 }
