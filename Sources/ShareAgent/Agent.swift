@@ -84,7 +84,7 @@ package final class Agent: Sendable {
                     name: name, accept: programs.active?.registration.accept ?? agentAccept)
                 return Hello(
                     name: hello.name, role: .agent, accept: hello.accept, compression: hello.compression,
-                    features: hello.features)
+                    features: (hello.features ?? []) + [FolderPull.binaryFeature])
             }, timeouts: timeouts, sessionNice: lowPriority ? Self.transferNice : 0
         ) { [router] session in
             router.serve(session)

@@ -62,13 +62,15 @@ final class FolderLink: Sendable {
 
     /// Asks the peer to open a session to this device and send these files (this device cannot open one to it).
     func ask(_ pull: FolderPull) {
-        state.withLock { $0.queued.append(MessageCoding.frame(.folderAsk, pull)) }
+        let frame = pull.frame(.folderAsk, binary: session.peerHello.readsBinaryPulls)
+        state.withLock { $0.queued.append(frame) }
         wakeup.ring()
     }
 
     /// Tells the peer that files it asked for will not come in a push.
     func notComing(_ pull: FolderPull) {
-        state.withLock { $0.queued.append(MessageCoding.frame(.folderPush, pull)) }
+        let frame = pull.frame(.folderPush, binary: session.peerHello.readsBinaryPulls)
+        state.withLock { $0.queued.append(frame) }
         wakeup.ring()
     }
 
@@ -186,12 +188,10 @@ final class FolderLink: Sendable {
                 }
             }
         case .folderAsk:
-            let pull = try MessageCoding.decode(FolderPull.self, from: frame)
-            try pull.validate()
+            let pull = try FolderPull.decode(frame)
             service.push(pull, to: peer, name: peerName, link: self)
         case .folderPush:
-            let missing = try MessageCoding.decode(FolderPull.self, from: frame)
-            try missing.validate()
+            let missing = try FolderPull.decode(frame)
             service.notComing(missing, from: peer)
         case .ping:
             try session.connection.send(.pong, try MessageCoding.decode(Ping.self, from: frame))

@@ -107,7 +107,8 @@ extension FolderService {
             let target = try PeerTarget.resolve(
                 peer.id.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
             let session = try Reach.connect(
-                from: device, to: target, trust: trust.store, hello: Hello(name: device.name, role: .agent),
+                from: device, to: target, trust: trust.store,
+                hello: Hello(name: device.name, role: .agent, features: [FolderPull.binaryFeature]),
                 timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 0), settings: reach)
             // The last refusal stays said until a link ends without one (a status read while the link is tried
             // again still says why).

@@ -197,7 +197,7 @@ extension FolderService {
             peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
         let hello = Hello(
             name: device.name, role: .agent, accept: ReceiveOptions.everything, compression: ["zstd"],
-            features: [Delta.feature])
+            features: [Delta.feature, FolderPull.binaryFeature])
         let session = try Reach.connect(
             from: device, to: target, trust: trust.store, hello: hello,
             timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
@@ -205,7 +205,8 @@ extension FolderService {
         let refs = entries.map(Self.ref)
         var wanted: [String: FileEntry] = [:]
         for (ref, entry) in zip(refs, entries) { wanted[ref] = entry }
-        try session.connection.send(.folderPull, request(entries, refs: refs, in: folder))
+        try session.connection.send(
+            request(entries, refs: refs, in: folder).frame(.folderPull, binary: session.peerHello.readsBinaryPulls))
         try receive(session, into: folder, wanted: wanted, from: entry.name)
     }
 
@@ -398,8 +399,7 @@ extension FolderService {
 
     /// A session `peer` opened to bring files this device asked for over its link (its `folderPush` first).
     package func receivePush(_ session: Session, first: Frame, peerName: String) throws {
-        let push = try MessageCoding.decode(FolderPull.self, from: first)
-        try push.validate()
+        let push = try FolderPull.decode(first)
         guard let folder = folder(push.folder),
             devices(of: folder.settings).contains(where: { $0.id == session.peerID })
         else { throw ProtocolError(.refused, "no folder \(push.folder) is shared with this device") }
@@ -448,10 +448,11 @@ extension FolderService {
                 let target = try PeerTarget.resolve(
                     peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
                 let session = try Reach.connect(
-                    from: device, to: target, trust: trust.store, hello: Hello(name: device.name, role: .agent),
+                    from: device, to: target, trust: trust.store,
+                    hello: Hello(name: device.name, role: .agent, features: [FolderPull.binaryFeature]),
                     timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
                 defer { session.connection.close() }
-                try session.connection.send(.folderPush, offered)
+                try session.connection.send(offered.frame(.folderPush, binary: session.peerHello.readsBinaryPulls))
                 // Once the session carries them, the asker counts them by the session's end.
                 coming = Set(offered.items.map(\.ref))
                 try send(sources, of: folder, over: session)
@@ -473,8 +474,7 @@ extension FolderService {
     /// Answers a pull another device opened (its `FolderPull` was the session's first frame): the files asked for
     /// that this device holds at that content, offered as a transfer's sender; the rest are left out.
     package func servePull(_ session: Session, first: Frame, peerName: String) throws {
-        let pull = try MessageCoding.decode(FolderPull.self, from: first)
-        try pull.validate()
+        let pull = try FolderPull.decode(first)
         guard let folder = folder(pull.folder),
             devices(of: folder.settings).contains(where: { $0.id == session.peerID })
         else { throw ProtocolError(.refused, "no folder \(pull.folder) is shared with this device") }

@@ -241,6 +241,62 @@ public struct FolderPull: Sendable, Codable, Equatable {
             })
         else { throw ProtocolError(.badMessage, "a pull that breaks its rules") }
     }
+
+    /// What a device lists in its hello when it reads pulls in their binary form (`frame(_:binary:)`).
+    public static let binaryFeature = "folder-pull-1"
+
+    /// The frame of this pull: binary to a device whose hello lists `binaryFeature`, JSON to one that does not.
+    /// Binary: `0x01 | folder (1 + n) | count (4)`, then per item `ref (1 + n) | path (2 + n) | digest (1 + n) |
+    /// size (8) | basis (2 + n, empty: none)` (a JSON payload starts with `{`).
+    public func frame(_ type: FrameType, binary: Bool) -> Frame {
+        guard binary else { return MessageCoding.frame(type, self) }
+        var out = WireWriter()
+        out.bytes.reserveCapacity(16 + items.reduce(0) { $0 + $1.ref.utf8.count + $1.path.utf8.count + 80 })
+        out.u8(Self.binaryMark)
+        out.string8(folder)
+        out.u32(UInt32(items.count))
+        for item in items {
+            out.string8(item.ref)
+            out.string16(item.path)
+            out.string8(item.digest)
+            out.u64(item.size)
+            out.string16(item.basis ?? "")
+        }
+        return Frame(type: type, payload: out.bytes)
+    }
+
+    private static let binaryMark: UInt8 = 0x01
+
+    /// Reads a pull in either form, checked against its rules (`validate`) before it is used.
+    public static func decode(_ frame: Frame) throws(ProtocolError) -> FolderPull {
+        guard frame.payload.first == binaryMark else {
+            let pull = try MessageCoding.decode(FolderPull.self, from: frame)
+            try pull.validate()
+            return pull
+        }
+        var reader = WireReader(frame.payload[1...], what: "pull")
+        let folder = try reader.string8()
+        let count = Int(try reader.u32())
+        // Each item takes at least 14 bytes: a count beyond what the payload could hold is refused before anything
+        // is kept.
+        guard count > 0, count <= Offer.maxItems, count <= reader.remaining / 14 else {
+            throw ProtocolError(.badMessage, "a pull that breaks its rules")
+        }
+        var items: [Item] = []
+        items.reserveCapacity(count)
+        for _ in 0..<count {
+            let ref = try reader.string8()
+            let path = try reader.string16()
+            let digest = try reader.string8()
+            let size = try reader.u64()
+            let basis = try reader.string16()
+            items.append(Item(ref: ref, path: path, digest: digest, size: size, basis: basis.isEmpty ? nil : basis))
+        }
+        guard reader.remaining == 0 else { throw ProtocolError(.badMessage, "a pull with bytes after its items") }
+        let pull = FolderPull(folder: folder, items: items)
+        try pull.validate()
+        return pull
+    }
 }
 
 /// Whole small files of a pull, several to a frame: what per-file transfers would spend more on than the files

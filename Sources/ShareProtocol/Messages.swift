@@ -53,6 +53,8 @@ public struct Hello: Sendable, Codable, Equatable {
 
     /// Whether the peer said it speaks delta transfer.
     public var speaksDelta: Bool { features?.contains(Delta.feature) == true }
+    /// Whether this device reads pulls in their binary form (`FolderPull.frame(_:binary:)`).
+    public var readsBinaryPulls: Bool { features?.contains(FolderPull.binaryFeature) == true }
 
     private enum CodingKeys: String, CodingKey {
         case magic, version, minVersion, name, role, accept, listenPort, compression, forwardTo, relayTo, digests

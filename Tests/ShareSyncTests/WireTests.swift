@@ -28,6 +28,44 @@ import Testing
         #expect(throws: ProtocolError.self) { try IndexUpdate.decode(bytes + [0]) }
     }
 
+    /// A pull reads back as it was written in both its forms; the binary one cut short, padded, or claiming more
+    /// items than it could hold is refused before anything is kept.
+    @Test func aPullReadsBackInBothForms() throws {
+        let pull = FolderPull(
+            folder: "abcde-fghij-klmno",
+            items: [
+                .init(ref: "3f2a9c", path: "chapters/one.tex", digest: String(repeating: "ab", count: 32), size: 1234),
+                .init(ref: "77", path: "ä b/c\"d.txt", digest: "00", size: 0, basis: "AAEC"),
+            ])
+        for binary in [false, true] {
+            let frame = pull.frame(.folderPull, binary: binary)
+            #expect(frame.payload.first == (binary ? 0x01 : UInt8(ascii: "{")))
+            #expect(try FolderPull.decode(frame) == pull)
+        }
+        let bytes = pull.frame(.folderPull, binary: true).payload
+        for cut in [1, 2, 10, 25, bytes.count - 1] {
+            #expect(throws: ProtocolError.self) {
+                try FolderPull.decode(Frame(type: .folderPull, payload: Array(bytes.prefix(cut))))
+            }
+        }
+        #expect(throws: ProtocolError.self) { try FolderPull.decode(Frame(type: .folderPull, payload: bytes + [0])) }
+        // A count of four billion items in a few bytes.
+        var huge = bytes
+        let count = 2 + pull.folder.utf8.count
+        huge.replaceSubrange(count..<count + 4, with: [0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(throws: ProtocolError.self) { try FolderPull.decode(Frame(type: .folderPull, payload: huge)) }
+        // The rules of either form: no items, an empty ref, a folder ID that is not one.
+        for bad in [
+            FolderPull(folder: pull.folder, items: []),
+            FolderPull(folder: pull.folder, items: [.init(ref: "", path: "a", digest: "00", size: 1)]),
+            FolderPull(folder: "../x", items: pull.items),
+        ] {
+            for binary in [false, true] {
+                #expect(throws: ProtocolError.self) { try FolderPull.decode(bad.frame(.folderPull, binary: binary)) }
+            }
+        }
+    }
+
     /// A path stays inside the folder, and never names what the folder keeps for itself.
     @Test func anEntryStaysInsideItsFolder() {
         for good in ["a.txt", "chapters/one.tex", "a b/c d.txt", ".hidden/x", ".gitignore"] {
