@@ -133,6 +133,20 @@ public enum FuzzSeeds {
             json(ClipboardInfo(copied: 1.7e9, expires: 1.7e9 + 3600, labels: ["Juan"], types: [["public.plain-text"]])),
             json(ProtocolError(.digestMismatch, "chunk 3 does not match its digest")),
             json(Bye()),
+            FolderPull(
+                folder: "abcde-fghij-klmno",
+                items: [.init(ref: "3f2a", path: "notes/plan.txt", digest: String(repeating: "ab", count: 32), size: 9)]
+            ).frame(.folderPull, binary: true).payload,
+            IndexUpdate(
+                folder: "abcde-fghij-klmno", indexID: "1f2e", from: 0, to: 1,
+                records: [
+                    IndexRecord(
+                        path: "notes/plan.txt", kind: 0, deleted: false, size: 9, modified: 1_800_000_000_000_000_000,
+                        mode: 0o644, digest: Array(repeating: 7, count: 32), target: "", sequence: 1, modifiedBy: 42,
+                        version: [(42, 1)])
+                ]
+            ).encoded(),
+            FolderFiles(files: [FolderFiles.File(ref: "3f2a", bytes: Array("the plan\n".utf8))]).encoded(codec: nil),
         ]
         return payloads.enumerated().map { ("type-\($0.offset)", [UInt8($0.offset)] + $0.element) }
     }

@@ -66,7 +66,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     // MARK: messages
 
-    static let messageTypeCount = 12
+    static let messageTypeCount = 15
 
     static func messages(_ bytes: [UInt8]) {
         guard let first = bytes.first else { return }
@@ -84,7 +84,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case 8: _ = try? decoder.decode(ClipboardRequest.self, from: payload)
         case 9: _ = try? decoder.decode(ClipboardInfo.self, from: payload)
         case 10: _ = try? decoder.decode(ProtocolError.self, from: payload)
-        default: _ = try? decoder.decode(Bye.self, from: payload)
+        case 11: _ = try? decoder.decode(Bye.self, from: payload)
+        // A folder's messages, read as a link or a pull reads them (binary or JSON).
+        case 12: _ = try? FolderPull.decode(Frame(type: .folderPull, payload: Array(payload)))
+        case 13: _ = try? IndexUpdate.decode(Array(payload))
+        default: _ = try? FolderFiles.decode(Array(payload), codec: nil)
         }
     }
 
