@@ -49,6 +49,19 @@ extension FolderService {
         for link in links { link.stop() }
     }
 
+    /// A folder added or accepted: every link says the new list on itself (a link that cannot, one whose list lost
+    /// a folder, is made again), and devices not linked yet are linked at once.
+    func refreshLinks() {
+        let links = run.withLock { run -> [(DeviceID, FolderLink)] in
+            run.retryAt = [:]
+            run.failures = [:]
+            run.quickEnds = [:]
+            run.linkerWake = true
+            return run.links.map { ($0.key, $0.value) }
+        }
+        for (peer, link) in links where !link.reannounce(announcements(for: peer)) { link.stop() }
+    }
+
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
 
     /// Keeps a link open to every device a folder is shared with: the device with the lower ID opens it at once,

@@ -220,7 +220,7 @@ package final class FolderService: AgentPart, Sendable {
         settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }
         try book.change { $0.folders.append(settings) }
         open(settings)
-        restartLinks()
+        refreshLinks()
         return settings
     }
 
@@ -273,7 +273,7 @@ package final class FolderService: AgentPart, Sendable {
             if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }
         }
         open(settings)
-        restartLinks()
+        refreshLinks()
         return (settings, true)
     }
 

@@ -22,6 +22,8 @@ public struct FolderLinkMachine: Sendable {
     public private(set) var peer: [String: FolderAnnouncement] = [:]
     /// The last sequence of this device's index sent on this link, per folder.
     public private(set) var sentUpTo: [String: UInt64] = [:]
+    /// The peer's announcements of folders this device does not have (offered): one accepted here shares at once.
+    public private(set) var offered: [String: FolderAnnouncement] = [:]
 
     public init(local: [FolderAnnouncement]) {
         self.local = Dictionary(local.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -40,15 +42,37 @@ public struct FolderLinkMachine: Sendable {
         var actions: [Action] = []
         for folder in hello.folders {
             guard let mine = local[folder.id] else {
+                offered[folder.id] = folder
                 actions.append(.offered(folder))
                 continue
             }
-            peer[folder.id] = folder
-            let since = folder.heldIndexID == mine.indexID ? min(folder.heldSequence, mine.sequence) : 0
-            sentUpTo[folder.id] = since
-            actions.append(.sendIndex(folder: folder.id, since: since))
+            offered[folder.id] = nil
+            actions.append(share(folder, mine: mine))
         }
         return actions
+    }
+
+    /// Both sides have `folder` now: this device's index goes from where the peer said it stands (all of it, when
+    /// the peer holds another index of ours).
+    private mutating func share(_ folder: FolderAnnouncement, mine: FolderAnnouncement) -> Action {
+        peer[folder.id] = folder
+        let since = folder.heldIndexID == mine.indexID ? min(folder.heldSequence, mine.sequence) : 0
+        sentUpTo[folder.id] = since
+        return .sendIndex(folder: folder.id, since: since)
+    }
+
+    /// This device's folders shared with the peer are now `folders` (one was added or accepted): the hello to send
+    /// again on this link, and what to send now (the index of a folder the peer offered, accepted here). Nil when a
+    /// folder is no longer among them: the link is made again instead.
+    public mutating func announce(_ folders: [FolderAnnouncement]) -> (hello: FolderHello, actions: [Action])? {
+        let now = Dictionary(folders.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        guard local.keys.allSatisfy({ now[$0] != nil }) else { return nil }
+        var actions: [Action] = []
+        for (id, mine) in now.sorted(by: { $0.key < $1.key }) where local[id] == nil {
+            if let theirs = offered.removeValue(forKey: id) { actions.append(share(theirs, mine: mine)) }
+        }
+        local = now
+        return (hello, actions)
     }
 
     /// An index update from the peer; `held`: what this device holds of the peer's index of that folder now.

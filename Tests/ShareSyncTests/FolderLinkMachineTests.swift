@@ -1,0 +1,83 @@
+import ShareProtocol
+import Testing
+
+/// A folder added or accepted while a link is up is said on that link: the peer hears the new list, and the index
+/// of a folder it offered starts at once, both ways, without making the link again.
+@Suite struct FolderLinkMachineTests {
+    static let folder = "abcde-fghij-klmno"
+    static let other = "pqrst-uvwxy-zabcd"
+
+    func announcement(_ id: String, index: String, sequence: UInt64, held: String = "", have: UInt64 = 0)
+        -> FolderAnnouncement
+    {
+        FolderAnnouncement(
+            id: id, label: "thesis", type: "send-receive", devices: ["A", "B"], indexID: index, sequence: sequence,
+            heldIndexID: held, heldSequence: have)
+    }
+
+    func update(from: UInt64, to: UInt64, index: String) -> IndexUpdate {
+        IndexUpdate(folder: Self.folder, indexID: index, from: from, to: to, records: [])
+    }
+
+    @Test func aFolderAcceptedWhileLinkedSharesOnTheSameLink() throws {
+        // A shares the folder (5 entries recorded); B has only another folder, shared with A too.
+        var a = FolderLinkMachine(local: [
+            announcement(Self.folder, index: "a1", sequence: 5), announcement(Self.other, index: "a2", sequence: 0),
+        ])
+        var b = FolderLinkMachine(local: [announcement(Self.other, index: "b2", sequence: 0)])
+        #expect(
+            try b.received(a.hello) == [
+                .offered(announcement(Self.folder, index: "a1", sequence: 5)),
+                .sendIndex(folder: Self.other, since: 0),
+            ])
+        #expect(try a.received(b.hello) == [.sendIndex(folder: Self.other, since: 0)])
+        #expect(!a.shares(Self.folder) && !b.shares(Self.folder))
+        // An update of a folder the link does not share yet is refused.
+        #expect(throws: ProtocolError.self) { try b.received(update(from: 0, to: 5, index: "a1"), held: nil) }
+
+        // B accepts: its new hello, and its (new, empty) index of the folder from the start.
+        let announced = b.announce([
+            announcement(Self.other, index: "b2", sequence: 0), announcement(Self.folder, index: "b1", sequence: 0),
+        ])
+        let (hello, actions) = try #require(announced)
+        #expect(actions == [.sendIndex(folder: Self.folder, since: 0)])
+        #expect(b.shares(Self.folder) && b.offered.isEmpty)
+        // A hears it: all of its index goes (B holds none of it); B takes it.
+        #expect(try a.received(hello).contains(.sendIndex(folder: Self.folder, since: 0)))
+        #expect(a.shares(Self.folder))
+        let first = update(from: 0, to: 5, index: "a1")
+        #expect(try b.received(first, held: nil) == [.apply(first, reset: true)])
+    }
+
+    @Test func aHelloSaidAgainResumesWhereThePeerStands() throws {
+        var a = FolderLinkMachine(local: [announcement(Self.folder, index: "a1", sequence: 9)])
+        var b = FolderLinkMachine(local: [announcement(Self.folder, index: "b1", sequence: 0, held: "a1", have: 4)])
+        _ = try a.received(b.hello)
+        _ = try b.received(a.hello)
+        #expect(a.sentUpTo[Self.folder] == 4)
+        a.sent(Self.folder, upTo: 9)
+        // B adds another folder and says its list again, holding 9 of A's entries by then.
+        let announced = b.announce([
+            announcement(Self.folder, index: "b1", sequence: 0, held: "a1", have: 9),
+            announcement(Self.other, index: "b2", sequence: 0),
+        ])
+        let (hello, actions) = try #require(announced)
+        #expect(actions.isEmpty)
+        #expect(
+            try a.received(hello) == [
+                .sendIndex(folder: Self.folder, since: 9), .offered(announcement(Self.other, index: "b2", sequence: 0)),
+            ])
+        // An update B already holds does nothing; one that continues it applies.
+        #expect(try b.received(update(from: 4, to: 9, index: "a1"), held: (indexID: "a1", have: 9)).isEmpty)
+        let next = update(from: 9, to: 10, index: "a1")
+        #expect(try b.received(next, held: (indexID: "a1", have: 9)) == [.apply(next, reset: false)])
+    }
+
+    @Test func aFolderGoneFromTheListMakesTheLinkAgain() {
+        var a = FolderLinkMachine(local: [
+            announcement(Self.folder, index: "a1", sequence: 1), announcement(Self.other, index: "a2", sequence: 0),
+        ])
+        #expect(a.announce([announcement(Self.other, index: "a2", sequence: 0)]) == nil)
+        #expect(a.local.count == 2)
+    }
+}
