@@ -40,13 +40,14 @@ public struct FolderLinkMachine: Sendable {
     public mutating func received(_ hello: FolderHello) throws(ProtocolError) -> [Action] {
         try hello.validate()
         var actions: [Action] = []
+        // A hello lists every folder the peer shares with this device: what it offers is what its latest says.
+        offered = [:]
         for folder in hello.folders {
             guard let mine = local[folder.id] else {
                 offered[folder.id] = folder
                 actions.append(.offered(folder))
                 continue
             }
-            offered[folder.id] = nil
             actions.append(share(folder, mine: mine))
         }
         return actions

@@ -73,6 +73,19 @@ import Testing
         #expect(try b.received(next, held: (indexID: "a1", have: 9)) == [.apply(next, reset: false)])
     }
 
+    /// What a peer offers is what its latest hello lists (a peer that says its hello again and again with other
+    /// folders leaves only the last list here).
+    @Test func theOffersAreThoseOfTheLatestHello() throws {
+        var b = FolderLinkMachine(local: [])
+        for round in 0..<50 {
+            let id = "abcde-fghij-\(String(round + 10_000, radix: 36).suffix(5))"
+            _ = try b.received(FolderHello(folders: [announcement(id, index: "a\(round)", sequence: 1)]))
+            #expect(b.offered.keys.sorted() == [id])
+        }
+        _ = try b.received(FolderHello(folders: []))
+        #expect(b.offered.isEmpty)
+    }
+
     @Test func aFolderGoneFromTheListMakesTheLinkAgain() {
         var a = FolderLinkMachine(local: [
             announcement(Self.folder, index: "a1", sequence: 1), announcement(Self.other, index: "a2", sequence: 0),
