@@ -200,41 +200,30 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     }
 
     /// The names in this folder, `.` and `..` left out; empty when it cannot be read.
-    public func entries() -> [String] {
-        let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard copy >= 0, let stream = fdopendir(copy) else {
-            if copy >= 0 { Glibc.close(copy) }
-            return []
-        }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
+    public func entries() -> [String] { listing().map(\.name) }
 
     /// The names of the folders in this folder, by the kind each entry's listing gives (looked at one by one only
     /// where the file system does not say).
     public func folderEntries() -> [String] {
+        listing().compactMap { name, type in
+            (type == UInt8(DT_DIR) || (type == UInt8(DT_UNKNOWN) && info(name)?.kind == .directory)) ? name : nil
+        }
+    }
+
+    /// The names in this folder with the type each one's listing gives (`d_type`), `.` and `..` left out.
+    private func listing() -> [(name: String, type: UInt8)] {
         let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard copy >= 0, let stream = fdopendir(copy) else {
             if copy >= 0 { Glibc.close(copy) }
             return []
         }
         defer { closedir(stream) }
-        var names: [String] = []
+        var names: [(String, UInt8)] = []
         while let entry = readdir(stream) {
-            let type = entry.pointee.d_type
-            guard type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) else { continue }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard name != "." && name != ".." else { continue }
-            if type == UInt8(DT_DIR) || info(name)?.kind == .directory { names.append(name) }
+            if name != "." && name != ".." { names.append((name, entry.pointee.d_type)) }
         }
         return names
     }
