@@ -52,4 +52,24 @@ import Testing
             #expect(read[path]?.0 == stamp)
         }
     }
+
+    /// A holder serves a small file by reading it and then looking at what it read: one that became a pipe, or was
+    /// rewritten, after the index recorded it is left out, and the pipe is never waited on.
+    @Test func aSmallFileServedIsWhatTheIndexRecordedOrNothing() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let root = try Directory.open(url.path)
+        var recorded: [String: DiskStamp] = [:]
+        for name in ["same", "pipe", "rewritten"] {
+            try Data("the content of \(name)\n".utf8).write(to: url.appendingPathComponent(name))
+            recorded[name] = try #require(root.info(name).flatMap(DiskFolder.stamp))
+        }
+        try FileManager.default.removeItem(at: url.appendingPathComponent("pipe"))
+        #expect(mkfifo(url.appendingPathComponent("pipe").path, 0o600) == 0)
+        try Data("the content of rewritten, longer\n".utf8).write(to: url.appendingPathComponent("rewritten"))
+        #expect(SyncFileSource.read("same", in: root, stamp: recorded["same"]!) == Array("the content of same\n".utf8))
+        #expect(SyncFileSource.read("pipe", in: root, stamp: recorded["pipe"]!) == nil)
+        #expect(SyncFileSource.read("rewritten", in: root, stamp: recorded["rewritten"]!) == nil)
+    }
 }
