@@ -62,17 +62,18 @@ final class FolderLink: Sendable {
 
     /// This device's folders shared with the peer changed (one added or accepted): the peer hears the new list on
     /// this link, and the index of a folder it offered and this device accepted starts at once. False when a folder
-    /// went from the list (the caller makes the link again).
+    /// went from the list (the caller makes the link again). The same list as before says nothing.
     func reannounce(_ folders: [FolderAnnouncement]) -> Bool {
-        let announced = state.withLock { state -> Bool in
+        let announced = state.withLock { state -> Bool? in
+            guard Set(folders.map(\.id)) != Set(state.machine.local.keys) else { return nil }
             guard let (hello, actions) = state.machine.announce(folders) else { return false }
             // Before any of the new folder's entries: the peer takes entries only of folders it knows both have.
             state.queued.append(MessageCoding.frame(.folderHello, hello))
             for case .sendIndex(let folder, _) in actions { state.pending.insert(folder) }
             return true
         }
-        if announced { wakeup.ring() }
-        return announced
+        if announced == true { wakeup.ring() }
+        return announced ?? true
     }
 
     /// Asks the peer to open a session to this device and send these files (this device cannot open one to it).

@@ -52,14 +52,20 @@ extension FolderService {
     /// A folder added or accepted: every link says the new list on itself (a link that cannot, one whose list lost
     /// a folder, is made again), and devices not linked yet are linked at once.
     func refreshLinks() {
-        let links = run.withLock { run -> [(DeviceID, FolderLink)] in
+        let links = run.withLock { run -> [FolderLink] in
             run.retryAt = [:]
             run.failures = [:]
             run.quickEnds = [:]
             run.linkerWake = true
-            return run.links.map { ($0.key, $0.value) }
+            return Array(run.links.values)
         }
-        for (peer, link) in links where !link.reannounce(announcements(for: peer)) { link.stop() }
+        for link in links { sayChanges(on: link) }
+    }
+
+    /// A folder added, accepted or removed between the making of `link`'s list and its joining the links (where
+    /// `refreshLinks` finds it) is said on it now, or the link is made again.
+    private func sayChanges(on link: FolderLink) {
+        if !link.reannounce(announcements(for: link.peer)) { link.stop() }
     }
 
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
@@ -138,6 +144,7 @@ extension FolderService {
                 return
             }
             Self.log.debug("a folder link opened", metadata: ["peer": "\(peer.name)"])
+            sayChanges(on: link)
             let opened = ContinuousClock.now
             let refusal = link.run(first: nil)
             let steady = ContinuousClock.now - opened >= .seconds(Self.steadyLink)
@@ -176,6 +183,7 @@ extension FolderService {
             return
         }
         Self.log.debug("a folder link served", metadata: ["peer": "\(peerName)"])
+        sayChanges(on: link)
         _ = link.run(first: first)
         unregister(link)
     }
