@@ -6,8 +6,9 @@ Tools: share (three agents, `share sync`), `share send` of the same folder to bo
 baseline the first sync is held to), rsync -a over ssh from the first device to the other two at once (one way;
 -z too for the update), and Syncthing (Debian's, three instances, one send-receive folder, the watcher on with its
 default delay, and again with a rescan asked for at once). Every clock stops when the devices hold the new state:
-share's and Syncthing's when every device says it is in step and the trees are then found equal on disk (or the
-poll goes on), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
+share's and Syncthing's when every device says it is in step and the trees are then found equal on disk (share's
+agents answer a request that waits for that, as `share sync --wait` does; Syncthing's REST status is polled every
+50 ms), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
 counters of the links' interfaces (both directions, loopback: lo). CPU is the machine's busy seconds during the
 phase; RSS the peak of the tool's largest process (share's agents, Syncthing, share receive).
 
@@ -371,7 +372,7 @@ class ShareDevices:
 
     def ask(self, i, request):
         s = socket.socket(socket.AF_UNIX)
-        s.settimeout(30)
+        s.settimeout(30 + request.get("timeout", 0))
         try:
             s.connect(self.socket(i))
             s.sendall(json.dumps(request).encode() + b"\n")
@@ -385,16 +386,22 @@ class ShareDevices:
         finally:
             s.close()
 
-    def folders(self, i):
+    def folders(self, i, wait=None):
+        """Device i's folders; with `wait`, once they are up to date and in step (the agent answers then, or after
+        `wait` seconds: `share sync --wait`'s request)."""
+        request = {"op": "folders"}
+        if wait is not None:
+            request["timeout"] = max(0.0, wait)
         try:
-            return self.ask(i, {"op": "folders"}).get("folders") or []
+            return self.ask(i, request).get("folders") or []
         except (OSError, ValueError):
             return []
 
-    def settled(self, files):
-        """Whether every device holds `files` files of one folder, up to date and in step with every other."""
+    def settled(self, files, wait=None):
+        """Whether every device holds `files` files of one folder, up to date and in step with every other (each
+        device asked to answer once it is, within `wait` seconds)."""
         for i in range(3):
-            folders = self.folders(i)
+            folders = self.folders(i, wait)
             if len(folders) != 1:
                 return False
             folder = folders[0]
@@ -422,7 +429,7 @@ class ShareDevices:
         """Polls until every device is in step and holds `source`'s tree; the clock's result then."""
         deadline = time.monotonic() + LIMIT
         while time.monotonic() < deadline:
-            if self.settled(files):
+            if self.settled(files, wait=deadline - time.monotonic()):
                 at = time.monotonic()
                 paths = [self.path(i) for i in (1, 2)]
                 if all(p and same_tree(source, p) for p in paths):
@@ -437,7 +444,7 @@ class ShareDevices:
         deadline = time.monotonic() + LIMIT
         want = meta_tree(source)
         while time.monotonic() < deadline:
-            folders = [self.folders(i) for i in range(3)]
+            folders = [self.folders(i, wait=deadline - time.monotonic()) for i in range(3)]
             if all(len(f) == 1 and f[0]["state"] == "up to date" and f[0]["neededFiles"] == 0
                    and all(p["inStep"] for p in f[0]["peers"]) for f in folders):
                 at = time.monotonic()

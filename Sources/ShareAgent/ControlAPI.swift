@@ -40,9 +40,9 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.job = job
             return response
-        case .folders:
+        case .folders(let within):
             var response = ControlResponse(ok: true)
-            response.folders = agent.folders.statuses()
+            response.folders = within.map { agent.folders.statuses(settlingWithin: $0) } ?? agent.folders.statuses()
             response.offers = agent.folders.offers
             return response
         case .folderAdd(let settings):

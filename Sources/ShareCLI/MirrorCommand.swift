@@ -40,7 +40,7 @@ struct MirrorCommand: ParsableCommand {
             guard let peer = trust.find(to) else {
                 throw ShareError(.usage, "no trusted device is called '\(to)' (see: share trust list)")
             }
-            let listed = try folderRequest(.folders, device: device).folders ?? []
+            let listed = try folderRequest(.folders(), device: device).folders ?? []
             var id: String
             if let existing = listed.first(where: {
                 $0.settings.path == url.path && $0.settings.devices.contains(peer.id.description)
@@ -59,7 +59,7 @@ struct MirrorCommand: ParsableCommand {
             // Current: this device holds its folder as scanned, and the device holds it too.
             var reason: String?
             func current() throws -> Bool {
-                let folder = try folderRequest(.folders, device: device).folders?.first { $0.settings.id == id }
+                let folder = try folderRequest(.folders(), device: device).folders?.first { $0.settings.id == id }
                 let status = folder?.peers.first { $0.id == peer.id.description }
                 reason = status?.reason ?? reason
                 return folder?.lastScan != nil && status.map { $0.connected && $0.inStep } ?? false

@@ -60,13 +60,14 @@ struct SyncList: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            var answer = try folderRequest(.folders, device: device)
-            if let wait {
-                let deadline = Date().addingTimeInterval(wait)
-                while !Self.settled(answer.folders ?? []) && Date() < deadline {
-                    Threads.sleep(seconds: 0.2)
-                    answer = try folderRequest(.folders, device: device)
-                }
+            // The agent answers once every folder settled (or at the deadline); an agent of an earlier version
+            // answers at once, and is asked again.
+            let deadline = Date().addingTimeInterval(wait ?? 0)
+            var answer = try folderRequest(.folders(settledWithin: wait), device: device)
+            while wait != nil, !FolderStatus.settled(answer.folders ?? []), Date() < deadline {
+                Threads.sleep(seconds: 0.2)
+                answer = try folderRequest(
+                    .folders(settledWithin: deadline.timeIntervalSinceNow), device: device)
             }
             if json {
                 struct Listing: Encodable {
@@ -79,14 +80,10 @@ struct SyncList: ParsableCommand {
             } else {
                 Self.print(answer.folders ?? [], offers: answer.offers ?? [])
             }
-            if wait != nil, !Self.settled(answer.folders ?? []) {
+            if wait != nil, !FolderStatus.settled(answer.folders ?? []) {
                 throw ShareError(.unavailable, "not every folder is in step yet")
             }
         }
-    }
-
-    static func settled(_ folders: [FolderStatus]) -> Bool {
-        folders.allSatisfy { $0.state == "up to date" && $0.peers.allSatisfy(\.inStep) }
     }
 
     static func print(_ folders: [FolderStatus], offers: [FolderOffer]) {

@@ -205,6 +205,7 @@ extension FolderService {
             return (true, nil)
         }
         old?.stop()
+        changed()
         return keep
     }
 
@@ -213,6 +214,7 @@ extension FolderService {
             if run.links[link.peer] === link { run.links[link.peer] = nil }
             run.linkerWake = true
         }
+        changed()
     }
 
     /// The peer's hello came: the paths of its folders that waited for a device (none connected held what they

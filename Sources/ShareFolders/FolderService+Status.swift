@@ -3,11 +3,34 @@ import ShareText
 import Glibc
 import ShareEngine
 import ShareSync
+import ShareThreads
 import ShareTLS
 
 extension FolderService {
-    /// Every folder and how it stands, for `share sync`, the status and the page.
-    package func statuses() -> [FolderStatus] {
+    /// Every folder and how it stands once every one is settled (up to date, and in step with every device it is
+    /// shared with), or when `seconds` have passed (then as it stands): read again after each change, at most every
+    /// ten times what a reading takes (and every 10 ms), so a wait costs little however large the folders are.
+    package func statuses(settlingWithin seconds: Double) -> [FolderStatus] {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, min(seconds, 86_400)) * 1000))
+        while true {
+            let seen = changes.withLock { $0 }
+            let began = ContinuousClock.now
+            let found = statuses(fresh: true)
+            if FolderStatus.settled(found) || began >= deadline || stopping { return found }
+            let next = min(deadline, began + max(.milliseconds(10), (ContinuousClock.now - began) * 10))
+            changes.wait(seconds: Self.seconds(deadline - .now)) { $0 != seen }
+            Threads.sleep(seconds: Self.seconds(next - .now))
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (whole, atto) = duration.components
+        return Double(whole) + Double(atto) / 1e18
+    }
+
+    /// Every folder and how it stands, for `share sync`, the status and the page (`fresh`: what is read from the
+    /// whole index is read again whenever the index moved on; otherwise at most twenty times a second).
+    package func statuses(fresh: Bool = false) -> [FolderStatus] {
         let (linked, linkErrors) = run.withLock { ($0.links, $0.linkErrors) }
         var result: [FolderStatus] = []
         for settings in book.folders {
@@ -21,8 +44,8 @@ extension FolderService {
             }
             let peers = devices(of: settings)
             result.append(
-                folder.withFolder { state in
-                    let summary = Self.summary(of: &state, peers: peers.map { ShortIDs.of($0.id) })
+                folder.reading { state in
+                    let summary = Self.summary(of: &state, peers: peers.map { ShortIDs.of($0.id) }, fresh: fresh)
                     let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
                         let connected = linked[peer.id]?.shares(settings.id) ?? false
@@ -84,7 +107,7 @@ extension FolderService {
     /// What a status reads from the whole index (totals, how far each device is from this one, conflict copies,
     /// what a receive-only or send-only folder keeps apart): read again only when this device's index or what it
     /// holds of the others' moved on, so a status asked for often costs little on a large folder.
-    static func summary(of state: inout SharedFolder.State, peers: [ShortID]) -> FolderSummary {
+    static func summary(of state: inout SharedFolder.State, peers: [ShortID], fresh: Bool = false) -> FolderSummary {
         let store = state.store
         let kind: UInt64 =
             switch state.settings.kind {
@@ -102,7 +125,8 @@ extension FolderService {
         // 100,000 files), and a status asked for in a loop while thousands of files arrive would otherwise hold the
         // folder more than the arrivals do, more so the more it holds.
         if let summary = state.summary,
-            summary.key == key || ContinuousClock.now - summary.read < max(.milliseconds(50), summary.cost * 10)
+            summary.key == key
+                || (!fresh && ContinuousClock.now - summary.read < max(.milliseconds(50), summary.cost * 10))
         {
             return summary
         }

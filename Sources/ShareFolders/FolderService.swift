@@ -95,6 +95,12 @@ package final class FolderService: AgentPart, Sendable {
         var linkerWake = false
     }
     let run = Guarded(Run())
+    /// Counts what may change a folder's status (its logic used, a link opened or closed, the agent stopping):
+    /// a wait for every folder to settle is woken by it.
+    let changes = Guarded<UInt64>(0)
+
+    /// Wakes whatever waits for the folders' statuses (`statuses(settlingWithin:)`).
+    func changed() { changes.withLock { $0 &+= 1 } }
 
     package init(
         device: LocalDevice, trust: TrustCache, reach: ReachSettings, acceptance: FolderAcceptance,
@@ -129,6 +135,7 @@ package final class FolderService: AgentPart, Sendable {
         }
         for link in links { link.stop() }
         for folder in folders { folder.withFolder { $0.quitting = true } }
+        changed()
         run.wait(seconds: 15) { $0.threads == 0 }
     }
 
@@ -157,7 +164,8 @@ package final class FolderService: AgentPart, Sendable {
             let root = try Directory.open(settings.path)
             let database = try Database(path: directory.appendingPathComponent("\(settings.id).db").path)
             try SQLiteFolderStore.prepare(database)
-            let folder = try SharedFolder(settings: settings, root: root, database: database, me: me)
+            let folder = try SharedFolder(
+                settings: settings, root: root, database: database, me: me, changed: { [weak self] in self?.changed() })
             // A folder gets its marker once, when first opened (or first opened by a version that made markers);
             // from then on one that lost it is stopped (its worker says why) rather than taken for emptied.
             if settings.marked != true {

@@ -78,9 +78,15 @@ final class SharedFolder: Sendable {
         var recent: [(Date, UInt64)] = []
     }
     let state: Guarded<State>
+    /// Told after each use of the folder's logic (`withFolder`): its status may read differently.
+    private let changed: @Sendable () -> Void
 
-    init(settings: SharedFolderSettings, root: Directory, database: Database, me: ShortID) throws {
+    init(
+        settings: SharedFolderSettings, root: Directory, database: Database, me: ShortID,
+        changed: @escaping @Sendable () -> Void = {}
+    ) throws {
         id = settings.id
+        self.changed = changed
         opened = Mutex(root)
         self.me = me
         let store = try SQLiteFolderStore(database: database, folder: settings.id)
@@ -161,8 +167,14 @@ final class SharedFolder: Sendable {
         }
     }
 
-    /// Runs `body` with the folder's logic, under its lock.
+    /// Runs `body` with the folder's logic, under its lock (then tells that the folder may have changed).
     func withFolder<T>(_ body: (inout State) throws -> T) rethrows -> T {
+        defer { changed() }
+        return try state.withLock { try body(&$0) }
+    }
+
+    /// Runs `body` under the folder's lock to read how it stands (not told as a change).
+    func reading<T>(_ body: (inout State) throws -> T) rethrows -> T {
         try state.withLock { try body(&$0) }
     }
 

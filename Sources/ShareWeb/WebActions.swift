@@ -151,7 +151,7 @@ final class WebActions: Sendable {
             }
             return line
         }
-        if status != nil, let folders = try? ControlClient.request(.folders, paths: paths) {
+        if status != nil, let folders = try? ControlClient.request(.folders(), paths: paths) {
             state.folders = folders.folders ?? []
             state.folderOffers = folders.offers ?? []
         }

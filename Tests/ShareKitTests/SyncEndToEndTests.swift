@@ -172,6 +172,30 @@ extension EndToEndAgents {
             #expect(tree["chapters/first.bin"] != nil && tree["chapters/one.bin"] == nil, "\(tree)")
         }
 
+        @Test func aWaitAnswersOnceEveryDeviceHoldsWhatWasScannedOrSaysWhoIsBehind() throws {
+            let (devices, folders, id) = try threeSharing()
+            try Data("waited for\n".utf8).write(to: folders[0].appendingPathComponent("waited.txt"))
+            // The rescan answers once the laptop's index has the file; the wait, once the desk and the phone hold it.
+            let rescan = devices[0].run(["sync", "rescan", id])
+            #expect(rescan.status == 0, "\(rescan.stderr)")
+            let waited = devices[0].run(["sync", "--wait", "60", "--json"])
+            #expect(waited.status == 0, "\(waited.stderr)\n\(devices.logs)")
+            for folder in folders.dropFirst() {
+                #expect(treeOf(folder)["waited.txt"] == "waited for\n", "\(treeOf(folder))")
+            }
+            let object = try JSONSerialization.jsonObject(with: Data(waited.stdout.utf8)) as? [String: Any]
+            let listed = try #require((object?["folders"] as? [[String: Any]])?.first)
+            #expect(listed["state"] as? String == "up to date" && listed["files"] as? Int == 3, "\(listed)")
+            // The phone off and a change it lacks: the wait ends at its bound, saying so.
+            devices.stop(2)
+            try Data("the phone lacks this\n".utf8).write(to: folders[0].appendingPathComponent("later.txt"))
+            #expect(devices[0].run(["sync", "rescan", id]).status == 0)
+            let behind = devices[0].run(["sync", "--wait", "2"])
+            #expect(behind.status == 69, "\(behind.stdout)\n\(behind.stderr)")
+            #expect(behind.stderr.contains("not every folder is in step yet"), "\(behind.stderr)")
+            #expect(behind.stdout.contains("phone"), "\(behind.stdout)")
+        }
+
         @Test func aChangeReachesTheThirdDeviceThroughTheSecondWhileTheFirstIsOff() throws {
             let (devices, folders, _) = try threeSharing()
             // The phone is off while the laptop changes; then the laptop goes off and the phone comes back.

@@ -28,8 +28,10 @@ package enum ControlRequest: Codable, Sendable {
     case receive(ProgramRegistration)
     /// A new address of the agent's page (`share web` while the agent serves it): its secret opens one session.
     case pageLink
-    /// Shared folders: every folder and its state, and the folders other devices offer (`share sync`).
-    case folders
+    /// Shared folders: every folder and its state, and the folders other devices offer (`share sync`); with
+    /// `settledWithin`, answered once every folder is up to date and in step with its devices, or when that many
+    /// seconds have passed (`share sync --wait`).
+    case folders(settledWithin: Double? = nil)
     /// Shares a folder (`share sync add`).
     case folderAdd(SharedFolderSettings)
     /// Accepts a folder another device offered, into `path` (nil: the default place).
@@ -75,7 +77,7 @@ package enum ControlRequest: Codable, Sendable {
         case .cancel: self = .cancel(id: try container.decode(String.self, forKey: .id))
         case .receive: self = .receive(try container.decode(ProgramRegistration.self, forKey: .program))
         case .pageLink: self = .pageLink
-        case .folders: self = .folders
+        case .folders: self = .folders(settledWithin: try container.decodeIfPresent(Double.self, forKey: .timeout))
         case .folderAdd: self = .folderAdd(try container.decode(SharedFolderSettings.self, forKey: .folder))
         case .folderAccept:
             self = .folderAccept(
@@ -126,8 +128,9 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(program, forKey: .program)
         case .pageLink:
             try container.encode(Operation.pageLink, forKey: .op)
-        case .folders:
+        case .folders(let within):
             try container.encode(Operation.folders, forKey: .op)
+            try container.encodeIfPresent(within, forKey: .timeout)
         case .folderAdd(let settings):
             try container.encode(Operation.folderAdd, forKey: .op)
             try container.encode(settings, forKey: .folder)
@@ -343,7 +346,10 @@ package final class ControlServer: AgentPart, Sendable {
                 serve(client, program: registration)
                 return
             }
-            if case .wait = request { Syscalls.setTimeouts(client, seconds: 0) }
+            switch request {
+            case .wait, .folders(settledWithin: .some): Syscalls.setTimeouts(client, seconds: 0)
+            default: break
+            }
             response = handler?(request) ?? .failure("the agent is starting")
         } else {
             response = .failure("not a control request")
@@ -454,6 +460,7 @@ package enum ControlClient {
         defer { connection.close() }
         switch request {
         case .wait, .folderRescan: break  // as long as the agent takes (each bounded there)
+        case .folders(settledWithin: let within?): connection.setTimeout(max(0, min(within, 86_400)) + 30)
         default: connection.setTimeout(30)
         }
         return try connection.ask(request)

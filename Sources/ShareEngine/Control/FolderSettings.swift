@@ -75,6 +75,12 @@ package struct FolderOffer: Codable, Sendable, Equatable {
 
 /// How a shared folder stands, as `share sync` and the page show it.
 package struct FolderStatus: Codable, Sendable, Equatable {
+    /// Whether every folder is up to date and in step with every device it is shared with (what
+    /// `share sync --wait` waits for).
+    package static func settled(_ folders: [FolderStatus]) -> Bool {
+        folders.allSatisfy { $0.state == "up to date" && $0.peers.allSatisfy(\.inStep) }
+    }
+
     /// One device it is shared with.
     package struct Peer: Codable, Sendable, Equatable {
         package var id: String
