@@ -130,8 +130,8 @@ package final class Agent: Sendable {
         }
         self.reach = ReachParts(settings: reach, device: device, trust: trust, listener: listener)
         control.attachProgram = { registration, stream in programs.register(registration, stream: stream) }
-        control.handler = { [weak self] request in
-            self.map { ControlAPI(agent: $0).answer(request) } ?? .failure("the agent is stopping")
+        control.handler = { [weak self] request, hungUp in
+            self.map { ControlAPI(agent: $0).answer(request, hungUp: hungUp) } ?? .failure("the agent is stopping")
         }
     }
 

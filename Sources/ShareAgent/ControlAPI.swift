@@ -9,7 +9,8 @@ import ShareEngine
 struct ControlAPI {
     let agent: Agent
 
-    func answer(_ request: ControlRequest) -> ControlResponse {
+    /// `hungUp`: whether the client went away (a wait ends then).
+    func answer(_ request: ControlRequest, hungUp: @escaping @Sendable () -> Bool = { false }) -> ControlResponse {
         switch request {
         case .send(let job):
             do {
@@ -33,7 +34,7 @@ struct ControlAPI {
             agent.courier.wake()
             return ControlResponse(ok: true)
         case .wait(let id, let timeout):
-            let found = agent.outbox.wait(for: id, timeout: timeout ?? 86_400)
+            let found = agent.outbox.wait(for: id, timeout: timeout ?? 86_400, until: hungUp)
             guard let job = found else {
                 return .failure("no job \(id)")
             }
@@ -42,7 +43,8 @@ struct ControlAPI {
             return response
         case .folders(let within):
             var response = ControlResponse(ok: true)
-            response.folders = within.map { agent.folders.statuses(settlingWithin: $0) } ?? agent.folders.statuses()
+            response.folders =
+                within.map { agent.folders.statuses(settlingWithin: $0, until: hungUp) } ?? agent.folders.statuses()
             response.offers = agent.folders.offers
             return response
         case .folderAdd(let settings):

@@ -222,9 +222,17 @@ package final class Outbox: AgentPart, Sendable {
     }
 
     /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
-    package func wait(for id: String, timeout: Double) -> OutboxJob? {
-        state.withLock(when: { $0.jobs[id].map { $0.state.isFinal } ?? true }, seconds: timeout) { state, _ in
-            state.jobs[id]
+    /// Waits until job `id` ended, `timeout` seconds passed, or `abandoned` says the asker went away (looked at every
+    /// second); the job as it stands then (nil: no such job).
+    package func wait(for id: String, timeout: Double, until abandoned: () -> Bool = { false }) -> OutboxJob? {
+        var left = max(0, timeout)
+        while true {
+            let slice = min(1, left)
+            let (job, ended) = state.withLock(when: { $0.jobs[id].map { $0.state.isFinal } ?? true }, seconds: slice) {
+                state, held in (state.jobs[id], held)
+            }
+            left -= slice
+            if ended || left <= 0 || abandoned() { return job }
         }
     }
 

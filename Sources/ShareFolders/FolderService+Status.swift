@@ -8,17 +8,18 @@ import ShareTLS
 
 extension FolderService {
     /// Every folder and how it stands once every one is settled (up to date, and in step with every device it is
-    /// shared with), or when `seconds` have passed (then as it stands): read again after each change, at most every
-    /// ten times what a reading takes (and every 10 ms), so a wait costs little however large the folders are.
-    package func statuses(settlingWithin seconds: Double) -> [FolderStatus] {
+    /// shared with), or when `seconds` have passed or `abandoned` says the asker went away (looked at every second):
+    /// then as it stands. Read again after each change, at most every ten times what a reading takes (and every
+    /// 10 ms), so a wait costs little however large the folders are.
+    package func statuses(settlingWithin seconds: Double, until abandoned: () -> Bool = { false }) -> [FolderStatus] {
         let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, min(seconds, 86_400)) * 1000))
         while true {
             let seen = changes.withLock { $0 }
             let began = ContinuousClock.now
             let found = statuses(fresh: true)
-            if FolderStatus.settled(found) || began >= deadline || stopping { return found }
+            if FolderStatus.settled(found) || began >= deadline || stopping || abandoned() { return found }
             let next = min(deadline, began + max(.milliseconds(10), (ContinuousClock.now - began) * 10))
-            changes.wait(seconds: Self.seconds(deadline - .now)) { $0 != seen }
+            changes.wait(seconds: min(1, Self.seconds(deadline - .now))) { $0 != seen }
             Threads.sleep(seconds: Self.seconds(next - .now))
         }
     }

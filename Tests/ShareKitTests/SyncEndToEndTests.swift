@@ -196,6 +196,43 @@ extension EndToEndAgents {
             #expect(behind.stdout.contains("phone"), "\(behind.stdout)")
         }
 
+        @Test func aWaitWhoseAskerWentAwayEnds() throws {
+            // A folder shared with a device that is off never settles: each wait asked for would hold one of the
+            // control socket's 128 connections for an hour, had it not ended when its asker went away.
+            let devices = try SyncDevices(["laptop", "desk"])
+            devices.stop(1)
+            let folder = try devices[0].folder("thesis")
+            try Data("draft\n".utf8).write(to: folder.appendingPathComponent("notes.txt"))
+            _ = try devices.share(0, folder, with: [1])
+            // A send to the desk stays queued as long as it is off.
+            let sent = devices[0].run(["send", folder.appendingPathComponent("notes.txt").path, "--to", "desk"])
+            let job = try #require(
+                sent.stderr.split(separator: " ").drop { $0 != "job" }.dropFirst().first.map(String.init),
+                "\(sent.stderr)")
+            let socket = devices[0].config.appendingPathComponent("state/agent.sock").path
+            let script = """
+                import socket, sys
+                wait = ('{"op":"wait","id":"%s","timeout":3600}\\n' % sys.argv[2]).encode()
+                for request in (b'{"op":"folders","timeout":3600}\\n', wait) * 80:
+                    s = socket.socket(socket.AF_UNIX)
+                    try:
+                        s.connect(sys.argv[1]); s.sendall(request)
+                    except OSError:
+                        pass
+                    s.close()
+                """
+            let asked = runTool("/usr/bin/python3", ["-c", script, socket, job])
+            #expect(asked.status == 0, "\(asked.output)")
+            #expect(
+                waitUntil(timeout: 30) { devices[0].run(["sync", "--json"]).status == 0 },
+                "the control socket stayed full of abandoned waits\n\(devices.logs)")
+            let agent = try #require(devices.agents[0])
+            let threads = {
+                (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.pid)/task").count) ?? 0
+            }
+            #expect(waitUntil(timeout: 30) { threads() < 60 }, "\(threads()) threads")
+        }
+
         @Test func aChangeReachesTheThirdDeviceThroughTheSecondWhileTheFirstIsOff() throws {
             let (devices, folders, _) = try threeSharing()
             // The phone is off while the laptop changes; then the laptop goes off and the phone comes back.

@@ -285,7 +285,7 @@ package final class ControlServer: AgentPart, Sendable {
     private let acceptor: Acceptor
     private struct State {
         var stopped = false
-        var answer: (@Sendable (ControlRequest) -> ControlResponse)?
+        var answer: (@Sendable (ControlRequest, _ hungUp: @escaping @Sendable () -> Bool) -> ControlResponse)?
         var attach: (@Sendable (ProgramRegistration, ControlStream) -> ControlResponse)?
         var streams: [ObjectIdentifier: ControlStream] = [:]
     }
@@ -305,8 +305,9 @@ package final class ControlServer: AgentPart, Sendable {
         }
     }
 
-    /// Answers each request (set before the server starts).
-    package var handler: (@Sendable (ControlRequest) -> ControlResponse)? {
+    /// Answers each request (set before the server starts); `hungUp` tells whether the client went away (a request
+    /// that waits stops waiting then).
+    package var handler: (@Sendable (ControlRequest, _ hungUp: @escaping @Sendable () -> Bool) -> ControlResponse)? {
         get { state.withLock { $0.answer } }
         set { state.withLock { $0.answer = newValue } }
     }
@@ -350,7 +351,8 @@ package final class ControlServer: AgentPart, Sendable {
             case .wait, .folders(settledWithin: .some): Syscalls.setTimeouts(client, seconds: 0)
             default: break
             }
-            response = handler?(request) ?? .failure("the agent is starting")
+            response =
+                handler?(request, { Syscalls.waitHangUp(client, timeout: 0) }) ?? .failure("the agent is starting")
         } else {
             response = .failure("not a control request")
         }
