@@ -333,12 +333,43 @@ public final class SQLiteFolderStore: FolderStore {
     /// Whether two devices' entries of one path differ as the status counts it: one holds a live entry the other
     /// lacks, or both hold it at other versions.
     static func differs(_ mine: FileEntry?, _ theirs: FileEntry?) -> Bool {
+        differs(mine, theirs.map(Held.init))
+    }
+
+    private static func differs(_ mine: FileEntry?, _ theirs: Held?) -> Bool {
         switch (mine, theirs) {
         case (nil, nil): return false
         case (let mine?, nil): return !mine.deleted
         case (nil, let theirs?): return !theirs.deleted
         case (let mine?, let theirs?): return mine.version != theirs.version
         }
+    }
+
+    /// Of another device's entry, what tells whether it differs from this device's, and its sequence.
+    private struct Held {
+        var deleted: Bool
+        var version: VersionVector
+        var sequence: UInt64
+
+        init(deleted: Bool, version: VersionVector, sequence: UInt64) {
+            self.deleted = deleted
+            self.version = version
+            self.sequence = sequence
+        }
+
+        init(_ entry: FileEntry) { self.init(deleted: entry.deleted, version: entry.version, sequence: entry.sequence) }
+    }
+
+    /// What is held of `path` from the device keyed `key` (its row only; nil: nothing).
+    private func heldEntry(_ path: String, key: SQLValue) -> Held? {
+        var found: Held?
+        try? database.query(
+            "SELECT deleted, version, sequence FROM remote WHERE folder = ? AND path = ? AND device = ?",
+            [.text(folder), .text(path), key]
+        ) { row in
+            found = Held(deleted: row.integer(0) != 0, version: Self.version(row.blob(1)), sequence: row.unsigned(2))
+        }
+        return found
     }
 
     public func restamp(_ entries: [LocalEntry]) {
@@ -409,9 +440,12 @@ public final class SQLiteFolderStore: FolderStore {
             }
             for entry in entries {
                 if differing[device] != nil {
-                    let before = remotes(entry.path)[device]
+                    // What was held of the path from that device: from the paths' cache when there, else only its
+                    // row (not cached: an index of 100,000 entries would only push out what plans look up).
+                    let before =
+                        remoteCache[entry.path].map { $0[device].map(Held.init) } ?? heldEntry(entry.path, key: key)
                     // The entry is kept only when newer than what is held (as the statement below decides).
-                    let after = before.map { entry.sequence > $0.sequence ? entry : $0 } ?? entry
+                    let after = before.map { entry.sequence > $0.sequence ? Held(entry) : $0 } ?? Held(entry)
                     let mine = local(entry.path)?.entry
                     differing[device]! += (Self.differs(mine, after) ? 1 : 0) - (Self.differs(mine, before) ? 1 : 0)
                 }
