@@ -28,20 +28,23 @@ final class SyncFileSource: ItemSource {
         var directories: [String: Directory?] = [:]
         return zip(items, locals).compactMap { item, local in
             guard let local else { return nil }
-            let parts = item.path.split(separator: "/").map(String.init)
-            let parent = parts.dropLast().joined(separator: "/")
+            let path = item.path
+            let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
+            let parent = slash.map { String(path[..<$0]) } ?? ""
+            let leaf = slash.map { String(path[path.index(after: $0)...]) } ?? path
             if directories[parent] == nil {
-                directories[parent] = .some(try? folder.root.directory(components: Array(parts.dropLast())))
+                let components = parent.split(separator: "/").map(String.init)
+                directories[parent] = .some(try? folder.root.directory(components: components))
             }
             guard let directory = directories[parent] ?? nil else { return nil }
-            return SyncFileSource(item, leaf: parts.last!, in: directory, recorded: local)
+            return SyncFileSource(item, leaf: leaf, in: directory, recorded: local)
         }
     }
 
     /// The source of `item`, or nil when this device does not hold that content now (`local`: what the index
     /// recorded of its path).
     init?(_ item: FolderPull.Item, leaf: String, in directory: Directory, recorded local: LocalEntry) {
-        guard !local.entry.deleted, local.entry.kind == .file, local.entry.digest.hexString == item.digest,
+        guard !local.entry.deleted, local.entry.kind == .file, local.entry.digest.isHex(item.digest),
             local.entry.size == item.size, let recorded = local.stamp, recorded.kind == .file
         else { return nil }
         // A small file is looked at once it is read (what was read must be what the index recorded, or it is left

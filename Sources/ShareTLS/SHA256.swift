@@ -57,6 +57,16 @@ extension Array where Element == UInt8 {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// Whether `hex` is these bytes in lower-case hexadecimal (`hexString == hex`, without making the string).
+    public func isHex(_ hex: String) -> Bool {
+        let digits = Array("0123456789abcdef".utf8)
+        var utf8 = hex.utf8.makeIterator()
+        for byte in self {
+            guard utf8.next() == digits[Int(byte >> 4)], utf8.next() == digits[Int(byte & 15)] else { return false }
+        }
+        return utf8.next() == nil
+    }
 }
 
 /// Cryptographically strong random bytes, from OpenSSL's generator.

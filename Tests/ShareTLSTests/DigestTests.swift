@@ -8,6 +8,18 @@ import Testing
 @Suite struct DigestTests {
     static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8($0 % 251) } }
 
+    @Test func bytesAreTheirHexOnlyExactly() {
+        let digest = BLAKE3Hasher.hash(Array("abc".utf8))
+        #expect(digest.isHex(digest.hexString))
+        #expect([UInt8]().isHex("") && ![UInt8]().isHex("0"))
+        #expect([0x0f, 0xa0].isHex("0fa0"))
+        #expect(![0x0f, 0xa0].isHex("0FA0"), "upper case is not what hexString writes")
+        #expect(![0x0f, 0xa0].isHex("0fa"), "too short")
+        #expect(![0x0f, 0xa0].isHex("0fa00"), "too long")
+        #expect(![0x0f, 0xa0].isHex("0fa1"))
+        #expect(![0x0f].isHex("0\u{e9}"), "not ASCII")
+    }
+
     @Test func blake3MatchesItsReferenceVectors() {
         #expect(
             BLAKE3Hasher.hash([UInt8]()).hexString == "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
