@@ -221,9 +221,8 @@ package final class Outbox: AgentPart, Sendable {
         }
     }
 
-    /// Waits until the job is delivered or failed (or `timeout` passes); nil for an unknown job.
-    /// Waits until job `id` ended, `timeout` seconds passed, or `abandoned` says the asker went away (looked at every
-    /// second); the job as it stands then (nil: no such job).
+    /// Waits until job `id` is delivered or failed, `timeout` seconds passed, or `abandoned` says the asker went away
+    /// (looked at every second); the job as it stands then (nil: no such job).
     package func wait(for id: String, timeout: Double, until abandoned: () -> Bool = { false }) -> OutboxJob? {
         var left = max(0, timeout)
         while true {
