@@ -80,10 +80,24 @@ struct SyncList: ParsableCommand {
             } else {
                 Self.print(answer.folders ?? [], offers: answer.offers ?? [])
             }
-            if wait != nil, !FolderStatus.settled(answer.folders ?? []) {
-                throw ShareError(.unavailable, "not every folder is in step yet")
+            if let wait, !FolderStatus.settled(answer.folders ?? []) {
+                // Which folders, and which devices have not caught up (the listing above says the rest).
+                let behind = (answer.folders ?? []).filter { !FolderStatus.settled([$0]) }.map { folder in
+                    let late = folder.peers.filter { !$0.inStep }.map { $0.connected ? $0.name : "\($0.name) (off)" }
+                    return "\(folder.settings.label): \(folder.state) here"
+                        + (late.isEmpty ? "" : ", \(late.joined(separator: " and ")) not in step")
+                }
+                throw ShareError(
+                    .unavailable,
+                    "not every folder is in step yet after \(Self.seconds(wait)) (\(behind.joined(separator: "; "))); "
+                        + "share sync shows where each stands")
             }
         }
+    }
+
+    /// `2 s`, `1.5 s`.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
     }
 
     static func print(_ folders: [FolderStatus], offers: [FolderOffer]) {

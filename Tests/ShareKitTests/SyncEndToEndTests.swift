@@ -192,7 +192,9 @@ extension EndToEndAgents {
             #expect(devices[0].run(["sync", "rescan", id]).status == 0)
             let behind = devices[0].run(["sync", "--wait", "2"])
             #expect(behind.status == 69, "\(behind.stdout)\n\(behind.stderr)")
-            #expect(behind.stderr.contains("not every folder is in step yet"), "\(behind.stderr)")
+            #expect(behind.stderr.contains("not every folder is in step yet after 2 s"), "\(behind.stderr)")
+            #expect(behind.stderr.contains("thesis: up to date here, phone (off) not in step"), "\(behind.stderr)")
+            #expect(behind.stderr.split(separator: "\n").count == 1, "one line: \(behind.stderr)")
             #expect(behind.stdout.contains("phone"), "\(behind.stdout)")
         }
 
