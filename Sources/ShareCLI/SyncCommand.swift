@@ -142,7 +142,7 @@ struct SyncList: ParsableCommand {
 
     static func ago(_ date: Date) -> String {
         let seconds = Int(-date.timeIntervalSinceNow)
-        if seconds < 5 { return "now" }
+        if seconds < 5 { return "a moment ago" }
         if seconds < 120 { return "\(seconds) s ago" }
         if seconds < 7200 { return "\(seconds / 60) min ago" }
         return "\(seconds / 3600) h ago"
