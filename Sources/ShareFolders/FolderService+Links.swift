@@ -39,27 +39,25 @@ extension FolderService {
 
     /// Folders changed (added, accepted, removed): every link is made again, with the new list.
     func restartLinks() {
-        let links = run.withLock { run -> [FolderLink] in
-            run.retryAt = [:]
-            run.failures = [:]
-            run.quickEnds = [:]
-            run.linkerWake = true
-            return Array(run.links.values)
-        }
-        for link in links { link.stop() }
+        for link in linksAfterAChange() { link.stop() }
     }
 
     /// A folder added or accepted: every link says the new list on itself (a link that cannot, one whose list lost
     /// a folder, is made again), and devices not linked yet are linked at once.
     func refreshLinks() {
-        let links = run.withLock { run -> [FolderLink] in
+        for link in linksAfterAChange() { sayChanges(on: link) }
+    }
+
+    /// The folders changed: every device may be tried at once (what held its attempts back is forgotten and the
+    /// linker woken); the links open now.
+    private func linksAfterAChange() -> [FolderLink] {
+        run.withLock { run in
             run.retryAt = [:]
             run.failures = [:]
             run.quickEnds = [:]
             run.linkerWake = true
             return Array(run.links.values)
         }
-        for link in links { sayChanges(on: link) }
     }
 
     /// A folder added, accepted or removed between the making of `link`'s list and its joining the links (where
