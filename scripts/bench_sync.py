@@ -200,6 +200,10 @@ class Clock:
     processes alike: rsync's ssh and sshd too, and the benchmark's own polling)."""
 
     def __init__(self, net, processes=()):
+        # What earlier phases and the set-up wrote is on the disk before the clock starts (as bench-transfer.sh
+        # settles): otherwise the kernel's writeback of, say, the 100,000 files just copied in runs during whichever
+        # tool's clock comes next, and each phase pays for the one before it.
+        os.sync()
         self.net = net
         self.cpu = busy_seconds()
         self.bytes = net.bytes()
