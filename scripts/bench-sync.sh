@@ -20,7 +20,8 @@
 # SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000), PHASES ("send sync rsync syncthing many"),
 # AGENT_LOG (the agents' log level), KEEP_LOGS (a folder the agents' logs are copied to at the end), MARKS (a file
 # each measured phase's start and end are added to, as seconds since 1970, to line a profile up with the phases),
-# SETTLE_TRACE (1: each status poll of a share sync phase on stderr, and how long a status takes once in step).
+# SETTLE_TRACE (1: each status poll of a share sync phase on stderr, and how long a status takes once in step),
+# SHARE_BIN (another share binary to measure, e.g. an earlier build's, instead of this tree's release build).
 # SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback, no Syncthing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +33,8 @@ for p in openssh-server openssh-client rsync syncthing gcc; do
   dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || need+=($p)
 done
 if [ ${#need[@]} -gt 0 ]; then apt-get update -qq; apt-get install -y -qq "${need[@]}" > /dev/null; fi
-release_build share > /dev/null
-BIN=$(bin_dir)/share
+[ -n "${SHARE_BIN:-}" ] || release_build share > /dev/null
+BIN=${SHARE_BIN:-$(bin_dir)/share}
 WORK=$(mktemp -d /var/tmp/share-sync.XXXXXX)
 source scripts/lib-bench.sh
 IMAGE=
