@@ -80,6 +80,7 @@ extension FolderService {
         while !stopping {
             _ = run.wait(seconds: 1) { $0.linkerWake || $0.stopping }
             run.withLock { $0.linkerWake = false }
+            served.expire()
             let now = Date()
             for peer in wantedPeers {
                 let go = run.withLock { run -> Bool in

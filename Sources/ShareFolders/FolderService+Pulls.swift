@@ -524,12 +524,27 @@ extension FolderService {
                 folder.rescan(Set(distrusted))
             }
         }
+        var fromKept = 0
+        defer {
+            Self.log.debug(
+                "served",
+                metadata: ["folder": "\(folder.settings.label)", "small": "\(small.count)", "kept": "\(fromKept)"])
+        }
         for source in small {
-            // A file changed since the pull was planned is left out (the device pulls it again once it knows).
-            guard let contents = source.wholeContents() else { continue }
-            guard Self.contentDigest(ofSmall: contents, hasher) == source.digest else {
-                distrusted.append(source.offer.label)
-                continue
+            let contents: [UInt8]
+            if let kept = served.contents(source.digest, in: folder.id) {
+                // Read and checked moments ago for another device.
+                contents = kept
+                fromKept += 1
+            } else {
+                // A file changed since the pull was planned is left out (the device pulls it again once it knows).
+                guard let read = source.wholeContents() else { continue }
+                guard Self.contentDigest(ofSmall: read, hasher) == source.digest else {
+                    distrusted.append(source.offer.label)
+                    continue
+                }
+                served.keep(read, digest: source.digest, in: folder.id)
+                contents = read
             }
             var file = FolderFiles.File(ref: source.offer.id, bytes: contents)
             // Against the puller's version when it described one: the patch when it saves a quarter or more.

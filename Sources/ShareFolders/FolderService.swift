@@ -98,6 +98,8 @@ package final class FolderService: AgentPart, Sendable {
     /// Counts what may change a folder's status (its logic used, a link opened or closed, the agent stopping):
     /// a wait for every folder to settle is woken by it.
     let changes = Guarded<UInt64>(0)
+    /// Small files just served, read and checked once for every device that pulls them.
+    let served = ServedContents()
 
     /// Wakes whatever waits for the folders' statuses (`statuses(settlingWithin:)`).
     func changed() { changes.withLock { $0 &+= 1 } }

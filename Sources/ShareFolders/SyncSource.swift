@@ -9,6 +9,7 @@ import ShareTLS
 /// A file of a shared folder offered to a device that pulls it: read through the folder's handles, offered only
 /// while this device's index holds it at the digest asked for and the disk still holds what the index recorded, and
 /// checked again after its last chunk (a file changed while it was read is reported as changed, never sent as a mix).
+/// A small one read and checked moments ago for another device is sent as it was read then (`ServedContents`).
 final class SyncFileSource: ItemSource {
     let offer: OfferItem
     let directory: Directory
