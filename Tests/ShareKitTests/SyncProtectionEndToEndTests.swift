@@ -249,7 +249,10 @@ extension EndToEndAgents {
 
         @Test func aSendOnlyFolderKeepsItsFilesAndOverridePushesThemAgain() throws {
             let (devices, folders, id) = try sharing(deskAs: "send-only")
-            try Data("the laptop's edit\n".utf8).write(to: folders[0].appendingPathComponent("f0.txt"))
+            // Written whole at once: a file seen truncated and then written is two versions of the laptop's, and
+            // the second, coming after the override, would be a newer edit than the desk's (rightly kept).
+            try Data("the laptop's edit\n".utf8).write(
+                to: folders[0].appendingPathComponent("f0.txt"), options: .atomic)
             #expect(
                 waitUntil(timeout: 30) { problems(devices, 1).contains { $0.hasPrefix("f0.txt: changed elsewhere") } },
                 "\(problems(devices, 1))\n\(devices.logs)")
