@@ -80,7 +80,8 @@ extension FolderService {
         while !stopping {
             _ = run.wait(seconds: 1) { $0.linkerWake || $0.stopping }
             run.withLock { $0.linkerWake = false }
-            served.expire()
+            // Files served a while ago are no longer kept; their memory goes back to the system.
+            if served.expire() { Syscalls.releaseFreeMemory() }
             let now = Date()
             for peer in wantedPeers {
                 let go = run.withLock { run -> Bool in

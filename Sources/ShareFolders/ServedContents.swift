@@ -65,10 +65,16 @@ final class ServedContents: Sendable {
         }
     }
 
-    /// Drops what was kept longer than `seconds` ago (called every second or so: an idle agent holds none).
-    func expire() {
+    /// Drops what was kept longer than `seconds` ago (called every second or so: an idle agent holds none); true
+    /// when that dropped the last of it (the memory it took can go back to the system).
+    @discardableResult
+    func expire() -> Bool {
         let at = now()
-        state.withLock { Self.expire(&$0, before: at - seconds) }
+        return state.withLock { state in
+            let held = !state.kept.isEmpty
+            Self.expire(&state, before: at - seconds)
+            return held && state.kept.isEmpty
+        }
     }
 
     /// How many contents are kept (for tests).

@@ -34,9 +34,10 @@ import Testing
         #expect(served.contents(digest(1), in: "f") == nil)
         #expect(served.contents(digest(2), in: "f") == [2])
         clock.advance(3)
-        // The agent's once-a-second call: an idle agent holds nothing.
-        served.expire()
+        // The agent's once-a-second call: an idle agent holds nothing (and is told when the last went).
+        #expect(served.expire())
         #expect(served.count == 0)
+        #expect(!served.expire())
     }
 
     @Test func theOldestGoWhenTheBytesWouldPassTheCapacity() {
