@@ -1,4 +1,3 @@
-import Glibc
 import ShareThreads
 
 /// Small files' contents this device just served, each already checked against its content digest, by folder and
@@ -31,7 +30,7 @@ final class ServedContents: Sendable {
 
     init(
         capacity: Int = 16 << 20, seconds: Double = 5,
-        now: @escaping @Sendable () -> Double = ServedContents.monotonicSeconds
+        now: @escaping @Sendable () -> Double = Threads.monotonicSeconds
     ) {
         self.capacity = capacity
         self.seconds = seconds
@@ -107,11 +106,5 @@ final class ServedContents: Sendable {
             state.order.removeFirst(state.first)
             state.first = 0
         }
-    }
-
-    @Sendable static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }

@@ -67,6 +67,13 @@ package final class ThreadCondition: @unchecked Sendable {  // the pthread objec
 
 /// Threads of our own (detached pthreads), for blocking work that must stay off Swift's cooperative pool.
 package enum Threads {
+    /// Seconds on the monotonic clock (the one the waits here count by): for deadlines and ages, never dates.
+    package static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     private final class Start {
         let body: () -> Void
         let name: String
@@ -153,18 +160,13 @@ package final class Guarded<State>: @unchecked Sendable {  // `state` is only to
             while !predicate(state) { condition.wait() }
             return true
         }
-        let deadline = Self.now() + max(0, seconds)
+        let deadline = Threads.monotonicSeconds() + max(0, seconds)
         while !predicate(state) {
-            let left = deadline - Self.now()
+            let left = deadline - Threads.monotonicSeconds()
             guard left > 0 else { return false }
             _ = condition.wait(seconds: left)
         }
         return true
     }
 
-    private static func now() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
 }
