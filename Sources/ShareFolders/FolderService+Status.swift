@@ -10,15 +10,17 @@ extension FolderService {
     /// Every folder and how it stands once every one is settled (up to date, and in step with every device it is
     /// shared with), or when `seconds` have passed or `abandoned` says the asker went away (looked at every second):
     /// then as it stands. Read again after each change, at most every ten times what a reading takes (and every
-    /// 10 ms), so a wait costs little however large the folders are.
+    /// 10 ms), so a wait costs little however large the folders are. What a reading takes is the time it held the
+    /// folders: a reading that waited for a busy folder's lock (a scan, a batch of entries applied) would otherwise
+    /// put the next one ten times that wait later, and the answer half a second after the folders settled.
     package func statuses(settlingWithin seconds: Double, until abandoned: () -> Bool = { false }) -> [FolderStatus] {
         let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, min(seconds, 86_400)) * 1000))
         while true {
             let seen = changes.withLock { $0 }
             let began = ContinuousClock.now
-            let found = statuses(fresh: true)
+            let (found, cost) = statusesAndCost(fresh: true)
             if FolderStatus.settled(found) || began >= deadline || stopping || abandoned() { return found }
-            let next = min(deadline, began + max(.milliseconds(10), (ContinuousClock.now - began) * 10))
+            let next = min(deadline, began + max(.milliseconds(10), cost * 10))
             changes.wait(seconds: min(1, Self.seconds(deadline - .now))) { $0 != seen }
             Threads.sleep(seconds: Self.seconds(next - .now))
         }
@@ -32,7 +34,13 @@ extension FolderService {
     /// Every folder and how it stands, for `share sync`, the status and the page (`fresh`: what is read from the
     /// whole index is read again whenever the index moved on; otherwise at most twenty times a second).
     package func statuses(fresh: Bool = false) -> [FolderStatus] {
+        statusesAndCost(fresh: fresh).statuses
+    }
+
+    /// As above, with how long the reading held the folders' locks (not counting waits for them).
+    package func statusesAndCost(fresh: Bool) -> (statuses: [FolderStatus], cost: Duration) {
         let (linked, linkErrors) = run.withLock { ($0.links, $0.linkErrors) }
+        var cost = Duration.zero
         var result: [FolderStatus] = []
         for settings in book.folders {
             guard let folder = folder(settings.id) else {
@@ -46,6 +54,8 @@ extension FolderService {
             let peers = devices(of: settings)
             result.append(
                 folder.reading { state in
+                    let locked = ContinuousClock.now
+                    defer { cost += .now - locked }
                     let summary = Self.summary(of: &state, peers: peers.map { ShortIDs.of($0.id) }, fresh: fresh)
                     let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
@@ -102,7 +112,7 @@ extension FolderService {
                         lastScanSeconds: state.lastScanSeconds)
                 })
         }
-        return result
+        return (result, cost)
     }
 
     /// What a status reads from the whole index (totals, how far each device is from this one, conflict copies,
