@@ -7,8 +7,8 @@ baseline the first sync is held to), rsync -a over ssh from the first device to 
 -z too for the update), and Syncthing (Debian's, three instances, one send-receive folder, the watcher on with its
 default delay, and again with a rescan asked for at once). Every clock stops when the devices hold the new state:
 share's and Syncthing's when every device says it is in step and the trees are then found equal on disk (share's
-agents answer a request that waits for that, as `share sync --wait` does; Syncthing's REST status is polled every
-50 ms), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
+agents answer a request that waits for that, as `share sync --wait` does; Syncthing's REST status is read again at each
+folder event its long-polled event stream reports, and every 50 ms anyway), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
 counters of the links' interfaces (both directions, loopback: lo). CPU is the machine's busy seconds during the
 phase; RSS the peak of the tool's largest process (share's agents, Syncthing, share receive).
 
@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -602,13 +603,38 @@ class Syncthing:
         self.processes = [subprocess.Popen(net.command(i, ["syncthing", "serve", f"--home={home}", "--no-browser",
                                                            "--no-restart"]), env=env, stdout=out,
                                            stderr=subprocess.STDOUT) for i, home in enumerate(self.homes)]
+        # Each device's folder events, long-polled: a wait below looks again as soon as a folder changes state or
+        # completes on another device (as share's status answers the moment it settles), and every 50 ms anyway.
+        self.changed = threading.Event()
+        self.stopping = False
+        self.followers = [threading.Thread(target=self.follow, args=(i,), daemon=True) for i in range(3)]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if all(self.connected(i) == 2 for i in range(3)):
+                for follower in self.followers:
+                    follower.start()
                 return
             time.sleep(0.2)
         self.stop()
         raise SystemExit("bench-sync: the Syncthing devices did not connect")
+
+    EVENTS = "events=StateChanged,FolderCompletion"
+
+    def follow(self, i):
+        """Sets `changed` whenever device `i` reports a folder event (until `stop`)."""
+        last = self.rest(i, "GET", f"/rest/events?{self.EVENTS}&limit=1&timeout=0") or []
+        since = last[-1]["id"] if last else 0
+        while not self.stopping:
+            events = self.rest(i, "GET", f"/rest/events?{self.EVENTS}&since={since}&timeout=1")
+            if events:
+                since = events[-1]["id"]
+                self.changed.set()
+            elif events is None:
+                time.sleep(0.05)  # not answering (stopping): the loop's bound is `stopping`
+
+    def settle(self):
+        """Waits for the next folder event on any device, 50 ms at the most."""
+        self.changed.wait(0.05)
 
     def configure(self, i, home, ids, path, paused):
         config = os.path.join(home, "config.xml")
@@ -683,11 +709,12 @@ class Syncthing:
     def wait_converged(self, clock, folders, files):
         deadline = time.monotonic() + LIMIT
         while time.monotonic() < deadline:
+            self.changed.clear()
             if all(self.in_step(i, files) for i in range(3)):
                 at = time.monotonic()
                 if all(same_tree(folders[0], folders[i]) for i in (1, 2)):
                     return clock.stop(at)
-            time.sleep(0.05)
+            self.settle()
         raise SystemExit("bench-sync: Syncthing did not converge within the limit")
 
     def scan(self, i):
@@ -696,20 +723,25 @@ class Syncthing:
     def wait_meta(self, clock, folders):
         deadline = time.monotonic() + LIMIT
         while time.monotonic() < deadline:
+            self.changed.clear()
             states = [self.rest(i, "GET", "/rest/db/status?folder=bench") or {} for i in range(3)]
             if all(s.get("state") == "idle" and s.get("needTotalItems", 1) == 0 for s in states):
                 at = time.monotonic()
                 want = meta_tree(folders[0])
                 if all(meta_tree(folders[i]) == want for i in (1, 2)):
                     return clock.stop(at)
-            time.sleep(0.05)
+            self.settle()
         raise SystemExit("bench-sync: Syncthing did not carry the links, folders and modes within the limit")
 
     def peak(self):
         return max(peak_kib(p.pid) for p in self.processes)
 
     def stop(self):
+        self.stopping = True
         stop(self.processes)
+        for follower in self.followers:
+            if follower.is_alive():
+                follower.join(15)  # a long poll answers within its second; a dead device's connect fails at once
 
 
 def syncthing_all(net, profile, pristine, seed):
