@@ -252,35 +252,43 @@ def files_of(root):
 
 
 def update(root, seed, edits=EDITS, renames=RENAMES, removals=REMOVALS):
-    """Edits (1 KiB rewritten in place), renames (in their folder) and removals of distinct files."""
+    """Edits (1 KiB rewritten in place), renames (in their folder) and removals of distinct files: chosen now (a walk
+    of the whole tree), made when the returned function is called, once the tool's clock runs."""
     rng = random.Random(seed)
     picked = rng.sample(files_of(root), edits + renames + removals)
-    for path in picked[:edits]:
-        full = os.path.join(root, path)
-        size = os.path.getsize(full)
-        with open(full, "r+b") as f:
-            f.seek(rng.randrange(0, max(1, size - 1024)))
-            f.write(rng.randbytes(1024))
-    for n, path in enumerate(picked[edits:edits + renames]):
-        full = os.path.join(root, path)
-        os.rename(full, os.path.join(os.path.dirname(full), f"renamed-{seed}-{n}.bin"))
-    for path in picked[edits + renames:]:
-        os.remove(os.path.join(root, path))
+
+    def make():
+        for path in picked[:edits]:
+            full = os.path.join(root, path)
+            size = os.path.getsize(full)
+            with open(full, "r+b") as f:
+                f.seek(rng.randrange(0, max(1, size - 1024)))
+                f.write(rng.randbytes(1024))
+        for n, path in enumerate(picked[edits:edits + renames]):
+            full = os.path.join(root, path)
+            os.rename(full, os.path.join(os.path.dirname(full), f"renamed-{seed}-{n}.bin"))
+        for path in picked[edits + renames:]:
+            os.remove(os.path.join(root, path))
+    return make
 
 
 def metadata_change(root, seed):
     """METADATA symbolic links (half to a file of the folder, half leaving it), METADATA empty folders, and the
-    executable bit set on METADATA files: no content at all."""
+    executable bit set on METADATA files: no content at all. Chosen now, made when the returned function is called."""
     rng = random.Random(seed)
     names = files_of(root)
-    os.makedirs(os.path.join(root, "links"))
-    os.makedirs(os.path.join(root, "empty"))
-    for n in range(METADATA):
-        target = os.path.join("..", rng.choice(names)) if n % 2 == 0 else f"../../outside/{n}"
-        os.symlink(target, os.path.join(root, "links", f"l{n}"))
-        os.makedirs(os.path.join(root, "empty", f"e{n}"))
-    for path in rng.sample(names, min(METADATA, len(names))):
-        os.chmod(os.path.join(root, path), 0o755)
+    targets = [os.path.join("..", rng.choice(names)) if n % 2 == 0 else f"../../outside/{n}" for n in range(METADATA)]
+    executables = rng.sample(names, min(METADATA, len(names)))
+
+    def make():
+        os.makedirs(os.path.join(root, "links"))
+        os.makedirs(os.path.join(root, "empty"))
+        for n, target in enumerate(targets):
+            os.symlink(target, os.path.join(root, "links", f"l{n}"))
+            os.makedirs(os.path.join(root, "empty", f"e{n}"))
+        for path in executables:
+            os.chmod(os.path.join(root, path), 0o755)
+    return make
 
 
 def meta_tree(root):
@@ -500,17 +508,20 @@ def share_sync(net, profile, pristine, seed):
         clock = Clock(net, devices.agents)
         devices.share(source)
         record(profile, "first", "share sync", devices.wait_converged(clock, source, FILES), devices.peak())
+        change = update(source, seed)
         clock = Clock(net, devices.agents)
-        update(source, seed)
+        change()
         record(profile, "update", "share sync", devices.wait_converged(clock, source, FILES - REMOVALS),
                devices.peak())
+        change = update(source, seed + 1000, edits=0, removals=0)
         clock = Clock(net, devices.agents)
-        update(source, seed + 1000, edits=0, removals=0)
+        change()
         seconds, moved, cpu = devices.wait_converged(clock, source, FILES - REMOVALS)
         record(profile, f"{RENAMES} renames", "share sync", (seconds, moved, cpu), devices.peak())
         record_edit(profile, "share sync", source, [devices.path(1), devices.path(2)], net)
+        change = metadata_change(source, seed)
         clock = Clock(net, devices.agents)
-        metadata_change(source, seed)
+        change()
         record(profile, META, "share sync", devices.wait_meta(clock, source), devices.peak())
     finally:
         devices.stop()
@@ -519,7 +530,8 @@ def share_sync(net, profile, pristine, seed):
 
 def record_edit(profile, tool, source, copies, net):
     """One 8 KiB file rewritten on device 0: seconds until both others hold it (as saved: watchers decide)."""
-    path = files_of(source)[len(files_of(source)) // 2]
+    names = files_of(source)
+    path = names[len(names) // 2]
     data = os.urandom(8192)
     clock = Clock(net)
     with open(os.path.join(source, path), "wb") as f:
@@ -568,7 +580,7 @@ def rsync_all(net, profile, pristine, seed):
     for target in targets:
         os.makedirs(target)
     rsync_run(net, profile, "first", source, targets, ["-a"])
-    update(source, seed)
+    update(source, seed)()
     for flags in (["-a"], ["-az"]):
         for target in targets:
             copy_tree(pristine, target)
@@ -759,23 +771,27 @@ def syncthing_all(net, profile, pristine, seed):
         if st.rest(0, "PATCH", "/rest/config/folders/bench", {"paused": False}) is None:
             raise SystemExit("bench-sync: Syncthing would not resume its folder")
         record(profile, "first", "syncthing", st.wait_converged(clock, folders, FILES), st.peak())
+        change = update(folders[0], seed)
         clock = Clock(net, st.processes)
-        update(folders[0], seed)
+        change()
         record(profile, "update", "syncthing (watcher, 10 s)", st.wait_converged(clock, folders, FILES - REMOVALS),
                st.peak())
+        change = update(folders[0], seed + 1, edits=EDITS, renames=RENAMES, removals=REMOVALS)
         clock = Clock(net, st.processes)
-        update(folders[0], seed + 1, edits=EDITS, renames=RENAMES, removals=REMOVALS)
+        change()
         st.scan(0)
         record(profile, "update", "syncthing (rescan at once)",
                st.wait_converged(clock, folders, FILES - 2 * REMOVALS), st.peak())
+        change = update(folders[0], seed + 1000, edits=0, removals=0)
         clock = Clock(net, st.processes)
-        update(folders[0], seed + 1000, edits=0, removals=0)
+        change()
         st.scan(0)
         record(profile, f"{RENAMES} renames", "syncthing (rescan at once)",
                st.wait_converged(clock, folders, FILES - 2 * REMOVALS), st.peak())
         record_edit(profile, "syncthing (watcher, 10 s)", folders[0], folders[1:], net)
+        change = metadata_change(folders[0], seed)
         clock = Clock(net, st.processes)
-        metadata_change(folders[0], seed)
+        change()
         st.scan(0)
         record(profile, META, "syncthing (rescan at once)", st.wait_meta(clock, folders), st.peak())
     finally:
