@@ -336,7 +336,7 @@ extension FolderService {
     /// (bounded: ten minutes).
     package func rescan(_ id: String) throws -> FolderStatus {
         guard let folder = folder(id) else {
-            throw ShareFailure(.usage, "no shared folder \(id) here; share sync lists them")
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
         }
         let before = folder.state.withLock { state -> Int in
             state.fullWanted = true
