@@ -7,10 +7,11 @@ baseline the first sync is held to), rsync -a over ssh from the first device to 
 -z too for the update), and Syncthing (Debian's, three instances, one send-receive folder, the watcher on with its
 default delay, and again with a rescan asked for at once). Every clock stops when the devices hold the new state:
 share's and Syncthing's when every device says it is in step and the trees are then found equal on disk (share's
-agents answer a request that waits for that, as `share sync --wait` does; Syncthing's REST status is read again at each
-folder event its long-polled event stream reports, and every 50 ms anyway), rsync's and share send's when both processes exited and the trees are equal. Bytes are the kernel's
-counters of the links' interfaces (both directions, loopback: lo). CPU is the machine's busy seconds during the
-phase; RSS the peak of the tool's largest process (share's agents, Syncthing, share receive).
+agents answer a request that waits for that, as `share sync --wait` does; Syncthing's REST status is read again at
+each folder event its long-polled event stream reports, and every 50 ms anyway), rsync's and share send's when both
+processes exited and the trees are equal. The files a phase changes are chosen before its clock starts. Bytes are
+the kernel's counters of the links' interfaces (both directions, loopback: lo). CPU is the machine's busy seconds
+during the phase; RSS the peak of the tool's largest process (share's agents, Syncthing, share receive).
 
 Usage: bench_sync.py WORK BIN   (settings from the environment: see scripts/bench-sync.sh)
 """
