@@ -1,3 +1,9 @@
+import Foundation
+import ShareDisk
+import ShareEngine
+import ShareProtocol
+import ShareSyncStore
+import ShareTLS
 import Synchronization
 import Testing
 
@@ -68,5 +74,43 @@ import Testing
         clock.advance(4)
         #expect(served.contents(digest(1), in: "f") == nil)
         #expect(served.count == 9)
+    }
+}
+
+/// The attack on what a holder keeps: a device the folder is shared with names, at a path that holds other content,
+/// the digest of a file just served (and kept) for another device, or a path that is no file of the folder. What a
+/// pull is offered comes from the index's entry at each path it names, checked before anything kept is looked at.
+@Suite struct ServedContentsAttackTests {
+    @Test func aPullNamingKeptContentAtAnotherPathIsOfferedNothing() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("served-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: url) }
+        let tree = url.appendingPathComponent("tree")
+        // The folder's marker, as a folder shared here has it.
+        try FileManager.default.createDirectory(
+            at: tree.appendingPathComponent(".sharefolder"), withIntermediateDirectories: true)
+        let alpha = Array("the contents of a, served a moment ago\n".utf8)
+        try Data(alpha).write(to: tree.appendingPathComponent("a.txt"))
+        // Of the same size: only the digest tells them apart.
+        try Data("the contents of b, and not a's at all.\n".utf8).write(to: tree.appendingPathComponent("b.txt"))
+        let database = try Database(path: url.appendingPathComponent("f.db").path)
+        try SQLiteFolderStore.prepare(database)
+        let folder = try SharedFolder(
+            settings: SharedFolderSettings(id: "aaaaa-bbbbb-ccccc", label: "tree", path: tree.path, devices: []),
+            root: try Directory.open(tree.path), database: database, me: 1)
+        let entries = folder.withFolder { $0.sync.scan() }
+        let a = try #require(entries.first { $0.path == "a.txt" })
+        // a.txt went to another device: its checked bytes are kept.
+        let served = ServedContents()
+        served.keep(alpha, digest: a.digest, in: folder.id)
+        #expect(served.contents(a.digest, in: folder.id) == alpha)
+
+        let hostile = ["b.txt", "c.txt", "../tree/a.txt", "/a.txt", ".share-partials/a.txt"].enumerated().map {
+            FolderPull.Item(ref: "\($0.offset)", path: $0.element, digest: a.digest.hexString, size: a.size)
+        }
+        #expect(SyncFileSource.sources(hostile, folder: folder).isEmpty)
+        // What the device may have: a.txt, at the content the index names there.
+        let fair = FolderPull.Item(ref: "fair", path: "a.txt", digest: a.digest.hexString, size: a.size)
+        #expect(SyncFileSource.sources([fair], folder: folder).map(\.offer.id) == ["fair"])
     }
 }
