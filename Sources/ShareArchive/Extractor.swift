@@ -264,10 +264,15 @@ public final class Extractor {
     private func capture(reader: ArchiveReader, info: ArchiveEntryInfo, base: Int64) {
         let headerOffset = base + reader.headerPosition
         var header: [UInt8]?
-        if let bytes = reader.recentBytes(from: reader.headerPosition, limit: 1 << 20),
-            let length = TarHeaderSpan.length(of: bytes)
-        {
-            header = Array(bytes[0..<length])
+        // Most headers fit in a few blocks; only a long extended header needs the wider look (copying a megabyte
+        // of the window for each of 5,000 small files was a third of a receive's time).
+        for limit in [4096, 1 << 20] {
+            if let bytes = reader.recentBytes(from: reader.headerPosition, limit: limit),
+                let length = TarHeaderSpan.length(of: bytes)
+            {
+                header = Array(bytes[0..<length])
+                break
+            }
         }
         let (entries, totalBytes) = (self.entries, self.totalBytes)
         mark.state.withLock { mark in

@@ -56,10 +56,33 @@ import Testing
     @Test func interruptedExtractionResumesFromItsCheckpoint() throws {
         let scratch = Scratch()
         let root = try sampleFolder(in: scratch, bigFile: 5 << 20)
-        let plan = try ArchivePlan.folder(root)
-        let bytes = try streamBytes(plan)
         var expected = tree(root)
         expected["outside"] = nil
+        try checkResumes(root, expected: expected, in: scratch)
+    }
+
+    /// A file whose headers (an extended header naming its path, then its own) take more than 4 KiB: the checkpoint
+    /// still holds them, and a resume starts within its bytes, not from the start.
+    @Test func interruptedExtractionResumesInAFileWithLongHeaders() throws {
+        let scratch = Scratch()
+        let root = scratch.path("long")
+        let path = (0..<16).map { String(repeating: Character(UnicodeScalar(UInt8(97 + $0))), count: 240) }
+        var big = [UInt8](repeating: 0, count: 5 << 20)
+        for i in big.indices { big[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 11) }
+        let file = path.reduce(root) { $0.appendingPathComponent($1) }
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(big).write(to: file)
+        #expect(path.joined(separator: "/").utf8.count > 3800)
+        try checkResumes(root, expected: tree(root), in: scratch, resumesInside: true)
+    }
+
+    /// Interrupts the extraction of `root` after every possible number of chunks and resumes from the checkpoint's
+    /// chunk boundary. `resumesInside`: past the first two chunks, a resume never starts from the beginning.
+    private func checkResumes(_ root: URL, expected: [String: String], in scratch: Scratch, resumesInside: Bool = false)
+        throws
+    {
+        let plan = try ArchivePlan.folder(root)
+        let bytes = try streamBytes(plan)
         let chunk = 1 << 20
         // Interrupt after every possible number of chunks; resume from the checkpoint's chunk boundary.
         for cut in 1..<((bytes.count + chunk - 1) / chunk) {
@@ -76,6 +99,7 @@ import Testing
                 #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
                 #expect(cut * chunk - Int(start) <= 2 * chunk, "resends at most about a chunk")
             }
+            if resumesInside && cut > 2 { #expect(start > 0, "cut after \(cut) chunks") }
             let second = try StreamExtraction(rootPath: target.path, resuming: checkpoint, inputOffset: start)
             var offset = Int(start)
             while offset < bytes.count {
