@@ -276,9 +276,10 @@ public final class Extractor {
         }
         let (entries, totalBytes) = (self.entries, self.totalBytes)
         mark.state.withLock { mark in
-            if let header {
-                mark.progress = (info.path, header, headerOffset, entries, totalBytes, mark.directories.count, 0)
-            }
+            // Without its header this entry cannot be resumed into: no checkpoint until the next entry whose header
+            // is kept (the last one journaled stands). Kept, the earlier entry's mark would take this entry's bytes.
+            mark.progress =
+                header.map { (info.path, $0, headerOffset, entries, totalBytes, mark.directories.count, 0) }
         }
         mark.advanced()
     }

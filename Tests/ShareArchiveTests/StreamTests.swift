@@ -76,6 +76,59 @@ import Testing
         try checkResumes(root, expected: tree(root), in: scratch, resumesInside: true)
     }
 
+    /// An entry whose headers take more than a megabyte (a sender may write any extended header) cannot be resumed
+    /// into: while it is written the checkpoint is none, or the last one kept, never the entry before it marked
+    /// with this one's bytes (which once sent a resume past the end of that entry). Every resume gives the tree.
+    @Test func anEntryWhoseHeadersCannotBeKeptLeavesNoWrongCheckpoint() throws {
+        let scratch = Scratch()
+        let archive = scratch.path("long-header.tar")
+        // Before b.bin, a global extended header and its own of 900 KiB each (each under libarchive's limit):
+        // its headers take 1.8 MB, more than the extraction keeps.
+        let script = """
+            import io, sys, tarfile
+            def contents(size):
+                return io.BytesIO((bytes(range(256)) * (size // 256 + 2))[size % 7:][:size])
+            with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+                for name, size in (("a.bin", 1 << 20), ("b.bin", 4 << 20)):
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mode, info.mtime = size, 0o644, 1600000000
+                    if name == "b.bin":
+                        comment = {"comment": "x" * (900 << 10)}
+                        header = tarfile.TarInfo._create_pax_generic_header(comment, tarfile.XGLTYPE, "utf-8")
+                        t.fileobj.write(header)
+                        t.offset += len(header)
+                        info.pax_headers = comment
+                    t.addfile(info, contents(size))
+            """
+        let (status, output) = try run("/usr/bin/python3", ["-c", script, archive.path])
+        #expect(status == 0, "\(output)")
+        let bytes = [UInt8](try Data(contentsOf: archive))
+        let chunk = 1 << 20
+        let whole = scratch.path("whole")
+        let all = try StreamExtraction(rootPath: whole.path)
+        try all.push(bytes[...])
+        try all.finish()
+        let expected = tree(whole)
+        #expect(expected["b.bin"] != nil && expected["a.bin"] != nil, "\(expected)")
+        for cut in 1..<((bytes.count + chunk - 1) / chunk) {
+            let target = scratch.path("cut-\(cut)")
+            let first = try StreamExtraction(rootPath: target.path, queuedChunks: 1)
+            for index in 0..<cut { try first.push(bytes[(index * chunk)..<min(bytes.count, (index + 1) * chunk)]) }
+            first.drain()
+            first.cancel()
+            var start: Int64 = 0
+            if let checkpoint = first.checkpoint {
+                #expect(checkpoint.path != "a.bin" || checkpoint.written <= 1 << 20, "cut after \(cut) chunks")
+                start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunk)
+                #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
+            }
+            let second = try StreamExtraction(rootPath: target.path, resuming: first.checkpoint, inputOffset: start)
+            try second.push(bytes[Int(start)...])
+            try second.finish()
+            #expect(tree(target) == expected, "cut after \(cut) chunks")
+        }
+    }
+
     /// Interrupts the extraction of `root` after every possible number of chunks and resumes from the checkpoint's
     /// chunk boundary. `resumesInside`: past the first two chunks, a resume never starts from the beginning.
     private func checkResumes(_ root: URL, expected: [String: String], in scratch: Scratch, resumesInside: Bool = false)
