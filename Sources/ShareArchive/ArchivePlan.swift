@@ -261,7 +261,8 @@ public struct ArchivePlan: Sendable {
     public var version: String {
         var text = "\(streamSize)\n"
         for entry in entries {
-            text += "\(entry.path)\t\(entry.kind)\t\(entry.size)\t\(entry.mode)\t\(entry.modified)\t\(entry.source)\n"
+            text += "\(entry.path)\t\(entry.kind.printed)\t\(entry.size)\t\(entry.mode)\t\(entry.modified)\t"
+            text += entry.source.printed + "\n"
         }
         return StableDigest.hex(text)
     }
@@ -337,6 +338,31 @@ public struct ArchivePlan: Sendable {
 }
 
 /// Device and inode: which file a path named when it was planned.
+extension ArchivePlan.Entry.Source {
+    /// What `"\(source)"` prints, written out: the runtime's reflection printed each of a plan's thousands of
+    /// entries for its version (a third of a sender's own time for 5,000 small files). Versions stay the same.
+    var printed: String {
+        switch self {
+        case .none: "none"
+        case .file(let path, let identity): "file(path: \(path.debugDescription), identity: \(identity))"
+        case .bytes(let data): "bytes(\(data.debugDescription))"
+        }
+    }
+}
+
+extension ArchiveEntryInfo.Kind {
+    /// What `"\(kind)"` prints, written out (as above).
+    var printed: String {
+        switch self {
+        case .file: "file"
+        case .directory: "directory"
+        case .symlink(let target): "symlink(\(target.debugDescription))"
+        case .hardlink(let target): "hardlink(\(target.debugDescription))"
+        case .special(let what): "special(\(what.debugDescription))"
+        }
+    }
+}
+
 public struct FileIdentity: Sendable, Equatable, CustomStringConvertible {
     public let device: UInt64
     public let inode: UInt64
