@@ -103,39 +103,33 @@ import Testing
         let (status, output) = try run("/usr/bin/python3", ["-c", script, archive.path])
         #expect(status == 0, "\(output)")
         let bytes = [UInt8](try Data(contentsOf: archive))
-        let chunk = 1 << 20
         let whole = scratch.path("whole")
         let all = try StreamExtraction(rootPath: whole.path)
         try all.push(bytes[...])
         try all.finish()
         let expected = tree(whole)
         #expect(expected["b.bin"] != nil && expected["a.bin"] != nil, "\(expected)")
-        for cut in 1..<((bytes.count + chunk - 1) / chunk) {
-            let target = scratch.path("cut-\(cut)")
-            let first = try StreamExtraction(rootPath: target.path, queuedChunks: 1)
-            for index in 0..<cut { try first.push(bytes[(index * chunk)..<min(bytes.count, (index + 1) * chunk)]) }
-            first.drain()
-            first.cancel()
-            var start: Int64 = 0
-            if let checkpoint = first.checkpoint {
-                #expect(checkpoint.path != "a.bin" || checkpoint.written <= 1 << 20, "cut after \(cut) chunks")
-                start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunk)
-                #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
-            }
-            let second = try StreamExtraction(rootPath: target.path, resuming: first.checkpoint, inputOffset: start)
-            try second.push(bytes[Int(start)...])
-            try second.finish()
-            #expect(tree(target) == expected, "cut after \(cut) chunks")
+        try checkResumes(bytes, expected: expected, in: scratch) { checkpoint, cut in
+            #expect(checkpoint.path != "a.bin" || checkpoint.written <= 1 << 20, "cut after \(cut) chunks")
         }
     }
 
-    /// Interrupts the extraction of `root` after every possible number of chunks and resumes from the checkpoint's
-    /// chunk boundary. `resumesInside`: past the first two chunks, a resume never starts from the beginning.
+    /// Interrupts the extraction of `root`'s stream after every possible number of chunks and resumes from the
+    /// checkpoint's chunk boundary. `resumesInside`: past the first two chunks, a resume never starts from the
+    /// beginning.
     private func checkResumes(_ root: URL, expected: [String: String], in scratch: Scratch, resumesInside: Bool = false)
         throws
     {
-        let plan = try ArchivePlan.folder(root)
-        let bytes = try streamBytes(plan)
+        try checkResumes(
+            try streamBytes(try ArchivePlan.folder(root)), expected: expected, in: scratch,
+            resumesInside: resumesInside)
+    }
+
+    /// As above for the stream `bytes`; `check` looks at each checkpoint (and the chunks that arrived before it).
+    private func checkResumes(
+        _ bytes: [UInt8], expected: [String: String], in scratch: Scratch, resumesInside: Bool = false,
+        check: (ExtractionCheckpoint, Int) -> Void = { _, _ in }
+    ) throws {
         let chunk = 1 << 20
         // Interrupt after every possible number of chunks; resume from the checkpoint's chunk boundary.
         for cut in 1..<((bytes.count + chunk - 1) / chunk) {
@@ -148,6 +142,7 @@ import Testing
             let checkpoint = first.checkpoint
             var start: Int64 = 0
             if let checkpoint {
+                check(checkpoint, cut)
                 start = StreamExtraction.resumeOffset(for: checkpoint, chunkSize: chunk)
                 #expect(Int(start) <= cut * chunk, "never ahead of what arrived")
                 #expect(cut * chunk - Int(start) <= 2 * chunk, "resends at most about a chunk")
