@@ -337,7 +337,6 @@ public struct ArchivePlan: Sendable {
     }
 }
 
-/// Device and inode: which file a path named when it was planned.
 extension ArchivePlan.Entry.Source {
     /// What `"\(source)"` prints, written out: the runtime's reflection printed each of a plan's thousands of
     /// entries for its version (a third of a sender's own time for 5,000 small files). Versions stay the same.
@@ -363,6 +362,7 @@ extension ArchiveEntryInfo.Kind {
     }
 }
 
+/// Device and inode: which file a path named when it was planned.
 public struct FileIdentity: Sendable, Equatable, CustomStringConvertible {
     public let device: UInt64
     public let inode: UInt64
