@@ -16,7 +16,9 @@ struct ControlAPI {
             do {
                 try agent.outbox.add(job)
             } catch {
-                return .failure("cannot queue the job: \(error)")
+                return .failure(
+                    "cannot queue the job: \((error as? ShareFailure)?.message ?? "\(error)")",
+                    code: (error as? ShareFailure)?.code ?? .failure)
             }
             var response = ControlResponse(ok: true)
             response.job = job
@@ -36,7 +38,7 @@ struct ControlAPI {
         case .wait(let id, let timeout):
             let found = agent.outbox.wait(for: id, timeout: timeout ?? 86_400, until: hungUp)
             guard let job = found else {
-                return .failure("no job \(id)")
+                return .failure("no job \(id) (share jobs lists them)", code: .usage)
             }
             var response = ControlResponse(ok: true)
             response.job = job
@@ -73,10 +75,8 @@ struct ControlAPI {
                 var response = ControlResponse(ok: true)
                 response.folders = [try agent.folders.rescan(id)]
                 return response
-            } catch let failure as ShareFailure {
-                return .failure(failure.message)
             } catch {
-                return .failure("\(error)")
+                return .failure(error)
             }
         case .pageLink:
             guard let page = agent.page.withLock({ $0 }) else {
@@ -94,7 +94,7 @@ struct ControlAPI {
             }
             switch agent.outbox.cancel(id) {
             case .none:
-                return .failure("no job \(id) (share jobs lists them)")
+                return .failure("no job \(id) (share jobs lists them)", code: .usage)
             case .some(let job):
                 var response = ControlResponse(ok: true)
                 response.job = job
@@ -109,10 +109,8 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.folder = try body()
             return response
-        } catch let failure as ShareFailure {
-            return .failure(failure.message)
         } catch {
-            return .failure("\(error)")
+            return .failure(error)
         }
     }
 
@@ -121,10 +119,8 @@ struct ControlAPI {
             var response = ControlResponse(ok: true)
             response.versions = try body()
             return response
-        } catch let failure as ShareFailure {
-            return .failure(failure.message)
         } catch {
-            return .failure("\(error)")
+            return .failure(error)
         }
     }
 

@@ -58,11 +58,12 @@ final class RegisteredPrograms: Sendable {
         guard registration.directory.hasPrefix("/"), !registration.accept.entries.isEmpty,
             registration.name.utf8.count <= 256
         else {
-            return .failure("a receiving program needs an absolute folder, a name and at least one accepted type")
+            return .failure(
+                "a receiving program needs an absolute folder, a name and at least one accepted type", code: .usage)
         }
         let declared = registration.accept.declarations.flatMap { [$0.identifier] + $0.conformsTo }
         if let bad = declared.first(where: { !UTTypeDeclaration.isValidIdentifier($0) }) {
-            return .failure("the program declares a type with an invalid identifier: \(bad)")
+            return .failure("the program declares a type with an invalid identifier: \(bad)", code: .usage)
         }
         return current.withLock { current in
             if let other = current, other.stream.isOpen {

@@ -71,12 +71,8 @@ struct CancelCommand: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer: ControlResponse
-            do {
-                answer = try ControlClient.request(.cancel(id: job), paths: device.paths)
-            } catch let error as ShareFailure where error.message.hasPrefix("no job") {
-                throw ShareError(.usage, error.message)
-            }
+            // A job that names nothing is a wrong argument (the agent's answer says so: exit status 64).
+            let answer = try ControlClient.request(.cancel(id: job), paths: device.paths)
             guard let cancelled = answer.job else { throw ShareError(.failure, "the agent did not say") }
             tell("cancelled job \(cancelled.id) to \(cancelled.to) (\(cancelled.summary))")
         }

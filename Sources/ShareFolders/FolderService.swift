@@ -221,7 +221,7 @@ package final class FolderService: AgentPart, Sendable {
         }
         for name in settings.devices {
             guard let device = trust.store.find(name) else {
-                throw ShareFailure(.usage, "no trusted device is called '\(name)'")
+                throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
             }
             if case .refused(let reason) = AccessPolicy.decide(.syncFolders, peer: device, localName: device.name) {
                 throw ShareFailure(.refused, reason)

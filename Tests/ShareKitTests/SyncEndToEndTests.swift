@@ -432,6 +432,22 @@ extension EndToEndAgents {
             let folder = try devices[0].folder("shared")
             let refused = devices[0].run(["sync", "add", folder.path, "--with", "friend"])
             #expect(refused.status != 0 && refused.stderr.contains("owner's devices"), "\(refused.stderr)")
+            // A name that names nothing is a wrong argument, as the agent that found it says: exit status 64, one
+            // line saying where the names are listed.
+            let cases: [([String], String)] = [
+                (["sync", "add", folder.path, "--with", "nobody"], "share trust list"),
+                (["sync", "remove", "no-such-folder"], "share sync lists them"),
+                (["sync", "rescan", "no-such-folder"], "share sync lists them"),
+                (["sync", "accept", "no-such-folder", "--into", folder.path], "share sync lists the offers"),
+                (["sync", "versions", "no-such-folder", "a.txt"], "share sync lists them"),
+            ]
+            for (arguments, hint) in cases {
+                let result = devices[0].run(arguments)
+                #expect(
+                    result.status == 64 && result.stderr.contains(hint)
+                        && result.stderr.split(separator: "\n").count == 1,
+                    "share \(arguments.joined(separator: " ")): \(result.status) \(result.stderr)")
+            }
         }
     }
 }

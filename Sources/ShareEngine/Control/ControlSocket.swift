@@ -240,6 +240,8 @@ package final class ControlStream: Sendable {
 package struct ControlResponse: Codable, Sendable {
     package var ok: Bool
     package var error: String?
+    /// What kind of failure `error` is (the agent's `ShareFailure.Code`): the command exits with its status.
+    package var code: ShareFailure.Code?
     package var job: OutboxJob?
     package var jobs: [OutboxJob]?
     package var name: String?
@@ -275,7 +277,17 @@ package struct ControlResponse: Codable, Sendable {
         self.error = error
     }
 
-    package static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+    package static func failure(_ message: String, code: ShareFailure.Code = .failure) -> ControlResponse {
+        var response = ControlResponse(ok: false, error: message)
+        response.code = code
+        return response
+    }
+
+    /// A request's failure as the agent answers it: a `ShareFailure` keeps its code, anything else is a failure.
+    package static func failure(_ error: any Error) -> ControlResponse {
+        if let failure = error as? ShareFailure { return .failure(failure.message, code: failure.code) }
+        return .failure("\(error)")
+    }
 }
 
 /// The agent's control socket: a Unix socket in the state directory, mode 0600 inside a 0700 folder, and a peer
@@ -423,7 +435,8 @@ package final class ControlConnection: Sendable {
             }
             let response = try JSONDecoder.iso8601.decode(ControlResponse.self, from: Data(line))
             if !response.ok {
-                throw ShareFailure(.failure, refused(response.error ?? "the agent refused the request"))
+                throw ShareFailure(
+                    response.code ?? .failure, refused(response.error ?? "the agent refused the request"))
             }
             return response
         } catch let error as ShareFailure {
