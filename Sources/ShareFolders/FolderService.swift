@@ -216,9 +216,7 @@ package final class FolderService: AgentPart, Sendable {
         guard stat(settings.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             throw ShareFailure(.noInput, "\(settings.path) is not a folder")
         }
-        if let same = book.folders.first(where: { $0.path == settings.path }) {
-            throw ShareFailure(.usage, "\(settings.path) is already shared as \(same.label) (\(same.id))")
-        }
+        try checkPlace(settings.path)
         for name in settings.devices {
             guard let device = trust.store.find(name) else {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
@@ -262,6 +260,7 @@ package final class FolderService: AgentPart, Sendable {
         let place =
             path.map { URL(fileURLWithPath: $0) }
             ?? defaultPlace(label: offer.label, from: offer.fromName, reuse: offer.kind == "send-only")
+        try checkPlace(place.path)
         try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
         // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
         // change then reaches each through any of them).
@@ -285,6 +284,60 @@ package final class FolderService: AgentPart, Sendable {
         open(settings)
         refreshLinks()
         return (settings, true)
+    }
+
+    /// Refuses a place a folder cannot take: one shared already, one inside a shared folder or holding one (a
+    /// file in both would be two folders' at once: each folder's deletion or conflict copy would be the other's
+    /// change), and one that holds this device's settings and keys or its state, or lies in its state (the folder's
+    /// own index would be synced, and a device sharing it could write the trust store). Paths are compared as the
+    /// system resolves them (links followed).
+    func checkPlace(_ path: String) throws {
+        let place = Self.resolved(path)
+        func holds(_ outer: String, _ inner: String) -> Bool {
+            outer == inner || outer == "/" || inner.hasPrefix(outer + "/")
+        }
+        for folder in book.folders {
+            let other = Self.resolved(folder.path)
+            if other == place {
+                throw ShareFailure(.usage, "\(path) is already shared as \(folder.label) (\(folder.id))")
+            }
+            if holds(other, place) {
+                throw ShareFailure(
+                    .usage,
+                    "\(path) is inside the shared folder \(folder.label) (\(folder.id), \(folder.path)); a shared folder "
+                        + "holds no other: choose a place outside it")
+            }
+            if holds(place, other) {
+                throw ShareFailure(
+                    .usage,
+                    "\(path) holds the shared folder \(folder.label) (\(folder.id), \(folder.path)); a shared folder "
+                        + "holds no other: choose one that does not, or remove that one first (share sync remove)")
+            }
+        }
+        let state = Self.resolved(device.paths.state.path)
+        for own in [Self.resolved(device.paths.config.path), state] where holds(place, own) {
+            throw ShareFailure(
+                .usage, "\(path) holds share's own settings and keys or state (\(own)); choose a folder that does not")
+        }
+        if holds(state, place) {
+            throw ShareFailure(.usage, "\(path) is inside share's own state (\(state)); choose a folder outside it")
+        }
+    }
+
+    /// `path` as the system resolves it: its links followed, as far as it exists (the rest appended as written).
+    static func resolved(_ path: String) -> String {
+        var existing = URL(fileURLWithPath: path).standardizedFileURL.path.split(separator: "/").map(String.init)
+        var rest: [String] = []
+        while true {
+            if let real = realpath("/" + existing.joined(separator: "/"), nil) {
+                defer { free(real) }
+                let resolved = String(cString: real)
+                guard !rest.isEmpty else { return resolved }
+                return (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
+            }
+            guard let last = existing.popLast() else { return "/" + rest.joined(separator: "/") }
+            rest.insert(last, at: 0)
+        }
     }
 
     package func decline(_ id: String) throws {

@@ -434,12 +434,27 @@ extension EndToEndAgents {
             #expect(refused.status != 0 && refused.stderr.contains("owner's devices"), "\(refused.stderr)")
             // A name that names nothing is a wrong argument, as the agent that found it says: exit status 64, one
             // line saying where the names are listed.
-            let cases: [([String], String)] = [
+            var cases: [([String], String)] = [
                 (["sync", "add", folder.path, "--with", "nobody"], "share trust list"),
                 (["sync", "remove", "no-such-folder"], "share sync lists them"),
                 (["sync", "rescan", "no-such-folder"], "share sync lists them"),
                 (["sync", "accept", "no-such-folder", "--into", folder.path], "share sync lists the offers"),
                 (["sync", "versions", "no-such-folder", "a.txt"], "share sync lists them"),
+            ]
+            // A place a folder cannot take: one shared already, one inside a shared folder or holding one, one that
+            // holds the device's own settings and keys.
+            let shared = try devices[0].folder("thesis")
+            try FileManager.default.createDirectory(
+                at: shared.appendingPathComponent("chapters"), withIntermediateDirectories: true)
+            #expect(devices[0].run(["sync", "add", shared.path, "--with", "desk"]).status == 0)
+            cases += [
+                (["sync", "add", shared.path, "--with", "desk"], "is already shared as thesis"),
+                (
+                    ["sync", "add", shared.appendingPathComponent("chapters").path, "--with", "desk"],
+                    "is inside the shared folder thesis"
+                ),
+                (["sync", "add", devices[0].directory.path, "--with", "desk"], "holds the shared folder thesis"),
+                (["sync", "add", devices[0].config.path, "--with", "desk"], "holds share's own settings and keys"),
             ]
             for (arguments, hint) in cases {
                 let result = devices[0].run(arguments)
