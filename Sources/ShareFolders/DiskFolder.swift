@@ -21,6 +21,10 @@ final class DiskFolder: FolderDisk {
     /// In that time, the folders found missing (a plan of a folder not yet made here looks at each of its paths).
     private var missing: Set<String> = []
 
+    /// Names found in the folder that cannot be synced, by path (the part that is not UTF-8 shown as U+FFFD), and
+    /// why: the folder's status lists them, so a file the others never get is never passed over in silence.
+    private(set) var leftOut: [String: String] = [:]
+
     /// How many days versions are kept (0: none).
     var versionDays = FolderVersions.defaultDays
     var versions: FolderVersions { FolderVersions(root: root, days: versionDays) }
@@ -185,6 +189,7 @@ final class DiskFolder: FolderDisk {
         let start: Directory
         if let folder {
             guard let opened = try? root.directory(components: folder.split(separator: "/").map(String.init)) else {
+                noteLeftOut([:], under: folder, recursive: true)
                 return result
             }
             start = opened
@@ -194,11 +199,17 @@ final class DiskFolder: FolderDisk {
         // Through folder handles, depth first without recursion: a link is never followed, whatever replaces a
         // folder while it is read.
         var pending: [(Directory, String)] = [(start, folder ?? "")]
+        var found: [String: String] = [:]
+        defer { noteLeftOut(found, under: folder ?? "", recursive: recursive) }
         while let (directory, relative) = pending.popLast() {
             let names = directory.entries()
             for var name in names {
-                // Names that are not UTF-8 cannot be named on the wire: left alone.
-                guard !name.unicodeScalars.contains("\u{FFFD}") else { continue }
+                // Names that are not UTF-8 cannot be named on the wire: left alone, and listed.
+                guard !name.unicodeScalars.contains("\u{FFFD}") else {
+                    found[relative.isEmpty ? name : relative + "/" + name] =
+                        "its name is not UTF-8, which the other devices cannot be given: rename it to sync it"
+                    continue
+                }
                 // One name for what differs only in Unicode normalisation: the index and the wire hold NFC (what
                 // Linux and Windows write; macOS writes NFD). A name in another form is renamed to its NFC form
                 // here, as Syncthing does; when that name is taken too, this one is left out (and said once).
@@ -207,6 +218,8 @@ final class DiskFolder: FolderDisk {
                     let taken = names.contains { $0.utf8.elementsEqual(nfc.utf8) }
                     guard !taken, (try? directory.rename(name, to: nfc, in: directory)) != nil else {
                         Self.noteUnnormalised(relative.isEmpty ? name : relative + "/" + name)
+                        found[relative.isEmpty ? name : relative + "/" + name] =
+                            "another name here differs from it only in Unicode normalisation: rename one to sync it"
                         continue
                     }
                     forgetFolders()
@@ -222,6 +235,17 @@ final class DiskFolder: FolderDisk {
             }
         }
         return result
+    }
+
+    /// What a listing found left out replaces what an earlier one found in the same part of the folder.
+    private func noteLeftOut(_ found: [String: String], under folder: String, recursive: Bool) {
+        guard !found.isEmpty || !leftOut.isEmpty else { return }
+        leftOut = leftOut.filter { path, _ in
+            let parent = path.split(separator: "/").dropLast().joined(separator: "/")
+            if recursive { return !(folder.isEmpty || path.hasPrefix(folder + "/")) }
+            return parent != folder
+        }
+        leftOut.merge(found) { $1 }
     }
 
     /// Names left out because their NFC form is taken: said once each (the log), while the agent runs.

@@ -80,6 +80,9 @@ extension FolderService {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
                     problems += summary.kept
+                    problems += state.disk.leftOut.sorted { $0.key < $1.key }.prefix(100).map {
+                        FolderStatus.Problem(path: $0.key, reason: $0.value)
+                    }
                     let waiting = peers.filter { !(linked[$0.id]?.shares(settings.id) ?? false) }.map(\.name)
                     let words: String
                     let held = state.sync.heldDeletions

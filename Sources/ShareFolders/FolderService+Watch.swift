@@ -46,8 +46,9 @@ extension FolderService {
                 if change.whole {
                     whole.insert(change.id)
                 } else if let name = change.file,
-                    // A name not in NFC is renamed to its NFC form by the listing of its folder (DiskFolder.list).
-                    name.utf8.elementsEqual(name.precomposed.utf8)
+                    // A name not in NFC is renamed to its NFC form by the listing of its folder (DiskFolder.list),
+                    // and one that is not UTF-8 is listed there as left out (or no longer, once it is gone).
+                    name.utf8.elementsEqual(name.precomposed.utf8), !name.unicodeScalars.contains("\u{FFFD}")
                 {
                     files[change.id, default: []].insert(change.folder.isEmpty ? name : change.folder + "/" + name)
                 } else {

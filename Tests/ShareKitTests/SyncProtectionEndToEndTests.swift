@@ -100,6 +100,43 @@ extension EndToEndAgents {
             #expect(!names(desk).contains(Array(nfd.utf8)) && mode(desk.appendingPathComponent("Run.sh")) == 0o755)
         }
 
+        /// A name the others cannot be given (not UTF-8, or taken by its NFC form) is listed as the folder's
+        /// problem while it is there: the folder is out of sync, not up to date with a file missing elsewhere.
+        @Test func aNameThatCannotBeSyncedIsListedUntilItIsGone() throws {
+            let (devices, folders, _) = try twoSharing()
+            let laptop = folders[0]
+            func problems() -> [String: String] {
+                let folder = devices.listing(0).folders.first
+                var found: [String: String] = [:]
+                for problem in (folder?["problems"] as? [[String: Any]]) ?? [] {
+                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
+                }
+                return found
+            }
+            // Bytes that are not UTF-8 (as an old Latin-1 disk holds them), and an NFD name beside its NFC form.
+            let bad = Array(laptop.appendingPathComponent("caf").path.utf8) + [0xE9] + Array(".txt".utf8)
+            let path = bad.map { CChar(bitPattern: $0) } + [0]
+            let fd = open(path, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+            #expect(fd >= 0)
+            close(fd)
+            try Data("one\n".utf8).write(to: laptop.appendingPathComponent("r\u{e9}sum\u{e9}.txt"))
+            try Data("two\n".utf8).write(to: laptop.appendingPathComponent("re\u{301}sume\u{301}.txt"))
+            try Data("later\n".utf8).write(to: laptop.appendingPathComponent("later.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])["later.txt"] == "later\n" }, "\(devices.logs)")
+            #expect(
+                waitUntil(timeout: 30) { problems().count == 2 && self.state(devices, 0) == "out of sync" },
+                "\(problems())")
+            #expect(problems()["caf\u{FFFD}.txt"]?.contains("not UTF-8") == true, "\(problems())")
+            #expect(
+                problems()["re\u{301}sume\u{301}.txt"]?.contains("Unicode normalisation") == true, "\(problems())")
+            // Gone: listed no more, and the folder is up to date again.
+            #expect(unlink(path) == 0)
+            try FileManager.default.removeItem(at: laptop.appendingPathComponent("re\u{301}sume\u{301}.txt"))
+            #expect(
+                waitUntil(timeout: 30) { problems().isEmpty && self.state(devices, 0) == "up to date" },
+                "\(problems())")
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
