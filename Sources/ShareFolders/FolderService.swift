@@ -261,7 +261,7 @@ package final class FolderService: AgentPart, Sendable {
             path.map { URL(fileURLWithPath: $0) }
             ?? defaultPlace(label: offer.label, from: offer.fromName, reuse: offer.kind == "send-only")
         try checkPlace(place.path)
-        try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
+        try Self.makeFolder(place.path)
         // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
         // change then reaches each through any of them).
         let others = (offer.devices ?? []).filter { id in
@@ -321,6 +321,26 @@ package final class FolderService: AgentPart, Sendable {
         }
         if holds(state, place) {
             throw ShareFailure(.usage, "\(path) is inside share's own state (\(state)); choose a folder outside it")
+        }
+    }
+
+    /// Makes the folder at `path` and those it lies in, as missing; one that is there already is taken as it is.
+    static func makeFolder(_ path: String) throws {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else {
+                throw ShareFailure(.cannotCreate, "\(path) is a file, not a folder; give a folder (made when missing)")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            let reason = ((error as? CocoaError)?.underlying as? POSIXError).map {
+                String(cString: strerror($0.code.rawValue))
+            }
+            throw ShareFailure(
+                .cannotCreate, "cannot make the folder \(path)\(reason.map { ": \($0)" } ?? ""); give one that can be")
         }
     }
 

@@ -333,7 +333,16 @@ extension EndToEndAgents {
             #expect(first != second)
             let intoOne = try devices[1].folder("docs-1")
             let intoTwo = try devices[1].folder("docs-2")
+            // A place that is a file, or inside a folder accepted already, is refused in one line.
+            let file = try devices[1].folder("elsewhere").appendingPathComponent("a-file")
+            try Data("x\n".utf8).write(to: file)
+            #expect(waitUntil(timeout: 30) { devices.listing(1).offers.contains { $0["id"] as? String == first } })
+            let onAFile = devices[1].run(["sync", "accept", first, "--into", file.path])
+            #expect(onAFile.status == 73 && onAFile.stderr.contains("is a file, not a folder"), "\(onAFile.stderr)")
             try devices.accept(1, first, into: intoOne)
+            let inside = devices[1].run(["sync", "accept", second, "--into", intoOne.appendingPathComponent("in").path])
+            #expect(
+                inside.status == 64 && inside.stderr.contains("is inside the shared folder docs"), "\(inside.stderr)")
             try devices.accept(1, second, into: intoTwo)
             #expect(devices.settled())
             #expect(treeOf(intoOne)["plan.txt"] == "plan one\n" && treeOf(intoTwo)["plan.txt"] == "plan two\n")
