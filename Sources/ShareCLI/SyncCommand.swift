@@ -125,8 +125,10 @@ struct SyncList: ParsableCommand {
                 say("  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when)")
             }
             for conflict in folder.conflicts {
-                let loser = "\(conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"
-                let winner = conflict.winner.map { "\($0)'s of \(conflict.winnerTime.map(Self.time) ?? "?") is there" }
+                let loser = "\(conflict.loserName ?? conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"
+                let winner = (conflict.winnerName ?? conflict.winner).map {
+                    "\($0)'s of \(conflict.winnerTime.map(Self.time) ?? "?") is there"
+                }
                 say(
                     "  conflict: \(conflict.path) — \(loser) kept as \(conflict.copy)"
                         + (winner.map { "; \($0)" } ?? ""))

@@ -70,7 +70,12 @@ extension FolderService {
                             lastInStep: state.lastInStep[peer.id.description],
                             reason: connected ? nil : linkErrors[peer.id])
                     }
-                    let conflicts = summary.conflicts
+                    let conflicts = summary.conflicts.map { conflict in
+                        var named = conflict
+                        named.loserName = deviceName(label: conflict.loser)
+                        named.winnerName = conflict.winner.flatMap(deviceName(label:))
+                        return named
+                    }
                     let rate: Double? = {
                         let recent = state.recent.filter { $0.0 > Date().addingTimeInterval(-5) }
                         guard !recent.isEmpty else { return nil }
@@ -184,6 +189,14 @@ extension FolderService {
             conflicts: conflicts, kept: kept, cost: .now - began)
         state.summary = summary
         return summary
+    }
+
+    /// The name of the device a label stands for (the first seven characters of its ID, as a conflict copy's name
+    /// carries it): this device's, or the name a trusted device is known by here; nil for one not known.
+    func deviceName(label: String) -> String? {
+        guard label.count == 7 else { return nil }
+        if ShortIDs.label(me) == label { return device.name }
+        return trust.store.find(label)?.name
     }
 
     /// The time and device a conflict copy's name gives (`…sync-conflict-YYYYMMDD-HHMMSS-DEVICE…`).

@@ -174,7 +174,8 @@ extension FolderService {
             Self.log.notice(
                 "a conflict: both versions kept",
                 metadata: ["folder": "\(label)", "path": "\(original)", "copy": "\(copy.path)", "device": "\(device)"])
-            lines.append("\(original): \(device)'s version of \(when) kept as \(copy.path)")
+            lines.append(
+                "\(original): \(deviceName(label: device) ?? device)'s version of \(when) kept as \(copy.path)")
         }
         notify(
             fresh.count == 1

@@ -247,8 +247,9 @@ enum WebPage {
             }
             box.append(peers);
             for (const conflict of folder.conflicts) {
-              const here = conflict.winner ? conflict.winner + "'s version" + (conflict.winnerTime ? " of " + when(conflict.winnerTime) : "") + " is at the path; " : "";
-              box.append(el("div", "conflict: " + conflict.path + " — " + here + conflict.loser + "'s" + (conflict.loserTime ? " of " + when(conflict.loserTime) : "") + " is kept as " + conflict.copy, { class: "conflict" }));
+              const winner = conflict.winnerName || conflict.winner, loser = conflict.loserName || conflict.loser;
+              const here = winner ? winner + "'s version" + (conflict.winnerTime ? " of " + when(conflict.winnerTime) : "") + " is at the path; " : "";
+              box.append(el("div", "conflict: " + conflict.path + " — " + here + loser + "'s" + (conflict.loserTime ? " of " + when(conflict.loserTime) : "") + " is kept as " + conflict.copy, { class: "conflict" }));
             }
             if (folder.state.startsWith("holding")) {
               const allow = el("button", "Let the deletions go", { class: "allow-deletes" });

@@ -454,7 +454,16 @@ extension EndToEndAgents {
                 let conflicts = (devices.listing(index).folders.first?["conflicts"] as? [[String: Any]]) ?? []
                 #expect(conflicts.count == 1 && conflicts.first?["path"] as? String == "notes.txt", "\(conflicts)")
                 #expect(conflicts.first?["loserTime"] != nil && conflicts.first?["winnerTime"] != nil)
+                // Each device by the name it has on this one: the laptop's version is the one set aside.
+                #expect(
+                    conflicts.first?["loserName"] as? String == "laptop"
+                        && conflicts.first?["winnerName"] as? String == "desk", "\(conflicts)")
+                let listed = devices[index].run(["sync"]).stdout
+                #expect(listed.contains("conflict: notes.txt — laptop's of "), "\(listed)")
             }
+            #expect(
+                told.contains { ($0["body"] as? String)?.contains("notes.txt: laptop's version of") == true },
+                "\(told)")
             // A second conflict: the laptop keeps one copy of the file (the newer), and so does the desk.
             try conflict(devices, folders, 2)
             #expect(

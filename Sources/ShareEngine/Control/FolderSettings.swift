@@ -114,6 +114,9 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         /// The device whose version is at the path now, and when it was modified.
         package var winner: String?
         package var winnerTime: Date?
+        /// The names of those devices here (this device's, or the name it trusts each by); nil when unknown.
+        package var loserName: String?
+        package var winnerName: String?
         package init(
             path: String, copy: String, loser: String, loserTime: Date?, winner: String?, winnerTime: Date?
         ) {
