@@ -82,6 +82,7 @@ extension FolderService {
                 for entry in entries {
                     state.queue[entry.path] = nil
                     state.inFlight[entry.path] = entry.version
+                    state.inFlightBytes += entry.size
                     state.problems[entry.path] = nil
                 }
             }
@@ -91,14 +92,22 @@ extension FolderService {
             let key = "\(folder.id)|\(peer)"
             run.withLock { $0.pulling[key, default: 0] += 1 }
             spawn("share-folders-pull") { [self] in
+                // Why the pull failed, when it did (each file's own reason, when it has one, is kept before).
+                var failure: String?
                 defer {
                     // What came is recorded at its version; the rest is planned again (and queued again).
                     let missed = folder.withFolder { state -> Set<String> in
                         var missed: Set<String> = []
                         for entry in batch where state.inFlight[entry.path] == entry.version {
                             state.inFlight[entry.path] = nil
+                            state.inFlightBytes -= min(state.inFlightBytes, entry.size)
                             if state.store.local(entry.path)?.entry.version != entry.version {
                                 missed.insert(entry.path)
+                                if let failure, state.failedPulls[entry.path] == nil {
+                                    state.failedPulls[entry.path] = failure
+                                }
+                            } else {
+                                state.failedPulls[entry.path] = nil
                             }
                         }
                         state.countNeeded()
@@ -106,9 +115,22 @@ extension FolderService {
                     }
                     // The last batch of a sync: what the pulls took is given back to the system.
                     if folder.withFolder({ $0.queue.isEmpty && $0.inFlight.isEmpty }) { Syscalls.releaseFreeMemory() }
-                    run.withLock { run in
+                    // A pull that brought none of its files is asked again after a while, longer each time
+                    // (1 s, doubled up to a minute): a full disk or a folder that cannot be written to is not asked
+                    // about in a loop. One that brought any is followed at once by the next.
+                    let wait = run.withLock { run -> Double in
                         run.pulling[key, default: 1] -= 1
                         if run.pulling[key] == 0 { run.pulling[key] = nil }
+                        guard !missed.isEmpty, missed.count == batch.count else {
+                            run.pullFailures[key] = nil
+                            return 0
+                        }
+                        let failures = run.pullFailures[key, default: 0] + 1
+                        run.pullFailures[key] = failures
+                        return min(60, pow(2, Double(min(failures, 7) - 1)))
+                    }
+                    if wait > 0 {
+                        _ = run.wait(seconds: wait) { $0.stopping }
                     }
                     folder.touch(paths: missed)
                 }
@@ -120,6 +142,7 @@ extension FolderService {
                         try ask(batch, into: folder, from: peer)
                     }
                 } catch {
+                    failure = "\(error)"
                     Self.log.info(
                         "a pull ended", metadata: ["folder": "\(folder.settings.label)", "reason": "\(error)"])
                 }
@@ -254,7 +277,10 @@ extension FolderService {
             let driver = ReceiverDriver(channel: channel, hasher: session.chunkHasher(), codec: codec)
             driver.delta = session.peerHello.speaksDelta
             summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
-            folder.withFolder { $0.bytesFromLocal += summary.patchedBytes }
+            folder.withFolder { state in
+                state.bytesFromLocal += summary.patchedBytes
+                for (path, reason) in summary.refused { state.failedPulls[path] = reason }
+            }
         } else {
             try? session.connection.send(.bye, Bye())
         }
@@ -359,7 +385,7 @@ extension FolderService {
                             case .notWanted: break
                             }
                         } catch {
-                            state.problems[entry.path] = "\(error)"
+                            state.failedPulls[entry.path] = "\(error)"
                         }
                     }
                 }

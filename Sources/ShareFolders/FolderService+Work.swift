@@ -266,6 +266,13 @@ extension FolderService {
             for entry in outcome.fetches where state.inFlight[entry.path] != entry.version {
                 state.queue[entry.path] = entry
             }
+            // A failed pull is listed while its path still needs one.
+            if !state.failedPulls.isEmpty {
+                let fetched = Set(outcome.fetches.map(\.path))
+                state.failedPulls = state.failedPulls.filter {
+                    paths?.contains($0.key) == false || fetched.contains($0.key)
+                }
+            }
             if let paths {
                 state.problems = state.problems.filter { !paths.contains($0.key) }
             } else {
@@ -316,7 +323,7 @@ extension SharedFolder.State {
     /// What is still to come, for the status: queued and in flight.
     mutating func countNeeded() {
         neededFiles = queue.count + inFlight.count
-        neededBytes = queue.bytes
+        neededBytes = queue.bytes + inFlightBytes
     }
 
 }

@@ -82,6 +82,8 @@ package final class FolderService: AgentPart, Sendable {
         var linkErrors: [DeviceID: String] = [:]
         /// Pulls under way, by "folder|device".
         var pulling: [String: Int] = [:]
+        /// Pulls in a row that brought none of their files, by the same key.
+        var pullFailures: [String: Int] = [:]
         /// Folders being accepted now.
         var accepting: Set<String> = []
         /// Files asked of a device over its link ("folder|ref"), those whose push session ended or that the device

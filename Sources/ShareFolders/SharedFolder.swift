@@ -38,8 +38,12 @@ final class SharedFolder: Sendable {
         var unnamed: Set<String> = []
         /// Entries recorded and not yet announced to the links.
         var unannounced = false
-        /// Content being pulled: path → version.
+        /// Content being pulled: path → version; and the bytes of those files.
         var inFlight: [String: VersionVector] = [:]
+        var inFlightBytes: UInt64 = 0
+        /// Files whose last pull failed (refused for want of space, not writable…), by path, and why: listed until
+        /// a pull of the path succeeds or the path needs none.
+        var failedPulls: [String: String] = [:]
         /// Files whose content must come from another device and that no pull has taken yet, by path.
         var queue = PullQueue()
         /// Of those, the ones no connected device holds at that version (left until the next plan or link).

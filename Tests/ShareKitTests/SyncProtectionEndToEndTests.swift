@@ -137,6 +137,49 @@ extension EndToEndAgents {
                 "\(problems())")
         }
 
+        /// A device whose disk cannot take a file: the file is listed as not pulled and why, asked for again after
+        /// a while (not in a loop), and pulled once there is room. Runs on a small tmpfs the test mounts (root).
+        @Test func aFileThatDoesNotFitIsListedAndPulledOnceThereIsRoom() throws {
+            guard getuid() == 0 else {
+                print("skipped: mounting a tmpfs needs root")
+                return
+            }
+            let devices = try SyncDevices(["laptop", "desk"])
+            let laptop = try devices[0].folder("docs")
+            try makeFile(laptop.appendingPathComponent("big.bin"), size: 3_000_000)
+            try Data("small\n".utf8).write(to: laptop.appendingPathComponent("small.txt"))
+            let disk = try devices[1].folder("small-disk")
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            defer { _ = runTool("/bin/umount", ["-l", disk.path]) }
+            let desk = disk.appendingPathComponent("docs")
+            let id = try devices.share(0, laptop, with: [1])
+            try devices.accept(1, id, into: desk)
+            func problems() -> [String: String] {
+                var found: [String: String] = [:]
+                for problem in (devices.listing(1).folders.first?["problems"] as? [[String: Any]]) ?? [] {
+                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
+                }
+                return found
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    self.state(devices, 1) == "out of sync"
+                        && problems()["big.bin"].map { $0.contains("not pulled") && $0.contains("free") } == true
+                }, "\(problems())\n\(devices.logs)")
+            #expect(treeOf(desk)["small.txt"] == "small\n")
+            // Asked for again after a while, longer each time: a few pulls in five seconds, not hundreds.
+            let pulls = { devices.agents[1]?.stderr.text.components(separatedBy: "share.folders: pulled").count ?? 0 }
+            let before = pulls()
+            Thread.sleep(forTimeInterval: 5)
+            #expect(pulls() - before <= 4, "\(pulls() - before) pulls in 5 s")
+            // Room: the file comes, and the folder is up to date.
+            #expect(runTool("/bin/mount", ["-o", "remount,size=16m", disk.path]).status == 0)
+            #expect(
+                waitUntil(timeout: 90) { treeOf(desk)["big.bin"] != nil && self.state(devices, 1) == "up to date" },
+                "\(problems())\n\(devices.logs)")
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
