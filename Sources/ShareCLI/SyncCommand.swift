@@ -83,7 +83,10 @@ struct SyncList: ParsableCommand {
             if let wait, !FolderStatus.settled(answer.folders ?? []) {
                 // Which folders, and which devices have not caught up (the listing above says the rest).
                 let behind = (answer.folders ?? []).filter { !FolderStatus.settled([$0]) }.map { folder in
-                    let late = folder.peers.filter { !$0.inStep }.map { $0.connected ? $0.name : "\($0.name) (off)" }
+                    let late = folder.peers.filter { !$0.inStep }.map {
+                        $0.connected
+                            ? $0.name : $0.notSharing == true ? "\($0.name) (not sharing it)" : "\($0.name) (off)"
+                    }
                     return "\(folder.settings.label): \(folder.state) here"
                         + (late.isEmpty ? "" : ", \(late.joined(separator: " and ")) not in step")
                 }
@@ -121,7 +124,10 @@ struct SyncList: ParsableCommand {
             say(line)
             for peer in folder.peers {
                 let when = peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet"
-                let away = peer.reason.map { "away (\($0))" } ?? "away"
+                let away =
+                    peer.notSharing == true
+                    ? "connected, not sharing this folder (removed there, or not accepted yet)"
+                    : peer.reason.map { "away (\($0))" } ?? "away"
                 say("  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when)")
             }
             for conflict in folder.conflicts {

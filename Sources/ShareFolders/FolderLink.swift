@@ -54,6 +54,12 @@ final class FolderLink: Sendable {
     /// Whether both ends have `folder`, so its entries cross on this link.
     func shares(_ folder: String) -> Bool { state.withLock { $0.machine.shares(folder) } }
 
+    /// Whether the peer said which folders it shares and `folder` was not among them (it removed it, or has not
+    /// accepted it yet).
+    func declines(_ folder: String) -> Bool {
+        state.withLock { $0.machine.heard && !$0.machine.shares(folder) }
+    }
+
     /// `folder` recorded entries: sent on this link's thread at once.
     func announce(_ folder: String) {
         state.withLock { $0.pending.insert(folder) }

@@ -60,15 +60,20 @@ extension FolderService {
                     let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
                         let connected = linked[peer.id]?.shares(settings.id) ?? false
+                        // Linked, but the folder is not among those it shares: not in step with it, whatever its
+                        // index said when it still did.
+                        let notSharing = linked[peer.id]?.declines(settings.id) ?? false
                         // A device whose index never arrived is not in step, however little this one holds.
                         let inStep =
-                            state.store.remoteState(ShortIDs.of(peer.id)) != nil
+                            !notSharing && state.store.remoteState(ShortIDs.of(peer.id)) != nil
                             && summary.differences[ShortIDs.of(peer.id)] == 0
                         if inStep { state.lastInStep[peer.id.description] = Date() }
-                        return FolderStatus.Peer(
+                        var status = FolderStatus.Peer(
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
                             lastInStep: state.lastInStep[peer.id.description],
-                            reason: connected ? nil : linkErrors[peer.id])
+                            reason: connected || notSharing ? nil : linkErrors[peer.id])
+                        if notSharing { status.notSharing = true }
+                        return status
                     }
                     let conflicts = summary.conflicts.map { conflict in
                         var named = conflict

@@ -24,6 +24,8 @@ public struct FolderLinkMachine: Sendable {
     public private(set) var sentUpTo: [String: UInt64] = [:]
     /// The peer's announcements of folders this device does not have (offered): one accepted here shares at once.
     public private(set) var offered: [String: FolderAnnouncement] = [:]
+    /// Whether the peer's hello came: until then, a folder it does not share yet may still be in it.
+    public private(set) var heard = false
 
     public init(local: [FolderAnnouncement]) {
         self.local = Dictionary(local.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -39,6 +41,7 @@ public struct FolderLinkMachine: Sendable {
     /// stands (all of it, when the peer holds another index of ours); folders only the peer has are offered.
     public mutating func received(_ hello: FolderHello) throws(ProtocolError) -> [Action] {
         try hello.validate()
+        heard = true
         var actions: [Action] = []
         // A hello lists every folder the peer shares with this device: what it offers is what its latest says.
         offered = [:]

@@ -242,7 +242,7 @@ enum WebPage {
             box.append(el("div", folder.settings.path, { class: "muted path" }));
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
-              const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
+              const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : peer.notSharing ? "connected, not sharing this folder (removed there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
               peers.append(el("li", peer.name + ": " + words + (peer.inStep ? "" : ", last in step " + ago(peer.lastInStep)), { "data-peer": peer.name }));
             }
             box.append(peers);

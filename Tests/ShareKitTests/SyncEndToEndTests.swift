@@ -351,6 +351,22 @@ extension EndToEndAgents {
             #expect(
                 waitUntil(timeout: 30) { treeOf(intoOne)["plan.txt"] == nil })
             #expect(treeOf(intoTwo)["plan.txt"] == "plan two\n")
+            // One removed on the laptop: the desk, still linked to it for the other, says the laptop no longer shares
+            // it (and is not in step with it), not that the laptop is away.
+            #expect(devices[0].run(["sync", "remove", second]).status == 0)
+            func laptop(in folder: String) -> [String: Any]? {
+                let listed = devices.listing(1).folders.first {
+                    ($0["settings"] as? [String: Any])?["id"] as? String == folder
+                }
+                return (listed?["peers"] as? [[String: Any]])?.first
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    laptop(in: second).map { $0["notSharing"] as? Bool == true && $0["inStep"] as? Bool == false }
+                        ?? false
+                }, "\(String(describing: laptop(in: second)))")
+            #expect(laptop(in: first)?["connected"] as? Bool == true && laptop(in: first)?["notSharing"] == nil)
+            #expect(devices[1].run(["sync"]).stdout.contains("laptop: connected, not sharing this folder"))
         }
 
         /// agent.json's `folders` names the devices whose folders are taken without asking, and where they go: two

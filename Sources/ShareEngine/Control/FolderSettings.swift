@@ -93,6 +93,8 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var lastInStep: Date?
         /// Why no link to it is open, when one failed (it refused, or cannot be reached).
         package var reason: String?
+        /// Connected, but it does not share this folder (removed it there, or has not accepted it yet).
+        package var notSharing: Bool?
         package init(id: String, name: String, connected: Bool, inStep: Bool, lastInStep: Date?, reason: String? = nil)
         {
             self.id = id
