@@ -140,6 +140,11 @@ struct SyncList: ParsableCommand {
                         + (winner.map { "; \($0)" } ?? ""))
             }
             for problem in folder.problems.prefix(10) { say("  out of sync: \(problem.path): \(problem.reason)") }
+            if folder.problems.count > 10 {
+                // The agent lists up to 100.
+                let more = folder.problems.count - 10
+                say("  … and \(more)\(folder.problems.count >= 100 ? " or more" : "") (share sync --json lists them)")
+            }
         }
         for offer in offers {
             say(
