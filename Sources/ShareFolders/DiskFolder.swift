@@ -22,8 +22,13 @@ final class DiskFolder: FolderDisk {
     private var missing: Set<String> = []
 
     /// Names found in the folder that cannot be synced, by path (the part that is not UTF-8 shown as U+FFFD), and
-    /// why: the folder's status lists them, so a file the others never get is never passed over in silence.
-    private(set) var leftOut: [String: String] = [:]
+    /// files that cannot be read, and why: the folder's status lists them, so a file the others never get is never
+    /// passed over in silence.
+    var leftOut: [String: String] { names.merging(unreadable) { name, _ in name } }
+    /// The names (kept apart from the files: Swift's strings compare NFD and NFC forms equal, and the NFC file
+    /// read well must not take its NFD twin off the list).
+    private var names: [String: String] = [:]
+    private var unreadable: [String: String] = [:]
 
     /// How many days versions are kept (0: none).
     var versionDays = FolderVersions.defaultDays
@@ -91,6 +96,13 @@ final class DiskFolder: FolderDisk {
     }
 
     func stamp(_ path: String) -> DiskStamp? {
+        let found = lookUp(path)
+        // A path gone is not left out any more (a file that could not be read, removed).
+        if found == nil, !unreadable.isEmpty { unreadable[path] = nil }
+        return found
+    }
+
+    private func lookUp(_ path: String) -> DiskStamp? {
         if opened != nil {
             // The folder is found by the path up to its last slash (kept open by that key), split only when new.
             let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
@@ -115,7 +127,18 @@ final class DiskFolder: FolderDisk {
         case .directory:
             return Scanner.Content()
         case .file:
-            return (try? Self.digest(folder, leaf, size: stamp.size)).map { Scanner.Content(digest: $0) }
+            do {
+                let digest = try Self.digest(folder, leaf, size: stamp.size)
+                if !unreadable.isEmpty { unreadable[path] = nil }
+                return digest.map { Scanner.Content(digest: $0) }
+            } catch let error as DiskError where [.notFound, .wrongKind, .link].contains(error.kind) {
+                // Gone or replaced since it was listed: the next look sees what is there.
+                return nil
+            } catch {
+                let reason = (error as? DiskError)?.message ?? "\(error)"
+                unreadable[path] = "it cannot be read here (\(reason)), so the other devices cannot be given it"
+                return nil
+            }
         }
     }
 
@@ -239,13 +262,15 @@ final class DiskFolder: FolderDisk {
 
     /// What a listing found left out replaces what an earlier one found in the same part of the folder.
     private func noteLeftOut(_ found: [String: String], under folder: String, recursive: Bool) {
-        guard !found.isEmpty || !leftOut.isEmpty else { return }
-        leftOut = leftOut.filter { path, _ in
-            let parent = path.split(separator: "/").dropLast().joined(separator: "/")
+        guard !found.isEmpty || !names.isEmpty || !unreadable.isEmpty else { return }
+        func outside(_ path: String) -> Bool {
             if recursive { return !(folder.isEmpty || path.hasPrefix(folder + "/")) }
-            return parent != folder
+            return path.split(separator: "/").dropLast().joined(separator: "/") != folder
         }
-        leftOut.merge(found) { $1 }
+        names = names.filter { outside($0.key) }
+        names.merge(found) { $1 }
+        // A file listed again is read again (and said again if it still cannot be).
+        unreadable = unreadable.filter { outside($0.key) }
     }
 
     /// Names left out because their NFC form is taken: said once each (the log), while the agent runs.

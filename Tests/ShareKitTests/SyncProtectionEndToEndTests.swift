@@ -137,6 +137,46 @@ extension EndToEndAgents {
                 "\(problems())")
         }
 
+        /// A file the holder cannot read (as a failing disk or a file of another user's): listed as the folder's
+        /// problem, with why, while it is there. The file is a write-only kernel attribute bound over a file of the
+        /// folder (root: mounts; reading it is refused even to root).
+        @Test func aFileThatCannotBeReadIsListedUntilItIsGone() throws {
+            let unreadable = ["pci", "platform", "cpu", "nd"].map { "/sys/bus/\($0)/drivers_probe" }
+                .first { FileManager.default.fileExists(atPath: $0) }
+            guard getuid() == 0, let unreadable else {
+                print("skipped: binding a kernel attribute over a file needs root and /sys")
+                return
+            }
+            let (devices, folders, _) = try twoSharing()
+            let laptop = folders[0]
+            let broken = laptop.appendingPathComponent("broken.bin")
+            try Data().write(to: broken)
+            let bound = runTool("/bin/mount", ["--bind", unreadable, broken.path])
+            try #require(bound.status == 0, "\(bound.output)")
+            var mounted = true
+            defer { if mounted { _ = runTool("/bin/umount", ["-l", broken.path]) } }
+            func problems() -> [String: String] {
+                var found: [String: String] = [:]
+                for problem in (devices.listing(0).folders.first?["problems"] as? [[String: Any]]) ?? [] {
+                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
+                }
+                return found
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    self.state(devices, 0) == "out of sync"
+                        && problems()["broken.bin"].map { $0.contains("cannot be read here") } == true
+                }, "\(problems())\n\(devices.logs)")
+            #expect(treeOf(folders[1])["broken.bin"] == nil)
+            // Gone: listed no more, and the folder is up to date again.
+            #expect(runTool("/bin/umount", [broken.path]).status == 0)
+            mounted = false
+            try FileManager.default.removeItem(at: broken)
+            #expect(
+                waitUntil(timeout: 30) { problems().isEmpty && self.state(devices, 0) == "up to date" },
+                "\(problems())")
+        }
+
         /// A device whose disk cannot take a file: the file is listed as not pulled and why, asked for again after
         /// a while (not in a loop), and pulled once there is room. Runs on a small tmpfs the test mounts (root).
         @Test func aFileThatDoesNotFitIsListedAndPulledOnceThereIsRoom() throws {
