@@ -105,14 +105,6 @@ extension EndToEndAgents {
         @Test func aNameThatCannotBeSyncedIsListedUntilItIsGone() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
-            func problems() -> [String: String] {
-                let folder = devices.listing(0).folders.first
-                var found: [String: String] = [:]
-                for problem in (folder?["problems"] as? [[String: Any]]) ?? [] {
-                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
-                }
-                return found
-            }
             // Bytes that are not UTF-8 (as an old Latin-1 disk holds them), and an NFD name beside its NFC form.
             let bad = Array(laptop.appendingPathComponent("caf").path.utf8) + [0xE9] + Array(".txt".utf8)
             let path = bad.map { CChar(bitPattern: $0) } + [0]
@@ -124,17 +116,22 @@ extension EndToEndAgents {
             try Data("later\n".utf8).write(to: laptop.appendingPathComponent("later.txt"))
             #expect(waitUntil(timeout: 30) { treeOf(folders[1])["later.txt"] == "later\n" }, "\(devices.logs)")
             #expect(
-                waitUntil(timeout: 30) { problems().count == 2 && self.state(devices, 0) == "out of sync" },
-                "\(problems())")
-            #expect(problems()["caf\u{FFFD}.txt"]?.contains("not UTF-8") == true, "\(problems())")
+                waitUntil(timeout: 30) {
+                    problemsByPath(devices, 0).count == 2 && self.state(devices, 0) == "out of sync"
+                },
+                "\(problemsByPath(devices, 0))")
             #expect(
-                problems()["re\u{301}sume\u{301}.txt"]?.contains("Unicode normalisation") == true, "\(problems())")
+                problemsByPath(devices, 0)["caf\u{FFFD}.txt"]?.contains("not UTF-8") == true,
+                "\(problemsByPath(devices, 0))")
+            #expect(
+                problemsByPath(devices, 0)["re\u{301}sume\u{301}.txt"]?.contains("Unicode normalisation") == true,
+                "\(problemsByPath(devices, 0))")
             // Gone: listed no more, and the folder is up to date again.
             #expect(unlink(path) == 0)
             try FileManager.default.removeItem(at: laptop.appendingPathComponent("re\u{301}sume\u{301}.txt"))
             #expect(
-                waitUntil(timeout: 30) { problems().isEmpty && self.state(devices, 0) == "up to date" },
-                "\(problems())")
+                waitUntil(timeout: 30) { problemsByPath(devices, 0).isEmpty && self.state(devices, 0) == "up to date" },
+                "\(problemsByPath(devices, 0))")
         }
 
         /// A file the holder cannot read (as a failing disk or a file of another user's): listed as the folder's
@@ -155,26 +152,19 @@ extension EndToEndAgents {
             try #require(bound.status == 0, "\(bound.output)")
             var mounted = true
             defer { if mounted { _ = runTool("/bin/umount", ["-l", broken.path]) } }
-            func problems() -> [String: String] {
-                var found: [String: String] = [:]
-                for problem in (devices.listing(0).folders.first?["problems"] as? [[String: Any]]) ?? [] {
-                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
-                }
-                return found
-            }
             #expect(
                 waitUntil(timeout: 30) {
                     self.state(devices, 0) == "out of sync"
-                        && problems()["broken.bin"].map { $0.contains("cannot be read here") } == true
-                }, "\(problems())\n\(devices.logs)")
+                        && problemsByPath(devices, 0)["broken.bin"].map { $0.contains("cannot be read here") } == true
+                }, "\(problemsByPath(devices, 0))\n\(devices.logs)")
             #expect(treeOf(folders[1])["broken.bin"] == nil)
             // Gone: listed no more, and the folder is up to date again.
             #expect(runTool("/bin/umount", [broken.path]).status == 0)
             mounted = false
             try FileManager.default.removeItem(at: broken)
             #expect(
-                waitUntil(timeout: 30) { problems().isEmpty && self.state(devices, 0) == "up to date" },
-                "\(problems())")
+                waitUntil(timeout: 30) { problemsByPath(devices, 0).isEmpty && self.state(devices, 0) == "up to date" },
+                "\(problemsByPath(devices, 0))")
         }
 
         /// A device whose disk cannot take a file: the file is listed as not pulled and why, asked for again after
@@ -195,18 +185,13 @@ extension EndToEndAgents {
             let desk = disk.appendingPathComponent("docs")
             let id = try devices.share(0, laptop, with: [1])
             try devices.accept(1, id, into: desk)
-            func problems() -> [String: String] {
-                var found: [String: String] = [:]
-                for problem in (devices.listing(1).folders.first?["problems"] as? [[String: Any]]) ?? [] {
-                    found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
-                }
-                return found
-            }
             #expect(
                 waitUntil(timeout: 30) {
                     self.state(devices, 1) == "out of sync"
-                        && problems()["big.bin"].map { $0.contains("not pulled") && $0.contains("free") } == true
-                }, "\(problems())\n\(devices.logs)")
+                        && problemsByPath(devices, 1)["big.bin"].map {
+                            $0.contains("not pulled") && $0.contains("free")
+                        } == true
+                }, "\(problemsByPath(devices, 1))\n\(devices.logs)")
             #expect(treeOf(desk)["small.txt"] == "small\n")
             // Asked for again after a while, longer each time: a few pulls in five seconds, not hundreds.
             let pulls = { devices.agents[1]?.stderr.text.components(separatedBy: "share.folders: pulled").count ?? 0 }
@@ -217,7 +202,7 @@ extension EndToEndAgents {
             #expect(runTool("/bin/mount", ["-o", "remount,size=16m", disk.path]).status == 0)
             #expect(
                 waitUntil(timeout: 90) { treeOf(desk)["big.bin"] != nil && self.state(devices, 1) == "up to date" },
-                "\(problems())\n\(devices.logs)")
+                "\(problemsByPath(devices, 1))\n\(devices.logs)")
         }
 
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
@@ -350,6 +335,15 @@ extension EndToEndAgents {
             #expect(devices.settled())
             let unknown = devices[0].run(["sync", "allow-deletes", "nope-nope-nope"])
             #expect(unknown.status != 0 && unknown.stderr.split(separator: "\n").count == 1, "\(unknown.stderr)")
+        }
+
+        /// What a device lists as out of sync in its first folder: path → why.
+        func problemsByPath(_ devices: SyncDevices, _ index: Int) -> [String: String] {
+            var found: [String: String] = [:]
+            for problem in (devices.listing(index).folders.first?["problems"] as? [[String: Any]]) ?? [] {
+                found[problem["path"] as? String ?? "?"] = problem["reason"] as? String
+            }
+            return found
         }
 
         func problems(_ devices: SyncDevices, _ index: Int) -> [String] {
