@@ -16,9 +16,9 @@ struct ControlAPI {
             do {
                 try agent.outbox.add(job)
             } catch {
+                let failure = error as? ShareFailure
                 return .failure(
-                    "cannot queue the job: \((error as? ShareFailure)?.message ?? "\(error)")",
-                    code: (error as? ShareFailure)?.code ?? .failure)
+                    "cannot queue the job: \(failure?.message ?? "\(error)")", code: failure?.code ?? .failure)
             }
             var response = ControlResponse(ok: true)
             response.job = job

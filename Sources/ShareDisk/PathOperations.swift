@@ -15,6 +15,31 @@ public enum PathOperations {
     /// `remove`, for cleanup that has nothing to report when it fails.
     public static func removeIfPresent(_ path: String) { _ = try? remove(path) }
 
+    /// `path` as the system resolves it: absolute, its links followed as far as it exists (the rest appended as
+    /// written, `.` and `..` taken out first).
+    public static func resolved(_ path: String) -> String {
+        var absolute = path
+        if !path.hasPrefix("/"), let here = getcwd(nil, 0) {
+            defer { free(here) }
+            absolute = String(cString: here) + "/" + path
+        }
+        var existing: [String] = []
+        for part in absolute.split(separator: "/") where part != "." {
+            if part == ".." { _ = existing.popLast() } else { existing.append(String(part)) }
+        }
+        var rest: [String] = []
+        while true {
+            if let real = realpath("/" + existing.joined(separator: "/"), nil) {
+                defer { free(real) }
+                let resolved = String(cString: real)
+                guard !rest.isEmpty else { return resolved }
+                return (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
+            }
+            guard let last = existing.popLast() else { return "/" + rest.joined(separator: "/") }
+            rest.insert(last, at: 0)
+        }
+    }
+
     /// Copies the file (or folder tree) at `source` to `target`, replacing it, through handles of the folders on
     /// both sides: links are copied as links, never followed. The copy is made under a temporary name and renamed
     /// into place.

@@ -279,7 +279,9 @@ extension FolderService {
             summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
             folder.withFolder { state in
                 state.bytesFromLocal += summary.patchedBytes
-                for (path, reason) in summary.refused { state.failedPulls[path] = reason }
+                // Only for what was asked (a holder names its items; one it made up is not listed here).
+                let asked = Set(large.values.map(\.path))
+                for (path, reason) in summary.refused where asked.contains(path) { state.failedPulls[path] = reason }
             }
         } else {
             try? session.connection.send(.bye, Bye())

@@ -294,12 +294,12 @@ package final class FolderService: AgentPart, Sendable {
     /// own index would be synced, and a device sharing it could write the trust store). Paths are compared as the
     /// system resolves them (links followed).
     func checkPlace(_ path: String) throws {
-        let place = Self.resolved(path)
+        let place = PathOperations.resolved(path)
         func holds(_ outer: String, _ inner: String) -> Bool {
             outer == inner || outer == "/" || inner.hasPrefix(outer + "/")
         }
         for folder in book.folders {
-            let other = Self.resolved(folder.path)
+            let other = PathOperations.resolved(folder.path)
             if other == place {
                 throw ShareFailure(.usage, "\(path) is already shared as \(folder.label) (\(folder.id))")
             }
@@ -316,8 +316,8 @@ package final class FolderService: AgentPart, Sendable {
                         + "holds no other: choose one that does not, or remove that one first (share sync remove)")
             }
         }
-        let state = Self.resolved(device.paths.state.path)
-        for own in [Self.resolved(device.paths.config.path), state] where holds(place, own) {
+        let state = PathOperations.resolved(device.paths.state.path)
+        for own in [PathOperations.resolved(device.paths.config.path), state] where holds(place, own) {
             throw ShareFailure(
                 .usage, "\(path) holds share's own settings and keys or state (\(own)); choose a folder that does not")
         }
@@ -336,29 +336,9 @@ package final class FolderService: AgentPart, Sendable {
             return
         }
         do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
-            let reason = ((error as? CocoaError)?.underlying as? POSIXError).map {
-                String(cString: strerror($0.code.rawValue))
-            }
-            throw ShareFailure(
-                .cannotCreate, "cannot make the folder \(path)\(reason.map { ": \($0)" } ?? ""); give one that can be")
-        }
-    }
-
-    /// `path` as the system resolves it: its links followed, as far as it exists (the rest appended as written).
-    static func resolved(_ path: String) -> String {
-        var existing = URL(fileURLWithPath: path).standardizedFileURL.path.split(separator: "/").map(String.init)
-        var rest: [String] = []
-        while true {
-            if let real = realpath("/" + existing.joined(separator: "/"), nil) {
-                defer { free(real) }
-                let resolved = String(cString: real)
-                guard !rest.isEmpty else { return resolved }
-                return (resolved == "/" ? "" : resolved) + "/" + rest.joined(separator: "/")
-            }
-            guard let last = existing.popLast() else { return "/" + rest.joined(separator: "/") }
-            rest.insert(last, at: 0)
+            _ = try Directory.open(path, create: true, mode: 0o755)
+        } catch let error as DiskError {
+            throw ShareFailure(.cannotCreate, "\(error.message); give a folder that can be made")
         }
     }
 
