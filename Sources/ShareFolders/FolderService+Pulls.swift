@@ -142,7 +142,7 @@ extension FolderService {
                         try ask(batch, into: folder, from: peer)
                     }
                 } catch {
-                    failure = "\(error)"
+                    failure = "from \(trust.store.device(peer)?.name ?? peer.description): \(error)"
                     Self.log.info(
                         "a pull ended", metadata: ["folder": "\(folder.settings.label)", "reason": "\(error)"])
                 }
@@ -445,7 +445,18 @@ extension FolderService {
                 run.answered.formUnion(keys)
             }
         }
-        try receive(session, into: folder, wanted: wanted, from: peerName)
+        do {
+            try receive(session, into: folder, wanted: wanted, from: peerName)
+        } catch {
+            // Why the files it brought did not land (the asking side only learns that the push ended), listed
+            // until they do.
+            folder.withFolder { state in
+                for entry in wanted.values where state.store.local(entry.path)?.entry.version != entry.version {
+                    state.failedPulls[entry.path] = "from \(peerName): \(error)"
+                }
+            }
+            throw error
+        }
     }
 
     /// `peer` asked over the link for files (it cannot open a session to this device): a session to it brings the

@@ -90,7 +90,7 @@ extension FolderService {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
                     problems += summary.kept
-                    problems += state.failedPulls.filter { state.inFlight[$0.key] == nil && state.queue[$0.key] == nil }
+                    problems += state.failedPulls.filter { state.inFlight[$0.key] == nil }
                         .sorted { $0.key < $1.key }.prefix(100).map {
                             FolderStatus.Problem(path: $0.key, reason: "not pulled: \($0.value)")
                         }
