@@ -39,14 +39,16 @@ extension FolderService {
 
     /// As above, with how long the reading held the folders' locks (not counting waits for them).
     package func statusesAndCost(fresh: Bool) -> (statuses: [FolderStatus], cost: Duration) {
-        let (linked, linkErrors) = run.withLock { ($0.links, $0.linkErrors) }
+        let (linked, linkErrors, openErrors) = run.withLock { ($0.links, $0.linkErrors, $0.openErrors) }
         var cost = Duration.zero
         var result: [FolderStatus] = []
         for settings in book.folders {
             guard let folder = folder(settings.id) else {
                 result.append(
                     FolderStatus(
-                        settings: settings, state: "stopped: \(settings.path) cannot be opened", files: 0, bytes: 0,
+                        settings: settings,
+                        state: "stopped: \(openErrors[settings.id] ?? "\(settings.path) cannot be opened")",
+                        files: 0, bytes: 0,
                         neededFiles: 0, neededBytes: 0, rate: nil, bytesReceived: 0, bytesFromLocal: 0, peers: [],
                         conflicts: [], problems: [], lastScan: nil))
                 continue

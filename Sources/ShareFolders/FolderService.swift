@@ -80,6 +80,8 @@ package final class FolderService: AgentPart, Sendable {
         var quickEnds: [DeviceID: Int] = [:]
         /// Why the last link attempt to each device failed.
         var linkErrors: [DeviceID: String] = [:]
+        /// Why each folder that could not be opened could not (its status says it).
+        var openErrors: [String: String] = [:]
         /// Pulls under way, by "folder|device".
         var pulling: [String: Int] = [:]
         /// Pulls in a row that brought none of their files, by the same key.
@@ -166,10 +168,27 @@ package final class FolderService: AgentPart, Sendable {
         if let open = run.withLock({ $0.folders[settings.id] }) { return open }
         do {
             let root = try Directory.open(settings.path)
-            let database = try Database(path: directory.appendingPathComponent("\(settings.id).db").path)
-            try SQLiteFolderStore.prepare(database)
-            let folder = try SharedFolder(
-                settings: settings, root: root, database: database, me: me, changed: { [weak self] in self?.changed() })
+            let index = directory.appendingPathComponent("\(settings.id).db").path
+            let opening = { [self] in
+                let database = try Database(path: index)
+                try database.check()
+                try SQLiteFolderStore.prepare(database)
+                return try SharedFolder(
+                    settings: settings, root: root, database: database, me: me,
+                    changed: { [weak self] in self?.changed() })
+            }
+            let folder: SharedFolder
+            do {
+                folder = try opening()
+            } catch let error as DatabaseError where error.damaged {
+                // What a damaged index held is made again: the scan records what the files are, and the other
+                // devices send their indexes whole to a new one (a file both hold alike is no conflict).
+                let aside = Self.setAside(index)
+                Self.log.warning(
+                    "a shared folder's index was damaged: set aside, made again from its files and the other devices",
+                    metadata: ["folder": "\(settings.label)", "reason": "\(error)", "aside": "\(aside ?? "removed")"])
+                folder = try opening()
+            }
             // A folder gets its marker once, when first opened (or first opened by a version that made markers);
             // from then on one that lost it is stopped (its worker says why) rather than taken for emptied.
             if settings.marked != true {
@@ -184,15 +203,33 @@ package final class FolderService: AgentPart, Sendable {
                 state.notifiedConflicts = Set(state.store.conflictCopies().map(SharedFolder.conflictKey))
                 state.notifiedGeneration = state.store.conflictGeneration
             }
-            run.withLock { $0.folders[settings.id] = folder }
+            run.withLock { run in
+                run.folders[settings.id] = folder
+                run.openErrors[settings.id] = nil
+            }
             spawn("share-folder") { [self] in work(folder) }
             wakeLinker()
             return folder
         } catch {
             Self.log.warning(
                 "cannot open a shared folder", metadata: ["folder": "\(settings.label)", "reason": "\(error)"])
+            run.withLock { $0.openErrors[settings.id] = "\(error)" }
             return nil
         }
+    }
+
+    /// Moves a damaged index (and its log) beside it as `NAME.damaged`, replacing one set aside before; where it
+    /// went, or nil when it could only be removed.
+    static func setAside(_ index: String) -> String? {
+        let aside = index + ".damaged"
+        unlink(index + "-shm")
+        guard rename(index, aside) == 0 else {
+            unlink(index)
+            unlink(index + "-wal")
+            return nil
+        }
+        if rename(index + "-wal", aside + "-wal") != 0 { unlink(aside + "-wal") }
+        return aside
     }
 
     var folders: [SharedFolder] { run.withLock { Array($0.folders.values) } }

@@ -11,6 +11,9 @@ enum SQLValue {
 /// A failure of SQLite, with its message.
 public struct DatabaseError: Error, CustomStringConvertible {
     public let description: String
+    /// The file is not a database, or its pages do not hold together (a bad sector, a copy cut short): what it holds
+    /// cannot be trusted, and only a new index helps.
+    public var damaged = false
 }
 
 /// One SQLite connection (the only code that calls SQLite): write-ahead logging, so a transaction is either wholly
@@ -56,7 +59,21 @@ public final class Database {
     }
 
     private func failure(_ what: String) -> DatabaseError {
-        DatabaseError(description: "\(what): \(String(cString: sqlite3_errmsg(handle)))")
+        let code = sqlite3_errcode(handle) & 0xFF
+        return DatabaseError(
+            description: "\(what): \(String(cString: sqlite3_errmsg(handle)))",
+            damaged: code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    }
+
+    /// Checks that every page holds together (SQLite's quick check: each table and index read once, a tenth of a
+    /// second for an index of 100,000 files, a second when none of it is in memory); a damaged file throws with
+    /// `damaged` set.
+    public func check() throws {
+        var problems: [String] = []
+        try query("PRAGMA quick_check(3)") { problems.append($0.text(0)) }
+        guard problems == ["ok"] else {
+            throw DatabaseError(description: problems.joined(separator: "; "), damaged: true)
+        }
     }
 
     /// Hands back what a burst of work took: the log written back into the file and emptied, the cached pages given
@@ -72,7 +89,9 @@ public final class Database {
         guard sqlite3_exec(handle, sql, nil, nil, &message) == SQLITE_OK else {
             let text = message.map { String(cString: $0) } ?? "unknown"
             sqlite3_free(message)
-            throw DatabaseError(description: "\(sql.prefix(60)): \(text)")
+            let code = sqlite3_errcode(handle) & 0xFF
+            throw DatabaseError(
+                description: "\(sql.prefix(60)): \(text)", damaged: code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
         }
     }
 

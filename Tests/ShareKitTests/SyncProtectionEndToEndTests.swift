@@ -258,6 +258,47 @@ extension EndToEndAgents {
             #expect(treeOf(laptop).count == 6 && treeOf(folders[1]).count == 6)
         }
 
+        /// A folder's index damaged while its agent was off (a bad sector, a copy cut short): the agent sets it aside,
+        /// says so, makes it again from the files and the other device (no conflict copy, nothing sent again whole
+        /// that both hold), and the folder is up to date; a folder whose place cannot be opened says why.
+        @Test func aDamagedIndexIsSetAsideAndMadeAgain() throws {
+            let (devices, folders, id) = try twoSharing(files: 30)
+            devices.stop(1)
+            let index = devices[1].config.appendingPathComponent("state/folders/\(id).db")
+            // The first page after its header (where the tables are found) and what follows, in the file and in its
+            // log, turned to noise.
+            for file in [index.path, index.path + "-wal"] {
+                guard let handle = FileHandle(forWritingAtPath: file) else { continue }
+                let size = try handle.seekToEnd()
+                try handle.seek(toOffset: 100)
+                handle.write(Data((0..<max(0, Int(size) - 100)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }))
+                try handle.close()
+            }
+            try Data("made while the index was damaged\n".utf8).write(to: folders[1].appendingPathComponent("new.txt"))
+            let agent = try devices.start(1)
+            #expect(
+                waitUntil(timeout: 60) {
+                    treeOf(folders[0])["new.txt"] != nil && self.state(devices, 1) == "up to date"
+                        && self.state(devices, 0) == "up to date"
+                }, "\(self.state(devices, 1))\n\(devices.logs)")
+            #expect(treeOf(folders[0]) == treeOf(folders[1]), "\(treeOf(folders[0]))\n\(treeOf(folders[1]))")
+            #expect(!treeOf(folders[1]).keys.contains { $0.contains(".sync-conflict-") })
+            #expect(
+                agent.stderr.text.contains("index") && agent.stderr.text.contains("damaged"), "\(agent.stderr.text)")
+            #expect(FileManager.default.fileExists(atPath: index.path + ".damaged"))
+            // A place that cannot be opened at all: the folder is stopped and says why.
+            devices.stop(1)
+            try FileManager.default.removeItem(at: folders[1])
+            try Data("a file where the folder was\n".utf8).write(to: folders[1])
+            try devices.start(1)
+            #expect(
+                waitUntil(timeout: 30) {
+                    self.state(devices, 1).hasPrefix("stopped")
+                        && self.state(devices, 1).contains("a file stands where a folder is expected")
+                },
+                "\(self.state(devices, 1))")
+        }
+
         /// A file rewritten in place to other content of its size, its modification time put back to the very
         /// nanosecond (what a clock set back can do): no scan can tell it changed. When the desk asks for the
         /// version the laptop's index names, the laptop finds other bytes, leaves the file out and reads it again;
