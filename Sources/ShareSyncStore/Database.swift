@@ -1,4 +1,5 @@
 internal import CShareSQLite
+import Glibc
 
 /// A value bound to or read from SQLite.
 enum SQLValue {
@@ -26,6 +27,10 @@ public final class Database {
 
     /// Opens (creating) the database file at `path`.
     public init(path: String) throws {
+        // An index names every file of its folder: only its owner reads it (SQLite gives its log the file's mode).
+        let made = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if made >= 0 { Glibc.close(made) }
+        for file in [path, path + "-wal", path + "-shm"] { chmod(file, 0o600) }
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &opened, flags, nil) == SQLITE_OK, let opened else {

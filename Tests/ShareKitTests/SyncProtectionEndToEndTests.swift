@@ -265,6 +265,13 @@ extension EndToEndAgents {
             let (devices, folders, id) = try twoSharing(files: 30)
             devices.stop(1)
             let index = devices[1].config.appendingPathComponent("state/folders/\(id).db")
+            // An index names every file of its folder: only its owner reads it.
+            let private600 = {
+                [index.path, index.path + "-wal"].allSatisfy { path in
+                    !FileManager.default.fileExists(atPath: path) || self.mode(URL(fileURLWithPath: path)) == 0o600
+                }
+            }
+            #expect(private600())
             // The first page after its header (where the tables are found) and what follows, in the file and in its
             // log, turned to noise.
             for file in [index.path, index.path + "-wal"] {
@@ -286,6 +293,7 @@ extension EndToEndAgents {
             #expect(
                 agent.stderr.text.contains("index") && agent.stderr.text.contains("damaged"), "\(agent.stderr.text)")
             #expect(FileManager.default.fileExists(atPath: index.path + ".damaged"))
+            #expect(private600())
             // A place that cannot be opened at all: the folder is stopped and says why.
             devices.stop(1)
             try FileManager.default.removeItem(at: folders[1])
