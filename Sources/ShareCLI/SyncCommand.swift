@@ -170,10 +170,10 @@ struct SyncAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add", abstract: "Share a folder with some of your devices (each is offered it).",
         discussion: helpPage(
-            "The folder gets an ID and a marker (.sharefolder) at its root; each device named is offered it (share sync accept on that device, or at once where its agent.json says so). Send-only: this device's files are the truth (override); receive-only: what changes here stays here (revert). A .shareignore at the root lists what is not synced (see share sync --help).",
+            "The folder gets an ID and a marker (.sharefolder) at its root; each device named is offered it (share sync accept on that device, or at once where its agent.json says so). Send-only: this device's files are the truth (override); receive-only: what changes here stays here (revert). A .shareignore at the root lists what is not synced (see share sync --help). A folder shared already is shared with the devices named too (a new phone): it keeps its ID, type and settings, and the devices that have it learn of the new one.",
             examples: [
                 "share sync add ~/thesis --with desk --with phone", "share sync add ~/photos --with desk --send-only",
-                "share sync add ~/backup --with laptop --receive-only",
+                "share sync add ~/backup --with laptop --receive-only", "share sync add ~/thesis --with tablet",
             ]))
 
     @OptionGroup var device: DeviceOptions
@@ -216,9 +216,10 @@ struct SyncAdd: ParsableCommand {
             }
             let url = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath()
             var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue else {
-                throw ShareError(.noInput, "\(folder) is not a folder")
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+                throw ShareError(.noInput, "\(folder) does not exist; name a folder to share")
             }
+            guard isFolder.boolValue else { throw ShareError(.noInput, "\(folder) is not a folder") }
             var settings = SharedFolderSettings(
                 id: SharedFolderSettings.newID(), label: label ?? url.lastPathComponent, path: url.path,
                 devices: devices)
@@ -230,8 +231,10 @@ struct SyncAdd: ParsableCommand {
             settings.maxConflicts = maxConflicts
             let answer = try folderRequest(.folderAdd(settings), device: device)
             let made = answer.folder ?? settings
+            // A folder shared already keeps its ID: it is shared with those devices too.
+            let too = made.id == settings.id ? "" : " too"
             tell(
-                "sharing \(made.path) as \(made.label) (\(made.id)) with \(devices.joined(separator: ", ")); share sync shows how it stands"
+                "sharing \(made.path) as \(made.label) (\(made.id)) with \(devices.joined(separator: ", "))\(too); share sync shows how it stands"
             )
         }
     }

@@ -71,7 +71,16 @@ final class FolderLink: Sendable {
     /// went from the list (the caller makes the link again). The same list as before says nothing.
     func reannounce(_ folders: [FolderAnnouncement]) -> Bool {
         let announced = state.withLock { state -> Bool? in
-            guard Set(folders.map(\.id)) != Set(state.machine.local.keys) else { return nil }
+            // Said again when a folder came or went, or one's devices, type or name changed (the peer learns of a
+            // device the folder is shared with now, and shares it with that device too where it trusts it).
+            let same =
+                Set(folders.map(\.id)) == Set(state.machine.local.keys)
+                && folders.allSatisfy { folder in
+                    state.machine.local[folder.id].map {
+                        $0.devices == folder.devices && $0.type == folder.type && $0.label == folder.label
+                    } ?? false
+                }
+            guard !same else { return nil }
             guard let (hello, actions) = state.machine.announce(folders) else { return false }
             // Before any of the new folder's entries: the peer takes entries only of folders it knows both have.
             state.queued.append(MessageCoding.frame(.folderHello, hello))

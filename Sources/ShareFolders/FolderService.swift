@@ -252,10 +252,10 @@ package final class FolderService: AgentPart, Sendable {
     package func add(_ settings: SharedFolderSettings) throws -> SharedFolderSettings {
         var settings = settings
         var info = stat()
-        guard stat(settings.path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw ShareFailure(.noInput, "\(settings.path) is not a folder")
+        guard stat(settings.path, &info) == 0 else {
+            throw ShareFailure(.noInput, "\(settings.path) does not exist; name a folder to share")
         }
-        try checkPlace(settings.path)
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw ShareFailure(.noInput, "\(settings.path) is not a folder") }
         for name in settings.devices {
             guard let device = trust.store.find(name) else {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
@@ -265,10 +265,44 @@ package final class FolderService: AgentPart, Sendable {
             }
         }
         settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }
+        let place = PathOperations.resolved(settings.path)
+        if let shared = book.folders.first(where: { PathOperations.resolved($0.path) == place }) {
+            return try share(shared, with: settings)
+        }
+        try checkPlace(settings.path)
         try book.change { $0.folders.append(settings) }
         open(settings)
         refreshLinks()
         return settings
+    }
+
+    /// A folder shared already is shared with the devices `asked` names too: each is offered it now, and the devices
+    /// it was shared with learn of them from this device's next hello (and share it with those they trust as their
+    /// owner's too). Its type and settings stay as they are.
+    private func share(_ shared: SharedFolderSettings, with asked: SharedFolderSettings) throws -> SharedFolderSettings
+    {
+        let names = shared.devices.map { trust.store.find($0)?.name ?? $0 }.joined(separator: ", ")
+        let described = "\(asked.path) is already shared as \(shared.label) (\(shared.id))"
+        guard asked.kind == shared.kind || asked.kind == .sendReceive,
+            asked.keepVersions.map({ $0 == shared.keepVersions }) ?? true,
+            asked.maxConflicts.map({ $0 == shared.maxConflicts }) ?? true
+        else {
+            throw ShareFailure(
+                .usage,
+                "\(described): its type and settings stay as they are (--with alone shares it with more devices; "
+                    + "share sync remove, then add, makes it anew)")
+        }
+        let joining = asked.devices.filter { !shared.devices.contains($0) && $0 != device.id.description }
+        guard !joining.isEmpty else { throw ShareFailure(.usage, "\(described) with \(names)") }
+        var grown = shared
+        grown.devices += joining
+        try book.change { book in
+            guard let index = book.folders.firstIndex(where: { $0.id == shared.id }) else { return }
+            book.folders[index].devices += joining
+        }
+        folder(shared.id)?.withFolder { $0.settings.devices += joining }
+        refreshLinks()
+        return grown
     }
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).

@@ -450,6 +450,48 @@ extension EndToEndAgents {
             }
         }
 
+        /// A folder shared already, shared with one more device (a new phone): the same folder (its ID), offered to
+        /// that device, which gets it whole; the devices that had it learn of the new one (a change made on one of
+        /// them reaches it while the first is off); nothing new asked, or another type, is refused with why.
+        @Test func aFolderSharedAlreadyIsSharedWithOneMoreDevice() throws {
+            let devices = try SyncDevices(["laptop", "desk", "phone"])
+            let folders = try (0..<3).map { try devices[$0].folder("docs") }
+            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled([0, 1]), "\(devices.logs)")
+            #expect(devices.listing(2).offers.isEmpty)
+            // Named through a link to it: the same folder.
+            let link = folders[0].deletingLastPathComponent().appendingPathComponent("docs-link")
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: folders[0])
+            let more = devices[0].run(["sync", "add", link.path, "--with", "phone"])
+            #expect(
+                more.status == 0 && more.stderr.contains("(\(id))") && more.stderr.contains("too"), "\(more.stderr)")
+            try devices.accept(2, id, into: folders[2])
+            #expect(waitUntil(timeout: 30) { treeOf(folders[2]) == treeOf(folders[0]) }, "\(devices.logs)")
+            #expect(devices.listing(0).folders.count == 1)
+            for (arguments, hint) in [
+                (["sync", "add", folders[0].path, "--with", "desk", "--with", "phone"], "with desk, phone"),
+                (["sync", "add", folders[0].path, "--with", "desk", "--send-only"], "its type and settings stay"),
+            ] {
+                let result = devices[0].run(arguments)
+                #expect(
+                    result.status == 64 && result.stderr.contains("already shared as docs (\(id))")
+                        && result.stderr.contains(hint) && result.stderr.split(separator: "\n").count == 1,
+                    "\(arguments): \(result.status) \(result.stderr)")
+            }
+            // The desk shares it with the phone too now: a change made there reaches the phone with the laptop off.
+            #expect(
+                waitUntil(timeout: 30) {
+                    (devices.listing(1).folders.first?["peers"] as? [[String: Any]])?.contains {
+                        $0["name"] as? String == "phone" && $0["inStep"] as? Bool == true
+                    } == true
+                }, "\(devices.listing(1).folders)")
+            devices.stop(0)
+            try Data("two\n".utf8).write(to: folders[1].appendingPathComponent("two.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[2])["two.txt"] == "two\n" }, "\(devices.logs)")
+        }
+
         @Test func aFolderOnlyOfTheOwnersDevices() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let friend = try TestDevice("friend")
