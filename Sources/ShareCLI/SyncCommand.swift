@@ -123,7 +123,9 @@ struct SyncList: ParsableCommand {
             }
             say(line)
             for peer in folder.peers {
-                let when = peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet"
+                let when =
+                    (peer.differing.map { "\($0) file(s) differ, " } ?? "")
+                    + (peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet")
                 let away =
                     peer.notSharing == true
                     ? "connected, not sharing this folder (removed there, or not accepted yet)"

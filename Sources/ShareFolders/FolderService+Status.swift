@@ -75,6 +75,9 @@ extension FolderService {
                             lastInStep: state.lastInStep[peer.id.description],
                             reason: connected || notSharing ? nil : linkErrors[peer.id])
                         if notSharing { status.notSharing = true }
+                        if !inStep, !notSharing, state.store.remoteState(ShortIDs.of(peer.id)) != nil {
+                            status.differing = summary.differences[ShortIDs.of(peer.id)]
+                        }
                         return status
                     }
                     let conflicts = summary.conflicts.map { conflict in

@@ -490,6 +490,14 @@ extension EndToEndAgents {
             devices.stop(0)
             try Data("two\n".utf8).write(to: folders[1].appendingPathComponent("two.txt"))
             #expect(waitUntil(timeout: 30) { treeOf(folders[2])["two.txt"] == "two\n" }, "\(devices.logs)")
+            // The desk says how far the laptop is behind: the one file it has not seen.
+            let laptop = (devices.listing(1).folders.first?["peers"] as? [[String: Any]])?.first {
+                $0["name"] as? String == "laptop"
+            }
+            #expect(
+                laptop?["inStep"] as? Bool == false && laptop?["differing"] as? Int == 1,
+                "\(String(describing: laptop))")
+            #expect(devices[1].run(["sync"]).stdout.contains("laptop: away, 1 file(s) differ, last in step"))
         }
 
         @Test func aFolderOnlyOfTheOwnersDevices() throws {

@@ -95,6 +95,9 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var reason: String?
         /// Connected, but it does not share this folder (removed it there, or has not accepted it yet).
         package var notSharing: Bool?
+        /// Not in step: how many paths its index holds at another version than this device agrees on (it lacks
+        /// them, or this device does), when its index came.
+        package var differing: Int?
         package init(id: String, name: String, connected: Bool, inStep: Bool, lastInStep: Date?, reason: String? = nil)
         {
             self.id = id
