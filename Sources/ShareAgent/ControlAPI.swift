@@ -66,6 +66,8 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.override(id) }
         case .folderAllowDeletes(let id):
             return folderAnswer { try agent.folders.allowDeletes(id) }
+        case .folderPause(let id, let paused):
+            return folderAnswer { try agent.folders.pause(id, paused) }
         case .folderVersions(let id, let path):
             return versionsAnswer { try agent.folders.versions(id, path: path) }
         case .folderRestore(let id, let path, let at):

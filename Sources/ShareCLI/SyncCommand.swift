@@ -23,8 +23,9 @@ struct SyncCommand: ParsableCommand {
                 "share sync remove abcde-fghij-klmno",
             ]),
         subcommands: [
-            SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncRevert.self,
-            SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self, SyncVersions.self, SyncRestore.self,
+            SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncPause.self,
+            SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
+            SyncVersions.self, SyncRestore.self,
         ],
         defaultSubcommand: SyncList.self)
 }
@@ -128,7 +129,7 @@ struct SyncList: ParsableCommand {
                     + (peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet")
                 let away =
                     peer.notSharing == true
-                    ? "connected, not sharing this folder (removed there, or not accepted yet)"
+                    ? "connected, not sharing this folder (paused or removed there, or not accepted yet)"
                     : peer.reason.map { "away (\($0))" } ?? "away"
                 say("  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when)")
             }
@@ -425,6 +426,47 @@ struct SyncAllowDeletes: ParsableCommand {
         try ShareCLI.run {
             let answer = try folderRequest(.folderAllowDeletes(id: id), device: device)
             tell("the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
+        }
+    }
+}
+
+struct SyncPause: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Pause a folder here: nothing in it is scanned, taken from the others or sent until it is resumed.",
+        discussion: helpPage(
+            "The others see it as not shared here meanwhile; its index stays, and share sync resume catches up with what changed on every side. The setting outlasts a restart.",
+            examples: ["share sync pause abcde-fghij-klmno"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderPause(id: id, paused: true), device: device)
+            tell("paused \(answer.folder?.label ?? id) (\(id)) here; share sync resume \(id) takes it up again")
+        }
+    }
+}
+
+struct SyncResume: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume", abstract: "Resume a paused folder: it catches up with what changed meanwhile.",
+        discussion: helpPage(
+            "A full scan of it runs at once, and what changed on the others' side comes.",
+            examples: ["share sync resume abcde-fghij-klmno"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    func run() throws {
+        try ShareCLI.run {
+            let answer = try folderRequest(.folderPause(id: id, paused: false), device: device)
+            tell("resumed \(answer.folder?.label ?? id) (\(id)); share sync shows it catch up")
         }
     }
 }

@@ -23,7 +23,7 @@ extension FolderService {
     func announcements(for peer: DeviceID) -> [FolderAnnouncement] {
         folders.compactMap { folder -> FolderAnnouncement? in
             let settings = folder.settings
-            guard devices(of: settings).contains(where: { $0.id == peer }) else { return nil }
+            guard settings.paused != true, devices(of: settings).contains(where: { $0.id == peer }) else { return nil }
             return folder.withFolder { state in
                 let held = state.store.remoteState(ShortIDs.of(peer))
                 return FolderAnnouncement(

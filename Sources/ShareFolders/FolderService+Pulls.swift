@@ -470,7 +470,7 @@ extension FolderService {
                 if !missing.isEmpty { link.notComing(FolderPull(folder: pull.folder, items: missing)) }
             }
             do {
-                guard let folder = folder(pull.folder),
+                guard let folder = folder(pull.folder), folder.settings.paused != true,
                     devices(of: folder.settings).contains(where: { $0.id == peer })
                 else { return }
                 let sources = SyncFileSource.sources(pull.items, folder: folder)
@@ -517,6 +517,9 @@ extension FolderService {
         guard let folder = folder(pull.folder),
             devices(of: folder.settings).contains(where: { $0.id == session.peerID })
         else { throw ProtocolError(.refused, "no folder \(pull.folder) is shared with this device") }
+        guard folder.settings.paused != true else {
+            throw ProtocolError(.refused, "\(folder.settings.label) is paused on \(device.name)")
+        }
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "\(peerName) pulls without an accept list")
         }

@@ -106,7 +106,9 @@ extension FolderService {
                     let words: String
                     let held = state.sync.heldDeletions
                     problems += state.patternProblems.map { FolderStatus.Problem(path: SyncNames.ignore, reason: $0) }
-                    if let stopped = state.stopped {
+                    if settings.paused == true {
+                        words = "paused"
+                    } else if let stopped = state.stopped {
                         words = "stopped: \(stopped)"
                     } else if held > 0 {
                         words =

@@ -9,10 +9,18 @@ import ShareThreads
 import ShareTrust
 
 extension FolderService {
+    /// A paused folder's worker waits for its resume, its removal or the agent's end, looking at nothing meanwhile.
+    private func waitWhilePaused(_ folder: SharedFolder) {
+        while !stopping, folder.withFolder({ $0.settings.paused == true && !$0.quitting }) {
+            _ = folder.state.wait(seconds: 1) { $0.settings.paused != true || $0.quitting }
+        }
+    }
+
     /// A folder's worker: scans what changed, plans and does what needs no other device, announces what it
     /// recorded, and hands what must come from another device to the pulls. Woken by the watcher, the links and
     /// the pulls; a full rescan (and a full plan) at least every `rescanInterval`.
     func work(_ folder: SharedFolder) {
+        waitWhilePaused(folder)
         folder.withFolder { Self.removeLeftPlacements(in: $0.disk.root) }
         recordInParts(folder)
         var nextFull = ContinuousClock.now
@@ -70,6 +78,11 @@ extension FolderService {
             worked = true
             lastWork = .now
             if taken.quit { return }
+            if folder.settings.paused == true {
+                waitWhilePaused(folder)
+                folder.withFolder { $0.fullWanted = true }
+                continue
+            }
             var full = taken.full
             // A folder not there is stopped: nothing scanned (so nothing taken for deleted), planned or pulled.
             if let reason = folder.absence() {
@@ -345,6 +358,9 @@ extension FolderService {
     package func rescan(_ id: String) throws -> FolderStatus {
         guard let folder = folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard folder.settings.paused != true else {
+            throw ShareFailure(.usage, "\(folder.settings.label) is paused here: share sync resume \(id) first")
         }
         let before = folder.state.withLock { state -> Int in
             state.fullWanted = true

@@ -501,6 +501,31 @@ package final class FolderService: AgentPart, Sendable {
         return FolderVersion(path: version.path, time: version.time, size: version.size, stored: version.stored)
     }
 
+    /// Pauses a folder here, or resumes it. Paused, nothing in it is scanned, taken from the others, served to them or
+    /// announced (the others see it as not shared here), and its index stays; resumed, a full round catches up with
+    /// what changed meanwhile on every side.
+    package func pause(_ id: String, _ paused: Bool) throws -> SharedFolderSettings {
+        guard var settings = book.folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard (settings.paused == true) != paused else {
+            throw ShareFailure(
+                .usage, "\(settings.label) (\(id)) is \(paused ? "paused" : "not paused") already")
+        }
+        settings.paused = paused ? true : nil
+        try book.change { book in
+            guard let index = book.folders.firstIndex(where: { $0.id == id }) else { return }
+            book.folders[index].paused = settings.paused
+        }
+        folder(id)?.withFolder { state in
+            state.settings.paused = settings.paused
+            if !paused { state.fullWanted = true }
+        }
+        // The links say the new list: a paused folder is not among the folders shared on them.
+        if paused { restartLinks() } else { refreshLinks() }
+        return settings
+    }
+
     package func allowDeletes(_ id: String) throws -> SharedFolderSettings {
         guard let folder = folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")

@@ -500,6 +500,49 @@ extension EndToEndAgents {
             #expect(devices[1].run(["sync"]).stdout.contains("laptop: away, 1 file(s) differ, last in step"))
         }
 
+        /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
+        /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
+        @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(), "\(devices.logs)")
+            let paused = devices[1].run(["sync", "pause", id])
+            #expect(paused.status == 0 && paused.stderr.contains("paused docs"), "\(paused.stderr)")
+            #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
+            #expect(
+                waitUntil(timeout: 30) {
+                    (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first?["notSharing"] as? Bool
+                        == true
+                }, "\(devices.listing(0).folders)")
+            try Data("from the laptop\n".utf8).write(to: folders[0].appendingPathComponent("laptop.txt"))
+            try Data("from the desk\n".utf8).write(to: folders[1].appendingPathComponent("desk.txt"))
+            // Paused through a restart; asked again, or asked to scan: one line each, exit 64.
+            devices.stop(1)
+            try devices.start(1)
+            for arguments in [["sync", "pause", id], ["sync", "rescan", id]] {
+                let result = devices[1].run(arguments)
+                #expect(result.status == 64 && result.stderr.contains("paused"), "\(arguments): \(result.stderr)")
+            }
+            #expect(
+                waitUntil(timeout: 5) {
+                    treeOf(folders[0])["desk.txt"] != nil || treeOf(folders[1])["laptop.txt"] != nil
+                }
+                    == false, "\(treeOf(folders[0]))\n\(treeOf(folders[1]))")
+            #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
+            let resumed = devices[1].run(["sync", "resume", id])
+            #expect(resumed.status == 0 && resumed.stderr.contains("resumed docs"), "\(resumed.stderr)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[0])["desk.txt"] == "from the desk\n"
+                        && treeOf(folders[1])["laptop.txt"] == "from the laptop\n"
+                }, "\(devices.logs)")
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(devices[1].run(["sync", "resume", id]).status == 64)
+        }
+
         @Test func aFolderOnlyOfTheOwnersDevices() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let friend = try TestDevice("friend")

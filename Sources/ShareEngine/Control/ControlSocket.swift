@@ -48,6 +48,8 @@ package enum ControlRequest: Codable, Sendable {
     case folderRescan(id: String)
     /// Lets the deletions a scan held back (more than half the folder gone at once) go.
     case folderAllowDeletes(id: String)
+    /// Pauses a folder here (nothing scanned, taken, sent or announced; its index kept), or resumes it.
+    case folderPause(id: String, paused: Bool)
     /// The versions a folder keeps (of `path`, or beneath it, when given).
     case folderVersions(id: String, path: String?)
     /// Puts a kept version of `path` back: the newest, or the newest kept at or before `at`.
@@ -56,11 +58,11 @@ package enum ControlRequest: Codable, Sendable {
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
         case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
-        case folderVersions, folderRestore
+        case folderVersions, folderRestore, folderPause
     }
 
     private enum CodingKeys: String, CodingKey {
-        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions
+        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions, paused
     }
 
     package init(from decoder: any Decoder) throws {
@@ -91,6 +93,10 @@ package enum ControlRequest: Codable, Sendable {
         case .folderOverride: self = .folderOverride(id: try container.decode(String.self, forKey: .id))
         case .folderRescan: self = .folderRescan(id: try container.decode(String.self, forKey: .id))
         case .folderAllowDeletes: self = .folderAllowDeletes(id: try container.decode(String.self, forKey: .id))
+        case .folderPause:
+            self = .folderPause(
+                id: try container.decode(String.self, forKey: .id),
+                paused: try container.decode(Bool.self, forKey: .paused))
         case .folderVersions:
             self = .folderVersions(
                 id: try container.decode(String.self, forKey: .id),
@@ -158,6 +164,10 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAllowDeletes(let id):
             try container.encode(Operation.folderAllowDeletes, forKey: .op)
             try container.encode(id, forKey: .id)
+        case .folderPause(let id, let paused):
+            try container.encode(Operation.folderPause, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encode(paused, forKey: .paused)
         case .folderVersions(let id, let path):
             try container.encode(Operation.folderVersions, forKey: .op)
             try container.encode(id, forKey: .id)

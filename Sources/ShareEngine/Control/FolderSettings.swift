@@ -29,6 +29,8 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     /// How many conflict copies of one file are kept (nil: 10; 0: none, the losing version goes to the versions;
     /// -1: no limit).
     package var maxConflicts: Int?
+    /// Paused here (`share sync pause`): nothing scanned, taken, sent or announced until it is resumed.
+    package var paused: Bool?
 
     package init(
         id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()
@@ -78,7 +80,7 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     /// Whether every folder is up to date and in step with every device it is shared with (what
     /// `share sync --wait` waits for).
     package static func settled(_ folders: [FolderStatus]) -> Bool {
-        folders.allSatisfy { $0.state == "up to date" && $0.peers.allSatisfy(\.inStep) }
+        folders.allSatisfy { $0.state == "paused" || ($0.state == "up to date" && $0.peers.allSatisfy(\.inStep)) }
     }
 
     /// One device it is shared with.
