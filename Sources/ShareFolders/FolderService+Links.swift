@@ -149,8 +149,10 @@ extension FolderService {
             let refusal = link.run(first: nil)
             let steady = ContinuousClock.now - opened >= .seconds(Self.steadyLink)
             run.withLock { run in
-                run.linkErrors[peer.id] = refusal
-                // A link replaced by the one the device opened (of two, the lower ID's stays) ended here, not there.
+                // A link that gave way to the one the device opened (of two, the lower ID's stays) failed nothing:
+                // its refusal is said only when no other link to the device is open.
+                if run.links[peer.id] === link || run.links[peer.id] == nil { run.linkErrors[peer.id] = refusal }
+                // A link replaced by the one the device opened ended here, not there.
                 guard run.links[peer.id] === link else { return }
                 guard !steady else {
                     run.quickEnds[peer.id] = nil
@@ -178,13 +180,19 @@ extension FolderService {
             session: session, peerName: peerName, outgoing: false, local: announcements(for: session.peerID),
             service: self)
         guard register(link) else {
-            Self.log.debug("a folder link from the other device gives way", metadata: ["peer": "\(peerName)"])
-            session.connection.fail(with: ProtocolError(.refused, "a folder link with this device is open already"))
+            // An agent that is stopping takes no link; else the other link between the two devices stays.
+            let reason = stopping ? "the agent is stopping" : "a folder link with this device is open already"
+            Self.log.debug(
+                "a folder link from the other device gives way",
+                metadata: ["peer": "\(peerName)", "reason": "\(reason)"])
+            session.connection.fail(with: ProtocolError(.refused, reason))
             return
         }
         Self.log.debug("a folder link served", metadata: ["peer": "\(peerName)"])
         sayChanges(on: link)
-        _ = link.run(first: first)
+        let refusal = link.run(first: first)
+        // How the device's last link ended is what its status says (not a refusal of an earlier attempt).
+        run.withLock { $0.linkErrors[session.peerID] = refusal }
         unregister(link)
     }
 

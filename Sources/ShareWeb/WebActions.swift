@@ -262,6 +262,17 @@ final class WebActions: Sendable {
         }
     }
 
+    /// `share sync pause ID` / `share sync resume ID`.
+    func pause(_ id: String, _ paused: Bool) throws -> String {
+        do {
+            let answer = try ControlClient.request(.folderPause(id: id, paused: paused), paths: paths)
+            invalidate()
+            return "\(paused ? "paused" : "resumed") \(answer.folder?.label ?? id)"
+        } catch let failure as ShareFailure {
+            throw HTTPFailure(409, failure.message)
+        }
+    }
+
     // MARK: jobs
 
     /// `share cancel JOB`.

@@ -242,7 +242,7 @@ enum WebPage {
             box.append(el("div", folder.settings.path, { class: "muted path" }));
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
-              const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : peer.notSharing ? "connected, not sharing this folder (removed there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
+              const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : peer.notSharing ? "connected, not sharing this folder (paused or removed there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
               peers.append(el("li", peer.name + ": " + words + (peer.inStep ? "" : (peer.differing != null ? ", " + peer.differing + " file(s) differ" : "") + ", last in step " + ago(peer.lastInStep)), { "data-peer": peer.name }));
             }
             box.append(peers);
@@ -256,6 +256,10 @@ enum WebPage {
               allow.onclick = () => act(post("/api/folders/allow-deletes?" + q({ id: folder.settings.id })));
               box.append(allow);
             }
+            const paused = folder.settings.paused === true;
+            const pause = el("button", paused ? "Resume" : "Pause", { class: "pause" });
+            pause.onclick = () => act(post("/api/folders/pause?" + q({ id: folder.settings.id, paused: paused ? "0" : "1" })));
+            box.append(pause);
             // What another device's change replaced or removed here, kept for a while: listed on demand, each to
             // put back.
             const kept = el("button", "Versions", { class: "versions" });

@@ -275,6 +275,9 @@ public final class WebServer: PageLinks, Sendable {
         case ("POST", "/api/folders/allow-deletes"):
             try http.discard(length)
             try json(http, ["said": try actions.allowDeletes(head.query["id"] ?? "")])
+        case ("POST", "/api/folders/pause"):
+            try http.discard(length)
+            try json(http, ["said": try actions.pause(head.query["id"] ?? "", head.query["paused"] != "0")])
         case ("GET", "/api/preview"):
             let (bytes, type) = try actions.preview(head.query["name"] ?? "")
             try http.writeResponse(200, headers: Self.fileHeaders(type: type, download: nil), body: bytes)

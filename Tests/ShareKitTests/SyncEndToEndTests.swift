@@ -497,7 +497,11 @@ extension EndToEndAgents {
             #expect(
                 laptop?["inStep"] as? Bool == false && laptop?["differing"] as? Int == 1,
                 "\(String(describing: laptop))")
-            #expect(devices[1].run(["sync"]).stdout.contains("laptop: away, 1 file(s) differ, last in step"))
+            // Away, and why as far as the desk knows: never a refusal of a link that gave way to another.
+            let listed = devices[1].run(["sync"]).stdout
+            #expect(
+                listed.contains("laptop: away") && listed.contains("1 file(s) differ, last in step")
+                    && !listed.contains("open already"), "\(listed)\n\(devices.logs)")
         }
 
         /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it

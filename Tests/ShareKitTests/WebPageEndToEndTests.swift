@@ -317,6 +317,23 @@ extension EndToEndAgents {
             #expect(nowhere.status == 409 && nowhere.text.contains("no version of none.txt"), "\(nowhere.text)")
             let unauthorised = try exchange(port, "GET /api/folders/versions?id=\(id) HTTP/1.1\r\n\(host)\r\n")
             #expect(unauthorised.status == 401, "\(unauthorised.status)")
+            // Paused from the page, and resumed.
+            let pause = { (paused: Int) in
+                try exchange(
+                    port,
+                    "POST /api/folders/pause?id=\(id)&paused=\(paused) HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n"
+                )
+            }
+            let paused = try pause(1)
+            #expect(paused.status == 200 && paused.text.contains("paused recipes"), "\(paused.text)")
+            #expect(((try state())["folders"] as? [[String: Any]])?.first?["state"] as? String == "paused")
+            #expect(try pause(1).status == 409)
+            let resumed = try pause(0)
+            #expect(resumed.status == 200 && resumed.text.contains("resumed recipes"), "\(resumed.text)")
+            #expect(
+                waitUntil(timeout: 30) {
+                    ((try? state())?["folders"] as? [[String: Any]])?.first?["state"] as? String == "up to date"
+                }, "\(devices.logs)")
         }
 
         /// What a person sees first: a loading state until the state arrives, an icon (no refused request in the
