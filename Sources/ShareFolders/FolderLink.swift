@@ -130,6 +130,7 @@ final class FolderLink: Sendable {
             var lastHeard = ContinuousClock.now
             var lastSent = ContinuousClock.now
             while !state.withLock({ $0.stopped }) {
+                try checkTrusted()
                 if try flush(codec: codec) { lastSent = .now }
                 if (ContinuousClock.now - lastHeard).seconds > Self.deadAfter {
                     throw ProtocolError(.timeout, "\(peerName) said nothing for \(Int(Self.deadAfter)) s")
@@ -141,6 +142,7 @@ final class FolderLink: Sendable {
                 guard connection.waitForInput(or: wakeup, timeout: 5) else { continue }
                 let frame = try connection.receive()
                 lastHeard = .now
+                try checkTrusted()
                 try handle(frame, codec: codec)
             }
             try? connection.send(.bye, Bye())
@@ -156,6 +158,13 @@ final class FolderLink: Sendable {
         state.withLock { $0.stopped = true }
         connection.close()
         return refusal
+    }
+
+    /// A device no longer trusted as the owner's (`share trust remove`, no longer `--team`) loses its link at once:
+    /// nothing more of any index goes to it or is taken from it.
+    private func checkTrusted() throws {
+        guard let service, !service.mayLink(peer) else { return }
+        throw ProtocolError(.refused, "\(service.device.name) no longer shares folders with this device")
     }
 
     /// Sends what the folders recorded since they were last sent, and what was queued; whether anything went.

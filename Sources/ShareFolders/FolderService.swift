@@ -237,6 +237,13 @@ package final class FolderService: AgentPart, Sendable {
     func folder(_ id: String) -> SharedFolder? { run.withLock { $0.folders[id] } }
 
     /// The trusted devices a folder is shared with that the policy lets share folders (the owner's devices).
+    /// Whether `peer` may keep a folder link with this device: trusted, as its owner's.
+    func mayLink(_ peer: DeviceID) -> Bool {
+        trust.store.device(peer).map {
+            AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
+        } ?? false
+    }
+
     func devices(of settings: SharedFolderSettings) -> [TrustedDevice] {
         settings.devices.compactMap { id in
             guard let device = trust.store.find(id), device.id != self.device.id,

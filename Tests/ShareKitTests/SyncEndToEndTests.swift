@@ -547,6 +547,36 @@ extension EndToEndAgents {
             #expect(devices[1].run(["sync", "resume", id]).status == 64)
         }
 
+        /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
+        /// says the link is gone.
+        @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(devices[0].run(["trust", "remove", "desk"]).status == 0)
+            let laptop = {
+                (devices.listing(1).folders.first?["peers"] as? [[String: Any]])?.first {
+                    $0["name"] as? String == "laptop"
+                }
+            }
+            #expect(
+                waitUntil(timeout: 10) { laptop()?["connected"] as? Bool == false }, "\(String(describing: laptop()))")
+            try Data("changed\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            try Data("new\n".utf8).write(to: folders[0].appendingPathComponent("two.txt"))
+            #expect(
+                waitUntil(timeout: 5) { laptop()?["differing"] != nil || treeOf(folders[1])["two.txt"] != nil }
+                    == false,
+                "\(String(describing: laptop()))")
+            #expect(treeOf(folders[1]) == ["one.txt": "one\n"], "\(treeOf(folders[1]))")
+            #expect(
+                devices[1].run(["sync"]).stdout.contains(
+                    "laptop: away (127.0.0.1:\(devices.ports[0]) refused this device"),
+                "\(devices[1].run(["sync"]).stdout)")
+        }
+
         @Test func aFolderOnlyOfTheOwnersDevices() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let friend = try TestDevice("friend")
