@@ -125,6 +125,20 @@ extension EndToEndAgents {
             return found
         }
 
+        /// The desk's agent sharing `docs` with the hand-driven device, which has announced a.txt ("good\n") on its
+        /// link and been asked for it.
+        func askedForAFile() throws -> (
+            desk: TestDevice, agent: BackgroundShare, hostile: HandFolderPeer, docs: URL, id: String, link: Session,
+            item: FolderPull.Item
+        ) {
+            let (desk, agent, hostile, docs, id, devices) = try deskSharing()
+            let link = try hostile.link(id, devices: devices, sequence: 1)
+            try hostile.announce([HandFolderPeer.record("a.txt", "good\n")], of: id, on: link)
+            let ask = try FolderPull.decode(try hostile.next(on: link) { $0 == .folderAsk })
+            let item = try #require(ask.items.first { $0.path == "a.txt" })
+            return (desk, agent, hostile, docs, id, link, item)
+        }
+
         /// Index entries that name a place outside the folder, or one the folder keeps for itself: the link is
         /// refused with the rule, nothing is made anywhere, and the agent serves the device's next link.
         @Test(arguments: ["../escape.txt", "/tmp/escape.txt", ".share-versions/escape.txt", "a/../../escape.txt"])
@@ -152,13 +166,9 @@ extension EndToEndAgents {
         /// A holder that brings other content than its index named (a lie, or a disk that rotted): nothing of it
         /// lands, the folder lists the file with why, the holder is asked again, and the right content lands.
         @Test func contentOtherThanTheIndexNamedNeverLandsAndIsListed() throws {
-            let (desk, agent, hostile, docs, id, devices) = try deskSharing()
+            let (desk, agent, hostile, docs, id, link, item) = try askedForAFile()
             defer { agent.stop() }
-            let link = try hostile.link(id, devices: devices, sequence: 1)
             defer { link.connection.close() }
-            try hostile.announce([HandFolderPeer.record("a.txt", "good\n")], of: id, on: link)
-            let ask = try FolderPull.decode(try hostile.next(on: link) { $0 == .folderAsk })
-            let item = try #require(ask.items.first { $0.path == "a.txt" })
             let refused = try hostile.push(id, items: [item], files: [(item.ref, Array("evil\n".utf8))])
             #expect(refused?.code == .digestMismatch, "\(String(describing: refused))")
             #expect(!FileManager.default.fileExists(atPath: docs.appendingPathComponent("a.txt").path))
@@ -181,13 +191,9 @@ extension EndToEndAgents {
         /// another size than asked, a push with nothing asked at all, a push into a folder not shared with the
         /// device. Each session is refused, and nothing of it lands.
         @Test func filesNotAskedForAreRefused() throws {
-            let (desk, agent, hostile, docs, id, devices) = try deskSharing()
+            let (desk, agent, hostile, docs, id, link, item) = try askedForAFile()
             defer { agent.stop() }
-            let link = try hostile.link(id, devices: devices, sequence: 1)
             defer { link.connection.close() }
-            try hostile.announce([HandFolderPeer.record("a.txt", "good\n")], of: id, on: link)
-            let ask = try FolderPull.decode(try hostile.next(on: link) { $0 == .folderAsk })
-            let item = try #require(ask.items.first { $0.path == "a.txt" })
             let made = FolderPull.Item(ref: "made-up", path: "b.txt", digest: item.digest, size: 5)
             let before = treeOf(docs)
 

@@ -504,15 +504,21 @@ extension EndToEndAgents {
                     && !listed.contains("open already"), "\(listed)\n\(devices.logs)")
         }
 
-        /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
-        /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
-        @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {
+        /// The laptop's folder `docs` (one.txt) shared with the desk, accepted there and settled.
+        func twoSharingOneFile() throws -> (SyncDevices, [URL], String) {
             let devices = try SyncDevices(["laptop", "desk"])
             let folders = try (0..<2).map { try devices[$0].folder("docs") }
             try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
             let id = try devices.share(0, folders[0], with: [1])
             try devices.accept(1, id, into: folders[1])
             #expect(devices.settled(), "\(devices.logs)")
+            return (devices, folders, id)
+        }
+
+        /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
+        /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
+        @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
             let paused = devices[1].run(["sync", "pause", id])
             #expect(paused.status == 0 && paused.stderr.contains("paused docs"), "\(paused.stderr)")
             #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
@@ -550,12 +556,7 @@ extension EndToEndAgents {
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {
-            let devices = try SyncDevices(["laptop", "desk"])
-            let folders = try (0..<2).map { try devices[$0].folder("docs") }
-            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
-            let id = try devices.share(0, folders[0], with: [1])
-            try devices.accept(1, id, into: folders[1])
-            #expect(devices.settled(), "\(devices.logs)")
+            let (devices, folders, _) = try twoSharingOneFile()
             #expect(devices[0].run(["trust", "remove", "desk"]).status == 0)
             let laptop = {
                 (devices.listing(1).folders.first?["peers"] as? [[String: Any]])?.first {
