@@ -124,14 +124,18 @@ struct SyncList: ParsableCommand {
             }
             say(line)
             for peer in folder.peers {
-                let when =
-                    (peer.differing.map { "\($0) file(s) differ, " } ?? "")
-                    + (peer.lastInStep.map { "last in step \(Self.ago($0))" } ?? "never in step yet")
+                // When it was last seen in step, as far as this device looked (a status read then).
+                let when = [
+                    peer.differing.map { "\($0) file(s) differ" },
+                    peer.lastInStep.map { "last in step \(Self.ago($0))" },
+                ].compactMap { $0 }.joined(separator: ", ")
                 let away =
                     peer.notSharing == true
                     ? "connected, not sharing this folder (paused or removed there, or not accepted yet)"
                     : peer.reason.map { "away (\($0))" } ?? "away"
-                say("  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when)")
+                say(
+                    "  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when.isEmpty ? "not in step" : when)"
+                )
             }
             for conflict in folder.conflicts {
                 let loser = "\(conflict.loserName ?? conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"

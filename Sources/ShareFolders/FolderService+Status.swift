@@ -61,10 +61,13 @@ extension FolderService {
                     let summary = Self.summary(of: &state, peers: peers.map { ShortIDs.of($0.id) }, fresh: fresh)
                     let totals = summary.totals
                     let peerStatus = peers.map { peer -> FolderStatus.Peer in
-                        let connected = linked[peer.id]?.shares(settings.id) ?? false
+                        let connected =
+                            settings.paused == true
+                            ? linked[peer.id] != nil : linked[peer.id]?.shares(settings.id) ?? false
                         // Linked, but the folder is not among those it shares: not in step with it, whatever its
                         // index said when it still did.
-                        let notSharing = linked[peer.id]?.declines(settings.id) ?? false
+                        // (A folder paused here is the one not shared on the link: the peer is not said to decline it.)
+                        let notSharing = settings.paused != true && (linked[peer.id]?.declines(settings.id) ?? false)
                         // A device whose index never arrived is not in step, however little this one holds.
                         let inStep =
                             !notSharing && state.store.remoteState(ShortIDs.of(peer.id)) != nil

@@ -243,7 +243,7 @@ enum WebPage {
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
               const words = peer.inStep ? "in step" : peer.connected ? "not in step yet" : peer.notSharing ? "connected, not sharing this folder (paused or removed there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
-              peers.append(el("li", peer.name + ": " + words + (peer.inStep ? "" : (peer.differing != null ? ", " + peer.differing + " file(s) differ" : "") + ", last in step " + ago(peer.lastInStep)), { "data-peer": peer.name }));
+              peers.append(el("li", peer.name + ": " + words + (peer.inStep ? "" : (peer.differing != null ? ", " + peer.differing + " file(s) differ" : "") + (peer.lastInStep ? ", last in step " + ago(peer.lastInStep) : "")), { "data-peer": peer.name }));
             }
             box.append(peers);
             for (const conflict of folder.conflicts) {

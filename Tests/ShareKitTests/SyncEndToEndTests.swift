@@ -522,6 +522,12 @@ extension EndToEndAgents {
             let paused = devices[1].run(["sync", "pause", id])
             #expect(paused.status == 0 && paused.stderr.contains("paused docs"), "\(paused.stderr)")
             #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
+            // The paused side says the laptop is there (it is this device that paused, not the laptop that declines).
+            #expect(
+                waitUntil(timeout: 30) {
+                    let listed = devices[1].run(["sync"]).stdout
+                    return listed.contains("laptop: connected") && !listed.contains("not sharing")
+                }, "\(devices[1].run(["sync"]).stdout)")
             #expect(
                 waitUntil(timeout: 30) {
                     (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first?["notSharing"] as? Bool
