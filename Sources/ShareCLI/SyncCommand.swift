@@ -228,7 +228,8 @@ struct SyncAdd: ParsableCommand {
             }
             guard isFolder.boolValue else { throw ShareError(.noInput, "\(folder) is not a folder") }
             var settings = SharedFolderSettings(
-                id: SharedFolderSettings.newID(), label: label ?? url.lastPathComponent, path: url.path,
+                id: SharedFolderSettings.newID(), label: label ?? SharedFolderSettings.label(url.lastPathComponent),
+                path: url.path,
                 devices: devices)
             settings.kind = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : .sendReceive
             if let keepVersions, keepVersions < 0 {

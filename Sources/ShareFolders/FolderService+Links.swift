@@ -27,7 +27,7 @@ extension FolderService {
             return folder.withFolder { state in
                 let held = state.store.remoteState(ShortIDs.of(peer))
                 return FolderAnnouncement(
-                    id: settings.id, label: settings.label,
+                    id: settings.id, label: SharedFolderSettings.label(settings.label),
                     type: settings.kind == .sendOnly || settings.mirror == true ? "send-only" : settings.kind.rawValue,
                     devices: [device.id.description] + settings.devices,
                     indexID: String(state.store.indexID, radix: 16),

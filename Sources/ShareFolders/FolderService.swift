@@ -263,6 +263,10 @@ package final class FolderService: AgentPart, Sendable {
             throw ShareFailure(.noInput, "\(settings.path) does not exist; name a folder to share")
         }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw ShareFailure(.noInput, "\(settings.path) is not a folder") }
+        guard !settings.label.isEmpty, SharedFolderSettings.label(settings.label) == settings.label else {
+            throw ShareFailure(
+                .usage, "a folder's label is 1 to 255 bytes without control characters: choose another with --label")
+        }
         for name in settings.devices {
             guard let device = trust.store.find(name) else {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")

@@ -614,6 +614,7 @@ extension EndToEndAgents {
                 ),
                 (["sync", "add", devices[0].directory.path, "--with", "desk"], "holds the shared folder thesis"),
                 (["sync", "add", devices[0].config.path, "--with", "desk"], "holds share's own settings and keys"),
+                (["sync", "add", folder.path, "--with", "desk", "--label", "bad\u{1}label"], "--label"),
             ]
             for (arguments, hint) in cases {
                 let result = devices[0].run(arguments)
@@ -622,6 +623,14 @@ extension EndToEndAgents {
                         && result.stderr.split(separator: "\n").count == 1,
                     "share \(arguments.joined(separator: " ")): \(result.status) \(result.stderr)")
             }
+            // A folder whose name holds a control character is labelled with it made "?", and is offered (a label
+            // that broke a hello's rules would have ended every link to the desk).
+            let odd = try devices[0].folder("two\nlines")
+            let added = devices[0].run(["sync", "add", odd.path, "--with", "desk"])
+            #expect(added.status == 0 && added.stderr.contains("as two?lines"), "\(added.stderr)")
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(1).offers.contains { $0["label"] as? String == "two?lines" } },
+                "\(devices.listing(1).offers)\n\(devices.logs)")
         }
     }
 }

@@ -32,6 +32,15 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     /// Paused here (`share sync pause`): nothing scanned, taken, sent or announced until it is resumed.
     package var paused: Bool?
 
+    /// A name as a folder's label, as a hello carries it: control characters made `?`, at most 255 bytes (a
+    /// folder's own name by default; a label kept from before it was checked never makes a hello break its rules).
+    package static func label(_ name: String) -> String {
+        var text = String(
+            String.UnicodeScalarView(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+        while text.utf8.count > 255 { text.removeLast() }
+        return text
+    }
+
     package init(
         id: String, label: String, path: String, kind: Kind = .sendReceive, devices: [String], created: Date = Date()
     ) {
