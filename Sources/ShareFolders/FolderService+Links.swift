@@ -29,7 +29,7 @@ extension FolderService {
                 return FolderAnnouncement(
                     id: settings.id, label: SharedFolderSettings.label(settings.label),
                     type: settings.kind == .sendOnly || settings.mirror == true ? "send-only" : settings.kind.rawValue,
-                    devices: [device.id.description] + settings.devices,
+                    devices: Array(([device.id.description] + settings.devices).prefix(Limits.maxFolderDevices)),
                     indexID: String(state.store.indexID, radix: 16),
                     sequence: state.store.sequence, heldIndexID: held.map { String($0.indexID, radix: 16) } ?? "",
                     heldSequence: held?.have ?? 0)
@@ -236,12 +236,13 @@ extension FolderService {
         for announcement in link.peerAnnouncements {
             guard let settings = book.folder(announcement.id) else { continue }
             let known = Set(settings.devices).union([device.id.description])
+            // At most as many as a hello carries.
             let joining = announcement.devices.filter { id in
                 !known.contains(id)
                     && trust.store.find(id).map {
                         AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
                     } ?? false
-            }
+            }.prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
             guard !joining.isEmpty else { continue }
             try? book.change { book in
                 guard let index = book.folders.firstIndex(where: { $0.id == settings.id }) else { return }

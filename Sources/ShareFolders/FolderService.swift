@@ -276,6 +276,9 @@ package final class FolderService: AgentPart, Sendable {
             }
         }
         settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }
+        guard Set(settings.devices).count < Limits.maxFolderDevices else {
+            throw ShareFailure(.usage, "a folder is shared with at most \(Limits.maxFolderDevices - 1) other devices")
+        }
         let place = PathOperations.resolved(settings.path)
         if let shared = book.folders.first(where: { PathOperations.resolved($0.path) == place }) {
             return try share(shared, with: settings)
@@ -305,6 +308,9 @@ package final class FolderService: AgentPart, Sendable {
         }
         let joining = asked.devices.filter { !shared.devices.contains($0) && $0 != device.id.description }
         guard !joining.isEmpty else { throw ShareFailure(.usage, "\(described) with \(names)") }
+        guard shared.devices.count + joining.count < Limits.maxFolderDevices else {
+            throw ShareFailure(.usage, "a folder is shared with at most \(Limits.maxFolderDevices - 1) other devices")
+        }
         var grown = shared
         grown.devices += joining
         try book.change { book in
