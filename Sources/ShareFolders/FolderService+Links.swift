@@ -237,12 +237,8 @@ extension FolderService {
             guard let settings = book.folder(announcement.id) else { continue }
             let known = Set(settings.devices).union([device.id.description])
             // At most as many as a hello carries.
-            let joining = announcement.devices.filter { id in
-                !known.contains(id)
-                    && trust.store.find(id).map {
-                        AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
-                    } ?? false
-            }.prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
+            let joining = announcement.devices.filter { !known.contains($0) && sharesFolders($0) }
+                .prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
             guard !joining.isEmpty else { continue }
             try? book.change { book in
                 guard let index = book.folders.firstIndex(where: { $0.id == settings.id }) else { return }
@@ -325,9 +321,8 @@ extension FolderService {
     /// A folder the peer shares with this device, which it does not have: accepted at once where agent.json says
     /// so (or when it is a mirror, a send-only folder, which lands in the inbox for that device), else offered.
     func offered(_ announcement: FolderAnnouncement, by peer: DeviceID, name: String) {
-        guard let entry = trust.store.device(peer),
-            AccessPolicy.decide(.syncFolders, peer: entry, localName: device.name).isAllowed,
-            book.folder(announcement.id) == nil, !book.wasDeclined(announcement.id, from: peer.description)
+        guard mayLink(peer), book.folder(announcement.id) == nil,
+            !book.wasDeclined(announcement.id, from: peer.description)
         else { return }
         var offer = FolderOffer(
             id: announcement.id, label: announcement.label, kind: announcement.type, from: peer.description,

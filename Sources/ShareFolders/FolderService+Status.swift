@@ -98,10 +98,10 @@ extension FolderService {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
                     problems += summary.kept
-                    problems += state.failedPulls.filter { state.inFlight[$0.key] == nil }
-                        .sorted { $0.key < $1.key }.prefix(100).map {
-                            FolderStatus.Problem(path: $0.key, reason: "not pulled: \($0.value)")
-                        }
+                    // Listed until the file lands, also while it is asked for again (the last attempt's reason).
+                    problems += state.failedPulls.sorted { $0.key < $1.key }.prefix(100).map {
+                        FolderStatus.Problem(path: $0.key, reason: "not pulled: \($0.value)")
+                    }
                     problems += state.disk.leftOut.sorted { $0.key < $1.key }.prefix(100).map {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }

@@ -183,7 +183,7 @@ package final class FolderService: AgentPart, Sendable {
             } catch let error as DatabaseError where error.damaged {
                 // What a damaged index held is made again: the scan records what the files are, and the other
                 // devices send their indexes whole to a new one (a file both hold alike is no conflict).
-                let aside = Self.setAside(index)
+                let aside = Self.setAside("\(settings.id).db", in: directory.path)
                 Self.log.warning(
                     "a shared folder's index was damaged: set aside, made again from its files and the other devices",
                     metadata: ["folder": "\(settings.label)", "reason": "\(error)", "aside": "\(aside ?? "removed")"])
@@ -220,34 +220,42 @@ package final class FolderService: AgentPart, Sendable {
 
     /// Moves a damaged index (and its log) beside it as `NAME.damaged`, replacing one set aside before; where it
     /// went, or nil when it could only be removed.
-    static func setAside(_ index: String) -> String? {
-        let aside = index + ".damaged"
-        unlink(index + "-shm")
-        guard rename(index, aside) == 0 else {
-            unlink(index)
-            unlink(index + "-wal")
+    static func setAside(_ name: String, in folder: String) -> String? {
+        let aside = name + ".damaged"
+        for stale in [name + "-shm", aside + "-wal"] { PathOperations.removeIfPresent(folder + "/" + stale) }
+        do {
+            let directory = try Directory.open(folder)
+            try directory.rename(name, to: aside, in: directory, replace: true)
+            if directory.info(name + "-wal") != nil {
+                try directory.rename(name + "-wal", to: aside + "-wal", in: directory, replace: true)
+            }
+            return folder + "/" + aside
+        } catch {
+            for left in [name, name + "-wal"] { PathOperations.removeIfPresent(folder + "/" + left) }
             return nil
         }
-        if rename(index + "-wal", aside + "-wal") != 0 { unlink(aside + "-wal") }
-        return aside
     }
 
     var folders: [SharedFolder] { run.withLock { Array($0.folders.values) } }
 
     func folder(_ id: String) -> SharedFolder? { run.withLock { $0.folders[id] } }
 
-    /// The trusted devices a folder is shared with that the policy lets share folders (the owner's devices).
-    /// Whether `peer` may keep a folder link with this device: trusted, as its owner's.
-    func mayLink(_ peer: DeviceID) -> Bool {
-        trust.store.device(peer).map {
-            AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
-        } ?? false
+    /// The policy's word on sharing folders with `peer` (the owner's devices only): every "may it…" of folders asks
+    /// it here.
+    func folderPolicy(_ peer: TrustedDevice) -> AccessPolicy.Decision {
+        AccessPolicy.decide(.syncFolders, peer: peer, localName: device.name)
     }
 
+    /// Whether the device `id` names (an ID or a name) is trusted and may share folders.
+    func sharesFolders(_ id: String) -> Bool { trust.store.find(id).map { folderPolicy($0).isAllowed } ?? false }
+
+    /// Whether `peer` may keep a folder link with this device: trusted, as its owner's.
+    func mayLink(_ peer: DeviceID) -> Bool { trust.store.device(peer).map { folderPolicy($0).isAllowed } ?? false }
+
+    /// The trusted devices a folder is shared with that the policy lets share folders (the owner's devices).
     func devices(of settings: SharedFolderSettings) -> [TrustedDevice] {
         settings.devices.compactMap { id in
-            guard let device = trust.store.find(id), device.id != self.device.id,
-                AccessPolicy.decide(.syncFolders, peer: device, localName: self.device.name).isAllowed
+            guard let device = trust.store.find(id), device.id != self.device.id, folderPolicy(device).isAllowed
             else { return nil }
             return device
         }
@@ -271,7 +279,7 @@ package final class FolderService: AgentPart, Sendable {
             guard let device = trust.store.find(name) else {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
             }
-            if case .refused(let reason) = AccessPolicy.decide(.syncFolders, peer: device, localName: device.name) {
+            if case .refused(let reason) = folderPolicy(device) {
                 throw ShareFailure(.refused, reason)
             }
         }
@@ -354,12 +362,7 @@ package final class FolderService: AgentPart, Sendable {
         try Self.makeFolder(place.path)
         // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
         // change then reaches each through any of them).
-        let others = (offer.devices ?? []).filter { id in
-            id != device.id.description
-                && trust.store.find(id).map {
-                    AccessPolicy.decide(.syncFolders, peer: $0, localName: device.name).isAllowed
-                } ?? false
-        }
+        let others = (offer.devices ?? []).filter { $0 != device.id.description && sharesFolders($0) }
         var settings = SharedFolderSettings(
             id: offer.id, label: offer.label, path: place.path,
             devices: [offer.from] + others.filter { $0 != offer.from })

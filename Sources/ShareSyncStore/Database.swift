@@ -29,8 +29,14 @@ public final class Database {
     public init(path: String) throws {
         // An index names every file of its folder: only its owner reads it (SQLite gives its log the file's mode).
         let made = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        if made >= 0 { Glibc.close(made) }
-        for file in [path, path + "-wal", path + "-shm"] { chmod(file, 0o600) }
+        guard made >= 0 else {
+            throw DatabaseError(description: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        Glibc.close(made)
+        // One made by an earlier version (0644) is made private too; a log not there yet is made so by SQLite.
+        for file in [path, path + "-wal", path + "-shm"] where chmod(file, 0o600) != 0 && errno != ENOENT {
+            throw DatabaseError(description: "cannot make \(file) private: \(String(cString: strerror(errno)))")
+        }
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &opened, flags, nil) == SQLITE_OK, let opened else {
