@@ -4,12 +4,13 @@ import ShareProtocol
 import ShareReach
 import ShareTestSupport
 import ShareTrust
+import Synchronization
 import Testing
 
 /// One of the owner's devices (trusted as team) that speaks the folder protocol by hand, to break its rules: a real
 /// agent shares a folder with it, and it opens the folder link itself (the agent has no address of it, so the agent
 /// asks over the link and it brings files in sessions of its own, as a device behind NAT does).
-final class HandFolderPeer {
+final class HandFolderPeer: Sendable {
     let device: LocalDevice
     let trust: TrustStore
     let target: PeerTarget
@@ -185,6 +186,34 @@ extension EndToEndAgents {
                     (try? String(contentsOf: docs.appendingPathComponent("a.txt"), encoding: .utf8)) == "good\n"
                         && problems(desk)["a.txt"] == nil
                 }, "\(problems(desk))")
+        }
+
+        /// Two sessions of the device racing to bring the same file, one with the content its index named and one
+        /// with other bytes: only the named content ever lands, and the folder settles with nothing listed.
+        @Test func twoPushesRacingForOneFileLandOnlyTheNamedContent() throws {
+            let (desk, agent, hostile, docs, id, link, item) = try askedForAFile()
+            defer { agent.stop() }
+            defer { link.connection.close() }
+            let answers = Mutex<[String: ProtocolError?]>([:])
+            let racers = ["good\n", "evil\n"].map { content in
+                Thread {
+                    let answer = try? hostile.push(id, items: [item], files: [(item.ref, Array(content.utf8))])
+                    answers.withLock { $0[content] = answer ?? nil }
+                }
+            }
+            for racer in racers { racer.start() }
+            #expect(waitUntil(timeout: 30) { answers.withLock { $0.count } == 2 }, "the pushes did not end")
+            let read = { try? String(contentsOf: docs.appendingPathComponent("a.txt"), encoding: .utf8) }
+            #expect(read() != "evil\n")
+            // The good one lands, or, when the bad one ended the ask first, it was not asked for any more: the file
+            // is asked for again, and the named content lands then.
+            if answers.withLock({ $0["good\n"] }) != .some(nil) {
+                #expect(read() == nil)
+                let again = try FolderPull.decode(try hostile.next(on: link) { $0 == .folderAsk })
+                let second = try #require(again.items.first { $0.path == "a.txt" })
+                #expect(try hostile.push(id, items: [second], files: [(second.ref, Array("good\n".utf8))]) == nil)
+            }
+            #expect(waitUntil(timeout: 30) { read() == "good\n" && problems(desk).isEmpty }, "\(problems(desk))")
         }
 
         /// What the agent did not ask for: a file under a ref it never gave (beside one it asked for), a file of
