@@ -124,7 +124,7 @@ struct SyncList: ParsableCommand {
             }
             say(line)
             for peer in folder.peers {
-                // When it was last seen in step, as far as this device looked (a status read then).
+                // When it was last seen, linked, holding what this device holds (kept through restarts).
                 let when = [
                     peer.differing.map { "\($0) file(s) differ" },
                     peer.lastInStep.map { "last in step \(Self.ago($0))" },
@@ -134,7 +134,7 @@ struct SyncList: ParsableCommand {
                     ? "connected, not sharing this folder (paused or removed there, or not accepted yet)"
                     : peer.reason.map { "away (\($0))" } ?? "away"
                 say(
-                    "  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep ? "in step" : when.isEmpty ? "not in step" : when)"
+                    "  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep && (peer.connected || when.isEmpty) ? "in step" : when.isEmpty ? "not in step" : when)"
                 )
             }
             for conflict in folder.conflicts {

@@ -218,6 +218,10 @@ extension FolderService {
     }
 
     private func unregister(_ link: FolderLink) {
+        // The moment it was last linked: when it was last in step, where it was.
+        if run.withLock({ $0.links[link.peer] === link }) {
+            for folder in folders where link.shares(folder.id) { noteInStep(folder, ending: link.peer) }
+        }
         run.withLock { run in
             if run.links[link.peer] === link { run.links[link.peer] = nil }
             run.linkerWake = true

@@ -31,6 +31,32 @@ extension FolderService {
         return Double(whole) + Double(atto) / 1e18
     }
 
+    /// Notes which devices of `folder` linked now (and `ending`, whose link is ending) hold what this device
+    /// holds. When a device was last in step is kept with the folder's index: written when first seen, when its
+    /// link ends, and at most once a minute while it stays in step.
+    func noteInStep(_ folder: SharedFolder, ending: DeviceID? = nil) {
+        guard folder.settings.paused != true else { return }
+        let linked = run.withLock { run in Set(run.links.filter { $0.value.shares(folder.id) }.keys) }
+        let peers = devices(of: folder.settings).map(\.id).filter { linked.contains($0) || $0 == ending }
+        guard !peers.isEmpty else { return }
+        folder.reading { state in
+            for peer in peers {
+                let short = ShortIDs.of(peer)
+                guard state.store.remoteState(short) != nil, state.store.differences(with: short) == 0 else { continue }
+                Self.noteInStep(&state, peer: short, ending: peer == ending)
+            }
+        }
+    }
+
+    /// `peer`, linked, holds what this device holds now.
+    static func noteInStep(_ state: inout SharedFolder.State, peer: ShortID, ending: Bool) {
+        let now = Date()
+        state.lastInStep[peer] = now
+        guard ending || state.inStepWritten[peer].map({ now.timeIntervalSince($0) >= 60 }) ?? true else { return }
+        state.inStepWritten[peer] = now
+        state.store.noteInStep(peer, at: now)
+    }
+
     /// Every folder and how it stands, for `share sync`, the status and the page (`fresh`: what is read from the
     /// whole index is read again whenever the index moved on; otherwise at most twenty times a second).
     package func statuses(fresh: Bool = false) -> [FolderStatus] {
@@ -72,10 +98,12 @@ extension FolderService {
                         let inStep =
                             !notSharing && state.store.remoteState(ShortIDs.of(peer.id)) != nil
                             && summary.differences[ShortIDs.of(peer.id)] == 0
-                        if inStep { state.lastInStep[peer.id.description] = Date() }
+                        if inStep, connected, settings.paused != true {
+                            Self.noteInStep(&state, peer: ShortIDs.of(peer.id), ending: false)
+                        }
                         var status = FolderStatus.Peer(
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
-                            lastInStep: state.lastInStep[peer.id.description],
+                            lastInStep: state.lastInStep[ShortIDs.of(peer.id)],
                             reason: connected || notSharing ? nil : linkErrors[peer.id])
                         if notSharing { status.notSharing = true }
                         if !inStep, !notSharing, state.store.remoteState(ShortIDs.of(peer.id)) != nil {

@@ -32,6 +32,8 @@ extension FolderService {
         // Whether the folder worked since it last gave back what work took (two quiet seconds after).
         var worked = false
         var lastWork = ContinuousClock.now
+        // Devices in step are noted every few seconds (when each was last in step outlives a restart).
+        var nextNote = ContinuousClock.now
         while !stopping {
             let due = ContinuousClock.now >= nextFull
             // Entries recorded by pulls and not yet announced go out within a tenth of a second.
@@ -66,6 +68,10 @@ extension FolderService {
                 // A quiet moment: what pulls recorded meanwhile is announced.
                 if folder.state.withLock({ $0.unannounced }) { announceOnly(folder) }
                 notifyConflicts(folder)
+                if ContinuousClock.now >= nextNote {
+                    nextNote = .now + .seconds(5)
+                    noteInStep(folder)
+                }
                 if worked, ContinuousClock.now - lastWork > .seconds(2) {
                     // Quiet after a burst (this device pulled, or served the others' pulls and took their
                     // indexes): the index's cached pages and log, and the freed memory, go back to the system.

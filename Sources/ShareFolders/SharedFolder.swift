@@ -70,8 +70,10 @@ final class SharedFolder: Sendable {
         var bytesFromLocal: UInt64 = 0
         /// Why the folder is stopped (its marker gone), when it is.
         var stopped: String?
-        /// When each device was last seen holding what this device holds.
-        var lastInStep: [String: Date] = [:]
+        /// When each device was last seen, linked, holding what this device holds; and when that was last written
+        /// to the folder's index (where it outlives a restart).
+        var lastInStep: [ShortID: Date] = [:]
+        var inStepWritten: [ShortID: Date] = [:]
         /// The conflict copies the person was told of (all there when the folder was opened), and the index's
         /// count of conflict copies recorded then.
         var notifiedConflicts: Set<String>?
@@ -107,7 +109,10 @@ final class SharedFolder: Sendable {
         sync.includes = { !SyncNames.isInternal($0) }
         sync.mode = Self.mode(settings)
         sync.maxConflicts = settings.maxConflicts.map { $0 < 0 ? nil : $0 } ?? 10
-        state = Guarded(State(settings: settings, sync: sync, store: store, disk: disk))
+        var opening = State(settings: settings, sync: sync, store: store, disk: disk)
+        opening.lastInStep = store.inStepTimes()
+        opening.inStepWritten = opening.lastInStep
+        state = Guarded(opening)
     }
 
     /// What tells one conflict copy from another: its path and its content (a later conflict in the same second may

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import ShareSync
 
 /// A shared folder's index in the device's database (`STATE/folders.db`): this device's own entries with the stamps
@@ -55,6 +56,8 @@ public final class SQLiteFolderStore: FolderStore {
             CREATE INDEX IF NOT EXISTS remote_device ON remote (folder, device, sequence);
             CREATE TABLE IF NOT EXISTS remote_state (folder TEXT NOT NULL, device INTEGER NOT NULL,
                 index_id INTEGER NOT NULL, have INTEGER NOT NULL, PRIMARY KEY (folder, device));
+            CREATE TABLE IF NOT EXISTS in_step (folder TEXT NOT NULL, device INTEGER NOT NULL, at INTEGER NOT NULL,
+                PRIMARY KEY (folder, device));
             PRAGMA user_version = \(layout);
             """)
     }
@@ -133,7 +136,7 @@ public final class SQLiteFolderStore: FolderStore {
     /// Everything this device keeps of the folder, gone (the folder is no longer shared).
     public static func remove(_ folder: String, from database: Database) throws {
         try database.transaction {
-            for table in ["indexes", "local", "remote", "remote_state"] {
+            for table in ["indexes", "local", "remote", "remote_state", "in_step"] {
                 try database.query("DELETE FROM \(table) WHERE folder = ?", [.text(folder)])
             }
         }
@@ -467,6 +470,22 @@ public final class SQLiteFolderStore: FolderStore {
         }
     }
 
+    /// When each device was last seen holding what this device held (kept through restarts).
+    public func inStepTimes() -> [ShortID: Date] {
+        var found: [ShortID: Date] = [:]
+        try? database.query("SELECT device, at FROM in_step WHERE folder = ?", [.text(folder)]) {
+            found[$0.unsigned(0)] = Date(timeIntervalSince1970: Double($0.integer(1)) / 1000)
+        }
+        return found
+    }
+
+    /// `device` was seen holding what this device holds at `time`.
+    public func noteInStep(_ device: ShortID, at time: Date) {
+        try? database.query(
+            "INSERT OR REPLACE INTO in_step (folder, device, at) VALUES (?, ?, ?)",
+            [.text(folder), .integer(Int64(bitPattern: device)), .integer(Int64(time.timeIntervalSince1970 * 1000))])
+    }
+
     public func remotes(_ path: String) -> [ShortID: FileEntry] {
         if let cached = remoteCache[path] { return cached }
         var found: [ShortID: FileEntry] = [:]
@@ -603,7 +622,7 @@ public final class SQLiteFolderStore: FolderStore {
         differing[device] = nil
         remoteCache.removeAll()
         try? database.transaction {
-            for table in ["remote", "remote_state"] {
+            for table in ["remote", "remote_state", "in_step"] {
                 try database.query(
                     "DELETE FROM \(table) WHERE folder = ? AND device = ?",
                     [.text(folder), .integer(Int64(bitPattern: device))])

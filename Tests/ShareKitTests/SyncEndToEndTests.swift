@@ -515,6 +515,24 @@ extension EndToEndAgents {
             return (devices, folders, id)
         }
 
+        /// When a device was last in step is kept with the folder's index: after both agents stopped and one came
+        /// back alone, it still says when the other last held what it holds, and that it is away.
+        @Test func whenADeviceWasLastInStepOutlivesARestart() throws {
+            let (devices, _, _) = try twoSharingOneFile()
+            devices.stop(1)
+            devices.stop(0)
+            try devices.start(0)
+            let desk = try #require(
+                (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first {
+                    $0["name"] as? String == "desk"
+                }, "\(devices.listing(0).folders)")
+            #expect(desk["connected"] as? Bool == false && desk["lastInStep"] != nil, "\(desk)")
+            let listed = devices[0].run(["sync"]).stdout
+            #expect(
+                listed.contains("desk: away") && listed.contains("last in step") && !listed.contains("in step\n"),
+                "\(listed)")
+        }
+
         /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
         /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
         @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {

@@ -100,7 +100,7 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var connected: Bool
         /// It holds every path at the version this device agrees on.
         package var inStep: Bool
-        /// When it last was (nil: never seen in step).
+        /// When it was last seen, linked, holding what this device holds (kept through restarts; nil: never).
         package var lastInStep: Date?
         /// Why no link to it is open, when one failed (it refused, or cannot be reached).
         package var reason: String?
