@@ -139,9 +139,12 @@ struct SyncList: ParsableCommand {
             }
             for conflict in folder.conflicts {
                 let loser = "\(conflict.loserName ?? conflict.loser)'s of \(conflict.loserTime.map(Self.time) ?? "?")"
-                let winner = (conflict.winnerName ?? conflict.winner).map {
-                    "\($0)'s of \(conflict.winnerTime.map(Self.time) ?? "?") is there"
-                }
+                let winner =
+                    conflict.winnerIsFolder == true
+                    ? "a folder is there (files were made in it on another device meanwhile)"
+                    : (conflict.winnerName ?? conflict.winner).map {
+                        "\($0)'s of \(conflict.winnerTime.map(Self.time) ?? "?") is there"
+                    }
                 say(
                     "  conflict: \(conflict.path) — \(loser) kept as \(conflict.copy)"
                         + (winner.map { "; \($0)" } ?? ""))

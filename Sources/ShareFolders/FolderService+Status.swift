@@ -222,12 +222,14 @@ extension FolderService {
                 guard let original = ConflictName.original(of: copy.path) else { return nil }
                 let (time, device) = Self.parts(ofConflict: copy.path)
                 let winner = store.local(original)?.entry
-                return FolderStatus.Conflict(
+                var conflict = FolderStatus.Conflict(
                     path: original, copy: copy.path, loser: device, loserTime: time,
                     winner: winner.flatMap { $0.deleted ? nil : ShortIDs.label($0.modifiedBy) },
                     winnerTime: winner.flatMap {
                         $0.deleted || $0.modified == 0 ? nil : Date(timeIntervalSince1970: Double($0.modified) / 1e9)
                     })
+                if let winner, !winner.deleted, winner.kind == .directory { conflict.winnerIsFolder = true }
+                return conflict
             }
         let summary = FolderSummary(
             key: key, read: .now, conflictGeneration: store.conflictGeneration, totals: store.totals(),

@@ -249,7 +249,7 @@ enum WebPage {
             box.append(peers);
             for (const conflict of folder.conflicts) {
               const winner = conflict.winnerName || conflict.winner, loser = conflict.loserName || conflict.loser;
-              const here = winner ? winner + "'s version" + (conflict.winnerTime ? " of " + when(conflict.winnerTime) : "") + " is at the path; " : "";
+              const here = conflict.winnerIsFolder ? "a folder is at the path (files were made in it on another device meanwhile); " : winner ? winner + "'s version" + (conflict.winnerTime ? " of " + when(conflict.winnerTime) : "") + " is at the path; " : "";
               box.append(el("div", "conflict: " + conflict.path + " — " + here + loser + "'s" + (conflict.loserTime ? " of " + when(conflict.loserTime) : "") + " is kept as " + conflict.copy, { class: "conflict" }));
             }
             if (folder.state.startsWith("holding")) {

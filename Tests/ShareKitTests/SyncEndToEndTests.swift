@@ -577,6 +577,43 @@ extension EndToEndAgents {
             #expect(devices[1].run(["sync", "resume", id]).status == 64)
         }
 
+        /// A folder replaced by a file on the laptop while the desk made a file in that folder: the folder stays
+        /// (with the desk's file; the laptop's removals of the others hold), the laptop's file is kept beside it as
+        /// a conflict copy, and both devices say that a folder is at the path.
+        @Test func aFolderReplacedByAFileWhileFilesWereMadeInItStaysAndTheFileIsKeptBeside() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
+            try FileManager.default.createDirectory(
+                at: folders[0].appendingPathComponent("notes"), withIntermediateDirectories: true)
+            try Data("old\n".utf8).write(to: folders[0].appendingPathComponent("notes/old.txt"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1])["notes/old.txt"] == "old\n" } && devices.settled(),
+                "\(devices.logs)")
+            #expect(devices[1].run(["sync", "pause", id]).status == 0)
+            try FileManager.default.removeItem(at: folders[0].appendingPathComponent("notes"))
+            try Data("a file now\n".utf8).write(to: folders[0].appendingPathComponent("notes"))
+            try Data("made on the desk\n".utf8).write(to: folders[1].appendingPathComponent("notes/desk.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first?["notSharing"] as? Bool
+                        == true && devices.listing(0).folders.first?["state"] as? String == "up to date"
+                }, "\(devices.logs)")
+            #expect(devices[1].run(["sync", "resume", id]).status == 0)
+            #expect(devices.settled(), "\(devices.logs)")
+            let tree = treeOf(folders[0])
+            #expect(tree == treeOf(folders[1]), "\(tree)\n\(treeOf(folders[1]))")
+            let copy = tree.keys.first { $0.hasPrefix("notes.sync-conflict-") }
+            #expect(
+                tree["notes"] == "folder" && tree["notes/desk.txt"] == "made on the desk\n"
+                    && tree["notes/old.txt"] == nil && copy.map { tree[$0] } == "a file now\n", "\(tree)")
+            for index in 0..<2 {
+                let listed = devices[index].run(["sync"]).stdout
+                #expect(
+                    listed.contains("conflict: notes — laptop's of ")
+                        && listed.contains("a folder is there (files were made in it on another device meanwhile)"),
+                    "\(listed)")
+            }
+        }
+
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {

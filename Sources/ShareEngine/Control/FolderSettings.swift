@@ -133,6 +133,8 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         /// The names of those devices here (this device's, or the name it trusts each by); nil when unknown.
         package var loserName: String?
         package var winnerName: String?
+        /// The path holds a folder now: the file or link kept as the copy stood where files were made elsewhere.
+        package var winnerIsFolder: Bool?
         package init(
             path: String, copy: String, loser: String, loserTime: Date?, winner: String?, winnerTime: Date?
         ) {
