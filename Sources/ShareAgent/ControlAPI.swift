@@ -68,6 +68,8 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.allowDeletes(id) }
         case .folderPause(let id, let paused):
             return folderAnswer { try agent.folders.pause(id, paused) }
+        case .folderUnshare(let id, let devices):
+            return folderAnswer { try agent.folders.unshare(id, from: devices) }
         case .folderVersions(let id, let path):
             return versionsAnswer { try agent.folders.versions(id, path: path) }
         case .folderRestore(let id, let path, let at):

@@ -23,8 +23,8 @@ struct SyncCommand: ParsableCommand {
                 "share sync remove abcde-fghij-klmno",
             ]),
         subcommands: [
-            SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncPause.self,
-            SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
+            SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncUnshare.self,
+            SyncPause.self, SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
             SyncVersions.self, SyncRestore.self,
         ],
         defaultSubcommand: SyncList.self)
@@ -131,7 +131,7 @@ struct SyncList: ParsableCommand {
                 ].compactMap { $0 }.joined(separator: ", ")
                 let away =
                     peer.notSharing == true
-                    ? "connected, not sharing this folder (paused or removed there, or not accepted yet)"
+                    ? "connected, not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)"
                     : peer.reason.map { "away (\($0))" } ?? "away"
                 say(
                     "  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep && (peer.connected || when.isEmpty) ? "in step" : when.isEmpty ? "not in step" : when)"
@@ -434,6 +434,38 @@ struct SyncAllowDeletes: ParsableCommand {
         try ShareCLI.run {
             let answer = try folderRequest(.folderAllowDeletes(id: id), device: device)
             tell("the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
+        }
+    }
+}
+
+struct SyncUnshare: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unshare",
+        abstract: "Stop sharing a folder with some of its devices (it stays synced here and with the others).",
+        discussion: helpPage(
+            "Nothing of the folder goes to those devices from this one, or comes from them, from then on; each sees it as not shared by this device and keeps its own copy. What your other devices say they share it with does not bring them back; share sync add PATH --with DEVICE shares it with them again.",
+            examples: ["share sync unshare abcde-fghij-klmno --with phone"]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    @Option(
+        name: .customLong("with"),
+        help: ArgumentHelp("A device to stop sharing it with (repeatable).", valueName: "device"))
+    var devices: [String] = []
+
+    func run() throws {
+        try ShareCLI.run {
+            guard !devices.isEmpty else {
+                throw ShareError(.usage, "name a device to stop sharing \(id) with: --with DEVICE")
+            }
+            let answer = try folderRequest(.folderUnshare(id: id, devices: devices), device: device)
+            let label = answer.folder?.label ?? id
+            tell(
+                "\(label) (\(id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
+                    + "share sync add \(answer.folder?.path ?? "PATH") --with DEVICE shares it again")
         }
     }
 }

@@ -240,9 +240,11 @@ extension FolderService {
         for announcement in link.peerAnnouncements {
             guard let settings = book.folder(announcement.id) else { continue }
             let known = Set(settings.devices).union([device.id.description])
-            // At most as many as a hello carries.
-            let joining = announcement.devices.filter { !known.contains($0) && sharesFolders($0) }
-                .prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
+            // Not a device this one stopped sharing it with; at most as many as a hello carries.
+            let joining = announcement.devices.filter {
+                !known.contains($0) && !(settings.unshared ?? []).contains($0) && sharesFolders($0)
+            }
+            .prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
             guard !joining.isEmpty else { continue }
             try? book.change { book in
                 guard let index = book.folders.firstIndex(where: { $0.id == settings.id }) else { return }

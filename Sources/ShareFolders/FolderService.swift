@@ -321,13 +321,65 @@ package final class FolderService: AgentPart, Sendable {
         }
         var grown = shared
         grown.devices += joining
+        // Shared with them again: what the others say they share it with counts for them again.
+        let unshared = shared.unshared.map { $0.filter { !joining.contains($0) } }.flatMap { $0.isEmpty ? nil : $0 }
+        grown.unshared = unshared
         try book.change { book in
             guard let index = book.folders.firstIndex(where: { $0.id == shared.id }) else { return }
             book.folders[index].devices += joining
+            book.folders[index].unshared = unshared
         }
-        folder(shared.id)?.withFolder { $0.settings.devices += joining }
+        folder(shared.id)?.withFolder { state in
+            state.settings.devices += joining
+            state.settings.unshared = unshared
+        }
         refreshLinks()
         return grown
+    }
+
+    /// Stops sharing folder `id` with `names` (devices it is shared with, by name or ID) here: its links with them
+    /// no longer carry it (each sees it as not shared by this device), what was held of their indexes goes, and
+    /// what the others say they share it with does not bring them back; the folder stays synced with the rest.
+    package func unshare(_ id: String, from names: [String]) throws -> SharedFolderSettings {
+        guard var settings = book.folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard !names.isEmpty else { throw ShareFailure(.usage, "name a device to stop sharing it with: --with DEVICE") }
+        var leaving: [String] = []
+        for name in names {
+            let found = trust.store.find(name)?.id.description ?? (settings.devices.contains(name) ? name : nil)
+            guard let found, settings.devices.contains(found) else {
+                let with = settings.devices.map { trust.store.find($0)?.name ?? $0 }
+                throw ShareFailure(
+                    .usage,
+                    "\(settings.label) (\(id)) is not shared with '\(name)' here"
+                        + (with.isEmpty ? "" : " (it is shared with \(with.joined(separator: ", ")))"))
+            }
+            if !leaving.contains(found) { leaving.append(found) }
+        }
+        settings.devices.removeAll { leaving.contains($0) }
+        settings.unshared = (settings.unshared ?? []) + leaving.filter { !(settings.unshared ?? []).contains($0) }
+        let changed = settings
+        try book.change { book in
+            guard let index = book.folders.firstIndex(where: { $0.id == id }) else { return }
+            book.folders[index].devices = changed.devices
+            book.folders[index].unshared = changed.unshared
+        }
+        folder(id)?.withFolder { state in
+            state.settings.devices = changed.devices
+            state.settings.unshared = changed.unshared
+            for gone in leaving {
+                guard let peer = try? DeviceID(parsing: gone) else { continue }
+                let short = ShortIDs.of(peer)
+                state.store.forget(short)
+                state.lastInStep[short] = nil
+                state.inStepWritten[short] = nil
+            }
+            state.fullWanted = true
+        }
+        // Their links lost a folder: made again, with the new list.
+        restartLinks()
+        return settings
     }
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).

@@ -242,7 +242,7 @@ enum WebPage {
             box.append(el("div", folder.settings.path, { class: "muted path" }));
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
-              const away = peer.notSharing ? "connected, not sharing this folder (paused or removed there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
+              const away = peer.notSharing ? "connected, not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
               const words = peer.connected ? (peer.inStep ? "in step" : "not in step yet") : away;
               peers.append(el("li", peer.name + ": " + words + (peer.connected && peer.inStep ? "" : (peer.differing != null ? ", " + peer.differing + " file(s) differ" : "") + (peer.lastInStep ? ", last in step " + ago(peer.lastInStep) : "")), { "data-peer": peer.name }));
             }

@@ -614,6 +614,53 @@ extension EndToEndAgents {
             }
         }
 
+        /// The laptop stops sharing the folder with the phone: the phone sees it as not shared by the laptop, the
+        /// laptop no longer lists the phone, and the desk's word that it shares the folder with the phone does not
+        /// bring the phone back (also after a restart); the folder still syncs with the desk, and through the desk
+        /// with the phone. Shared again with `add --with`, the laptop and the phone are in step again.
+        @Test func aFolderUnsharedWithOneDeviceStaysSyncedWithTheOthers() throws {
+            let (devices, folders, id) = try threeSharing()
+            let unshared = devices[0].run(["sync", "unshare", id, "--with", "phone"])
+            #expect(
+                unshared.status == 0 && unshared.stderr.contains("thesis (\(id)) is no longer shared with phone here"),
+                "\(unshared.stderr)")
+            func peers(_ index: Int) -> [[String: Any]] {
+                (devices.listing(index).folders.first?["peers"] as? [[String: Any]]) ?? []
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    peers(2).first { $0["name"] as? String == "laptop" }?["notSharing"] as? Bool == true
+                }, "\(peers(2))\n\(devices.logs)")
+            #expect(devices.settled([0, 1]), "\(devices.logs)")
+            #expect(peers(0).map { $0["name"] as? String } == ["desk"], "\(peers(0))")
+            try Data("after\n".utf8).write(to: folders[0].appendingPathComponent("after.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[1])["after.txt"] == "after\n" && treeOf(folders[2])["after.txt"] == "after\n"
+                }, "\(devices.logs)")
+            devices.stop(0)
+            try devices.start(0)
+            #expect(devices.settled([0, 1]), "\(devices.logs)")
+            #expect(peers(0).map { $0["name"] as? String } == ["desk"], "\(peers(0))")
+            for (arguments, words) in [
+                (
+                    ["sync", "unshare", id, "--with", "phone"],
+                    "is not shared with 'phone' here (it is shared with desk)"
+                ),
+                (["sync", "unshare", id], "name a device to stop sharing"),
+                (["sync", "unshare", "aaaaa-bbbbb-ccccc", "--with", "desk"], "no shared folder aaaaa-bbbbb-ccccc"),
+            ] {
+                let result = devices[0].run(arguments)
+                #expect(
+                    result.status == 64 && result.stderr.contains(words)
+                        && result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+            }
+            let again = devices[0].run(["sync", "add", folders[0].path, "--with", "phone"])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(Set(peers(0).map { $0["name"] as? String }) == ["desk", "phone"], "\(peers(0))")
+        }
+
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {

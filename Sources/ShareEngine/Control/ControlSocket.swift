@@ -50,6 +50,8 @@ package enum ControlRequest: Codable, Sendable {
     case folderAllowDeletes(id: String)
     /// Pauses a folder here (nothing scanned, taken, sent or announced; its index kept), or resumes it.
     case folderPause(id: String, paused: Bool)
+    /// Stops sharing a folder with some of its devices (names or IDs) here.
+    case folderUnshare(id: String, devices: [String])
     /// The versions a folder keeps (of `path`, or beneath it, when given).
     case folderVersions(id: String, path: String?)
     /// Puts a kept version of `path` back: the newest, or the newest kept at or before `at`.
@@ -58,11 +60,11 @@ package enum ControlRequest: Codable, Sendable {
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
         case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
-        case folderVersions, folderRestore, folderPause
+        case folderVersions, folderRestore, folderPause, folderUnshare
     }
 
     private enum CodingKeys: String, CodingKey {
-        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions, paused
+        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions, paused, devices
     }
 
     package init(from decoder: any Decoder) throws {
@@ -97,6 +99,10 @@ package enum ControlRequest: Codable, Sendable {
             self = .folderPause(
                 id: try container.decode(String.self, forKey: .id),
                 paused: try container.decode(Bool.self, forKey: .paused))
+        case .folderUnshare:
+            self = .folderUnshare(
+                id: try container.decode(String.self, forKey: .id),
+                devices: try container.decode([String].self, forKey: .devices))
         case .folderVersions:
             self = .folderVersions(
                 id: try container.decode(String.self, forKey: .id),
@@ -168,6 +174,10 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(Operation.folderPause, forKey: .op)
             try container.encode(id, forKey: .id)
             try container.encode(paused, forKey: .paused)
+        case .folderUnshare(let id, let devices):
+            try container.encode(Operation.folderUnshare, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encode(devices, forKey: .devices)
         case .folderVersions(let id, let path):
             try container.encode(Operation.folderVersions, forKey: .op)
             try container.encode(id, forKey: .id)

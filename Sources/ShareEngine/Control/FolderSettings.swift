@@ -31,6 +31,9 @@ package struct SharedFolderSettings: Codable, Sendable, Equatable {
     package var maxConflicts: Int?
     /// Paused here (`share sync pause`): nothing scanned, taken, sent or announced until it is resumed.
     package var paused: Bool?
+    /// Device IDs this device stopped sharing it with (`share sync unshare`): not taken back from what the others
+    /// say they share it with, until it is shared with them again (`share sync add … --with`).
+    package var unshared: [String]?
 
     /// A name as a folder's label, as a hello carries it: control characters made `?`, at most 255 bytes (a
     /// folder's own name by default; a label kept from before it was checked never makes a hello break its rules).
