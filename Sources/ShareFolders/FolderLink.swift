@@ -139,7 +139,8 @@ final class FolderLink: Sendable {
                     try connection.send(.ping, Ping(nonce: UInt64.random(in: 0...UInt64.max)))
                     lastSent = .now
                 }
-                guard connection.waitForInput(or: wakeup, timeout: 5) else { continue }
+                // Woken at least every second: a device no longer trusted is cut off within a second.
+                guard connection.waitForInput(or: wakeup, timeout: 1) else { continue }
                 let frame = try connection.receive()
                 lastHeard = .now
                 try checkTrusted()
@@ -161,9 +162,10 @@ final class FolderLink: Sendable {
     }
 
     /// A device no longer trusted as the owner's (`share trust remove`, no longer `--team`) loses its link at once:
-    /// nothing more of any index goes to it or is taken from it.
+    /// nothing more of any index goes to it or is taken from it, and every file on its way to or from it stops.
     private func checkTrusted() throws {
         guard let service, !service.mayLink(peer) else { return }
+        service.cutTransfers(with: peer)
         throw ProtocolError(.refused, "\(service.device.name) no longer shares folders with this device")
     }
 

@@ -238,6 +238,35 @@ extension FolderService {
     private func receive(_ session: Session, into folder: SharedFolder, wanted: [String: FileEntry], from name: String)
         throws
     {
+        try carrying(session) { try receiveFiles(session, into: folder, wanted: wanted, from: name) }
+    }
+
+    /// Runs `body` with `session` among the transfers with its device: a device that no longer shares folders with
+    /// this one (its link ends for that) has every one of them cut at once, and none begins after.
+    func carrying(_ session: Session, _ body: () throws -> Void) throws {
+        let key = ObjectIdentifier(session.connection)
+        run.withLock { $0.transfers[session.peerID, default: [:]][key] = session.connection }
+        defer {
+            run.withLock { run in
+                run.transfers[session.peerID]?[key] = nil
+                if run.transfers[session.peerID]?.isEmpty == true { run.transfers[session.peerID] = nil }
+            }
+        }
+        // Looked at once the session is listed: a cut made in between is not missed.
+        guard mayLink(session.peerID) else {
+            throw ProtocolError(.refused, "\(device.name) no longer shares folders with this device")
+        }
+        try body()
+    }
+
+    /// `peer` no longer shares folders with this device: every session carrying files to or from it ends now.
+    func cutTransfers(with peer: DeviceID) {
+        for connection in run.withLock({ Array(($0.transfers[peer] ?? [:]).values) }) { connection.interrupt() }
+    }
+
+    private func receiveFiles(
+        _ session: Session, into folder: SharedFolder, wanted: [String: FileEntry], from name: String
+    ) throws {
         let started = Date()
         let channel = session.connection.channel
         let before = channel.bytesIn
@@ -533,6 +562,10 @@ extension FolderService {
     /// Sends files of a folder over `session` to the device that pulls them: the small ones whole, several to a
     /// frame, then the others as a transfer's sender.
     private func send(_ sources: [SyncFileSource], of folder: SharedFolder, over session: Session) throws {
+        try carrying(session) { try sendFiles(sources, of: folder, over: session) }
+    }
+
+    private func sendFiles(_ sources: [SyncFileSource], of folder: SharedFolder, over session: Session) throws {
         guard session.peerHello.accept != nil else {
             throw ProtocolError(.refused, "the device receives without an accept list")
         }

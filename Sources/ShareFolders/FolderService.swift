@@ -93,6 +93,8 @@ package final class FolderService: AgentPart, Sendable {
         var asked: [String: FileEntry] = [:]
         var answered: Set<String> = []
         var arriving: Set<String> = []
+        /// The sessions carrying files to or from each device now (pulls, pushes and their serving sides).
+        var transfers: [DeviceID: [ObjectIdentifier: PeerConnection]] = [:]
         var threads = 0
         var stopping = false
         var watchChanges: [String: [String: Bool]] = [:]

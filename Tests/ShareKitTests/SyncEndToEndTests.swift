@@ -661,6 +661,38 @@ extension EndToEndAgents {
             #expect(Set(peers(0).map { $0["name"] as? String }) == ["desk", "phone"], "\(peers(0))")
         }
 
+        /// A device no longer trusted while a file is on its way to it: the transfer ends at once (the desk lists
+        /// the file as not pulled) instead of carrying on to the end.
+        @Test func aFileOnItsWayToADeviceNoLongerTrustedStops() throws {
+            let devices = try SyncDevices(["laptop", "desk"], environment: ["SHARE_TEST_SEND_RATE": "200000"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(), "\(devices.logs)")
+            try makeFile(folders[0].appendingPathComponent("big.bin"), size: 16_000_000)
+            // On its way (a chunk a second at this rate: 16 s): the desk's partial of it grows.
+            let partials = folders[1].appendingPathComponent(".share-partial")
+            func partialBytes() -> Int {
+                let names = (try? FileManager.default.subpathsOfDirectory(atPath: partials.path)) ?? []
+                return names.reduce(0) { total, name in
+                    let size =
+                        (try? FileManager.default.attributesOfItem(
+                            atPath: partials.appendingPathComponent(name).path))?[.size] as? Int
+                    return total + (size ?? 0)
+                }
+            }
+            #expect(waitUntil(timeout: 30) { partialBytes() > 0 }, "\(devices.logs)")
+            #expect(devices[0].run(["trust", "remove", "desk"]).status == 0)
+            #expect(
+                waitUntil(timeout: 5) {
+                    ((devices.listing(1).folders.first?["problems"] as? [[String: Any]]) ?? []).contains {
+                        $0["path"] as? String == "big.bin" && ($0["reason"] as? String)?.hasPrefix("not pulled") == true
+                    }
+                }, "\(devices.listing(1).folders)\n\(devices.logs)")
+            #expect(treeOf(folders[1])["big.bin"] == nil)
+        }
+
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {
