@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ShareTLS
 import ShareTestSupport
 import Testing
 
@@ -691,6 +692,37 @@ extension EndToEndAgents {
                     }
                 }, "\(devices.listing(1).folders)\n\(devices.logs)")
             #expect(treeOf(folders[1])["big.bin"] == nil)
+        }
+
+        /// A folder is shared with at most 63 other devices (what a hello carries with its own): more at once, or
+        /// one more later, is refused with one line, and the folder stays as it was.
+        @Test func aFolderIsSharedWithAtMostSixtyThreeOtherDevices() throws {
+            let laptop = try TestDevice("laptop")
+            let names = (1...64).map { "d\($0)" }
+            for name in names {
+                let id = DeviceID(bytes: (0..<32).map { _ in UInt8.random(in: 0...255) }).description
+                let result = laptop.run(["trust", "add", id, "--name", name, "--team"])
+                #expect(result.status == 0, "\(result.stderr)")
+            }
+            let (agent, _) = try laptop.startAgent(["--no-discovery"])
+            defer { agent.stop() }
+            let folder = try laptop.folder("docs")
+            let all = laptop.run(["sync", "add", folder.path] + names.flatMap { ["--with", $0] })
+            #expect(
+                all.status == 64 && all.stderr.contains("at most 63 other devices")
+                    && all.stderr.split(separator: "\n").count == 1, "\(all.stderr)")
+            let most = laptop.run(["sync", "add", folder.path] + names.dropLast().flatMap { ["--with", $0] })
+            #expect(most.status == 0, "\(most.stderr)")
+            let more = laptop.run(["sync", "add", folder.path, "--with", "d64"])
+            #expect(more.status == 64 && more.stderr.contains("at most 63 other devices"), "\(more.stderr)")
+            let result = laptop.run(["sync", "--json"])
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            let folders = object?["folders"] as? [[String: Any]]
+            #expect(
+                folders?.count == 1
+                    && ((folders?.first?["settings"] as? [String: Any])?["devices"] as? [Any])?.count
+                        == 63,
+                "\(result.stdout.prefix(500))")
         }
 
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
