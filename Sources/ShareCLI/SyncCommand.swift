@@ -24,7 +24,8 @@ struct SyncCommand: ParsableCommand {
             ]),
         subcommands: [
             SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncUnshare.self,
-            SyncPause.self, SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self, SyncAllowDeletes.self,
+            SyncSet.self, SyncPause.self, SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self,
+            SyncAllowDeletes.self,
             SyncVersions.self, SyncRestore.self,
         ],
         defaultSubcommand: SyncList.self)
@@ -205,12 +206,14 @@ struct SyncAdd: ParsableCommand {
     var receiveOnly = false
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
             valueName: "days"))
     var keepVersions: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "How many conflict copies of one file are kept, the oldest going first (default 10; 0: none, the losing version goes to the versions; -1: no limit).",
             valueName: "n"))
@@ -278,6 +281,7 @@ struct SyncAccept: ParsableCommand {
     var receiveOnly = false
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
             valueName: "days"))
@@ -466,6 +470,58 @@ struct SyncUnshare: ParsableCommand {
             tell(
                 "\(label) (\(id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
                     + "share sync add \(answer.folder?.path ?? "PATH") --with DEVICE shares it again")
+        }
+    }
+}
+
+struct SyncSet: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract:
+            "Change a folder's own settings here: its label, how long versions are kept, how many conflict copies.",
+        discussion: helpPage(
+            "Each device keeps its own: what one sets here changes nothing on the others. The label is what this device calls the folder (and what it offers it as to a device that has not accepted it yet); its ID stays.",
+            examples: [
+                "share sync set abcde-fghij-klmno --label Thesis",
+                "share sync set abcde-fghij-klmno --keep-versions 90 --max-conflicts -1",
+            ]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+
+    @Option(help: ArgumentHelp("What this device calls the folder.", valueName: "name"))
+    var label: String?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
+            valueName: "days"))
+    var keepVersions: Int?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "How many conflict copies of one file are kept, the oldest going first (0: none, the losing version goes to the versions; -1: no limit).",
+            valueName: "n"))
+    var maxConflicts: Int?
+
+    func run() throws {
+        try ShareCLI.run {
+            guard label != nil || keepVersions != nil || maxConflicts != nil else {
+                throw ShareError(.usage, "name a setting to change: --label, --keep-versions or --max-conflicts")
+            }
+            let answer = try folderRequest(
+                .folderSet(id: id, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts),
+                device: device)
+            guard let settings = answer.folder else { throw ShareError(.failure, "the agent said nothing") }
+            let days = settings.keepVersions ?? 30
+            let copies = settings.maxConflicts ?? 10
+            tell(
+                "\(settings.label) (\(id)): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
+                    + "\(copies < 0 ? "every conflict copy" : "\(copies) conflict copies of a file at most") kept")
         }
     }
 }

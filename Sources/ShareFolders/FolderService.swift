@@ -339,6 +339,54 @@ package final class FolderService: AgentPart, Sendable {
         return grown
     }
 
+    /// Changes folder `id`'s own settings here (each given one): its label (what this device calls it, and what it
+    /// offers it as), how many days replaced or removed files are kept, how many conflict copies of a file.
+    package func set(_ id: String, label: String?, keepVersions: Int?, maxConflicts: Int?) throws
+        -> SharedFolderSettings
+    {
+        guard var settings = book.folder(id) else {
+            throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
+        }
+        guard label != nil || keepVersions != nil || maxConflicts != nil else {
+            throw ShareFailure(.usage, "name a setting to change: --label, --keep-versions or --max-conflicts")
+        }
+        if let label {
+            guard !label.isEmpty, SharedFolderSettings.label(label) == label else {
+                throw ShareFailure(.usage, "a folder's label is 1 to 255 bytes without control characters")
+            }
+            settings.label = label
+        }
+        if let keepVersions {
+            guard keepVersions >= 0 else {
+                throw ShareFailure(.usage, "--keep-versions takes a number of days, 0 or more")
+            }
+            settings.keepVersions = keepVersions
+        }
+        if let maxConflicts {
+            guard maxConflicts >= -1 else {
+                throw ShareFailure(.usage, "--max-conflicts takes a number, 0 or more (or -1: no limit)")
+            }
+            settings.maxConflicts = maxConflicts
+        }
+        let changed = settings
+        try book.change { book in
+            guard let index = book.folders.firstIndex(where: { $0.id == id }) else { return }
+            book.folders[index].label = changed.label
+            book.folders[index].keepVersions = changed.keepVersions
+            book.folders[index].maxConflicts = changed.maxConflicts
+        }
+        folder(id)?.withFolder { state in
+            state.settings.label = changed.label
+            state.settings.keepVersions = changed.keepVersions
+            state.settings.maxConflicts = changed.maxConflicts
+            state.disk.versionDays = max(0, changed.keepVersions ?? FolderVersions.defaultDays)
+            state.sync.maxConflicts = changed.maxConflicts.map { $0 < 0 ? nil : $0 } ?? 10
+        }
+        // A new label goes out in the next hello (what a device that has not accepted it yet is offered it as).
+        if label != nil { refreshLinks() }
+        return changed
+    }
+
     /// Stops sharing folder `id` with `names` (devices it is shared with, by name or ID) here: its links with them
     /// no longer carry it (each sees it as not shared by this device), what was held of their indexes goes, and
     /// what the others say they share it with does not bring them back; the folder stays synced with the rest.

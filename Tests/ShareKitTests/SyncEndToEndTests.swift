@@ -725,6 +725,39 @@ extension EndToEndAgents {
                 "\(result.stdout.prefix(500))")
         }
 
+        /// A folder's own settings changed on one device: its label there (through a restart; the desk keeps its
+        /// own), and no versions kept any more of what the desk's changes replace; wrong uses exit 64 with one line.
+        @Test func aFoldersOwnSettingsChangeOnOneDevice() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
+            let set = devices[0].run(["sync", "set", id, "--label", "Thesis", "--keep-versions", "0"])
+            #expect(
+                set.status == 0 && set.stderr.contains("Thesis (\(id)): versions kept not at all"), "\(set.stderr)")
+            try Data("changed on the desk\n".utf8).write(to: folders[1].appendingPathComponent("one.txt"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[0])["one.txt"] == "changed on the desk\n" }, "\(devices.logs)")
+            let kept = devices[0].run(["sync", "versions", id, "--json"])
+            #expect(kept.status == 0 && kept.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(kept)")
+            devices.stop(0)
+            try devices.start(0)
+            func label(_ index: Int) -> String? {
+                (devices.listing(index).folders.first?["settings"] as? [String: Any])?["label"] as? String
+            }
+            #expect(label(0) == "Thesis" && label(1) == "docs")
+            for (arguments, words) in [
+                (["sync", "set", id], "name a setting to change"),
+                (["sync", "set", id, "--keep-versions", "-1"], "0 or more"),
+                (["sync", "set", id, "--max-conflicts", "-2"], "-1: no limit"),
+                (["sync", "set", id, "--label", "two\nlines"], "without control characters"),
+                (["sync", "set", "aaaaa-bbbbb-ccccc", "--label", "x"], "no shared folder aaaaa-bbbbb-ccccc"),
+            ] {
+                let result = devices[0].run(arguments)
+                #expect(
+                    result.status == 64 && result.stderr.contains(words)
+                        && result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+            }
+            #expect(label(0) == "Thesis")
+        }
+
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {

@@ -52,6 +52,8 @@ package enum ControlRequest: Codable, Sendable {
     case folderPause(id: String, paused: Bool)
     /// Stops sharing a folder with some of its devices (names or IDs) here.
     case folderUnshare(id: String, devices: [String])
+    /// Changes a folder's own settings here: its label, how long versions are kept, how many conflict copies.
+    case folderSet(id: String, label: String?, keepVersions: Int?, maxConflicts: Int?)
     /// The versions a folder keeps (of `path`, or beneath it, when given).
     case folderVersions(id: String, path: String?)
     /// Puts a kept version of `path` back: the newest, or the newest kept at or before `at`.
@@ -60,11 +62,12 @@ package enum ControlRequest: Codable, Sendable {
     private enum Operation: String, Codable {
         case send, status, wait, copy, notices, cancel, receive, pageLink, folders, folderAdd, folderAccept
         case folderDecline, folderRemove, folderRevert, folderOverride, folderRescan, folderAllowDeletes
-        case folderVersions, folderRestore, folderPause, folderUnshare
+        case folderVersions, folderRestore, folderPause, folderUnshare, folderSet
     }
 
     private enum CodingKeys: String, CodingKey {
-        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions, paused, devices
+        case op, job, id, timeout, clipboard, program, folder, path, kind, at, keepVersions, paused, devices, label
+        case maxConflicts
     }
 
     package init(from decoder: any Decoder) throws {
@@ -99,6 +102,12 @@ package enum ControlRequest: Codable, Sendable {
             self = .folderPause(
                 id: try container.decode(String.self, forKey: .id),
                 paused: try container.decode(Bool.self, forKey: .paused))
+        case .folderSet:
+            self = .folderSet(
+                id: try container.decode(String.self, forKey: .id),
+                label: try container.decodeIfPresent(String.self, forKey: .label),
+                keepVersions: try container.decodeIfPresent(Int.self, forKey: .keepVersions),
+                maxConflicts: try container.decodeIfPresent(Int.self, forKey: .maxConflicts))
         case .folderUnshare:
             self = .folderUnshare(
                 id: try container.decode(String.self, forKey: .id),
@@ -174,6 +183,12 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(Operation.folderPause, forKey: .op)
             try container.encode(id, forKey: .id)
             try container.encode(paused, forKey: .paused)
+        case .folderSet(let id, let label, let keepVersions, let maxConflicts):
+            try container.encode(Operation.folderSet, forKey: .op)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(label, forKey: .label)
+            try container.encodeIfPresent(keepVersions, forKey: .keepVersions)
+            try container.encodeIfPresent(maxConflicts, forKey: .maxConflicts)
         case .folderUnshare(let id, let devices):
             try container.encode(Operation.folderUnshare, forKey: .op)
             try container.encode(id, forKey: .id)
