@@ -68,9 +68,10 @@ struct ControlAPI {
             return folderAnswer { try agent.folders.allowDeletes(id) }
         case .folderPause(let id, let paused):
             return folderAnswer { try agent.folders.pause(id, paused) }
-        case .folderSet(let id, let label, let keepVersions, let maxConflicts):
+        case .folderSet(let id, let kind, let label, let keepVersions, let maxConflicts):
             return folderAnswer {
-                try agent.folders.set(id, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts)
+                try agent.folders.set(
+                    id, kind: kind, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts)
             }
         case .folderUnshare(let id, let devices):
             return folderAnswer { try agent.folders.unshare(id, from: devices) }

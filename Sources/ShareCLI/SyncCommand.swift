@@ -478,10 +478,11 @@ struct SyncSet: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "set",
         abstract:
-            "Change a folder's own settings here: its label, how long versions are kept, how many conflict copies.",
+            "Change a folder's own settings here: its type, its label, how long versions are kept, how many conflict copies.",
         discussion: helpPage(
-            "Each device keeps its own: what one sets here changes nothing on the others. The label is what this device calls the folder (and what it offers it as to a device that has not accepted it yet); its ID stays.",
+            "Each device keeps its own: what one sets here changes nothing on the others. A receive-only folder made send-receive or send-only sends what was changed here meanwhile; a send-only one made send-receive or receive-only takes what the others changed. The label is what this device calls the folder (and what it offers it as to a device that has not accepted it yet); its ID stays.",
             examples: [
+                "share sync set abcde-fghij-klmno --type receive-only",
                 "share sync set abcde-fghij-klmno --label Thesis",
                 "share sync set abcde-fghij-klmno --keep-versions 90 --max-conflicts -1",
             ]))
@@ -490,6 +491,11 @@ struct SyncSet: ParsableCommand {
 
     @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
     var id: String
+
+    @Option(
+        name: .customLong("type"),
+        help: ArgumentHelp("send-receive, send-only or receive-only.", valueName: "type"))
+    var type: String?
 
     @Option(help: ArgumentHelp("What this device calls the folder.", valueName: "name"))
     var label: String?
@@ -510,17 +516,26 @@ struct SyncSet: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            guard label != nil || keepVersions != nil || maxConflicts != nil else {
-                throw ShareError(.usage, "name a setting to change: --label, --keep-versions or --max-conflicts")
+            guard type != nil || label != nil || keepVersions != nil || maxConflicts != nil else {
+                throw ShareError(
+                    .usage, "name a setting to change: --type, --label, --keep-versions or --max-conflicts")
+            }
+            let kind = try type.map { name in
+                guard let kind = SharedFolderSettings.Kind(rawValue: name) else {
+                    throw ShareError(
+                        .usage, "--type is send-receive, send-only or receive-only, not '\(name)'")
+                }
+                return kind
             }
             let answer = try folderRequest(
-                .folderSet(id: id, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts),
+                .folderSet(
+                    id: id, kind: kind, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts),
                 device: device)
             guard let settings = answer.folder else { throw ShareError(.failure, "the agent said nothing") }
             let days = settings.keepVersions ?? 30
             let copies = settings.maxConflicts ?? 10
             tell(
-                "\(settings.label) (\(id)): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
+                "\(settings.label) (\(id)), \(settings.kind.rawValue): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
                     + "\(copies < 0 ? "every conflict copy" : "\(copies) conflict copies of a file at most") kept")
         }
     }

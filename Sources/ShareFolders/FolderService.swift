@@ -339,16 +339,29 @@ package final class FolderService: AgentPart, Sendable {
         return grown
     }
 
-    /// Changes folder `id`'s own settings here (each given one): its label (what this device calls it, and what it
-    /// offers it as), how many days replaced or removed files are kept, how many conflict copies of a file.
-    package func set(_ id: String, label: String?, keepVersions: Int?, maxConflicts: Int?) throws
-        -> SharedFolderSettings
-    {
+    /// Changes folder `id`'s own settings here (each given one): its type (a receive-only folder's changes kept
+    /// here go to the others once it is one no more; a send-only one takes the others' changes once it is one no
+    /// more), its label (what this device calls it, and what it offers it as), how many days replaced or removed
+    /// files are kept, how many conflict copies of a file.
+    package func set(
+        _ id: String, kind: SharedFolderSettings.Kind? = nil, label: String?, keepVersions: Int?, maxConflicts: Int?
+    ) throws -> SharedFolderSettings {
         guard var settings = book.folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
         }
-        guard label != nil || keepVersions != nil || maxConflicts != nil else {
-            throw ShareFailure(.usage, "name a setting to change: --label, --keep-versions or --max-conflicts")
+        guard kind != nil || label != nil || keepVersions != nil || maxConflicts != nil else {
+            throw ShareFailure(
+                .usage, "name a setting to change: --type, --label, --keep-versions or --max-conflicts")
+        }
+        let kindBefore = settings.kind
+        if let kind {
+            guard settings.mirror != true else {
+                throw ShareFailure(
+                    .usage,
+                    "\(settings.label) (\(id)) is a mirror: its type stays (share sync remove, then share sync add, "
+                        + "makes a shared folder of it)")
+            }
+            settings.kind = kind
         }
         if let label {
             guard !label.isEmpty, SharedFolderSettings.label(label) == label else {
@@ -371,19 +384,28 @@ package final class FolderService: AgentPart, Sendable {
         let changed = settings
         try book.change { book in
             guard let index = book.folders.firstIndex(where: { $0.id == id }) else { return }
+            book.folders[index].kind = changed.kind
             book.folders[index].label = changed.label
             book.folders[index].keepVersions = changed.keepVersions
             book.folders[index].maxConflicts = changed.maxConflicts
         }
-        folder(id)?.withFolder { state in
+        let released = folder(id)?.withFolder { state -> Bool in
+            state.settings.kind = changed.kind
             state.settings.label = changed.label
             state.settings.keepVersions = changed.keepVersions
             state.settings.maxConflicts = changed.maxConflicts
             state.disk.versionDays = max(0, changed.keepVersions ?? FolderVersions.defaultDays)
             state.sync.maxConflicts = changed.maxConflicts.map { $0 < 0 ? nil : $0 } ?? 10
+            guard changed.kind != kindBefore else { return false }
+            state.sync.mode = SharedFolder.mode(changed)
+            // What the new type applies or sends differently is planned again, whole.
+            state.fullWanted = true
+            state.summary = nil
+            return kindBefore == .receiveOnly && !state.sync.sendLocalChanges().isEmpty
         }
-        // A new label goes out in the next hello (what a device that has not accepted it yet is offered it as).
-        if label != nil { refreshLinks() }
+        if let folder = folder(id), released == true { announceOnly(folder, force: true) }
+        // A new type or label goes out in the next hello (what a device that has not accepted it yet is offered).
+        if kind != nil || label != nil { refreshLinks() }
         return changed
     }
 

@@ -247,6 +247,19 @@ public final class SyncFolder {
 
     // MARK: Over the others, or back to them
 
+    /// The changes kept here only (a receive-only folder that is one no more) become ordinary ones: recorded
+    /// again, no longer local only, so they are announced and the others take them (or keep them as conflict copies
+    /// where they changed the same paths meanwhile). Returns what was recorded.
+    public func sendLocalChanges() -> [FileEntry] {
+        let kept = store.allLocal().filter(\.entry.localOnly)
+        return store.recordLocal(
+            kept.map { local in
+                var ordinary = local
+                ordinary.entry.localOnly = false
+                return ordinary
+            })
+    }
+
     /// Paths whose change here is kept here only (a receive-only folder), conflict copies aside (they are listed as
     /// conflicts).
     public func changedHere() -> [FileEntry] {

@@ -85,6 +85,9 @@ extension EndToEnd {
             // Removed, it stops: later changes stay on the laptop.
             let id = try #require(
                 listed.stdout.split(separator: "(").dropFirst().first?.split(separator: ")").first.map(String.init))
+            // A mirror's type stays what it is.
+            let typed = laptop.run(["sync", "set", id, "--type", "send-receive"])
+            #expect(typed.status == 64 && typed.stderr.contains("is a mirror: its type stays"), "\(typed.stderr)")
             #expect(laptop.run(["sync", "remove", id]).status == 0)
             try Data("after\n".utf8).write(to: folder.appendingPathComponent("after.txt"))
             #expect(

@@ -731,7 +731,8 @@ extension EndToEndAgents {
             let (devices, folders, id) = try twoSharingOneFile()
             let set = devices[0].run(["sync", "set", id, "--label", "Thesis", "--keep-versions", "0"])
             #expect(
-                set.status == 0 && set.stderr.contains("Thesis (\(id)): versions kept not at all"), "\(set.stderr)")
+                set.status == 0 && set.stderr.contains("Thesis (\(id)), send-receive: versions kept not at all"),
+                "\(set.stderr)")
             try Data("changed on the desk\n".utf8).write(to: folders[1].appendingPathComponent("one.txt"))
             #expect(
                 waitUntil(timeout: 30) { treeOf(folders[0])["one.txt"] == "changed on the desk\n" }, "\(devices.logs)")
@@ -744,7 +745,7 @@ extension EndToEndAgents {
             }
             #expect(label(0) == "Thesis" && label(1) == "docs")
             for (arguments, words) in [
-                (["sync", "set", id], "name a setting to change"),
+                (["sync", "set", id], "name a setting to change: --type"),
                 (["sync", "set", id, "--keep-versions", "-1"], "0 or more"),
                 (["sync", "set", id, "--max-conflicts", "-2"], "-1: no limit"),
                 (["sync", "set", id, "--label", "two\nlines"], "without control characters"),
@@ -756,6 +757,44 @@ extension EndToEndAgents {
                         && result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
             }
             #expect(label(0) == "Thesis")
+        }
+
+        /// A folder's type changed on one device: made receive-only on the desk, a file made there stays there
+        /// (listed as changed here) until the desk makes it send-receive again, when it goes to the laptop; made
+        /// send-only on the laptop, the desk's edit is listed there as changed elsewhere and not applied, until the
+        /// laptop makes it send-receive again.
+        @Test func aFoldersTypeChangedOnOneDeviceTakesEffectEachWay() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
+            func problems(_ index: Int) -> [String] {
+                ((devices.listing(index).folders.first?["problems"] as? [[String: Any]]) ?? []).map {
+                    "\($0["path"] as? String ?? ""): \($0["reason"] as? String ?? "")"
+                }
+            }
+            let receiving = devices[1].run(["sync", "set", id, "--type", "receive-only"])
+            #expect(receiving.status == 0 && receiving.stderr.contains("receive-only"), "\(receiving.stderr)")
+            try Data("made on the desk\n".utf8).write(to: folders[1].appendingPathComponent("desk.txt"))
+            #expect(
+                waitUntil(timeout: 30) { problems(1).contains { $0.hasPrefix("desk.txt: changed here") } },
+                "\(problems(1))\n\(devices.logs)")
+            #expect(treeOf(folders[0])["desk.txt"] == nil)
+            #expect(devices[1].run(["sync", "set", id, "--type", "send-receive"]).status == 0)
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[0])["desk.txt"] == "made on the desk\n" }, "\(devices.logs)")
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(devices[0].run(["sync", "set", id, "--type", "send-only"]).status == 0)
+            try Data("edited on the desk\n".utf8).write(to: folders[1].appendingPathComponent("one.txt"))
+            #expect(
+                waitUntil(timeout: 30) { problems(0).contains { $0.hasPrefix("one.txt: changed elsewhere") } },
+                "\(problems(0))\n\(devices.logs)")
+            #expect(treeOf(folders[0])["one.txt"] == "one\n")
+            #expect(devices[0].run(["sync", "set", id, "--type", "send-receive"]).status == 0)
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[0])["one.txt"] == "edited on the desk\n" }, "\(devices.logs)")
+            #expect(devices.settled(), "\(devices.logs)")
+            let wrong = devices[0].run(["sync", "set", id, "--type", "both-ways"])
+            #expect(
+                wrong.status == 64 && wrong.stderr.contains("send-receive, send-only or receive-only, not 'both-ways'"),
+                "\(wrong.stderr)")
         }
 
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it

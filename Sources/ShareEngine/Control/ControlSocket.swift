@@ -52,8 +52,10 @@ package enum ControlRequest: Codable, Sendable {
     case folderPause(id: String, paused: Bool)
     /// Stops sharing a folder with some of its devices (names or IDs) here.
     case folderUnshare(id: String, devices: [String])
-    /// Changes a folder's own settings here: its label, how long versions are kept, how many conflict copies.
-    case folderSet(id: String, label: String?, keepVersions: Int?, maxConflicts: Int?)
+    /// Changes a folder's own settings here: its type, its label, how long versions are kept, how many conflict
+    /// copies.
+    case folderSet(
+        id: String, kind: SharedFolderSettings.Kind?, label: String?, keepVersions: Int?, maxConflicts: Int?)
     /// The versions a folder keeps (of `path`, or beneath it, when given).
     case folderVersions(id: String, path: String?)
     /// Puts a kept version of `path` back: the newest, or the newest kept at or before `at`.
@@ -105,6 +107,7 @@ package enum ControlRequest: Codable, Sendable {
         case .folderSet:
             self = .folderSet(
                 id: try container.decode(String.self, forKey: .id),
+                kind: try container.decodeIfPresent(SharedFolderSettings.Kind.self, forKey: .kind),
                 label: try container.decodeIfPresent(String.self, forKey: .label),
                 keepVersions: try container.decodeIfPresent(Int.self, forKey: .keepVersions),
                 maxConflicts: try container.decodeIfPresent(Int.self, forKey: .maxConflicts))
@@ -183,9 +186,10 @@ package enum ControlRequest: Codable, Sendable {
             try container.encode(Operation.folderPause, forKey: .op)
             try container.encode(id, forKey: .id)
             try container.encode(paused, forKey: .paused)
-        case .folderSet(let id, let label, let keepVersions, let maxConflicts):
+        case .folderSet(let id, let kind, let label, let keepVersions, let maxConflicts):
             try container.encode(Operation.folderSet, forKey: .op)
             try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(kind, forKey: .kind)
             try container.encodeIfPresent(label, forKey: .label)
             try container.encodeIfPresent(keepVersions, forKey: .keepVersions)
             try container.encodeIfPresent(maxConflicts, forKey: .maxConflicts)
