@@ -10,9 +10,10 @@ import ShareAgent
 struct JobsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "jobs",
-        abstract: "List the agent's sends: queued, running (with progress) and finished ones.",
+        abstract:
+            "List the agent's sends: queued, running (with progress) and finished ones; then what its shared folders pulled.",
         discussion: helpPage(
-            "Finished jobs are listed for 7 days, then forgotten. A job to a device that cannot be reached keeps trying for 7 days (agent.json: giveUpAfter), then fails with that reason.",
+            "Finished jobs are listed for 7 days, then forgotten. A job to a device that cannot be reached keeps trying for 7 days (agent.json: giveUpAfter), then fails with that reason. After the sends, each shared folder's last pulls since the agent started: from which device, how many files, what crossed the link and what was made from copies already here (share sync --json has them as recentPulls; --json here lists the sends only).",
             examples: ["share jobs", "share jobs --json | jq -r '.[] | select(.state == \"queued\") | .id'"]))
 
     @OptionGroup var device: DeviceOptions
@@ -28,12 +29,25 @@ struct JobsCommand: ParsableCommand {
                 try sayJSON(jobs)
                 return
             }
-            if jobs.isEmpty {
-                tell("no jobs: sends through the agent are listed here")
+            let folders = (try? ControlClient.request(.folders(settledWithin: nil), paths: device.paths))?.folders ?? []
+            let pulls = folders.flatMap { folder in
+                (folder.recentPulls ?? []).suffix(5).reversed().map { Self.line($0, of: folder.settings) }
+            }
+            if jobs.isEmpty && pulls.isEmpty {
+                tell("no jobs: sends through the agent, and what its shared folders pull, are listed here")
                 return
             }
             for job in jobs { say(Self.line(job)) }
+            for line in pulls { say(line) }
         }
+    }
+
+    /// `docs (abcde-fghij-klmno)  pulled from laptop  2 min ago  3 file(s), 3.5 KB crossed, 47.7 MiB made from
+    /// copies here`
+    static func line(_ pull: FolderStatus.Pull, of folder: SharedFolderSettings) -> String {
+        "\(folder.label) (\(folder.id))  pulled from \(ProgressReporter.neutralized(pull.from))  "
+            + "\(SyncList.ago(pull.at))  \(pull.files) file(s), \(ProgressReporter.bytes(pull.crossed)) crossed, "
+            + "\(ProgressReporter.bytes(pull.fromLocal)) made from copies here"
     }
 
     /// "next try in 8 s" (or "trying now").

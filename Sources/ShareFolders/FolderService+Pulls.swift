@@ -315,6 +315,15 @@ extension FolderService {
         } else {
             try? session.connection.send(.bye, Bye())
         }
+        let pulled = FolderStatus.Pull(
+            at: Date(), from: name, files: small + summary.delivered.count, crossed: channel.bytesIn - before,
+            fromLocal: summary.patchedBytes)
+        if pulled.files > 0 {
+            folder.withFolder { state in
+                state.pulls.append(pulled)
+                if state.pulls.count > 20 { state.pulls.removeFirst(state.pulls.count - 20) }
+            }
+        }
         Self.log.info(
             "pulled",
             metadata: [
@@ -517,7 +526,7 @@ extension FolderService {
                     peer.description, device: device, trust: trust.store, beyondLAN: !reach.isEmpty)
                 let session = try Reach.connect(
                     from: device, to: target, trust: trust.store,
-                    hello: Hello(name: device.name, role: .agent, features: [FolderPull.binaryFeature]),
+                    hello: Hello(name: device.name, role: .agent, features: [Delta.feature, FolderPull.binaryFeature]),
                     timeouts: SessionTimeouts(connect: 5, handshake: 10, idle: 60), settings: reach)
                 defer { session.connection.close() }
                 try session.connection.send(offered.frame(.folderPush, binary: session.peerHello.readsBinaryPulls))

@@ -164,7 +164,7 @@ extension FolderService {
                         neededFiles: state.neededFiles, neededBytes: state.neededBytes, rate: rate,
                         bytesReceived: state.bytesReceived, bytesFromLocal: state.bytesFromLocal, peers: peerStatus,
                         conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan,
-                        lastScanSeconds: state.lastScanSeconds)
+                        lastScanSeconds: state.lastScanSeconds, recentPulls: state.pulls.isEmpty ? nil : state.pulls)
                 })
         }
         return (result, cost)

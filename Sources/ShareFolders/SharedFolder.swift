@@ -82,6 +82,8 @@ final class SharedFolder: Sendable {
         var quitting = false
         /// Bytes received in the last seconds, for a rate.
         var recent: [(Date, UInt64)] = []
+        /// The last pulls that brought files here, the latest last.
+        var pulls: [FolderStatus.Pull] = []
     }
     let state: Guarded<State>
     /// Told after each use of the folder's logic (`withFolder`): its status may read differently.

@@ -797,6 +797,46 @@ extension EndToEndAgents {
                 "\(wrong.stderr)")
         }
 
+        /// What each pull carried is said where sends are (`share jobs`, after them) and in `share sync --json`:
+        /// a small edit of a large file crosses as a few KB, the rest made from the copy already here, both ways
+        /// (one device opened the link: it pulls, and the other asks over the link and has the file pushed).
+        @Test func shareJobsSaysWhatEachPullCarriedAndWhatCameFromTheLocalCopy() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
+            try makeFile(folders[0].appendingPathComponent("big.bin"), size: 2_000_000)
+            let whole = try Data(contentsOf: folders[0].appendingPathComponent("big.bin"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    (try? Data(contentsOf: folders[1].appendingPathComponent("big.bin"))) == whole
+                },
+                "\(devices.logs)")
+            for (from, to, offset) in [(0, 1, 1_000_000), (1, 0, 500_000)] {
+                let big = folders[from].appendingPathComponent("big.bin")
+                let handle = try FileHandle(forWritingTo: big)
+                try handle.seek(toOffset: UInt64(offset))
+                try handle.write(contentsOf: Data("EDIT".utf8))
+                try handle.close()
+                let edited = try Data(contentsOf: big)
+                #expect(
+                    waitUntil(timeout: 30) {
+                        (try? Data(contentsOf: folders[to].appendingPathComponent("big.bin"))) == edited
+                    }, "\(devices.logs)")
+                let pulls = (devices.listing(to).folders.first?["recentPulls"] as? [[String: Any]]) ?? []
+                let last = pulls.last
+                #expect(
+                    last?["from"] as? String == devices[from].name && last?["files"] as? Int == 1
+                        && (last?["crossed"] as? Int ?? .max) < 100_000
+                        && (last?["fromLocal"] as? Int ?? 0) > 1_900_000, "to \(devices[to].name): \(pulls)")
+            }
+            let pulls = (devices.listing(1).folders.first?["recentPulls"] as? [[String: Any]]) ?? []
+            let jobs = devices[1].run(["jobs"])
+            let lines = jobs.stdout.split(separator: "\n")
+            #expect(
+                jobs.status == 0 && lines.count == pulls.count
+                    && lines.first?.hasPrefix("docs (\(id))  pulled from laptop  ") == true
+                    && lines.first?.contains("1 file(s), ") == true
+                    && lines.first?.contains("MiB made from copies here") == true, "\(jobs.stdout)")
+        }
+
         /// A device no longer trusted loses its link at once: nothing more of the folder's index goes to it, and it
         /// says the link is gone.
         @Test func aDeviceNoLongerTrustedHearsNothingMore() throws {

@@ -150,6 +150,23 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         }
     }
 
+    /// One pull that brought files of the folder here: when it ended, from which device, how many files, what
+    /// crossed the link and what was made from copies already here (a file's earlier version, a renamed file).
+    package struct Pull: Codable, Sendable, Equatable {
+        package var at: Date
+        package var from: String
+        package var files: Int
+        package var crossed: UInt64
+        package var fromLocal: UInt64
+        package init(at: Date, from: String, files: Int, crossed: UInt64, fromLocal: UInt64) {
+            self.at = at
+            self.from = from
+            self.files = files
+            self.crossed = crossed
+            self.fromLocal = fromLocal
+        }
+    }
+
     /// A path this device cannot bring to the agreed version now, and why.
     package struct Problem: Codable, Sendable, Equatable {
         package var path: String
@@ -180,11 +197,14 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     package var lastScan: Date?
     /// How long the last scan of the whole folder took, in seconds.
     package var lastScanSeconds: Double?
+    /// The last pulls that brought files here (at most 20, the latest last).
+    package var recentPulls: [Pull]?
 
     package init(
         settings: SharedFolderSettings, state: String, files: Int, bytes: UInt64, neededFiles: Int,
         neededBytes: UInt64, rate: Double?, bytesReceived: UInt64, bytesFromLocal: UInt64, peers: [Peer],
-        conflicts: [Conflict], problems: [Problem], lastScan: Date?, lastScanSeconds: Double? = nil
+        conflicts: [Conflict], problems: [Problem], lastScan: Date?, lastScanSeconds: Double? = nil,
+        recentPulls: [Pull]? = nil
     ) {
         self.settings = settings
         self.state = state
@@ -200,6 +220,7 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         self.problems = problems
         self.lastScan = lastScan
         self.lastScanSeconds = lastScanSeconds
+        self.recentPulls = recentPulls
     }
 }
 
