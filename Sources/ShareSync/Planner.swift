@@ -59,7 +59,16 @@ public enum Planner {
 
     private static func steps(local: LocalEntry?, global: FileEntry) -> [SyncAction] {
         let onDisk = local.map { !$0.entry.deleted && $0.stamp != nil } ?? false
-        if global.deleted { return onDisk ? [.remove(global)] : [.record(global)] }
+        if global.deleted {
+            guard onDisk, let local else { return [.record(global)] }
+            // A change kept here only (a receive-only folder) that the deletion never saw: the others' deletion
+            // holds here too, and what was changed here is kept, as a copy (it is no candidate, so it never wins
+            // over the deletion as a change made on another device would).
+            if local.entry.localOnly, local.entry.kind != .directory, !global.version.dominates(local.entry.version) {
+                return [.setAside(local: local.entry, global: global), .remove(global)]
+            }
+            return [.remove(global)]
+        }
         if onDisk, let local, local.entry.sameContent(as: global) {
             return local.entry.sameMetadata(as: global) ? [.record(global)] : [.setMetadata(global)]
         }

@@ -445,6 +445,31 @@ extension EndToEndAgents {
             #expect(wrong.status != 0 && wrong.stderr.contains("not send-only"), "\(wrong.stderr)")
         }
 
+        /// A receive-only desk edits a file while the laptop deletes it (the desk paused meanwhile, so neither saw
+        /// the other's change): the deletion holds on the desk too, and the desk's edit is kept there as a conflict
+        /// copy (it went to the versions, out of sight, before); nothing of it reaches the laptop.
+        @Test func aReceiveOnlyFoldersEditOfAFileDeletedElsewhereIsKeptAsACopy() throws {
+            let (devices, folders, id) = try sharing(deskAs: "receive-only")
+            #expect(devices[1].run(["sync", "pause", id]).status == 0)
+            try FileManager.default.removeItem(at: folders[0].appendingPathComponent("f1.txt"))
+            try Data("edited on the desk\n".utf8).write(to: folders[1].appendingPathComponent("f1.txt"))
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(0).folders.first?["state"] as? String == "up to date" },
+                "\(devices.logs)")
+            #expect(devices[1].run(["sync", "resume", id]).status == 0)
+            func copies(_ index: Int) -> [String] {
+                treeOf(folders[index]).keys.filter { $0.hasPrefix("f1.sync-conflict-") }
+            }
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1])["f1.txt"] == nil && copies(1).count == 1 },
+                "\(treeOf(folders[1]))\n\(devices.logs)")
+            if let copy = copies(1).first { #expect(treeOf(folders[1])[copy] == "edited on the desk\n") }
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(1).folders.first?["state"] as? String != "syncing" },
+                "\(devices.logs)")
+            #expect(treeOf(folders[0])["f1.txt"] == nil && copies(0).isEmpty, "\(treeOf(folders[0]))")
+        }
+
         @Test func aReceiveOnlyFolderListsWhatChangedHereAndRevertBringsTheOthersBack() throws {
             let (devices, folders, id) = try sharing(deskAs: "receive-only")
             try Data("edited on the desk\n".utf8).write(to: folders[1].appendingPathComponent("f1.txt"))

@@ -32,6 +32,8 @@ enum SimStep: Equatable, CustomStringConvertible {
     case mount(device: Int, up: Bool)
     /// The device's ignore patterns: a name ignored wherever it is (nil: none).
     case ignore(device: Int, name: Int?)
+    /// The folder's type on the device (`share sync set --type`): 0 send-receive, 1 send-only, 2 receive-only.
+    case mode(device: Int, kind: Int)
 
     var description: String {
         switch self {
@@ -46,6 +48,7 @@ enum SimStep: Equatable, CustomStringConvertible {
         case .mount(let d, let up): return "\(up ? "mount" : "unmount")(d\(d))"
         case .ignore(let d, let name):
             return "ignore(d\(d), \(name.map { Simulation.names[$0 % Simulation.names.count] } ?? "nothing"))"
+        case .mode(let d, let kind): return "mode(d\(d), \(["send-receive", "send-only", "receive-only"][kind % 3]))"
         }
     }
 }
@@ -270,9 +273,20 @@ final class Simulation {
             devices[d % devices.count].offset += seconds * 1_000_000_000
         case .mount(let d, let up):
             devices[d % devices.count].disk.mounted = up
+        case .mode(let d, let kind):
+            setMode(devices[d % devices.count], [.sendReceive, .sendOnly, .receiveOnly(revertLocal: false)][kind % 3])
         case .ignore(let d, let name):
             devices[d % devices.count].ignored = name.map { Self.names[$0 % Self.names.count] }
         }
+    }
+
+    /// The folder's type on `device` changes, as the agent changes it: a receive-only folder that is one no more
+    /// records what was changed there anew (so it is announced), and everything is planned again.
+    func setMode(_ device: Device, _ mode: SyncFolder.Mode) {
+        let before = device.folder.mode
+        guard before != mode else { return }
+        device.folder.mode = mode
+        if case .receiveOnly = before, !device.folder.sendLocalChanges().isEmpty { announce(device) }
     }
 
     /// What broke an invariant that holds at every step (not only at the end): a folder not there recording
@@ -504,6 +518,7 @@ final class Simulation {
         for device in devices {
             device.disk.mounted = true
             if device.ignored != nil { device.ignored = nil }
+            setMode(device, .sendReceive)
         }
         for round in 0..<rounds {
             if let path = traced, round < 6 || round % 100 == 0 {

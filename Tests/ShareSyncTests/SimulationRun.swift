@@ -44,6 +44,7 @@ struct SimulationRun {
             case 96..<97:
                 let name = Int(random.next() % 5)
                 steps.append(.ignore(device: device, name: name == 4 ? nil : name))
+            case 97..<98: steps.append(.mode(device: device, kind: Int(random.next() % 3)))
             default: steps.append(.clock(device: device, seconds: Int64(random.next() % 7200) - 3600))
             }
         }
