@@ -124,6 +124,9 @@ struct SyncList: ParsableCommand {
                     + "\(ProgressReporter.bytes(folder.bytesFromLocal)) made from copies here"
             }
             say(line)
+            if folder.peers.isEmpty, folder.settings.mirror != true {
+                say("  shared with no device: share sync add \(folder.settings.path) --with DEVICE shares it")
+            }
             for peer in folder.peers {
                 // When it was last seen, linked, holding what this device holds (kept through restarts).
                 let when = [

@@ -643,6 +643,12 @@ extension EndToEndAgents {
             try devices.start(0)
             #expect(devices.settled([0, 1]), "\(devices.logs)")
             #expect(peers(0).map { $0["name"] as? String } == ["desk"], "\(peers(0))")
+            // Unshared with every device, it says so.
+            #expect(devices[0].run(["sync", "unshare", id, "--with", "desk"]).status == 0)
+            let alone = devices[0].run(["sync"]).stdout
+            #expect(
+                alone.contains("shared with no device: share sync add \(folders[0].path) --with DEVICE"), "\(alone)")
+            #expect(devices[0].run(["sync", "add", folders[0].path, "--with", "desk"]).status == 0)
             for (arguments, words) in [
                 (
                     ["sync", "unshare", id, "--with", "phone"],
