@@ -82,6 +82,9 @@ extension FolderService {
             run.withLock { $0.linkerWake = false }
             // Files served a while ago are no longer kept; their memory goes back to the system.
             if served.expire() { Syscalls.releaseFreeMemory() }
+            // Files on their way to or from a device that no longer shares folders with this one stop, link or not
+            // (a pull under way can outlast the link it was asked on).
+            for peer in run.withLock({ Array($0.transfers.keys) }) where !mayLink(peer) { cutTransfers(with: peer) }
             let now = Date()
             for peer in wantedPeers {
                 let go = run.withLock { run -> Bool in
