@@ -240,6 +240,11 @@ enum WebPage {
               box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s" : ""), { class: "muted" }));
             }
             box.append(el("div", folder.settings.path, { class: "muted path" }));
+            const pulls = folder.recentPulls || [];
+            if (pulls.length > 0) {
+              const last = pulls[pulls.length - 1];
+              box.append(el("div", "last pulled from " + last.from + " " + ago(last.at) + ": " + last.files + " file(s), " + bytes(last.crossed) + " crossed, " + bytes(last.fromLocal) + " made from copies here", { class: "muted pull" }));
+            }
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
               const away = peer.notSharing ? "connected, not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
