@@ -383,6 +383,7 @@ public final class Extractor {
         try disk(entry) { try parent.remove(name) }
     }
 
+    @discardableResult
     private func disk<T>(_ entry: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()

@@ -146,7 +146,7 @@ public struct UTTypeTable: Sendable {
     /// Computes the closures of `ids`, reusing closures already computed for their ancestors unless `reset`.
     private mutating func computeClosures(for ids: [String], reset: Bool = false) {
         var closures: [String: Set<String>] = [:]
-        var done: Set<String> = reset ? [] : Set(entries.keys).subtracting(ids)
+        let done: Set<String> = reset ? [] : Set(entries.keys).subtracting(ids)
         func closure(_ id: String, visiting: inout Set<String>) -> Set<String> {
             if let computed = closures[id] { return computed }
             if done.contains(id) { return entries[id]?.supertypes ?? [] }
