@@ -208,19 +208,7 @@ struct SyncAdd: ParsableCommand {
     @Flag(help: "This device takes what the others have; its own changes stay here, never sent.")
     var receiveOnly = false
 
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
-            valueName: "days"))
-    var keepVersions: Int?
-
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "How many conflict copies of one file are kept, the oldest going first (default 10; 0: none, the losing version goes to the versions; -1: no limit).",
-            valueName: "n"))
-    var maxConflicts: Int?
+    @OptionGroup var kept: KeptOptions
 
     func run() throws {
         try ShareCLI.run {
@@ -241,11 +229,9 @@ struct SyncAdd: ParsableCommand {
                 path: url.path,
                 devices: devices)
             settings.kind = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : .sendReceive
-            if let keepVersions, keepVersions < 0 {
-                throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
-            }
-            settings.keepVersions = keepVersions
-            settings.maxConflicts = maxConflicts
+            try kept.check()
+            settings.keepVersions = kept.keepVersions
+            settings.maxConflicts = kept.maxConflicts
             let answer = try folderRequest(.folderAdd(settings), device: device)
             let made = answer.folder ?? settings
             // A folder shared already keeps its ID: it is shared with those devices too.
@@ -253,6 +239,33 @@ struct SyncAdd: ParsableCommand {
             tell(
                 "sharing \(made.path) as \(made.label) (\(made.id)) with \(devices.joined(separator: ", "))\(too); share sync shows how it stands"
             )
+        }
+    }
+}
+
+/// What a folder keeps of the versions other devices' changes replace (`share sync add`, `share sync set`).
+struct KeptOptions: ParsableArguments {
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
+            valueName: "days"))
+    var keepVersions: Int?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "How many conflict copies of one file are kept, the oldest going first (default 10; 0: none, the losing version goes to the versions; -1: no limit).",
+            valueName: "n"))
+    var maxConflicts: Int?
+
+    /// One line and exit 64 for a number out of range.
+    func check() throws {
+        if let keepVersions, keepVersions < 0 {
+            throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
+        }
+        if let maxConflicts, maxConflicts < -1 {
+            throw ShareError(.usage, "--max-conflicts takes a number, 0 or more (or -1: no limit)")
         }
     }
 }
@@ -503,26 +516,15 @@ struct SyncSet: ParsableCommand {
     @Option(help: ArgumentHelp("What this device calls the folder.", valueName: "name"))
     var label: String?
 
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
-            valueName: "days"))
-    var keepVersions: Int?
-
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "How many conflict copies of one file are kept, the oldest going first (0: none, the losing version goes to the versions; -1: no limit).",
-            valueName: "n"))
-    var maxConflicts: Int?
+    @OptionGroup var kept: KeptOptions
 
     func run() throws {
         try ShareCLI.run {
-            guard type != nil || label != nil || keepVersions != nil || maxConflicts != nil else {
+            guard type != nil || label != nil || kept.keepVersions != nil || kept.maxConflicts != nil else {
                 throw ShareError(
                     .usage, "name a setting to change: --type, --label, --keep-versions or --max-conflicts")
             }
+            try kept.check()
             let kind = try type.map { name in
                 guard let kind = SharedFolderSettings.Kind(rawValue: name) else {
                     throw ShareError(
@@ -532,7 +534,7 @@ struct SyncSet: ParsableCommand {
             }
             let answer = try folderRequest(
                 .folderSet(
-                    id: id, kind: kind, label: label, keepVersions: keepVersions, maxConflicts: maxConflicts),
+                    id: id, kind: kind, label: label, keepVersions: kept.keepVersions, maxConflicts: kept.maxConflicts),
                 device: device)
             guard let settings = answer.folder else { throw ShareError(.failure, "the agent said nothing") }
             let days = settings.keepVersions ?? 30
