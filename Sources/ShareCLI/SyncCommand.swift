@@ -320,6 +320,14 @@ struct SyncAccept: ParsableCommand {
     }
 }
 
+/// The folder a subcommand acts on, by its ID, and this device's options.
+struct FolderID: ParsableArguments {
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    var id: String
+}
+
 struct SyncDecline: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decline", abstract: "Decline a folder offered.",
@@ -327,15 +335,12 @@ struct SyncDecline: ParsableCommand {
             "The folder is not offered again by that device.",
             examples: ["share sync decline abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            _ = try folderRequest(.folderDecline(id: id), device: device)
-            tell("declined \(id)")
+            _ = try folderRequest(.folderDecline(id: folder.id), device: folder.device)
+            tell("declined \(folder.id)")
         }
     }
 }
@@ -347,16 +352,13 @@ struct SyncRemove: ParsableCommand {
             "This device stops syncing the folder and forgets its index; its files stay where they are, and the other devices go on with theirs.",
             examples: ["share sync remove abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRemove(id: id), device: device)
+            let answer = try folderRequest(.folderRemove(id: folder.id), device: folder.device)
             tell(
-                "no longer syncing \(answer.folder?.label ?? id) here; its files stay in \(answer.folder?.path ?? "place")"
+                "no longer syncing \(answer.folder?.label ?? folder.id) here; its files stay in \(answer.folder?.path ?? "place")"
             )
         }
     }
@@ -370,15 +372,14 @@ struct SyncRevert: ParsableCommand {
             "What was changed or added here in a receive-only folder goes, and the others' versions come back.",
             examples: ["share sync revert abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRevert(id: id), device: device)
-            tell("reverting what was changed in \(answer.folder?.label ?? id) here; the others' versions come back")
+            let answer = try folderRequest(.folderRevert(id: folder.id), device: folder.device)
+            tell(
+                "reverting what was changed in \(answer.folder?.label ?? folder.id) here; the others' versions come back"
+            )
         }
     }
 }
@@ -391,15 +392,12 @@ struct SyncOverride: ParsableCommand {
             "What was changed elsewhere in a send-only folder is replaced, on every device, by this device's version.",
             examples: ["share sync override abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderOverride(id: id), device: device)
-            tell("pushing this device's \(answer.folder?.label ?? id) again to every device")
+            let answer = try folderRequest(.folderOverride(id: folder.id), device: folder.device)
+            tell("pushing this device's \(answer.folder?.label ?? folder.id) again to every device")
         }
     }
 }
@@ -413,17 +411,14 @@ struct SyncRescan: ParsableCommand {
             "Answers once the scan is done, with how long it took.",
             examples: ["share sync rescan abcde-fghij-klmno", "share sync rescan abcde-fghij-klmno --json"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     @Flag(help: "The folder's state after the scan, as JSON.")
     var json = false
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRescan(id: id), device: device)
+            let answer = try folderRequest(.folderRescan(id: folder.id), device: folder.device)
             guard let status = answer.folders?.first else { throw ShareError(.failure, "the agent said nothing") }
             if json {
                 say(String(decoding: try JSONEncoder.iso8601.encode(status), as: UTF8.self))
@@ -445,15 +440,13 @@ struct SyncAllowDeletes: ParsableCommand {
             "share sync shows such a folder as holding deletions, with how many.",
             examples: ["share sync allow-deletes abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderAllowDeletes(id: id), device: device)
-            tell("the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
+            let answer = try folderRequest(.folderAllowDeletes(id: folder.id), device: folder.device)
+            tell(
+                "the deletions in \(answer.folder?.label ?? folder.id) go to the other devices with the next scan, now")
         }
     }
 }
@@ -466,10 +459,7 @@ struct SyncUnshare: ParsableCommand {
             "Nothing of the folder goes to those devices from this one, or comes from them, from then on; each sees it as not shared by this device and keeps its own copy. What your other devices say they share it with does not bring them back; share sync add PATH --with DEVICE shares it with them again.",
             examples: ["share sync unshare abcde-fghij-klmno --with phone"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     @Option(
         name: .customLong("with"),
@@ -479,12 +469,12 @@ struct SyncUnshare: ParsableCommand {
     func run() throws {
         try ShareCLI.run {
             guard !devices.isEmpty else {
-                throw ShareError(.usage, "name a device to stop sharing \(id) with: --with DEVICE")
+                throw ShareError(.usage, "name a device to stop sharing \(folder.id) with: --with DEVICE")
             }
-            let answer = try folderRequest(.folderUnshare(id: id, devices: devices), device: device)
-            let label = answer.folder?.label ?? id
+            let answer = try folderRequest(.folderUnshare(id: folder.id, devices: devices), device: folder.device)
+            let label = answer.folder?.label ?? folder.id
             tell(
-                "\(label) (\(id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
+                "\(label) (\(folder.id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
                     + "share sync add \(answer.folder?.path ?? "PATH") --with DEVICE shares it again")
         }
     }
@@ -503,10 +493,7 @@ struct SyncSet: ParsableCommand {
                 "share sync set abcde-fghij-klmno --keep-versions 90 --max-conflicts -1",
             ]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     @Option(
         name: .customLong("type"),
@@ -534,13 +521,14 @@ struct SyncSet: ParsableCommand {
             }
             let answer = try folderRequest(
                 .folderSet(
-                    id: id, kind: kind, label: label, keepVersions: kept.keepVersions, maxConflicts: kept.maxConflicts),
-                device: device)
+                    id: folder.id, kind: kind, label: label, keepVersions: kept.keepVersions,
+                    maxConflicts: kept.maxConflicts),
+                device: folder.device)
             guard let settings = answer.folder else { throw ShareError(.failure, "the agent said nothing") }
             let days = settings.keepVersions ?? 30
             let copies = settings.maxConflicts ?? 10
             tell(
-                "\(settings.label) (\(id)), \(settings.kind.rawValue): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
+                "\(settings.label) (\(folder.id)), \(settings.kind.rawValue): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
                     + "\(copies < 0 ? "every conflict copy" : "\(copies) conflict copies of a file at most") kept")
         }
     }
@@ -554,15 +542,14 @@ struct SyncPause: ParsableCommand {
             "The others see it as not shared here meanwhile; its index stays, and share sync resume catches up with what changed on every side. The setting outlasts a restart.",
             examples: ["share sync pause abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderPause(id: id, paused: true), device: device)
-            tell("paused \(answer.folder?.label ?? id) (\(id)) here; share sync resume \(id) takes it up again")
+            let answer = try folderRequest(.folderPause(id: folder.id, paused: true), device: folder.device)
+            tell(
+                "paused \(answer.folder?.label ?? folder.id) (\(folder.id)) here; share sync resume \(folder.id) takes it up again"
+            )
         }
     }
 }
@@ -574,15 +561,12 @@ struct SyncResume: ParsableCommand {
             "A full scan of it runs at once, and what changed on the others' side comes.",
             examples: ["share sync resume abcde-fghij-klmno"]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderPause(id: id, paused: false), device: device)
-            tell("resumed \(answer.folder?.label ?? id) (\(id)); share sync shows it catch up")
+            let answer = try folderRequest(.folderPause(id: folder.id, paused: false), device: folder.device)
+            tell("resumed \(answer.folder?.label ?? folder.id) (\(folder.id)); share sync shows it catch up")
         }
     }
 }
@@ -597,10 +581,7 @@ struct SyncVersions: ParsableCommand {
                 "share sync versions abcde-fghij-klmno", "share sync versions abcde-fghij-klmno notes/plan.txt --json",
             ]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     @Argument(help: ArgumentHelp("A file or folder in it (default: everything).", valueName: "path"))
     var path: String?
@@ -610,7 +591,7 @@ struct SyncVersions: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderVersions(id: id, path: path), device: device)
+            let answer = try folderRequest(.folderVersions(id: folder.id, path: path), device: folder.device)
             let versions = answer.versions ?? []
             if json {
                 say(String(decoding: try JSONEncoder.iso8601.encode(versions), as: UTF8.self))
@@ -637,10 +618,7 @@ struct SyncRestore: ParsableCommand {
                 "share sync restore abcde-fghij-klmno notes/plan.txt --at 20261127-093000",
             ]))
 
-    @OptionGroup var device: DeviceOptions
-
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
-    var id: String
+    @OptionGroup var folder: FolderID
 
     @Argument(help: ArgumentHelp("The file's path in the folder.", valueName: "path"))
     var path: String
@@ -680,7 +658,7 @@ struct SyncRestore: ParsableCommand {
                 }
                 time = parsed
             }
-            let answer = try folderRequest(.folderRestore(id: id, path: path, at: time), device: device)
+            let answer = try folderRequest(.folderRestore(id: folder.id, path: path, at: time), device: folder.device)
             guard let version = answer.versions?.first else { throw ShareError(.failure, "the agent said nothing") }
             tell(
                 "put back \(version.path) as it was at \(Self.format(version.time)); it syncs to the other devices now")
