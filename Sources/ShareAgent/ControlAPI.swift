@@ -51,8 +51,11 @@ struct ControlAPI {
             return response
         case .folderAdd(let settings):
             return folderAnswer { try agent.folders.add(settings) }
-        case .folderAccept(let id, let path, let kind, let keepVersions):
-            return folderAnswer { try agent.folders.accept(id, into: path, kind: kind, keepVersions: keepVersions) }
+        case .folderAccept(let id, let path, let kind, let keepVersions, let maxConflicts):
+            return folderAnswer {
+                try agent.folders.accept(
+                    id, into: path, kind: kind, keepVersions: keepVersions, maxConflicts: maxConflicts)
+            }
         case .folderDecline(let id):
             return folderAnswer {
                 try agent.folders.decline(id)

@@ -296,12 +296,7 @@ struct SyncAccept: ParsableCommand {
     @Flag(help: "This device takes what the others have; changes made here stay here, listed (share sync revert).")
     var receiveOnly = false
 
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp(
-            "Keep files replaced or removed by another device's change this many days in .share-versions (0: none).",
-            valueName: "days"))
-    var keepVersions: Int?
+    @OptionGroup var kept: KeptOptions
 
     func run() throws {
         try ShareCLI.run {
@@ -310,11 +305,11 @@ struct SyncAccept: ParsableCommand {
             }
             let path = into.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             let kind: SharedFolderSettings.Kind? = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : nil
-            if let keepVersions, keepVersions < 0 {
-                throw ShareError(.usage, "--keep-versions takes a number of days, 0 or more")
-            }
+            try kept.check()
             let answer = try folderRequest(
-                .folderAccept(id: id, path: path, kind: kind, keepVersions: keepVersions), device: device)
+                .folderAccept(
+                    id: id, path: path, kind: kind, keepVersions: kept.keepVersions, maxConflicts: kept.maxConflicts),
+                device: device)
             tell("syncing \(answer.folder?.label ?? id) into \(answer.folder?.path ?? path ?? "?")")
         }
     }

@@ -456,14 +456,16 @@ package final class FolderService: AgentPart, Sendable {
 
     /// Accepts a folder another device offered, into `path` (the default place when nil).
     package func accept(
-        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil
+        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil,
+        maxConflicts: Int? = nil
     ) throws -> SharedFolderSettings {
-        try acceptOnce(id, into: path, kind: kind, keepVersions: keepVersions).settings
+        try acceptOnce(id, into: path, kind: kind, keepVersions: keepVersions, maxConflicts: maxConflicts).settings
     }
 
     /// Accepts a folder offered; whether this call accepted it (false: it was accepted already).
     func acceptOnce(
-        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil
+        _ id: String, into path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil,
+        maxConflicts: Int? = nil
     ) throws -> (
         settings: SharedFolderSettings, new: Bool
     ) {
@@ -494,6 +496,7 @@ package final class FolderService: AgentPart, Sendable {
         settings.kind = offer.kind == "send-only" ? .receiveOnly : kind ?? .sendReceive
         if offer.kind == "send-only" { settings.mirror = true }
         settings.keepVersions = keepVersions
+        settings.maxConflicts = maxConflicts
         try book.change { book in
             book.offers.removeAll { $0.id == id }
             if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }

@@ -765,6 +765,28 @@ extension EndToEndAgents {
             #expect(label(0) == "Thesis")
         }
 
+        /// Accepted with what it keeps (`--keep-versions`, `--max-conflicts -1`, no limit): the folder's settings say
+        /// so; a number out of range is refused with one line and nothing is accepted.
+        @Test func aFolderIsAcceptedWithWhatItKeeps() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            let id = try devices.share(0, folders[0], with: [1])
+            #expect(waitUntil(timeout: 30) { devices.listing(1).offers.contains { $0["id"] as? String == id } })
+            let wrong = devices[1].run(["sync", "accept", id, "--into", folders[1].path, "--max-conflicts", "-5"])
+            #expect(
+                wrong.status == 64 && wrong.stderr.contains("-1: no limit")
+                    && wrong.stderr.split(separator: "\n").count == 1, "\(wrong.stderr)")
+            #expect(devices.listing(1).folders.isEmpty)
+            let accepted = devices[1].run([
+                "sync", "accept", id, "--into", folders[1].path, "--keep-versions", "7", "--max-conflicts", "-1",
+            ])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+            let settings = devices.listing(1).folders.first?["settings"] as? [String: Any]
+            #expect(
+                settings?["keepVersions"] as? Int == 7 && settings?["maxConflicts"] as? Int == -1,
+                "\(String(describing: settings))")
+        }
+
         /// A folder's type changed on one device: made receive-only on the desk, a file made there stays there
         /// (listed as changed here) until the desk makes it send-receive again, when it goes to the laptop; made
         /// send-only on the laptop, the desk's edit is listed there as changed elsewhere and not applied, until the

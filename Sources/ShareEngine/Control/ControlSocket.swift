@@ -35,7 +35,9 @@ package enum ControlRequest: Codable, Sendable {
     /// Shares a folder (`share sync add`).
     case folderAdd(SharedFolderSettings)
     /// Accepts a folder another device offered, into `path` (nil: the default place).
-    case folderAccept(id: String, path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil)
+    case folderAccept(
+        id: String, path: String?, kind: SharedFolderSettings.Kind? = nil, keepVersions: Int? = nil,
+        maxConflicts: Int? = nil)
     /// Declines a folder another device offered.
     case folderDecline(id: String)
     /// Stops sharing a folder here (its files stay).
@@ -93,7 +95,8 @@ package enum ControlRequest: Codable, Sendable {
                 id: try container.decode(String.self, forKey: .id),
                 path: try container.decodeIfPresent(String.self, forKey: .path),
                 kind: try container.decodeIfPresent(SharedFolderSettings.Kind.self, forKey: .kind),
-                keepVersions: try container.decodeIfPresent(Int.self, forKey: .keepVersions))
+                keepVersions: try container.decodeIfPresent(Int.self, forKey: .keepVersions),
+                maxConflicts: try container.decodeIfPresent(Int.self, forKey: .maxConflicts))
         case .folderDecline: self = .folderDecline(id: try container.decode(String.self, forKey: .id))
         case .folderRemove: self = .folderRemove(id: try container.decode(String.self, forKey: .id))
         case .folderRevert: self = .folderRevert(id: try container.decode(String.self, forKey: .id))
@@ -158,8 +161,9 @@ package enum ControlRequest: Codable, Sendable {
         case .folderAdd(let settings):
             try container.encode(Operation.folderAdd, forKey: .op)
             try container.encode(settings, forKey: .folder)
-        case .folderAccept(let id, let path, let kind, let keepVersions):
+        case .folderAccept(let id, let path, let kind, let keepVersions, let maxConflicts):
             try container.encode(Operation.folderAccept, forKey: .op)
+            try container.encodeIfPresent(maxConflicts, forKey: .maxConflicts)
             try container.encode(id, forKey: .id)
             try container.encodeIfPresent(path, forKey: .path)
             try container.encodeIfPresent(kind, forKey: .kind)
