@@ -691,8 +691,10 @@ extension EndToEndAgents {
             }
             #expect(waitUntil(timeout: 30) { partialBytes() > 0 }, "\(devices.logs)")
             #expect(devices[0].run(["trust", "remove", "desk"]).status == 0)
+            // Without the cut the file would land some 15 s from now; with it, it is listed at once (10 s allowed
+            // for a busy machine).
             #expect(
-                waitUntil(timeout: 5) {
+                waitUntil(timeout: 10) {
                     ((devices.listing(1).folders.first?["problems"] as? [[String: Any]]) ?? []).contains {
                         $0["path"] as? String == "big.bin" && ($0["reason"] as? String)?.hasPrefix("not pulled") == true
                     }
@@ -844,11 +846,17 @@ extension EndToEndAgents {
                 try handle.write(contentsOf: Data("EDIT".utf8))
                 try handle.close()
                 let edited = try Data(contentsOf: big)
+                func pulls() -> [[String: Any]] {
+                    (devices.listing(to).folders.first?["recentPulls"] as? [[String: Any]]) ?? []
+                }
+                let before = pulls().count
+                // The file in place, and the pull that brought it listed (it is listed once its session ends).
                 #expect(
                     waitUntil(timeout: 30) {
                         (try? Data(contentsOf: folders[to].appendingPathComponent("big.bin"))) == edited
+                            && pulls().count > before
                     }, "\(devices.logs)")
-                let pulls = (devices.listing(to).folders.first?["recentPulls"] as? [[String: Any]]) ?? []
+                let pulls = pulls()
                 let last = pulls.last
                 #expect(
                     last?["from"] as? String == devices[from].name && last?["files"] as? Int == 1
