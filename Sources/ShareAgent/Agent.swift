@@ -165,7 +165,7 @@ package final class Agent: Sendable {
     package func services(with others: [any AgentPart] = []) -> [any Service] {
         var services: [any Service] = [
             PartService(listener, stopFirst: { [watches] in watches.stop() }), PartService(outbox),
-            PartService(courier), PartService(folders), PartService(control),
+            PartService(courier), PartService(folders), PartService(control), PartService(router.warden),
         ]
         if let discovery { services.append(PartService(discovery)) }
         if let localSend { services.append(PartService(localSend)) }

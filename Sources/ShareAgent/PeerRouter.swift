@@ -41,6 +41,8 @@ final class PeerRouter: Sendable {
     }
     /// Sessions open per device.
     private let sessions = Guarded([DeviceID: Int]())
+    /// The sessions being served and what each was let in for: the policy is asked again while they last.
+    let warden: SessionWarden
     /// Sessions that send into the inbox (or to a program receiving through the agent).
     let inboxReceiver: InboxReceiver
     /// Paste requests.
@@ -70,6 +72,7 @@ final class PeerRouter: Sendable {
         inboxReceiver = InboxReceiver(device: device, inbox: inbox, programs: programs)
         clipboard = ClipboardServer(device: device)
         forwarding = WatchForwarding(device: device, trust: trust, inbox: inbox, watches: watches, reach: reach)
+        warden = SessionWarden(trust: trust, localName: device.name)
     }
 
     func serve(_ session: Session) {
@@ -82,7 +85,10 @@ final class PeerRouter: Sendable {
                     .refused, "\(device.name) already serves \(Self.maxSessionsPerDevice) sessions of this device"))
             return
         }
-        defer { release(session.peerID) }
+        defer {
+            warden.ended(session)
+            release(session.peerID)
+        }
         courier?.wake(for: session.peerID)
         folders?.heard(session.peerID)
         // A session from a trusted device says it is there: the jobs waiting for it are tried now.
@@ -91,6 +97,7 @@ final class PeerRouter: Sendable {
             if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {
                 try check(.attachAsWatch, entry)
+                warden.admitted(session, for: .attachAsWatch)
                 let names: Set<String> = [peer.lowercased(), session.peerID.description.lowercased()]
                 watches.serve(session, name: peer) { [outbox] in outbox?.retryNow(to: names) }
                 return
@@ -99,9 +106,13 @@ final class PeerRouter: Sendable {
             switch first.type {
             case .offer:
                 if let name = session.peerHello.forwardTo {
+                    // Every forwarding needs the owner's device (the target is judged when it is named).
+                    try check(.lookUpByName, entry)
+                    warden.admitted(session, for: .lookUpByName)
                     try forwarding.forward(session, peer: entry, name: name, first: first, outbox: outbox)
                 } else {
                     try check(.sendToInbox, entry)
+                    warden.admitted(session, for: .sendToInbox)
                     try inboxReceiver.receive(session, peer: peer, entry: entry, first: first)
                 }
             case .trustNotices:
@@ -117,18 +128,22 @@ final class PeerRouter: Sendable {
                 if taken > 0 { courier?.wake() }
             case .folderHello:
                 try check(.syncFolders, entry)
+                warden.admitted(session, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 folders.serveLink(session, first: first, peerName: peer)
             case .folderPull:
                 try check(.syncFolders, entry)
+                warden.admitted(session, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 try folders.servePull(session, first: first, peerName: peer)
             case .folderPush:
                 try check(.syncFolders, entry)
+                warden.admitted(session, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 try folders.receivePush(session, first: first, peerName: peer)
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
+                warden.admitted(session, for: .pasteClipboard)
                 try clipboard.serve(
                     session, peer: peer, visibility: AccessPolicy.visibility(for: entry),
                     request: Exchange.clipboardRequest(in: first))

@@ -89,5 +89,44 @@ extension EndToEnd {
             #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("still there?"))
             #expect(agent.process.isRunning)
         }
+
+        /// A device removed from the trust list while it sends into the inbox: its send is cut there and then (not
+        /// left to finish), nothing lands, the sender ends with a failure, and the agent serves the others on.
+        @Test func aSendFromADeviceNoLongerTrustedIsCut() throws {
+            let (laptop, desk) = try TestDevice.pair("laptop", "desk")
+            let phone = try TestDevice("phone")
+            desk.trust(phone)
+            phone.trust(desk)
+            let inbox = try desk.folder("inbox")
+            let (agent, port) = try desk.startAgent(["--inbox", inbox.path, "--no-discovery"])
+            defer { agent.stop() }
+            let big = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(big, size: 16 << 20)
+            // Slowed to 200 KB/s: some 80 s to the end.
+            let send = try laptop.background(
+                ["send", big.path, "--to", "127.0.0.1:\(port)"],
+                environment: ["SHARE_TEST_SEND_RATE": "200000"])
+            defer { send.stop() }
+            func received() -> Int {
+                let paths = FileManager.default.subpaths(atPath: inbox.path) ?? []
+                return paths.reduce(0) { total, path in
+                    let size =
+                        (try? FileManager.default.attributesOfItem(
+                            atPath: inbox.appendingPathComponent(path).path))?[.size] as? Int
+                    return total + (path.hasSuffix(".jsonl") ? 0 : size ?? 0)
+                }
+            }
+            #expect(waitUntil(timeout: 30) { received() > 1 << 20 }, "\(agent.stderr.text)")
+            #expect(desk.run(["trust", "remove", "laptop"]).status == 0)
+            // Cut within a second or two (10 s allowed for a busy machine); without the cut it would take a minute.
+            let status = send.wait(timeout: 10)
+            #expect(status != nil && status != 0, "\(send.stderr.text)\n\(agent.stderr.text)")
+            #expect(agent.stderr.waitForLine(containing: "session cut", timeout: 5) != nil, "\(agent.stderr.text)")
+            #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("laptop/big.bin").path))
+            // The others are served as before.
+            #expect(phone.run(["send", "--text", "still here", "--to", "127.0.0.1:\(port)"]).status == 0)
+            #expect(desk.run(["inbox", "--inbox", inbox.path]).stdout.contains("still here"))
+            #expect(agent.process.isRunning)
+        }
     }
 }

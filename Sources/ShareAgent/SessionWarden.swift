@@ -1,0 +1,76 @@
+import Synchronization
+import ShareNet
+import ShareTLS
+import ShareTrust
+import ShareEngine
+
+/// The sessions the agent serves, each with its device and what the policy let it in for. While any is open the
+/// policy is asked again once a second (and at once when woken): a session it now refuses — its device removed from
+/// the trust list, or no longer counted among the owner's devices — is cut there and then, as a broken connection
+/// (what it had received stays as its partial, for a resume if the device is trusted again). The policy decided at
+/// the session's start; this is the same policy deciding again, not a second set of rules.
+final class SessionWarden: AgentPart, Sendable {
+    static let log = PeerRouter.log
+    let partName = "session checks"
+    private struct Served: Sendable {
+        let peer: DeviceID
+        let capability: Capability
+        let connection: PeerConnection
+    }
+    private let served = Mutex<[ObjectIdentifier: Served]>([:])
+    private let trust: TrustCache
+    private let localName: String
+    private let rounds = Mutex<RepeatingThread?>(nil)
+
+    init(trust: TrustCache, localName: String) {
+        self.trust = trust
+        self.localName = localName
+        let thread = RepeatingThread(name: "share-sessions", interval: 1) { [weak self] in self?.checkAll() }
+        rounds.withLock { $0 = thread }
+    }
+
+    /// Starts the checks; they end only when stopped, so there is nothing for `failed` to hear.
+    package func start(failed: @escaping @Sendable (Error) -> Void) { rounds.withLock { $0 }?.start() }
+
+    package func stop() { rounds.withLock { $0 }?.stop() }
+
+    /// `session` is served for `capability` (the policy allowed it a moment ago) until `ended`.
+    func admitted(_ session: Session, for capability: Capability) {
+        let served = Served(peer: session.peerID, capability: capability, connection: session.connection)
+        self.served.withLock { $0[ObjectIdentifier(session.connection)] = served }
+    }
+
+    func ended(_ session: Session) {
+        _ = served.withLock { $0.removeValue(forKey: ObjectIdentifier(session.connection)) }
+    }
+
+    /// The sessions open now, by device (for tests and the status).
+    var open: [DeviceID: Int] {
+        served.withLock { served in served.values.reduce(into: [:]) { $0[$1.peer, default: 0] += 1 } }
+    }
+
+    /// Asks the policy again about every open session; cuts the ones it refuses. Returns how many were cut.
+    @discardableResult
+    func checkAll() -> Int {
+        let open = served.withLock { $0 }
+        guard !open.isEmpty else { return 0 }
+        let store = trust.store
+        var cut = 0
+        for (key, session) in open {
+            let decision = AccessPolicy.decide(
+                session.capability, peer: store.device(session.peer), localName: localName)
+            guard case .refused(let reason) = decision else { continue }
+            // Taken off the list first: a session is cut (and said) once.
+            guard served.withLock({ $0.removeValue(forKey: key) }) != nil else { continue }
+            Self.log.notice(
+                "session cut: the device may no longer do this",
+                metadata: [
+                    "peer": "\(store.device(session.peer)?.name ?? session.peer.short)",
+                    "capability": "\(session.capability.rawValue)", "reason": "\(reason)",
+                ])
+            session.connection.interrupt()
+            cut += 1
+        }
+        return cut
+    }
+}
