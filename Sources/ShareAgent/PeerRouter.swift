@@ -97,7 +97,7 @@ final class PeerRouter: Sendable {
             if session.peerHello.role == .pair { try check(.pair, entry) }
             if session.peerHello.role == .watch, session.peerHello.forwardTo == nil, session.peerHello.accept != nil {
                 try check(.attachAsWatch, entry)
-                warden.admitted(session, for: .attachAsWatch)
+                warden.admitted(session, name: peer, for: .attachAsWatch)
                 let names: Set<String> = [peer.lowercased(), session.peerID.description.lowercased()]
                 watches.serve(session, name: peer) { [outbox] in outbox?.retryNow(to: names) }
                 return
@@ -108,11 +108,11 @@ final class PeerRouter: Sendable {
                 if let name = session.peerHello.forwardTo {
                     // Every forwarding needs the owner's device (the target is judged when it is named).
                     try check(.lookUpByName, entry)
-                    warden.admitted(session, for: .lookUpByName)
+                    warden.admitted(session, name: peer, for: .lookUpByName)
                     try forwarding.forward(session, peer: entry, name: name, first: first, outbox: outbox)
                 } else {
                     try check(.sendToInbox, entry)
-                    warden.admitted(session, for: .sendToInbox)
+                    warden.admitted(session, name: peer, for: .sendToInbox)
                     try inboxReceiver.receive(session, peer: peer, entry: entry, first: first)
                 }
             case .trustNotices:
@@ -128,22 +128,22 @@ final class PeerRouter: Sendable {
                 if taken > 0 { courier?.wake() }
             case .folderHello:
                 try check(.syncFolders, entry)
-                warden.admitted(session, for: .syncFolders)
+                warden.admitted(session, name: peer, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 folders.serveLink(session, first: first, peerName: peer)
             case .folderPull:
                 try check(.syncFolders, entry)
-                warden.admitted(session, for: .syncFolders)
+                warden.admitted(session, name: peer, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 try folders.servePull(session, first: first, peerName: peer)
             case .folderPush:
                 try check(.syncFolders, entry)
-                warden.admitted(session, for: .syncFolders)
+                warden.admitted(session, name: peer, for: .syncFolders)
                 guard let folders else { throw ProtocolError(.refused, "\(device.name) shares no folders") }
                 try folders.receivePush(session, first: first, peerName: peer)
             case .clipboardRequest:
                 try check(.pasteClipboard, entry)
-                warden.admitted(session, for: .pasteClipboard)
+                warden.admitted(session, name: peer, for: .pasteClipboard)
                 try clipboard.serve(
                     session, peer: peer, visibility: AccessPolicy.visibility(for: entry),
                     request: Exchange.clipboardRequest(in: first))
@@ -151,6 +151,8 @@ final class PeerRouter: Sendable {
             }
         } catch let error as TLSError where error.kind == .timeout {
             Self.log.debug("session closed after being idle", metadata: ["peer": "\(peer)"])
+        } catch  where warden.wasCut(session) {
+            // Cut because the policy no longer allows it: said when it was cut.
         } catch let error as ProtocolError {
             Self.log.warning("session ended", metadata: ["peer": "\(peer)", "reason": "\(error.message)"])
             session.connection.fail(with: error)

@@ -14,10 +14,11 @@ final class SessionWarden: AgentPart, Sendable {
     let partName = "session checks"
     private struct Served: Sendable {
         let peer: DeviceID
+        let name: String
         let capability: Capability
         let connection: PeerConnection
     }
-    private let served = Mutex<[ObjectIdentifier: Served]>([:])
+    private let served = Mutex<(open: [ObjectIdentifier: Served], cut: Set<ObjectIdentifier>)>(([:], []))
     private let trust: TrustCache
     private let localName: String
     private let rounds = Mutex<RepeatingThread?>(nil)
@@ -34,25 +35,30 @@ final class SessionWarden: AgentPart, Sendable {
 
     package func stop() { rounds.withLock { $0 }?.stop() }
 
-    /// `session` is served for `capability` (the policy allowed it a moment ago) until `ended`.
-    func admitted(_ session: Session, for capability: Capability) {
-        let served = Served(peer: session.peerID, capability: capability, connection: session.connection)
-        self.served.withLock { $0[ObjectIdentifier(session.connection)] = served }
+    /// `session`, with the device this device knows as `name`, is served for `capability` (the policy allowed it a
+    /// moment ago) until `ended`.
+    func admitted(_ session: Session, name: String, for capability: Capability) {
+        let entry = Served(peer: session.peerID, name: name, capability: capability, connection: session.connection)
+        served.withLock { $0.open[ObjectIdentifier(session.connection)] = entry }
+    }
+
+    /// Whether `session` was cut here (its end is then this part's to say, not a failure of the connection's).
+    func wasCut(_ session: Session) -> Bool {
+        served.withLock { $0.cut.contains(ObjectIdentifier(session.connection)) }
     }
 
     func ended(_ session: Session) {
-        _ = served.withLock { $0.removeValue(forKey: ObjectIdentifier(session.connection)) }
-    }
-
-    /// The sessions open now, by device (for tests and the status).
-    var open: [DeviceID: Int] {
-        served.withLock { served in served.values.reduce(into: [:]) { $0[$1.peer, default: 0] += 1 } }
+        let key = ObjectIdentifier(session.connection)
+        served.withLock { served in
+            served.open[key] = nil
+            served.cut.remove(key)
+        }
     }
 
     /// Asks the policy again about every open session; cuts the ones it refuses. Returns how many were cut.
     @discardableResult
     func checkAll() -> Int {
-        let open = served.withLock { $0 }
+        let open = served.withLock { $0.open }
         guard !open.isEmpty else { return 0 }
         let store = trust.store
         var cut = 0
@@ -61,11 +67,14 @@ final class SessionWarden: AgentPart, Sendable {
                 session.capability, peer: store.device(session.peer), localName: localName)
             guard case .refused(let reason) = decision else { continue }
             // Taken off the list first: a session is cut (and said) once.
-            guard served.withLock({ $0.removeValue(forKey: key) }) != nil else { continue }
+            let first = served.withLock { served in
+                served.open.removeValue(forKey: key) != nil && served.cut.insert(key).inserted
+            }
+            guard first else { continue }
             Self.log.notice(
                 "session cut: the device may no longer do this",
                 metadata: [
-                    "peer": "\(store.device(session.peer)?.name ?? session.peer.short)",
+                    "peer": "\(session.name)",
                     "capability": "\(session.capability.rawValue)", "reason": "\(reason)",
                 ])
             session.connection.interrupt()
