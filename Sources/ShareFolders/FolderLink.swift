@@ -62,7 +62,7 @@ final class FolderLink: Sendable {
 
     /// `folder` recorded entries: sent on this link's thread at once.
     func announce(_ folder: String) {
-        state.withLock { $0.pending.insert(folder) }
+        _ = state.withLock { $0.pending.insert(folder) }
         wakeup.ring()
     }
 

@@ -59,8 +59,9 @@ final class SharedFolder: Sendable {
         var lastScanSeconds: Double?
         /// What the status last read from the whole index (`FolderService.summary`).
         var summary: FolderSummary?
-        /// `.shareignore` as last read (its stamp), and the lines of it that could not be used.
-        var patternsStamp: DiskStamp?
+        /// The files the patterns were last read from (`.shareignore` and what it includes), each with its stamp
+        /// then (nil: not there); nil before the first read. And the lines of them that could not be used.
+        var patternFiles: [(path: String, stamp: DiskStamp?)]?
         var patternProblems: [String] = []
         /// A whole scan asked for (`share sync rescan`), and how many whole scans were done.
         var fullWanted = false
@@ -125,27 +126,51 @@ final class SharedFolder: Sendable {
 
     var settings: SharedFolderSettings { state.withLock { $0.settings } }
 
-    /// Reads `.shareignore` again when it changed since it was last read; whether it did (the folder is then
-    /// scanned and planned again whole: what was ignored may not be any more). At most 1 MiB of it is read.
+    /// Reads `.shareignore` (and the files it includes) again when one of them changed since they were last read;
+    /// whether they did (the folder is then scanned and planned again whole: what was ignored may not be any more).
+    /// At most 1 MiB of each is read.
     func refreshPatterns() -> Bool {
-        let stamp = root.info(SyncNames.ignore).flatMap(DiskFolder.stamp)
-        let known = state.withLock { $0.patternsStamp }
-        if stamp == nil && known == nil { return false }
-        if let stamp, let known, stamp.same(as: known) { return false }
-        var text = ""
-        if stamp?.kind == .file, let file = try? root.openFile(SyncNames.ignore, .read) {
-            defer { file.close() }
-            var bytes = [UInt8](repeating: 0, count: min(Int(stamp!.size), 1 << 20))
-            let n = bytes.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
-            text = String(decoding: bytes.prefix(n), as: UTF8.self)
+        let known = state.withLock { $0.patternFiles }
+        if let known,
+            known.allSatisfy({ file in
+                switch (file.stamp, patternFile(file.path).stamp) {
+                case (nil, nil): true
+                case (let before?, let now?): before.same(as: now)
+                default: false
+                }
+            })
+        {
+            return false
         }
-        let patterns = IgnorePatterns(text: text)
+        var files: [(path: String, stamp: DiskStamp?)] = []
+        func read(_ path: String) -> String? {
+            let (stamp, text) = patternFile(path, read: true)
+            files.append((path, stamp))
+            return text
+        }
+        let patterns = IgnorePatterns(text: read(SyncNames.ignore) ?? "", read: read)
         state.withLock { state in
-            state.patternsStamp = stamp
+            state.patternFiles = files
             state.sync.patterns = patterns
             state.patternProblems = patterns.problems
         }
-        return true
+        // Nothing to read the first time: nothing changed.
+        return known != nil || files.contains { $0.stamp != nil }
+    }
+
+    /// A file of patterns by its folder-relative path, reached without following a link: its stamp (nil: not a
+    /// file there) and, when asked, its text (its first MiB).
+    private func patternFile(_ path: String, read: Bool = false) -> (stamp: DiskStamp?, text: String?) {
+        let parts = path.split(separator: "/").map(String.init)
+        guard let name = parts.last,
+            let directory = parts.count == 1 ? root : try? root.directory(components: Array(parts.dropLast())),
+            let stamp = directory.info(name).flatMap(DiskFolder.stamp), stamp.kind == .file
+        else { return (nil, nil) }
+        guard read, let file = try? directory.openFile(name, .read) else { return (stamp, nil) }
+        defer { file.close() }
+        var bytes = [UInt8](repeating: 0, count: min(Int(stamp.size), 1 << 20))
+        let n = bytes.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
+        return (stamp, String(decoding: bytes.prefix(n), as: UTF8.self))
     }
 
     /// Why the folder cannot be synced now, nil when it can: its path must lead to a folder holding the marker

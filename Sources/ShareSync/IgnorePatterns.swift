@@ -15,7 +15,12 @@
 ///   back, so `!keep.log` must come before `*.log`;
 /// - `(?i)` before a pattern makes it ignore case; `(?d)` marks what it matches as deletable: such a file does not
 ///   keep a folder that another device removed (it is removed with it).
-/// `#include` is not supported (the line is reported and otherwise left out).
+/// - `#include FILE` puts the patterns of another file of the folder at that line (Syncthing's rule): FILE is
+///   relative to the file that names it (`/FILE` from the folder's root), inside the folder, read without following
+///   a link; its patterns still match from the folder's root. An included file is a file of the folder like any
+///   other, so it syncs: `#include .shareglobalignore` shares patterns among the devices while each keeps its own
+///   `.shareignore`. A file included twice (a loop), more than 8 deep, missing or not readable is reported and left
+///   out; the rest of the patterns hold.
 public struct IgnorePatterns: Sendable, Equatable {
     struct Rule: Sendable, Equatable {
         var negated: Bool
@@ -35,14 +40,33 @@ public struct IgnorePatterns: Sendable, Equatable {
 
     public init() {}
 
-    public init(text: String) {
+    /// Included files, at most this deep (a file the root file includes is 1 deep).
+    public static let includeDepth = 8
+
+    /// The folder-relative paths of the files `#include` read (or tried to), in order: what to look at again to
+    /// know whether the patterns changed.
+    public private(set) var included: [String] = []
+
+    /// The patterns of `text`, the root's `.shareignore`; `read` gives the text of a folder-relative file an
+    /// `#include` names (nil: missing or unreadable). Without `read`, an `#include` is reported and left out.
+    public init(text: String, read: ((String) -> String?)? = nil) {
+        var seen: Set<String> = []
+        parse(text, file: nil, depth: 0, read: read, seen: &seen)
+    }
+
+    /// Adds the rules of `text`, the file at folder-relative `file` (nil: the root's `.shareignore`).
+    private mutating func parse(
+        _ text: String, file: String?, depth: Int, read: ((String) -> String?)?, seen: inout Set<String>
+    ) {
+        func where_(_ line: Int) -> String { file.map { "\($0) line \(line)" } ?? "line \(line)" }
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             var line = Substring(raw)
             while let last = line.last, last == "\r" || last == " " || last == "\t" { line.removeLast() }
-            if line.isEmpty || line.hasPrefix("//") || line.hasPrefix("#") {
-                if line.hasPrefix("#include") { problems.append("line \(index + 1): #include is not supported") }
+            if line.hasPrefix("#include") && (line.count == 8 || line.dropFirst(8).first?.isWhitespace == true) {
+                include(line.dropFirst(8), at: where_(index + 1), in: file, depth: depth, read: read, seen: &seen)
                 continue
             }
+            if line.isEmpty || line.hasPrefix("//") || line.hasPrefix("#") { continue }
             var rule = Rule(
                 negated: false, caseInsensitive: false, deletable: false, anchored: false, foldersOnly: false,
                 glob: [], line: index + 1)
@@ -69,13 +93,51 @@ public struct IgnorePatterns: Sendable, Equatable {
                 while line.hasSuffix("/") { line.removeLast() }
             }
             guard !line.isEmpty else {
-                problems.append("line \(index + 1): a pattern that names nothing")
+                problems.append("\(where_(index + 1)): a pattern that names nothing")
                 continue
             }
             let text = rule.caseInsensitive ? line.lowercased() : String(line)
             rule.glob = Array(text.unicodeScalars)
             rules.append(rule)
         }
+    }
+
+    /// The `#include` of `argument` at `place` in the file `file`: its patterns added here.
+    private mutating func include(
+        _ argument: Substring, at place: String, in file: String?, depth: Int, read: ((String) -> String?)?,
+        seen: inout Set<String>
+    ) {
+        guard let read else {
+            problems.append("\(place): #include is not supported here")
+            return
+        }
+        let name = argument.drop { $0 == " " || $0 == "\t" }
+        guard !name.isEmpty else {
+            problems.append("\(place): #include names no file")
+            return
+        }
+        // Relative to the including file's folder; from the root when it begins with `/`.
+        var parts = name.hasPrefix("/") ? [] : (file ?? "").split(separator: "/").dropLast().map(String.init)
+        parts += name.split(separator: "/").map(String.init)
+        let path = parts.joined(separator: "/")
+        guard SyncNames.isValidPath(path), !SyncNames.isInternal(path) || path == SyncNames.ignore else {
+            problems.append("\(place): #include \(name): not a file inside the folder")
+            return
+        }
+        guard depth < Self.includeDepth else {
+            problems.append("\(place): #include \(name): more than \(Self.includeDepth) files deep")
+            return
+        }
+        guard path != SyncNames.ignore, seen.insert(path).inserted else {
+            problems.append("\(place): #include \(name): included already (a file is included once)")
+            return
+        }
+        included.append(path)
+        guard let text = read(path) else {
+            problems.append("\(place): #include \(name): no such file here (yet)")
+            return
+        }
+        parse(text, file: path, depth: depth + 1, read: read, seen: &seen)
     }
 
     public var isEmpty: Bool { rules.isEmpty }

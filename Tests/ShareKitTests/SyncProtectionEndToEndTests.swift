@@ -231,6 +231,32 @@ extension EndToEndAgents {
             #expect(treeOf(desk)["kept.txt"] == "kept\n", "\(treeOf(desk))")
         }
 
+        /// Patterns shared through a synced file (`#include .shareglobalignore`, Syncthing's way): the laptop writes
+        /// the file, it reaches the desk like any file, and the desk's own `.shareignore` including it then keeps
+        /// the desk's `*.bak` files at home; a change to the included file is read again.
+        @Test func patternsIncludedFromASyncedFileHoldOnEveryDeviceThatIncludesThem() throws {
+            let (devices, folders, _) = try twoSharing()
+            let (laptop, desk) = (folders[0], folders[1])
+            for folder in folders {
+                try Data("#include .shareglobalignore\n".utf8).write(to: folder.appendingPathComponent(".shareignore"))
+            }
+            try Data("*.bak\n".utf8).write(to: laptop.appendingPathComponent(".shareglobalignore"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(desk)[".shareglobalignore"] == "*.bak\n" }, "\(devices.logs)")
+            #expect(devices.settled())
+            try Data("desk only\n".utf8).write(to: desk.appendingPathComponent("notes.bak"))
+            try Data("shared\n".utf8).write(to: desk.appendingPathComponent("notes.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(laptop)["notes.txt"] == "shared\n" }, "\(devices.logs)")
+            #expect(devices.settled())
+            #expect(treeOf(laptop)["notes.bak"] == nil, "\(treeOf(laptop))")
+            // The included file changed on the laptop: the desk reads it again once it arrives (and `*.bak` is no
+            // longer ignored: the desk's file goes out).
+            try Data("*.tmp\n".utf8).write(to: laptop.appendingPathComponent(".shareglobalignore"))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(laptop)["notes.bak"] == "desk only\n" },
+                "\(treeOf(laptop))\n\(devices.logs)")
+        }
+
         @Test func aFolderWhoseMarkerIsGoneStopsAndDeletesNothing() throws {
             let (devices, folders, _) = try twoSharing(files: 5)
             let laptop = folders[0]

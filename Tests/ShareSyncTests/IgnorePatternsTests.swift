@@ -52,4 +52,51 @@ import Testing
         #expect(patterns.ignores("*literal") && !patterns.ignores("xliteral"))
         #expect(patterns.ignores("odd[name"))
     }
+
+    /// `#include FILE` (Syncthing's): the file's patterns at that line, FILE relative to the file naming it, its
+    /// patterns still from the folder's root; loops, depth, missing files and paths leaving the folder reported.
+    @Test func includedFilesAddTheirPatternsWhereTheyAreNamed() {
+        let files = [
+            ".shareglobalignore": "*.bak\n#include conf/more\n",
+            "conf/more": "!keep.log\n/build/\n#include deeper\n",
+            "conf/deeper": "*.o\n",
+        ]
+        var asked: [String] = []
+        let patterns = IgnorePatterns(text: "#include .shareglobalignore\n*.log\n") { path in
+            asked.append(path)
+            return files[path]
+        }
+        #expect(asked == [".shareglobalignore", "conf/more", "conf/deeper"])
+        #expect(patterns.included == asked && patterns.problems.isEmpty, "\(patterns.problems)")
+        #expect(patterns.ignores("a.bak") && patterns.ignores("x/y.o") && patterns.ignores("other.log"))
+        // In order: the included `!keep.log` comes before the root's `*.log`; `/build/` is anchored at the root.
+        #expect(!patterns.ignores("keep.log") && patterns.ignores("build/a", folder: false))
+        #expect(!patterns.ignores("conf/build/a"))
+    }
+
+    @Test func includesThatCannotBeFollowedAreReportedAndTheRestHolds() {
+        let files = ["a": "#include b\n*.a\n", "b": "#include a\n*.b\n", "self": "#include /self\n"]
+        let patterns = IgnorePatterns(
+            text: "#include a\n#include missing\n#include ../outside\n#include .sharefolder/x\n#include\n"
+                + "#include .shareignore\n#include self\n*.root\n"
+        ) { files[$0] }
+        #expect(patterns.ignores("x.a") && patterns.ignores("x.b") && patterns.ignores("x.root"))
+        let problems = patterns.problems.joined(separator: "\n")
+        #expect(patterns.problems.count == 7, "\(problems)")
+        #expect(problems.contains("b line 1: #include a: included already"), "\(problems)")
+        #expect(problems.contains("line 2: #include missing: no such file here"), "\(problems)")
+        #expect(problems.contains("line 3: #include ../outside: not a file inside the folder"), "\(problems)")
+        #expect(problems.contains("line 4: #include .sharefolder/x: not a file inside the folder"), "\(problems)")
+        #expect(problems.contains("line 5: #include names no file"), "\(problems)")
+        #expect(problems.contains("line 6: #include .shareignore: included already"), "\(problems)")
+        #expect(problems.contains("self line 1: #include /self: included already"), "\(problems)")
+        // A chain deeper than the limit stops there.
+        let chain = IgnorePatterns(text: "#include f0\n") { path in
+            let n = Int(path.dropFirst())!
+            return "#include f\(n + 1)\n*.x\(n)\n"
+        }
+        #expect(chain.included.count == IgnorePatterns.includeDepth)
+        #expect(chain.ignores("a.x0") && chain.ignores("a.x\(IgnorePatterns.includeDepth - 1)"))
+        #expect(chain.problems.count == 1 && chain.problems[0].contains("more than 8 files deep"), "\(chain.problems)")
+    }
 }
