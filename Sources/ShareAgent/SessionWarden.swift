@@ -5,7 +5,7 @@ import ShareTrust
 import ShareEngine
 
 /// The sessions the agent serves, each with its device and what the policy let it in for. While any is open the
-/// policy is asked again once a second (and at once when woken): a session it now refuses — its device removed from
+/// policy is asked again once a second: a session it now refuses — its device removed from
 /// the trust list, or no longer counted among the owner's devices — is cut there and then, as a broken connection
 /// (what it had received stays as its partial, for a resume if the device is trusted again). The policy decided at
 /// the session's start; this is the same policy deciding again, not a second set of rules.
@@ -55,13 +55,11 @@ final class SessionWarden: AgentPart, Sendable {
         }
     }
 
-    /// Asks the policy again about every open session; cuts the ones it refuses. Returns how many were cut.
-    @discardableResult
-    func checkAll() -> Int {
+    /// Asks the policy again about every open session; cuts the ones it refuses.
+    private func checkAll() {
         let open = served.withLock { $0.open }
-        guard !open.isEmpty else { return 0 }
+        guard !open.isEmpty else { return }
         let store = trust.store
-        var cut = 0
         for (key, session) in open {
             let decision = AccessPolicy.decide(
                 session.capability, peer: store.device(session.peer), localName: localName)
@@ -78,8 +76,6 @@ final class SessionWarden: AgentPart, Sendable {
                     "capability": "\(session.capability.rawValue)", "reason": "\(reason)",
                 ])
             session.connection.interrupt()
-            cut += 1
         }
-        return cut
     }
 }

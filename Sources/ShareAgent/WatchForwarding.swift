@@ -218,9 +218,9 @@ struct WatchForwarding: Sendable {
     /// accept list (as it would itself), kept in `STATE/forward/`, and become an outbox job delivered over the
     /// watch's link. From an attached watch to the owner's devices: streamed on as they arrive (see
     /// `ForwardingBridge`). The policy decides both, and refuses in the same words whether the name exists or not.
+    /// The router has asked it whether `peer` may name a device here (`lookUpByName`) before this.
     func forward(_ session: Session, peer: TrustedDevice?, name: String, first: Frame, outbox: Outbox?) throws {
         let store = trust.store
-        try check(.lookUpByName, peer)
         let target = store.find(name)
         guard let peer else { throw ProtocolError(.refused, AccessPolicy.notForwarded(device.name)) }
         if target.map({ AccessPolicy.decide(.forwardToWatch, peer: peer, target: $0).isAllowed }) == true,

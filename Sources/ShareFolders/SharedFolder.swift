@@ -128,7 +128,7 @@ final class SharedFolder: Sendable {
 
     /// Reads `.shareignore` (and the files it includes) again when one of them changed since they were last read;
     /// whether they did (the folder is then scanned and planned again whole: what was ignored may not be any more).
-    /// At most 1 MiB of each is read.
+    /// At most 1 MiB of them is read in all.
     func refreshPatterns() -> Bool {
         let known = state.withLock { $0.patternFiles }
         if let known,
@@ -143,8 +143,11 @@ final class SharedFolder: Sendable {
             return false
         }
         var files: [(path: String, stamp: DiskStamp?)] = []
+        // One MiB for them all: a synced file another device wrote may name others, each as large.
+        var budget = 1 << 20
         func read(_ path: String) -> String? {
-            let (stamp, text) = patternFile(path, read: true)
+            let (stamp, text) = patternFile(path, upTo: budget)
+            budget -= text?.utf8.count ?? 0
             files.append((path, stamp))
             return text
         }
@@ -159,16 +162,16 @@ final class SharedFolder: Sendable {
     }
 
     /// A file of patterns by its folder-relative path, reached without following a link: its stamp (nil: not a
-    /// file there) and, when asked, its text (its first MiB).
-    private func patternFile(_ path: String, read: Bool = false) -> (stamp: DiskStamp?, text: String?) {
+    /// file there) and, when asked for some bytes, its text (its first `limit` bytes).
+    private func patternFile(_ path: String, upTo limit: Int = 0) -> (stamp: DiskStamp?, text: String?) {
         let parts = path.split(separator: "/").map(String.init)
         guard let name = parts.last,
             let directory = parts.count == 1 ? root : try? root.directory(components: Array(parts.dropLast())),
             let stamp = directory.info(name).flatMap(DiskFolder.stamp), stamp.kind == .file
         else { return (nil, nil) }
-        guard read, let file = try? directory.openFile(name, .read) else { return (stamp, nil) }
+        guard limit > 0, let file = try? directory.openFile(name, .read) else { return (stamp, nil) }
         defer { file.close() }
-        var bytes = [UInt8](repeating: 0, count: min(Int(stamp.size), 1 << 20))
+        var bytes = [UInt8](repeating: 0, count: min(Int(stamp.size), limit))
         let n = bytes.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
         return (stamp, String(decoding: bytes.prefix(n), as: UTF8.self))
     }

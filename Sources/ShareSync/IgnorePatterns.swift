@@ -19,8 +19,9 @@
 ///   relative to the file that names it (`/FILE` from the folder's root), inside the folder, read without following
 ///   a link; its patterns still match from the folder's root. An included file is a file of the folder like any
 ///   other, so it syncs: `#include .shareglobalignore` shares patterns among the devices while each keeps its own
-///   `.shareignore`. A file included twice (a loop), more than 8 deep, missing or not readable is reported and left
-///   out; the rest of the patterns hold.
+///   `.shareignore`. A file included twice (a loop), more than 8 deep, beyond 32 files in all, missing or not
+///   readable is reported and left out (their text, `.shareignore`'s with it, is read up to 1 MiB in all); the rest
+///   of the patterns hold.
 public struct IgnorePatterns: Sendable, Equatable {
     struct Rule: Sendable, Equatable {
         var negated: Bool
@@ -42,10 +43,10 @@ public struct IgnorePatterns: Sendable, Equatable {
 
     /// Included files, at most this deep (a file the root file includes is 1 deep).
     public static let includeDepth = 8
-
-    /// The folder-relative paths of the files `#include` read (or tried to), in order: what to look at again to
-    /// know whether the patterns changed.
-    public private(set) var included: [String] = []
+    /// At most this many files included in all: the patterns are a few files, and each is looked at again every
+    /// round (a synced file naming thousands of others is reported, not followed).
+    public static let includedFiles = 32
+    private static let tooMany = "more than \(includedFiles) files included (this one and the rest left out)"
 
     /// The patterns of `text`, the root's `.shareignore`; `read` gives the text of a folder-relative file an
     /// `#include` names (nil: missing or unreadable). Without `read`, an `#include` is reported and left out.
@@ -58,12 +59,12 @@ public struct IgnorePatterns: Sendable, Equatable {
     private mutating func parse(
         _ text: String, file: String?, depth: Int, read: ((String) -> String?)?, seen: inout Set<String>
     ) {
-        func where_(_ line: Int) -> String { file.map { "\($0) line \(line)" } ?? "line \(line)" }
+        func at(_ line: Int) -> String { file.map { "\($0) line \(line)" } ?? "line \(line)" }
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             var line = Substring(raw)
             while let last = line.last, last == "\r" || last == " " || last == "\t" { line.removeLast() }
             if line.hasPrefix("#include") && (line.count == 8 || line.dropFirst(8).first?.isWhitespace == true) {
-                include(line.dropFirst(8), at: where_(index + 1), in: file, depth: depth, read: read, seen: &seen)
+                include(line.dropFirst(8), at: at(index + 1), in: file, depth: depth, read: read, seen: &seen)
                 continue
             }
             if line.isEmpty || line.hasPrefix("//") || line.hasPrefix("#") { continue }
@@ -93,7 +94,7 @@ public struct IgnorePatterns: Sendable, Equatable {
                 while line.hasSuffix("/") { line.removeLast() }
             }
             guard !line.isEmpty else {
-                problems.append("\(where_(index + 1)): a pattern that names nothing")
+                problems.append("\(at(index + 1)): a pattern that names nothing")
                 continue
             }
             let text = rule.caseInsensitive ? line.lowercased() : String(line)
@@ -128,11 +129,18 @@ public struct IgnorePatterns: Sendable, Equatable {
             problems.append("\(place): #include \(name): more than \(Self.includeDepth) files deep")
             return
         }
-        guard path != SyncNames.ignore, seen.insert(path).inserted else {
+        guard path != SyncNames.ignore, !seen.contains(path) else {
             problems.append("\(place): #include \(name): included already (a file is included once)")
             return
         }
-        included.append(path)
+        guard seen.count < Self.includedFiles else {
+            // Said once, at the first one left out.
+            if !problems.contains(where: { $0.hasSuffix(Self.tooMany) }) {
+                problems.append("\(place): #include \(name): \(Self.tooMany)")
+            }
+            return
+        }
+        seen.insert(path)
         guard let text = read(path) else {
             problems.append("\(place): #include \(name): no such file here (yet)")
             return

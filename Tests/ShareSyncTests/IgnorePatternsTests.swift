@@ -67,7 +67,7 @@ import Testing
             return files[path]
         }
         #expect(asked == [".shareglobalignore", "conf/more", "conf/deeper"])
-        #expect(patterns.included == asked && patterns.problems.isEmpty, "\(patterns.problems)")
+        #expect(patterns.problems.isEmpty, "\(patterns.problems)")
         #expect(patterns.ignores("a.bak") && patterns.ignores("x/y.o") && patterns.ignores("other.log"))
         // In order: the included `!keep.log` comes before the root's `*.log`; `/build/` is anchored at the root.
         #expect(!patterns.ignores("keep.log") && patterns.ignores("build/a", folder: false))
@@ -91,12 +91,29 @@ import Testing
         #expect(problems.contains("line 6: #include .shareignore: included already"), "\(problems)")
         #expect(problems.contains("self line 1: #include /self: included already"), "\(problems)")
         // A chain deeper than the limit stops there.
+        var read = 0
         let chain = IgnorePatterns(text: "#include f0\n") { path in
+            read += 1
             let n = Int(path.dropFirst())!
             return "#include f\(n + 1)\n*.x\(n)\n"
         }
-        #expect(chain.included.count == IgnorePatterns.includeDepth)
+        #expect(read == IgnorePatterns.includeDepth)
         #expect(chain.ignores("a.x0") && chain.ignores("a.x\(IgnorePatterns.includeDepth - 1)"))
         #expect(chain.problems.count == 1 && chain.problems[0].contains("more than 8 files deep"), "\(chain.problems)")
+    }
+
+    /// A synced pattern file (written by another device) naming thousands of files: at most 32 are read, the rest
+    /// reported in one line, and the patterns read hold.
+    @Test func aPatternFileNamingThousandsOfFilesIsFollowedOnlyThirtyTwoDeep() {
+        let many = (0..<5000).map { "#include p\($0)" }.joined(separator: "\n")
+        var read: [String] = []
+        let patterns = IgnorePatterns(text: "#include list\n") { path in
+            read.append(path)
+            return path == "list" ? many : "*.\(path)\n"
+        }
+        #expect(read.count == IgnorePatterns.includedFiles, "\(read.count)")
+        #expect(patterns.ignores("a.p0") && patterns.ignores("a.p30") && !patterns.ignores("a.p31"))
+        #expect(patterns.problems.count == 1, "\(patterns.problems.count)")
+        #expect(patterns.problems.first?.contains("list line 32: #include p31: more than 32 files included") == true)
     }
 }
