@@ -152,7 +152,9 @@ final class PeerRouter: Sendable {
         } catch let error as TLSError where error.kind == .timeout {
             Self.log.debug("session closed after being idle", metadata: ["peer": "\(peer)"])
         } catch  where warden.wasCut(session) {
-            // Cut because the policy no longer allows it: said when it was cut.
+            // Cut because the policy no longer allows it (said here when it was cut): the device is told why, when
+            // the session ended at a frame rather than broken off.
+            if let error = error as? ProtocolError { session.connection.fail(with: error) }
         } catch let error as ProtocolError {
             Self.log.warning("session ended", metadata: ["peer": "\(peer)", "reason": "\(error.message)"])
             session.connection.fail(with: error)

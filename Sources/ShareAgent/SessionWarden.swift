@@ -1,14 +1,16 @@
 import Synchronization
 import ShareNet
+import ShareProtocol
 import ShareTLS
 import ShareTrust
 import ShareEngine
 
 /// The sessions the agent serves, each with its device and what the policy let it in for. While any is open the
-/// policy is asked again once a second: a session it now refuses — its device removed from
-/// the trust list, or no longer counted among the owner's devices — is cut there and then, as a broken connection
-/// (what it had received stays as its partial, for a resume if the device is trusted again). The policy decided at
-/// the session's start; this is the same policy deciding again, not a second set of rules.
+/// policy is asked again once a second: a session it now refuses — its device removed from the trust list, or no
+/// longer counted among the owner's devices — ends at its next frame, the device told the policy's reason (what it
+/// had received stays as its partial, for a resume if the device is trusted again); one still open two seconds later
+/// (waiting on a quiet peer) is broken off. The policy decided at the session's start; this is the same policy
+/// deciding again, not a second set of rules.
 final class SessionWarden: AgentPart, Sendable {
     static let log = PeerRouter.log
     let partName = "session checks"
@@ -18,7 +20,15 @@ final class SessionWarden: AgentPart, Sendable {
         let capability: Capability
         let connection: PeerConnection
     }
-    private let served = Mutex<(open: [ObjectIdentifier: Served], cut: Set<ObjectIdentifier>)>(([:], []))
+    /// A session told to end: its connection, when, and whether it was broken off since.
+    private struct Cut: Sendable {
+        let connection: PeerConnection
+        let at: ContinuousClock.Instant
+        var broken = false
+    }
+    private let served = Mutex<(open: [ObjectIdentifier: Served], cut: [ObjectIdentifier: Cut])>(([:], [:]))
+    /// How long a session told to end has to end by itself before its connection is broken off.
+    static let grace: Duration = .seconds(2)
     private let trust: TrustCache
     private let localName: String
     private let rounds = Mutex<RepeatingThread?>(nil)
@@ -44,20 +54,30 @@ final class SessionWarden: AgentPart, Sendable {
 
     /// Whether `session` was cut here (its end is then this part's to say, not a failure of the connection's).
     func wasCut(_ session: Session) -> Bool {
-        served.withLock { $0.cut.contains(ObjectIdentifier(session.connection)) }
+        served.withLock { $0.cut[ObjectIdentifier(session.connection)] != nil }
     }
 
     func ended(_ session: Session) {
         let key = ObjectIdentifier(session.connection)
         served.withLock { served in
             served.open[key] = nil
-            served.cut.remove(key)
+            served.cut[key] = nil
         }
     }
 
-    /// Asks the policy again about every open session; cuts the ones it refuses.
+    /// Asks the policy again about every open session; tells the ones it refuses to end, and breaks off those told
+    /// more than `grace` ago that have not.
     private func checkAll() {
-        let open = served.withLock { $0.open }
+        let (open, late) = served.withLock { served in
+            let now = ContinuousClock.now
+            var late: [PeerConnection] = []
+            for (key, cut) in served.cut where !cut.broken && now - cut.at > Self.grace {
+                served.cut[key]?.broken = true
+                late.append(cut.connection)
+            }
+            return (served.open, late)
+        }
+        for connection in late { connection.interrupt() }
         guard !open.isEmpty else { return }
         let store = trust.store
         for (key, session) in open {
@@ -66,7 +86,9 @@ final class SessionWarden: AgentPart, Sendable {
             guard case .refused(let reason) = decision else { continue }
             // Taken off the list first: a session is cut (and said) once.
             let first = served.withLock { served in
-                served.open.removeValue(forKey: key) != nil && served.cut.insert(key).inserted
+                guard served.open.removeValue(forKey: key) != nil, served.cut[key] == nil else { return false }
+                served.cut[key] = Cut(connection: session.connection, at: .now)
+                return true
             }
             guard first else { continue }
             Self.log.notice(
@@ -75,7 +97,7 @@ final class SessionWarden: AgentPart, Sendable {
                     "peer": "\(session.name)",
                     "capability": "\(session.capability.rawValue)", "reason": "\(reason)",
                 ])
-            session.connection.interrupt()
+            session.connection.stop(with: ProtocolError(.refused, reason))
         }
     }
 }

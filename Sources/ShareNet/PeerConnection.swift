@@ -74,6 +74,9 @@ public final class PeerConnection: @unchecked Sendable {  // framing on one thre
     /// touches no TLS state).
     public func waitForHangUp(timeout: Double) -> Bool { Syscalls.waitHangUp(tls.fileDescriptor, timeout: timeout) }
 
+    /// Ends the session from another thread at its next frame, its own thread then telling the peer `error`.
+    public func stop(with error: ProtocolError) { channel.stop(error) }
+
     /// Stops the connection from another thread: a read or write blocked on it returns with an error at once.
     public func interrupt() { Syscalls.shutdownSocket(tls.fileDescriptor) }
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 
 /// Frames over a byte stream, both ways: buffered reads, whole-frame writes, typed messages. The only place frames
 /// are decoded. Confined to one thread at a time.
@@ -19,6 +20,8 @@ public final class FrameChannel {
     /// Bytes of frames read from and written to the stream so far (before the stream's own encryption).
     public private(set) var bytesIn: UInt64 = 0
     public private(set) var bytesOut: UInt64 = 0
+    /// Why the session must end, when another thread said so (`stop`): the next frame read throws it.
+    private let stopped = Mutex<ProtocolError?>(nil)
 
     public init(stream: ByteStream, readBufferSize: Int = 64 << 10) {
         self.stream = stream
@@ -70,6 +73,12 @@ public final class FrameChannel {
         bytesOut += UInt64(head.count + data.count)
     }
 
+    /// Ends the session from another thread at its next frame: reading it throws `error`, and the session's own
+    /// thread can still tell the peer why (a read blocked meanwhile is not woken: see `PeerConnection.interrupt`).
+    public func stop(_ error: ProtocolError) {
+        stopped.withLock { $0 = $0 ?? error }
+    }
+
     // MARK: Receiving
 
     /// What arrived: a control frame, or a binary frame whose data now fills `chunk[0..<length]`.
@@ -103,6 +112,7 @@ public final class FrameChannel {
     ) throws -> Incoming {
         frameStarted = nil
         defer { frameStarted = nil }
+        if let error = stopped.withLock({ $0 }) { throw error }
         try fill(Limits.frameHeaderSize)
         frameStarted = ContinuousClock.now
         let (type, length) = try Frame.parseHeader(pending[start..<(start + Limits.frameHeaderSize)])

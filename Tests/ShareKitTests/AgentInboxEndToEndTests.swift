@@ -120,7 +120,10 @@ extension EndToEnd {
             #expect(desk.run(["trust", "remove", "laptop"]).status == 0)
             // Cut within a second or two (10 s allowed for a busy machine); without the cut it would take a minute.
             let status = send.wait(timeout: 10)
-            #expect(status != nil && status != 0, "\(send.stderr.text)\n\(agent.stderr.text)")
+            // Told why (the desk's policy), not to run the command again: that would be refused too.
+            #expect(status == 3, "\(send.stderr.text)\n\(agent.stderr.text)")
+            #expect(send.stderr.text.contains("desk does not know this device"), "\(send.stderr.text)")
+            #expect(!send.stderr.text.contains("run the same command again"), "\(send.stderr.text)")
             #expect(agent.stderr.waitForLine(containing: "session cut", timeout: 5) != nil, "\(agent.stderr.text)")
             #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("laptop/big.bin").path))
             // The others are served as before.
