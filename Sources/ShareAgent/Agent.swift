@@ -99,6 +99,7 @@ package final class Agent: Sendable {
                 progress: progress)
         }
         router.outbox = outbox
+        router.warden.alsoCheck { [weak outbox] store in outbox?.checkTrust { store.device($0) != nil } }
         // A mirror job of an earlier version is now a send-only shared folder (made once); the job ends.
         for job in outbox.all where job.mirror != nil && (!job.state.isFinal || job.state == .mirroring) {
             _ = folders.migrateMirror(folder: job.mirror!.folder, to: job.to)

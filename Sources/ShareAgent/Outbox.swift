@@ -4,6 +4,7 @@ import Synchronization
 import FoundationEssentials
 import ShareNet
 import ShareTrust
+import ShareTLS
 import ShareProtocol
 import CoreTransferable
 import UniformTypeIdentifiers
@@ -43,6 +44,8 @@ package final class Outbox: AgentPart, Sendable {
         var changes = 0
         /// The running job's device became reachable during its attempt: a failed attempt is tried again at once.
         var runningHeard = false
+        /// The running job's device was removed from the trust list while it ran (its attempt was stopped).
+        var runningUntrusted = false
     }
     private let state = Guarded(State())
     private let runner: Runner
@@ -85,6 +88,20 @@ package final class Outbox: AgentPart, Sendable {
             state.jobs[id] = nil
             PathOperations.removeIfPresent(directory.appendingPathComponent("\(id).json").path)
         }
+    }
+
+    /// Stops the running job when the device its connection reached is no longer trusted (`isTrusted` false): it
+    /// ends as failed, not trusted, instead of sending on to a device the person just removed. Asked once a second
+    /// by the agent's session checks.
+    package func checkTrust(_ isTrusted: (DeviceID) -> Bool) {
+        let stop = state.withLock { state -> SendCancellation? in
+            guard let running = state.running, !state.runningUntrusted, let peer = running.cancellation.peer,
+                !isTrusted(peer)
+            else { return nil }
+            state.runningUntrusted = true
+            return running.cancellation
+        }
+        stop?.cancel()
     }
 
     /// Cancels a job: a queued one ends now; a running one when its connection has been interrupted (the receiver
@@ -296,6 +313,7 @@ package final class Outbox: AgentPart, Sendable {
                 let cancellation = SendCancellation()
                 state.running = (job.id, cancellation)
                 state.runningHeard = false
+                state.runningUntrusted = false
                 return .run(job, cancellation)
             }
             guard case .run(var job, let cancellation) = step else {
@@ -337,6 +355,12 @@ package final class Outbox: AgentPart, Sendable {
                 job.state = .queued
                 job.nextAttempt = Date()
                 job.lastError = "interrupted when the agent stopped; it resumes when the agent starts again"
+            case .failure where cancellation.isCancelled && state.withLock({ $0.runningUntrusted }):
+                // Its device was removed from the trust list while it ran: not sent on, not tried again.
+                job.state = .failed
+                job.failure = .notTrusted
+                job.lastError =
+                    "\(job.via ?? job.to) was removed from this device's trust list while the job ran; it stopped (to send again, trust the device again: share trust add)"
             case .failure(let error) where cancellation.isCancelled:
                 job.lastError = "cancelled: \(error.message)"
                 job.state = .cancelled

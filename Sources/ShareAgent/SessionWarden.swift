@@ -32,6 +32,8 @@ final class SessionWarden: AgentPart, Sendable {
     private let trust: TrustCache
     private let localName: String
     private let rounds = Mutex<RepeatingThread?>(nil)
+    /// What else asks each second about devices this agent is connected to (its outbox's running job).
+    private let outgoing = Mutex<[@Sendable (TrustStore) -> Void]>([])
 
     init(trust: TrustCache, localName: String) {
         self.trust = trust
@@ -50,6 +52,12 @@ final class SessionWarden: AgentPart, Sendable {
     func admitted(_ session: Session, name: String, for capability: Capability) {
         let entry = Served(peer: session.peerID, name: name, capability: capability, connection: session.connection)
         served.withLock { $0.open[ObjectIdentifier(session.connection)] = entry }
+    }
+
+    /// `check` is asked each second with the trust list as it is then (the outbox stops a job whose device is
+    /// no longer trusted: the same list the policy reads).
+    func alsoCheck(_ check: @escaping @Sendable (TrustStore) -> Void) {
+        outgoing.withLock { $0.append(check) }
     }
 
     /// Whether `session` was cut here (its end is then this part's to say, not a failure of the connection's).
@@ -78,8 +86,10 @@ final class SessionWarden: AgentPart, Sendable {
             return (served.open, late)
         }
         for connection in late { connection.interrupt() }
-        guard !open.isEmpty else { return }
+        let checks = outgoing.withLock { $0 }
+        guard !open.isEmpty || !checks.isEmpty else { return }
         let store = trust.store
+        for check in checks { check(store) }
         for (key, session) in open {
             let decision = AccessPolicy.decide(
                 session.capability, peer: store.device(session.peer), localName: localName)

@@ -176,6 +176,40 @@ extension EndToEnd {
             #expect(sent - (size - skipped) <= chunk, "sent \(sent), held \(skipped)")
         }
 
+        /// The person removes the device a job is running to: the job stops there (not sent on to the end) and is
+        /// listed as failed, not trusted, saying why; it is not tried again.
+        @Test func aJobToADeviceRemovedFromTheTrustListStops() throws {
+            let desk = try TestDevice("desk")
+            let inbox = try desk.folder("inbox")
+            let (deskAgent, deskPort) = try desk.startAgent(["--no-discovery", "--inbox", inbox.path])
+            defer { deskAgent.stop() }
+            let laptop = try TestDevice("laptop")
+            laptop.trust(desk, address: "127.0.0.1:\(deskPort)", flags: ["--team"])
+            desk.trust(laptop, flags: ["--team"])
+            // Slowed (a pause of at most a second per MiB chunk): a minute or so to the end.
+            let (agent, _) = try laptop.startAgent(
+                ["--no-discovery"], environment: ["SHARE_TEST_SEND_RATE": "200000"])
+            defer { agent.stop() }
+            let file = try laptop.folder("src").appendingPathComponent("big.bin")
+            try makeFile(file, size: 64 << 20)
+            let queued = laptop.run(["send", file.path, "--to", "desk"])
+            #expect(queued.status == 0, "\(queued.stderr)")
+            let id = try jobID(queued.stderr)
+            #expect(waitUntil(timeout: 60) { (progress(of: id, laptop)?["bytes"] as? Int ?? 0) > 1 << 20 })
+            #expect(laptop.run(["trust", "remove", "desk"]).status == 0)
+            var job: [String: Any]?
+            #expect(
+                waitUntil(timeout: 15) {
+                    let listed = laptop.run(["jobs", "--json"])
+                    let jobs = (try? JSONSerialization.jsonObject(with: Data(listed.stdout.utf8))) as? [[String: Any]]
+                    job = jobs?.first { $0["id"] as? String == id }
+                    return job?["state"] as? String == "failed"
+                }, "\(job ?? [:])\n\(agent.stderr.text)")
+            #expect(
+                (job?["lastError"] as? String ?? "").contains("removed from this device's trust list"), "\(job ?? [:])")
+            #expect(!FileManager.default.fileExists(atPath: inbox.appendingPathComponent("laptop/big.bin").path))
+        }
+
         /// A send someone waits for (`--wait`) is the foreground: the agent sends it at its normal priority.
         @Test func aJobSomeoneWaitsForRunsAtNormalPriority() throws {
             let size = 64 << 20

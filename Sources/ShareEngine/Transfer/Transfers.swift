@@ -67,11 +67,14 @@ package struct SendOptions: Sendable {
 /// Stops a send from another thread: the connection is shut down, the blocked read or write returns, and the send
 /// ends with "cancelled". The receiver keeps what it verified, as after any cut.
 package final class SendCancellation: Sendable {
-    private let state = Mutex<(cancelled: Bool, connection: PeerConnection?)>((false, nil))
+    private let state = Mutex<(cancelled: Bool, connection: PeerConnection?, peer: DeviceID?)>((false, nil, nil))
 
     package init() {}
 
     package var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// The device the send's connection reached, while it is open.
+    package var peer: DeviceID? { state.withLock { $0.peer } }
 
     package func cancel() {
         let open = state.withLock {
@@ -81,16 +84,22 @@ package final class SendCancellation: Sendable {
         open?.interrupt()
     }
 
-    /// The send's connection, once open: interrupted at once if the send was already cancelled.
-    func attach(_ connection: PeerConnection) {
+    /// The send's connection, once open, to `peer`: interrupted at once if the send was already cancelled.
+    func attach(_ connection: PeerConnection, peer: DeviceID) {
         let interruptNow = state.withLock {
             $0.connection = connection
+            $0.peer = peer
             return $0.cancelled
         }
         if interruptNow { connection.interrupt() }
     }
 
-    func detach() { state.withLock { $0.connection = nil } }
+    func detach() {
+        state.withLock {
+            $0.connection = nil
+            $0.peer = nil
+        }
+    }
 }
 
 /// A send: connects, hands the items to the sender driver, and reports. The items are built for the peer's
@@ -148,7 +157,7 @@ package final class SendSession: Sendable {
                 name: device.name, role: .cli, forwardTo: options.forwardTo,
                 features: options.delta ? [Delta.feature] : nil), timeouts: options.timeouts,
             settings: options.reach)
-        options.cancellation?.attach(session.connection)
+        options.cancellation?.attach(session.connection, peer: session.peerID)
         defer {
             options.cancellation?.detach()
             session.connection.close()
@@ -336,7 +345,7 @@ package final class ReceiveSession: Sendable {
         let forwarded = AccessPolicy.decide(.sendForwarded, peer: peer, localName: "this device")
         let policy = ReceiverMachine.Policy(
             maxItemSize: options.maxSize, freeSpace: store.folder.freeSpace,
-            refuse: { [options] item in
+            refuse: { item in
                 guard item.origin != nil, case .refused(let reason) = forwarded else { return nil }
                 return reason
             },
