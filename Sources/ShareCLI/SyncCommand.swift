@@ -282,8 +282,11 @@ struct SyncAccept: ParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: ArgumentHelp("The folder's ID (share sync lists the offers).", valueName: "id"))
-    var id: String
+    @Argument(
+        help: ArgumentHelp(
+            "The folder offered: its ID, or its label when no other offer has it (share sync lists the offers).",
+            valueName: "id"))
+    var offer: String
 
     @Option(
         help: ArgumentHelp(
@@ -306,6 +309,7 @@ struct SyncAccept: ParsableCommand {
             let path = into.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             let kind: SharedFolderSettings.Kind? = sendOnly ? .sendOnly : receiveOnly ? .receiveOnly : nil
             try kept.check()
+            let id = try resolveFolder(offer, device: device, offers: true)
             let answer = try folderRequest(
                 .folderAccept(
                     id: id, path: path, kind: kind, keepVersions: kept.keepVersions, maxConflicts: kept.maxConflicts),
@@ -315,12 +319,49 @@ struct SyncAccept: ParsableCommand {
     }
 }
 
-/// The folder a subcommand acts on, by its ID, and this device's options.
+/// The folder a subcommand acts on, by its ID, label or path, and this device's options.
 struct FolderID: ParsableArguments {
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: ArgumentHelp("The folder's ID.", valueName: "id"))
+    @Argument(
+        help: ArgumentHelp(
+            "The folder: its ID, its label when no other folder here has it, or its path.", valueName: "folder"))
     var id: String
+
+    /// The folder's ID (`resolveFolder`).
+    func resolved(offers: Bool = false) throws -> String {
+        try resolveFolder(id, device: device, offers: offers)
+    }
+}
+
+/// A folder's ID: `id` itself when a folder here (or, with `offers`, a folder offered) has that ID; else the one
+/// folder labelled so (a label two share is refused, naming their IDs), else the folder at that path. An ID
+/// nothing matches is left to the agent to refuse.
+func resolveFolder(_ id: String, device: DeviceOptions, offers: Bool) throws -> String {
+    guard ControlClient.agentIsRunning(device.paths),
+        let answer = try? ControlClient.request(.folders(settledWithin: nil), paths: device.paths), answer.ok
+    else { return id }
+    let named: [(id: String, label: String, path: String?)] =
+        offers
+        ? (answer.offers ?? []).map { ($0.id, $0.label, nil) }
+        : (answer.folders ?? []).map { ($0.settings.id, $0.settings.label, $0.settings.path) }
+    if named.contains(where: { $0.id == id }) { return id }
+    let labelled = named.filter { $0.label == id }
+    if labelled.count == 1 { return labelled[0].id }
+    if labelled.count > 1 {
+        throw ShareError(
+            .usage,
+            "\(labelled.count) \(offers ? "folders offered" : "shared folders") are labelled \(id): "
+                + labelled.map { "\($0.id)\($0.path.map { " (\($0))" } ?? "")" }.joined(separator: ", ")
+                + "; name one by its ID")
+    }
+    let path = URL(fileURLWithPath: id).standardizedFileURL.resolvingSymlinksInPath().path
+    if let found = named.first(where: {
+        $0.path.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path } == path
+    }) {
+        return found.id
+    }
+    return id
 }
 
 struct SyncDecline: ParsableCommand {
@@ -334,8 +375,9 @@ struct SyncDecline: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            _ = try folderRequest(.folderDecline(id: folder.id), device: folder.device)
-            tell("declined \(folder.id)")
+            let id = try folder.resolved(offers: true)
+            _ = try folderRequest(.folderDecline(id: id), device: folder.device)
+            tell("declined \(id)")
         }
     }
 }
@@ -351,9 +393,10 @@ struct SyncRemove: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRemove(id: folder.id), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderRemove(id: id), device: folder.device)
             tell(
-                "no longer syncing \(answer.folder?.label ?? folder.id) here; its files stay in \(answer.folder?.path ?? "place")"
+                "no longer syncing \(answer.folder?.label ?? id) here; its files stay in \(answer.folder?.path ?? "place")"
             )
         }
     }
@@ -371,9 +414,10 @@ struct SyncRevert: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRevert(id: folder.id), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderRevert(id: id), device: folder.device)
             tell(
-                "reverting what was changed in \(answer.folder?.label ?? folder.id) here; the others' versions come back"
+                "reverting what was changed in \(answer.folder?.label ?? id) here; the others' versions come back"
             )
         }
     }
@@ -391,8 +435,9 @@ struct SyncOverride: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderOverride(id: folder.id), device: folder.device)
-            tell("pushing this device's \(answer.folder?.label ?? folder.id) again to every device")
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderOverride(id: id), device: folder.device)
+            tell("pushing this device's \(answer.folder?.label ?? id) again to every device")
         }
     }
 }
@@ -413,7 +458,8 @@ struct SyncRescan: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderRescan(id: folder.id), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderRescan(id: id), device: folder.device)
             guard let status = answer.folders?.first else { throw ShareError(.failure, "the agent said nothing") }
             if json {
                 say(String(decoding: try JSONEncoder.iso8601.encode(status), as: UTF8.self))
@@ -439,9 +485,10 @@ struct SyncAllowDeletes: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderAllowDeletes(id: folder.id), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderAllowDeletes(id: id), device: folder.device)
             tell(
-                "the deletions in \(answer.folder?.label ?? folder.id) go to the other devices with the next scan, now")
+                "the deletions in \(answer.folder?.label ?? id) go to the other devices with the next scan, now")
         }
     }
 }
@@ -463,13 +510,14 @@ struct SyncUnshare: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
+            let id = try folder.resolved()
             guard !devices.isEmpty else {
-                throw ShareError(.usage, "name a device to stop sharing \(folder.id) with: --with DEVICE")
+                throw ShareError(.usage, "name a device to stop sharing \(id) with: --with DEVICE")
             }
-            let answer = try folderRequest(.folderUnshare(id: folder.id, devices: devices), device: folder.device)
-            let label = answer.folder?.label ?? folder.id
+            let answer = try folderRequest(.folderUnshare(id: id, devices: devices), device: folder.device)
+            let label = answer.folder?.label ?? id
             tell(
-                "\(label) (\(folder.id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
+                "\(label) (\(id)) is no longer shared with \(devices.joined(separator: ", ")) here; "
                     + "share sync add \(answer.folder?.path ?? "PATH") --with DEVICE shares it again")
         }
     }
@@ -502,6 +550,7 @@ struct SyncSet: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
+            let id = try folder.resolved()
             guard type != nil || label != nil || kept.keepVersions != nil || kept.maxConflicts != nil else {
                 throw ShareError(
                     .usage, "name a setting to change: --type, --label, --keep-versions or --max-conflicts")
@@ -516,14 +565,14 @@ struct SyncSet: ParsableCommand {
             }
             let answer = try folderRequest(
                 .folderSet(
-                    id: folder.id, kind: kind, label: label, keepVersions: kept.keepVersions,
+                    id: id, kind: kind, label: label, keepVersions: kept.keepVersions,
                     maxConflicts: kept.maxConflicts),
                 device: folder.device)
             guard let settings = answer.folder else { throw ShareError(.failure, "the agent said nothing") }
             let days = settings.keepVersions ?? 30
             let copies = settings.maxConflicts ?? 10
             tell(
-                "\(settings.label) (\(folder.id)), \(settings.kind.rawValue): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
+                "\(settings.label) (\(id)), \(settings.kind.rawValue): versions kept \(days == 0 ? "not at all" : "\(days) days"), "
                     + "\(copies < 0 ? "every conflict copy" : "\(copies) conflict copies of a file at most") kept")
         }
     }
@@ -541,9 +590,10 @@ struct SyncPause: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderPause(id: folder.id, paused: true), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderPause(id: id, paused: true), device: folder.device)
             tell(
-                "paused \(answer.folder?.label ?? folder.id) (\(folder.id)) here; share sync resume \(folder.id) takes it up again"
+                "paused \(answer.folder?.label ?? id) (\(id)) here; share sync resume \(id) takes it up again"
             )
         }
     }
@@ -560,8 +610,9 @@ struct SyncResume: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderPause(id: folder.id, paused: false), device: folder.device)
-            tell("resumed \(answer.folder?.label ?? folder.id) (\(folder.id)); share sync shows it catch up")
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderPause(id: id, paused: false), device: folder.device)
+            tell("resumed \(answer.folder?.label ?? id) (\(id)); share sync shows it catch up")
         }
     }
 }
@@ -586,7 +637,8 @@ struct SyncVersions: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let answer = try folderRequest(.folderVersions(id: folder.id, path: path), device: folder.device)
+            let id = try folder.resolved()
+            let answer = try folderRequest(.folderVersions(id: id, path: path), device: folder.device)
             let versions = answer.versions ?? []
             if json {
                 say(String(decoding: try JSONEncoder.iso8601.encode(versions), as: UTF8.self))
@@ -643,6 +695,7 @@ struct SyncRestore: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
+            let id = try folder.resolved()
             var time: Date?
             if let at {
                 guard let parsed = Self.parse(at) else {
@@ -653,7 +706,7 @@ struct SyncRestore: ParsableCommand {
                 }
                 time = parsed
             }
-            let answer = try folderRequest(.folderRestore(id: folder.id, path: path, at: time), device: folder.device)
+            let answer = try folderRequest(.folderRestore(id: id, path: path, at: time), device: folder.device)
             guard let version = answer.versions?.first else { throw ShareError(.failure, "the agent said nothing") }
             tell(
                 "put back \(version.path) as it was at \(Self.format(version.time)); it syncs to the other devices now")

@@ -657,7 +657,10 @@ package final class FolderService: AgentPart, Sendable {
         }
         guard (settings.paused == true) != paused else {
             throw ShareFailure(
-                .usage, "\(settings.label) (\(id)) is \(paused ? "paused" : "not paused") already")
+                .usage,
+                paused
+                    ? "\(settings.label) (\(id)) is paused already"
+                    : "\(settings.label) (\(id)) is not paused: there is nothing to resume")
         }
         settings.paused = paused ? true : nil
         try book.change { book in

@@ -538,8 +538,9 @@ extension EndToEndAgents {
         /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
         @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {
             let (devices, folders, id) = try twoSharingOneFile()
-            let paused = devices[1].run(["sync", "pause", id])
-            #expect(paused.status == 0 && paused.stderr.contains("paused docs"), "\(paused.stderr)")
+            // Named by its label, the one folder here that has it (by its path when resumed below).
+            let paused = devices[1].run(["sync", "pause", "docs"])
+            #expect(paused.status == 0 && paused.stderr.contains("paused docs (\(id))"), "\(paused.stderr)")
             #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
             // The paused side says the laptop is there (it is this device that paused, not the laptop that declines).
             #expect(
@@ -567,7 +568,7 @@ extension EndToEndAgents {
                 }
                     == false, "\(treeOf(folders[0]))\n\(treeOf(folders[1]))")
             #expect(devices.listing(1).folders.first?["state"] as? String == "paused")
-            let resumed = devices[1].run(["sync", "resume", id])
+            let resumed = devices[1].run(["sync", "resume", folders[1].path + "/"])
             #expect(resumed.status == 0 && resumed.stderr.contains("resumed docs"), "\(resumed.stderr)")
             #expect(
                 waitUntil(timeout: 30) {
@@ -576,6 +577,30 @@ extension EndToEndAgents {
                 }, "\(devices.logs)")
             #expect(devices.settled(), "\(devices.logs)")
             #expect(devices[1].run(["sync", "resume", id]).status == 64)
+        }
+
+        /// Two folders of one label here: a command naming the label is refused and names both IDs (and where
+        /// each is); each is named by its ID or its path instead, and an offer by its label.
+        @Test func aLabelTwoFoldersShareNamesNeitherAndTheirPathsDo() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let first = try devices[0].folder("work/docs")
+            let second = try devices[0].folder("home/docs")
+            let one = try devices.share(0, first, with: [1])
+            let two = try devices.share(0, second, with: [1])
+            let refused = devices[0].run(["sync", "pause", "docs"])
+            #expect(
+                refused.status == 64 && refused.stderr.contains("2 shared folders are labelled docs")
+                    && refused.stderr.contains("\(one) (\(first.path))") && refused.stderr.contains(two),
+                "\(refused.stderr)")
+            let paused = devices[0].run(["sync", "pause", second.path])
+            #expect(paused.status == 0 && paused.stderr.contains("paused docs (\(two))"), "\(paused.stderr)")
+            #expect(devices[0].run(["sync", "pause", one]).status == 0)
+            // The desk is offered both, under one label: accepting by it is refused the same way.
+            #expect(waitUntil(timeout: 30) { devices.listing(1).offers.count == 2 }, "\(devices.logs)")
+            let accepted = devices[1].run(["sync", "accept", "docs"])
+            #expect(
+                accepted.status == 64 && accepted.stderr.contains("2 folders offered are labelled docs"),
+                "\(accepted.stderr)")
         }
 
         /// A folder replaced by a file on the laptop while the desk made a file in that folder: the folder stays

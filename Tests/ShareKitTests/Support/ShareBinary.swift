@@ -362,7 +362,7 @@ func makeFile(_ url: URL, size: Int) throws {
     // The kernel's generator, 1 MiB at a time: fast in a debug build and flat in memory for a 1 GiB file.
     let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
     defer { try? random.close() }
-    FileManager.default.createFile(atPath: url.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: url.path, contents: nil)
     let out = try FileHandle(forWritingTo: url)
     defer { try? out.close() }
     var left = size
