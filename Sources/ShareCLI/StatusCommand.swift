@@ -11,7 +11,7 @@ struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract:
-            "Show the running agent: port, uptime and version, peers, the clipboard item, and its sends with progress.",
+            "Show the running agent: port, uptime and version, peers, the clipboard item, its sends with progress, and its shared folders.",
         discussion: helpPage(
             "Talks to the agent over its control socket, which only this user can use.",
             examples: ["share status", "share status --json", "share status --wait 3f2a9c1b0d4e"]))
@@ -89,6 +89,35 @@ struct StatusCommand: ParsableCommand {
             if let error = job.lastError { line += " — \(error)" }
             say(line)
         }
+        if let answer {
+            for folder in answer.folders ?? [] { say(Self.line(folder)) }
+            for offer in answer.offers ?? [] {
+                say(
+                    "folder offered: \(ProgressReporter.neutralized(offer.label)) (\(offer.id)) from \(ProgressReporter.neutralized(offer.fromName)); share sync accept \(offer.id)"
+                )
+            }
+        }
+    }
+
+    /// One line for a shared folder (`share sync` shows the rest):
+    /// `folder: thesis (abcde-fghij-klmno) up to date, 31 file(s); desk in step, phone away; 1 conflict copy`.
+    static func line(_ folder: FolderStatus) -> String {
+        let settings = folder.settings
+        var line =
+            "folder: \(ProgressReporter.neutralized(settings.label)) (\(settings.id)) \(folder.state), \(folder.files) file(s)"
+        if folder.neededFiles > 0 { line += ", \(folder.neededFiles) to come" }
+        let peers = folder.peers.map { peer in
+            let name = ProgressReporter.neutralized(peer.name)
+            if !peer.connected { return "\(name) \(peer.notSharing == true ? "not sharing it" : "away")" }
+            if peer.notSharing == true { return "\(name) not sharing it" }
+            return "\(name) \(peer.inStep ? "in step" : "not in step")"
+        }
+        if !peers.isEmpty { line += "; " + peers.joined(separator: ", ") }
+        if !folder.conflicts.isEmpty {
+            line += "; \(folder.conflicts.count) conflict cop\(folder.conflicts.count == 1 ? "y" : "ies")"
+        }
+        if !folder.problems.isEmpty { line += "; \(folder.problems.count) path(s) out of sync" }
+        return line
     }
 
     /// `[2/3] movie.mp4 45% 1.2 GiB/2.6 GiB at 110.0 MiB/s`

@@ -519,7 +519,10 @@ extension EndToEndAgents {
         /// When a device was last in step is kept with the folder's index: after both agents stopped and one came
         /// back alone, it still says when the other last held what it holds, and that it is away.
         @Test func whenADeviceWasLastInStepOutlivesARestart() throws {
-            let (devices, _, _) = try twoSharingOneFile()
+            let (devices, _, id) = try twoSharingOneFile()
+            // share status has a line for the folder too.
+            let status = devices[0].run(["status"]).stdout
+            #expect(status.contains("folder: docs (\(id)) up to date, 1 file(s); desk in step"), "\(status)")
             devices.stop(1)
             devices.stop(0)
             try devices.start(0)
@@ -532,6 +535,7 @@ extension EndToEndAgents {
             #expect(
                 listed.contains("desk: away") && listed.contains("last in step") && !listed.contains("in step\n"),
                 "\(listed)")
+            #expect(devices[0].run(["status"]).stdout.contains("; desk away"))
         }
 
         /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
