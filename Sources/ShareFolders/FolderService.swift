@@ -248,6 +248,18 @@ package final class FolderService: AgentPart, Sendable {
         AccessPolicy.decide(.syncFolders, peer: peer, localName: device.name)
     }
 
+    /// Why a folder is not shared with `device` (the policy's `reason`), said to this device's owner: which device
+    /// and what would change it.
+    static func notShared(_ device: TrustedDevice, reason: String) -> String {
+        if device.watch {
+            return
+                "\(device.name) is a watch, and \(reason.replacingOccurrences(of: " (trust this one with --team)", with: "")); a watch takes sends, not folders"
+        }
+        return "\(device.name) is trusted here without --team, so not as one of your own devices, and "
+            + reason.replacingOccurrences(of: " (trust this one with --team)", with: "")
+            + "; if it is yours: share trust add \(device.id) --name \(device.name) --team"
+    }
+
     /// Whether the device `id` names (an ID or a name) is trusted and may share folders.
     func sharesFolders(_ id: String) -> Bool { trust.store.find(id).map { folderPolicy($0).isAllowed } ?? false }
 
@@ -282,7 +294,7 @@ package final class FolderService: AgentPart, Sendable {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
             }
             if case .refused(let reason) = folderPolicy(device) {
-                throw ShareFailure(.refused, reason)
+                throw ShareFailure(.refused, Self.notShared(device, reason: reason))
             }
         }
         settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }

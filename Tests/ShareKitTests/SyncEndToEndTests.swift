@@ -934,6 +934,11 @@ extension EndToEndAgents {
             let folder = try devices[0].folder("shared")
             let refused = devices[0].run(["sync", "add", folder.path, "--with", "friend"])
             #expect(refused.status != 0 && refused.stderr.contains("owner's devices"), "\(refused.stderr)")
+            // Said of the device named, with what would change it.
+            #expect(
+                refused.stderr.contains("friend is trusted here without --team")
+                    && refused.stderr.contains("share trust add \(friend.id) --name friend --team"),
+                "\(refused.stderr)")
             // A name that names nothing is a wrong argument, as the agent that found it says: exit status 64, one
             // line saying where the names are listed.
             var cases: [([String], String)] = [
