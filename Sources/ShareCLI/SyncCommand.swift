@@ -26,7 +26,7 @@ struct SyncCommand: ParsableCommand {
             SyncList.self, SyncAdd.self, SyncAccept.self, SyncDecline.self, SyncRemove.self, SyncUnshare.self,
             SyncSet.self, SyncPause.self, SyncResume.self, SyncRevert.self, SyncOverride.self, SyncRescan.self,
             SyncAllowDeletes.self,
-            SyncVersions.self, SyncRestore.self,
+            SyncVersions.self, SyncRestore.self, SyncChanges.self,
         ],
         defaultSubcommand: SyncList.self)
 }
@@ -651,6 +651,60 @@ struct SyncVersions: ParsableCommand {
             for version in versions {
                 say("\(SyncRestore.format(version.time))  \(ProgressReporter.bytes(version.size))  \(version.path)")
             }
+        }
+    }
+}
+
+struct SyncChanges: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "changes",
+        abstract: "What other devices changed in a folder, as it was applied here: added, changed, deleted.",
+        discussion: helpPage(
+            "Newest first, since the agent started (the last 200 of each folder): when, which device's change, what became of the path (added, changed or deleted; a file, folder or link) and the path. A rename shows as the old path deleted and the new one added. What was changed here is not listed: it is what the others list.",
+            examples: [
+                "share sync changes", "share sync changes thesis", "share sync changes abcde-fghij-klmno --json",
+            ]))
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(
+        help: ArgumentHelp(
+            "The folder: its ID, its label when no other folder here has it, or its path (default: every folder).",
+            valueName: "folder"))
+    var folder: String?
+
+    @Flag(help: "The changes as one JSON object: each folder's ID and its changes, the latest last.")
+    var json = false
+
+    func run() throws {
+        try ShareCLI.run {
+            let id = try folder.map { try resolveFolder($0, device: device, offers: false) }
+            let answer = try folderRequest(.folders(settledWithin: nil), device: device)
+            let folders = (answer.folders ?? []).filter { id == nil || $0.settings.id == id }
+            if let id, folders.isEmpty {
+                throw ShareError(.usage, "no shared folder \(id) (share sync lists them)")
+            }
+            if json {
+                let object = Dictionary(
+                    folders.map { ($0.settings.id, $0.recentChanges ?? []) }, uniquingKeysWith: { first, _ in first })
+                say(String(decoding: try JSONEncoder.iso8601.encode(object), as: UTF8.self))
+                return
+            }
+            for status in folders {
+                let changes = status.recentChanges ?? []
+                let name = "\(ProgressReporter.neutralized(status.settings.label)) (\(status.settings.id))"
+                guard !changes.isEmpty else {
+                    say("\(name): nothing changed by another device since the agent started")
+                    continue
+                }
+                say("\(name): \(changes.count) change(s) by other devices, newest first")
+                for change in changes.reversed() {
+                    say(
+                        "  \(SyncList.time(change.at))  \(ProgressReporter.neutralized(change.by))  \(change.action) \(change.kind)  \(ProgressReporter.neutralized(change.path))"
+                    )
+                }
+            }
+            if folders.isEmpty { say("no shared folders; share one with: share sync add FOLDER --with DEVICE") }
         }
     }
 }

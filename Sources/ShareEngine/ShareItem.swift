@@ -4,7 +4,6 @@ import ShareArchive
 import ShareProtocol
 import ShareTrust
 import UniformTypeIdentifiers
-import ShareEngine
 
 /// One value to send, with what the receiving person sees of it. Any `Transferable` value: it is offered as its
 /// representations for the receiving device (those whose exporting condition holds for the value, visible to how

@@ -3,7 +3,6 @@ import FoundationEssentials
 import ShareProtocol
 import ShareTrust
 import UniformTypeIdentifiers
-import ShareEngine
 
 /// What the receiving person sees of an item before it is accepted: a title, and optionally a small image and an
 /// icon — the shape of SwiftUI's `SharePreview(_:image:icon:)`, which `ShareLink(item:preview:)` takes beside its

@@ -6,7 +6,6 @@ import ShareProfiles
 import ShareTrust
 import ShareProtocol
 import UniformTypeIdentifiers
-import ShareEngine
 
 /// A file on this disk, as a `Transferable` value: offered as a file of its type (by its extension, dynamic when
 /// unknown, or as given), never as its `file:` URL; it streams from the disk in chunks and resumes where a receiver

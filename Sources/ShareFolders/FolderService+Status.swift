@@ -164,7 +164,8 @@ extension FolderService {
                         neededFiles: state.neededFiles, neededBytes: state.neededBytes, rate: rate,
                         bytesReceived: state.bytesReceived, bytesFromLocal: state.bytesFromLocal, peers: peerStatus,
                         conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan,
-                        lastScanSeconds: state.lastScanSeconds, recentPulls: state.pulls.isEmpty ? nil : state.pulls)
+                        lastScanSeconds: state.lastScanSeconds, recentPulls: state.pulls.isEmpty ? nil : state.pulls,
+                        recentChanges: changes(state.sync.applied))
                 })
         }
         return (result, cost)
@@ -242,6 +243,26 @@ extension FolderService {
 
     /// The name of the device a label stands for (the first seven characters of its ID, as a conflict copy's name
     /// carries it): this device's, or the name a trusted device is known by here; nil for one not known.
+    /// The changes from other devices applied here, as the status lists them (nil: none).
+    func changes(_ applied: [SyncFolder.AppliedChange]) -> [FolderStatus.Change]? {
+        guard !applied.isEmpty else { return nil }
+        var names: [ShortID: String] = [:]
+        return applied.map { change in
+            let label = ShortIDs.label(change.by)
+            let name = names[change.by] ?? deviceName(label: label) ?? label
+            names[change.by] = name
+            let kind =
+                switch change.kind {
+                case .file: "file"
+                case .directory: "folder"
+                case .symlink: "link"
+                }
+            return FolderStatus.Change(
+                at: Date(timeIntervalSince1970: Double(change.at) / 1e9), path: change.path,
+                action: change.deleted ? "deleted" : change.existed ? "changed" : "added", kind: kind, by: name)
+        }
+    }
+
     func deviceName(label: String) -> String? {
         guard label.count == 7 else { return nil }
         if ShortIDs.label(me) == label { return device.name }

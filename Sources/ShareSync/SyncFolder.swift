@@ -44,6 +44,22 @@ public final class SyncFolder {
     private let label: (ShortID) -> String
     /// Conflict copies made here since this object was made.
     public private(set) var conflicts: [Conflict] = []
+
+    /// A change another device made that was applied to this device's disk: made, changed or removed.
+    public struct AppliedChange: Sendable, Equatable {
+        public var path: String
+        public var kind: FileEntry.Kind
+        public var deleted: Bool
+        /// Whether this device held a live entry at the path before (a change, not something new).
+        public var existed: Bool
+        /// The device whose change it was.
+        public var by: ShortID
+        /// When it was applied here, in nanoseconds since 1970.
+        public var at: Int64
+    }
+    /// The last changes from other devices applied here (at most `appliedKept`, the latest last).
+    public private(set) var applied: [AppliedChange] = []
+    public static let appliedKept = 200
     /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
     public var includes: (String) -> Bool = { _ in true }
     /// The folder's ignore patterns: an ignored path is neither scanned nor taken from the others, and what was
@@ -399,20 +415,21 @@ public final class SyncFolder {
                     try disk.setMetadata(path, kind: entry.kind, mode: entry.mode, modified: entry.modified)
                     outcome.recorded += recordApplied(entry)
                 case .record(let entry):
-                    outcome.recorded += recordApplied(entry)
+                    outcome.recorded += recordApplied(entry, visible: false)
                 case .remove(let entry):
-                    if let now = disk.stamp(path), now.kind == .directory, liveBeneath(path) {
+                    let there = disk.stamp(path)
+                    if let now = there, now.kind == .directory, liveBeneath(path) {
                         // A folder deleted elsewhere while a file in it was made or changed: the file is kept, and
                         // so is its folder, as a new version that follows the deletion.
                         outcome.recorded += revive(path, after: entry)
                         break
                     }
-                    if let now = disk.stamp(path) {
+                    if let now = there {
                         if now.kind == .directory { try removeDeletableIgnored(beneath: path) }
                         if now.kind == .file { try disk.keepVersion(path) }
                         try disk.remove(path)
                     }
-                    outcome.recorded += recordApplied(entry)
+                    outcome.recorded += recordApplied(entry, visible: there != nil)
                 case .fetch(let entry):
                     outcome.recorded += try ensureParents(path)
                     if let (recorded, moved) = try fetchLocally(entry, removals: removals, rescans: &outcome.rescans) {
@@ -717,16 +734,26 @@ public final class SyncFolder {
     /// When this device held a version the global one never saw (a deletion here that lost to a concurrent edit,
     /// say), the version recorded is both merged: what this device did stays known, so no device can take its own
     /// older version back over it.
-    private func recordApplied(_ entry: FileEntry, made: DiskStamp? = nil) -> [FileEntry] {
-        var applied = entry
-        applied.sequence = 0
-        applied.localOnly = false
-        if let local = store.local(entry.path)?.entry, !local.localOnly, !entry.version.dominates(local.version) {
-            applied.version = entry.version.merged(with: local.version)
+    /// `visible`: the step changed the disk (listed among the changes `applied`); a step that only records what the
+    /// disk already holds is not.
+    private func recordApplied(_ entry: FileEntry, made: DiskStamp? = nil, visible: Bool = true) -> [FileEntry] {
+        var recorded = entry
+        recorded.sequence = 0
+        recorded.localOnly = false
+        let local = store.local(entry.path)?.entry
+        if let local, !local.localOnly, !entry.version.dominates(local.version) {
+            recorded.version = entry.version.merged(with: local.version)
         }
         // A stamp of another kind than the entry's (what is on disk changed under the step) is no stamp of it: the
         // path is then scanned again, never taken as holding this entry.
         let stamp = entry.deleted ? nil : (made ?? disk.stamp(entry.path)).flatMap { $0.kind == entry.kind ? $0 : nil }
-        return store.recordLocal([LocalEntry(entry: applied, stamp: stamp)])
+        if visible {
+            if applied.count >= Self.appliedKept { applied.removeFirst(applied.count - Self.appliedKept + 1) }
+            applied.append(
+                AppliedChange(
+                    path: entry.path, kind: entry.kind, deleted: entry.deleted,
+                    existed: local.map { !$0.deleted } ?? false, by: entry.modifiedBy, at: clock().nanoseconds))
+        }
+        return store.recordLocal([LocalEntry(entry: recorded, stamp: stamp)])
     }
 }

@@ -583,6 +583,35 @@ extension EndToEndAgents {
             #expect(devices[1].run(["sync", "resume", id]).status == 64)
         }
 
+        /// What other devices changed is listed where it was applied (`share sync changes`): added, changed and
+        /// deleted, by which device, newest first; the device that made the changes lists none of them.
+        @Test func theChangesOtherDevicesMadeAreListedWhereTheyWereApplied() throws {
+            let (devices, folders, id) = try twoSharingOneFile()
+            try Data("two\n".utf8).write(to: folders[0].appendingPathComponent("two.txt"))
+            try Data("one, edited\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[1])["two.txt"] == "two\n" && treeOf(folders[1])["one.txt"] == "one, edited\n"
+                }, "\(devices.logs)")
+            try FileManager.default.removeItem(at: folders[0].appendingPathComponent("two.txt"))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])["two.txt"] == nil }, "\(devices.logs)")
+            let listed = devices[1].run(["sync", "changes", "docs"])
+            #expect(listed.status == 0, "\(listed.stderr)")
+            let lines = listed.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.first == "docs (\(id)): 4 change(s) by other devices, newest first", "\(listed.stdout)")
+            #expect(lines.dropFirst().first?.hasSuffix("laptop  deleted file  two.txt") == true, "\(listed.stdout)")
+            for line in ["laptop  added file  one.txt", "laptop  added file  two.txt", "laptop  changed file  one.txt"]
+            {
+                #expect(lines.contains { $0.hasSuffix(line) }, "\(line)\n\(listed.stdout)")
+            }
+            let json = devices[1].run(["sync", "changes", id, "--json"])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: [[String: Any]]])
+            #expect(
+                object[id]?.last?["action"] as? String == "deleted" && object[id]?.last?["by"] as? String == "laptop")
+            #expect(devices[0].run(["sync", "changes"]).stdout.contains("nothing changed by another device"))
+        }
+
         /// Two folders of one label here: a command naming the label is refused and names both IDs (and where
         /// each is); each is named by its ID or its path instead, and an offer by its label.
         @Test func aLabelTwoFoldersShareNamesNeitherAndTheirPathsDo() throws {

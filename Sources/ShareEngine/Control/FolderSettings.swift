@@ -199,12 +199,32 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     package var lastScanSeconds: Double?
     /// The last pulls that brought files here (at most 20, the latest last).
     package var recentPulls: [Pull]?
+    /// The last changes other devices made that were applied here (at most 200, the latest last).
+    package var recentChanges: [Change]?
+
+    /// A change another device made, applied here: `added`, `changed` or `deleted`; a `file`, `folder` or `link`.
+    package struct Change: Codable, Sendable, Equatable {
+        package var at: Date
+        package var path: String
+        package var action: String
+        package var kind: String
+        /// The device whose change it was: its name here, else its ID's first group.
+        package var by: String
+
+        package init(at: Date, path: String, action: String, kind: String, by: String) {
+            self.at = at
+            self.path = path
+            self.action = action
+            self.kind = kind
+            self.by = by
+        }
+    }
 
     package init(
         settings: SharedFolderSettings, state: String, files: Int, bytes: UInt64, neededFiles: Int,
         neededBytes: UInt64, rate: Double?, bytesReceived: UInt64, bytesFromLocal: UInt64, peers: [Peer],
         conflicts: [Conflict], problems: [Problem], lastScan: Date?, lastScanSeconds: Double? = nil,
-        recentPulls: [Pull]? = nil
+        recentPulls: [Pull]? = nil, recentChanges: [Change]? = nil
     ) {
         self.settings = settings
         self.state = state
@@ -221,6 +241,7 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         self.lastScan = lastScan
         self.lastScanSeconds = lastScanSeconds
         self.recentPulls = recentPulls
+        self.recentChanges = recentChanges
     }
 }
 
