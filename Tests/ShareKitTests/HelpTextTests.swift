@@ -12,7 +12,8 @@ extension EndToEnd {
             ["profile", "export"], ["profile", "import"], ["web"], ["mirror"], ["sync"], ["sync", "list"],
             ["sync", "add"], ["sync", "accept"], ["sync", "decline"], ["sync", "remove"], ["sync", "revert"],
             ["sync", "override"], ["sync", "rescan"], ["sync", "allow-deletes"], ["sync", "versions"],
-            ["sync", "restore"], ["sync", "unshare"], ["sync", "set"], ["sync", "pause"], ["sync", "resume"], ["sync", "changes"], [],
+            ["sync", "restore"], ["sync", "unshare"], ["sync", "set"], ["sync", "pause"], ["sync", "resume"],
+            ["sync", "changes"], [],
         ]
 
         /// Every command's help ends with examples, and its paragraphs are wrapped once, to the terminal: at 80
