@@ -58,8 +58,10 @@ public final class SyncFolder {
         public var at: Int64
     }
     /// The last changes from other devices applied here (at most `appliedKept`, the latest last).
-    public private(set) var applied: [AppliedChange] = []
+    public var applied: [AppliedChange] { Array(appliedLog.suffix(Self.appliedKept)) }
     public static let appliedKept = 200
+    /// Trimmed to `appliedKept` when it holds twice that: a first sync of many files does not shift it each time.
+    private var appliedLog: [AppliedChange] = []
     /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
     public var includes: (String) -> Bool = { _ in true }
     /// The folder's ignore patterns: an ignored path is neither scanned nor taken from the others, and what was
@@ -748,8 +750,8 @@ public final class SyncFolder {
         // path is then scanned again, never taken as holding this entry.
         let stamp = entry.deleted ? nil : (made ?? disk.stamp(entry.path)).flatMap { $0.kind == entry.kind ? $0 : nil }
         if visible {
-            if applied.count >= Self.appliedKept { applied.removeFirst(applied.count - Self.appliedKept + 1) }
-            applied.append(
+            if appliedLog.count >= 2 * Self.appliedKept { appliedLog.removeFirst(appliedLog.count - Self.appliedKept) }
+            appliedLog.append(
                 AppliedChange(
                     path: entry.path, kind: entry.kind, deleted: entry.deleted,
                     existed: local.map { !$0.deleted } ?? false, by: entry.modifiedBy, at: clock().nanoseconds))
