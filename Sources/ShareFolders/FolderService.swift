@@ -251,12 +251,13 @@ package final class FolderService: AgentPart, Sendable {
     /// Why a folder is not shared with `device` (the policy's `reason`), said to this device's owner: which device
     /// and what would change it.
     static func notShared(_ device: TrustedDevice, reason: String) -> String {
+        // The policy's advice is for the device asking; this device's owner is told it below.
+        let advice = " (trust this one with --team)"
+        let policy = reason.hasSuffix(advice) ? String(reason.dropLast(advice.count)) : reason
         if device.watch {
-            return
-                "\(device.name) is a watch, and \(reason.replacingOccurrences(of: " (trust this one with --team)", with: "")); a watch takes sends, not folders"
+            return "\(device.name) is a watch, and \(policy); a watch takes sends, not folders"
         }
-        return "\(device.name) is trusted here without --team, so not as one of your own devices, and "
-            + reason.replacingOccurrences(of: " (trust this one with --team)", with: "")
+        return "\(device.name) is trusted here without --team, so not as one of your own devices, and \(policy)"
             + "; if it is yours: share trust add \(device.id) --name \(device.name) --team"
     }
 
