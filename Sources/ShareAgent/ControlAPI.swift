@@ -168,8 +168,6 @@ struct ControlAPI {
             "\(program.registration.name), accepting "
                 + program.registration.accept.entries.map(\.contentType).joined(separator: ", ")
         }
-        response.folders = agent.folders.statuses()
-        response.offers = agent.folders.offers
         return response
     }
 }

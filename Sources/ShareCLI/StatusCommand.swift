@@ -36,7 +36,12 @@ struct StatusCommand: ParsableCommand {
                 }
                 return
             }
-            let answer = try ControlClient.request(.status, paths: paths)
+            var answer = try ControlClient.request(.status, paths: paths)
+            // The folders as `share sync` has them (the page asks for them the same way).
+            if let folders = try? ControlClient.request(.folders(settledWithin: nil), paths: paths), folders.ok {
+                answer.folders = folders.folders
+                answer.offers = folders.offers
+            }
             try show(jobs: answer.jobs ?? [], answer: answer)
         }
     }

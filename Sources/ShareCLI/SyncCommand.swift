@@ -341,6 +341,11 @@ func resolveFolder(_ id: String, device: DeviceOptions, offers: Bool) throws -> 
     guard ControlClient.agentIsRunning(device.paths),
         let answer = try? ControlClient.request(.folders(settledWithin: nil), paths: device.paths), answer.ok
     else { return id }
+    return try resolveFolder(id, in: answer, offers: offers)
+}
+
+/// As above, among the folders and offers of an answer to `folders`.
+func resolveFolder(_ id: String, in answer: ControlResponse, offers: Bool) throws -> String {
     let named: [(id: String, label: String, path: String?)] =
         offers
         ? (answer.offers ?? []).map { ($0.id, $0.label, nil) }
@@ -678,8 +683,8 @@ struct SyncChanges: ParsableCommand {
 
     func run() throws {
         try ShareCLI.run {
-            let id = try folder.map { try resolveFolder($0, device: device, offers: false) }
             let answer = try folderRequest(.folders(settledWithin: nil), device: device)
+            let id = try folder.map { try resolveFolder($0, in: answer, offers: false) }
             let folders = (answer.folders ?? []).filter { id == nil || $0.settings.id == id }
             if let id, folders.isEmpty {
                 throw ShareError(.usage, "no shared folder \(id) (share sync lists them)")
