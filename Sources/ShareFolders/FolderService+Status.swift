@@ -241,8 +241,6 @@ extension FolderService {
         return summary
     }
 
-    /// The name of the device a label stands for (the first seven characters of its ID, as a conflict copy's name
-    /// carries it): this device's, or the name a trusted device is known by here; nil for one not known.
     /// The changes from other devices applied here, as the status lists them (nil: none).
     func changes(_ applied: [SyncFolder.AppliedChange]) -> [FolderStatus.Change]? {
         guard !applied.isEmpty else { return nil }
@@ -263,6 +261,8 @@ extension FolderService {
         }
     }
 
+    /// The name of the device a label stands for (the first seven characters of its ID, as a conflict copy's name
+    /// carries it): this device's, or the name a trusted device is known by here; nil for one not known.
     func deviceName(label: String) -> String? {
         guard label.count == 7 else { return nil }
         if ShortIDs.label(me) == label { return device.name }
