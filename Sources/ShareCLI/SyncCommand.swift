@@ -663,9 +663,9 @@ struct SyncVersions: ParsableCommand {
 struct SyncChanges: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "changes",
-        abstract: "What other devices changed in a folder, as it was applied here: added, changed, deleted.",
+        abstract: "What other devices changed in a folder, as it was applied here: added, changed, renamed, deleted.",
         discussion: helpPage(
-            "Newest first, since the agent started (the last 200 of each folder): when, which device's change, what became of the path (added, changed or deleted; a file, folder or link) and the path. A rename shows as the old path deleted and the new one added. What was changed here is not listed: it is what the others list.",
+            "Newest first, since the agent started (the last 200 of each folder): when, which device's change, what became of the path (added, changed, renamed or deleted; a file, folder or link) and the path. A rename applied by moving the file here names the path it had (a renamed file whose content had to come shows as the old path deleted and the new one added); a change that met one made here names the conflict copy this device's version was kept as. What was changed here is not listed: it is what the others list.",
             examples: [
                 "share sync changes", "share sync changes thesis", "share sync changes abcde-fghij-klmno --json",
             ]))
@@ -704,9 +704,13 @@ struct SyncChanges: ParsableCommand {
                 }
                 say("\(name): \(changes.count) change(s) by other devices, newest first")
                 for change in changes.reversed() {
-                    say(
+                    var line =
                         "  \(SyncList.time(change.at))  \(ProgressReporter.neutralized(change.by))  \(change.action) \(change.kind)  \(ProgressReporter.neutralized(change.path))"
-                    )
+                    if let from = change.from { line += " (was \(ProgressReporter.neutralized(from)))" }
+                    if let copy = change.keptAs {
+                        line += " (this device's version kept as \(ProgressReporter.neutralized(copy)))"
+                    }
+                    say(line)
                 }
             }
             if folders.isEmpty { say("no shared folders; share one with: share sync add FOLDER --with DEVICE") }

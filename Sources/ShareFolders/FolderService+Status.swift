@@ -255,9 +255,11 @@ extension FolderService {
                 case .directory: "folder"
                 case .symlink: "link"
                 }
+            let action =
+                change.deleted ? "deleted" : change.from != nil ? "renamed" : change.existed ? "changed" : "added"
             return FolderStatus.Change(
-                at: Date(timeIntervalSince1970: Double(change.at) / 1e9), path: change.path,
-                action: change.deleted ? "deleted" : change.existed ? "changed" : "added", kind: kind, by: name)
+                at: Date(timeIntervalSince1970: Double(change.at) / 1e9), path: change.path, action: action,
+                kind: kind, by: name, from: change.from, keptAs: change.keptAs)
         }
     }
 

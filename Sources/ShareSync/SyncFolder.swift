@@ -56,12 +56,20 @@ public final class SyncFolder {
         public var by: ShortID
         /// When it was applied here, in nanoseconds since 1970.
         public var at: Int64
+        /// A rename applied here: the path the file had (its content moved, nothing crossed).
+        public var from: String?
+        /// This device's concurrent version of the path, set aside for this one: the conflict copy it was kept
+        /// as (nil: none made, or kept among the versions).
+        public var keptAs: String?
     }
     /// The last changes from other devices applied here (at most `appliedKept`, the latest last).
     public var applied: [AppliedChange] { Array(appliedLog.suffix(Self.appliedKept)) }
     public static let appliedKept = 200
     /// Trimmed to `appliedKept` when it holds twice that: a first sync of many files does not shift it each time.
     private var appliedLog: [AppliedChange] = []
+    /// Paths whose version here was set aside for another device's concurrent one, and the conflict copy it went
+    /// to (nil: none): the version that then comes is listed as a change of what was here, not as something new.
+    private var setAsideHere: [String: String?] = [:]
     /// Whether a path may be synced at all (ignore patterns; internal names); `false` leaves it alone everywhere.
     public var includes: (String) -> Bool = { _ in true }
     /// The folder's ignore patterns: an ignored path is neither scanned nor taken from the others, and what was
@@ -637,7 +645,9 @@ public final class SyncFolder {
         if let gone = removals[source.entry.path] {
             try disk.move(source.entry.path, to: entry.path)
             try disk.setMetadata(entry.path, kind: .file, mode: entry.mode, modified: entry.modified)
-            return (recordApplied(gone) + recordApplied(entry), source.entry.path)
+            return (
+                recordApplied(gone, visible: false) + recordApplied(entry, from: source.entry.path), source.entry.path
+            )
         }
         try disk.copyFile(source.entry.path, to: entry.path, mode: entry.mode, modified: entry.modified)
         return (recordApplied(entry), nil)
@@ -662,6 +672,7 @@ public final class SyncFolder {
             // No conflict copies: the losing version is kept among the versions.
             if stamp.kind == .file { try disk.keepVersion(path) }
             try disk.remove(path)
+            noteSetAside(path, as: nil)
         } else if stamp.kind != .directory {
             let original = ConflictName.original(of: path) ?? path
             recorded += try makeRoomForConflict(of: original)
@@ -673,6 +684,7 @@ public final class SyncFolder {
                 // its copy come or still being recorded): its copy holds that content, so it is not copied twice.
                 if copy != path, let there = disk.stamp(copy), holds(copy, there, loser) {
                     try disk.remove(path)
+                    noteSetAside(path, as: copy)
                     return recorded + leave(loser)
                 }
                 n += 1
@@ -682,6 +694,7 @@ public final class SyncFolder {
                 copy = folder + stem + "-\(n)" + ext
             }
             try disk.move(path, to: copy)
+            noteSetAside(path, as: copy)
             conflicts.append(
                 Conflict(
                     path: path, copy: copy, loser: loser.modifiedBy, loserModified: loser.modified,
@@ -692,6 +705,12 @@ public final class SyncFolder {
             try disk.remove(path)
         }
         return recorded + leave(loser)
+    }
+
+    private func noteSetAside(_ path: String, as copy: String?) {
+        // Bounded: a winner that never comes (its pull failed for good) leaves its path here.
+        if setAsideHere.count >= 4 * Self.appliedKept { setAsideHere.removeAll() }
+        setAsideHere[path] = .some(copy)
     }
 
     /// Whether the file or link at `path` (on disk as `stamp`) holds `entry`'s content: as this device's index
@@ -738,7 +757,10 @@ public final class SyncFolder {
     /// older version back over it.
     /// `visible`: the step changed the disk (listed among the changes `applied`); a step that only records what the
     /// disk already holds is not.
-    private func recordApplied(_ entry: FileEntry, made: DiskStamp? = nil, visible: Bool = true) -> [FileEntry] {
+    /// `from`: a rename, applied by moving the file that was there.
+    private func recordApplied(
+        _ entry: FileEntry, made: DiskStamp? = nil, visible: Bool = true, from: String? = nil
+    ) -> [FileEntry] {
         var recorded = entry
         recorded.sequence = 0
         recorded.localOnly = false
@@ -749,12 +771,14 @@ public final class SyncFolder {
         // A stamp of another kind than the entry's (what is on disk changed under the step) is no stamp of it: the
         // path is then scanned again, never taken as holding this entry.
         let stamp = entry.deleted ? nil : (made ?? disk.stamp(entry.path)).flatMap { $0.kind == entry.kind ? $0 : nil }
+        let aside = setAsideHere.isEmpty ? nil : setAsideHere.removeValue(forKey: entry.path)
         if visible {
             if appliedLog.count >= 2 * Self.appliedKept { appliedLog.removeFirst(appliedLog.count - Self.appliedKept) }
             appliedLog.append(
                 AppliedChange(
                     path: entry.path, kind: entry.kind, deleted: entry.deleted,
-                    existed: local.map { !$0.deleted } ?? false, by: entry.modifiedBy, at: clock().nanoseconds))
+                    existed: aside != nil || (local.map { !$0.deleted } ?? false), by: entry.modifiedBy,
+                    at: clock().nanoseconds, from: from, keptAs: aside ?? nil))
         }
         return store.recordLocal([LocalEntry(entry: recorded, stamp: stamp)])
     }

@@ -583,8 +583,8 @@ extension EndToEndAgents {
             #expect(devices[1].run(["sync", "resume", id]).status == 64)
         }
 
-        /// What other devices changed is listed where it was applied (`share sync changes`): added, changed and
-        /// deleted, by which device, newest first; the device that made the changes lists none of them.
+        /// What other devices changed is listed where it was applied (`share sync changes`): added, changed,
+        /// renamed and deleted, by which device, newest first; the device that made the changes lists none of them.
         @Test func theChangesOtherDevicesMadeAreListedWhereTheyWereApplied() throws {
             let (devices, folders, id) = try twoSharingOneFile()
             try Data("two\n".utf8).write(to: folders[0].appendingPathComponent("two.txt"))
@@ -593,21 +593,31 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) {
                     treeOf(folders[1])["two.txt"] == "two\n" && treeOf(folders[1])["one.txt"] == "one, edited\n"
                 }, "\(devices.logs)")
+            // A rename (one move on the laptop) is applied here by moving the file: one change, naming both paths.
+            try FileManager.default.moveItem(
+                at: folders[0].appendingPathComponent("one.txt"), to: folders[0].appendingPathComponent("uno.txt"))
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[1])["uno.txt"] == "one, edited\n" && treeOf(folders[1])["one.txt"] == nil
+                }, "\(devices.logs)")
             try FileManager.default.removeItem(at: folders[0].appendingPathComponent("two.txt"))
             #expect(waitUntil(timeout: 30) { treeOf(folders[1])["two.txt"] == nil }, "\(devices.logs)")
             let listed = devices[1].run(["sync", "changes", "docs"])
             #expect(listed.status == 0, "\(listed.stderr)")
             let lines = listed.stdout.split(separator: "\n").map(String.init)
-            // Four at least (a busy machine may see an edit half written, then whole: two changes).
+            // Five at least (a busy machine may see an edit half written, then whole: two changes).
             let count = lines.first.flatMap { line -> Int? in
                 guard line.hasPrefix("docs (\(id)): "), line.hasSuffix(" change(s) by other devices, newest first")
                 else { return nil }
                 return Int(line.dropFirst("docs (\(id)): ".count).prefix { $0.isNumber })
             }
-            #expect((count ?? 0) >= 4 && lines.count == (count ?? 0) + 1, "\(listed.stdout)")
+            #expect((count ?? 0) >= 5 && lines.count == (count ?? 0) + 1, "\(listed.stdout)")
             #expect(lines.dropFirst().first?.hasSuffix("laptop  deleted file  two.txt") == true, "\(listed.stdout)")
-            for line in ["laptop  added file  one.txt", "laptop  added file  two.txt", "laptop  changed file  one.txt"]
-            {
+            #expect(!lines.contains { $0.hasSuffix("deleted file  one.txt") }, "\(listed.stdout)")
+            for line in [
+                "laptop  added file  one.txt", "laptop  added file  two.txt", "laptop  changed file  one.txt",
+                "laptop  renamed file  uno.txt (was one.txt)",
+            ] {
                 #expect(lines.contains { $0.hasSuffix(line) }, "\(line)\n\(listed.stdout)")
             }
             let json = devices[1].run(["sync", "changes", id, "--json"])

@@ -210,13 +210,22 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var kind: String
         /// The device whose change it was: its name here, else its ID's first group.
         package var by: String
+        /// A rename (`action` "renamed"): the path the file had.
+        package var from: String?
+        /// This device's concurrent version of the path, set aside for this change: the conflict copy it was kept as.
+        package var keptAs: String?
 
-        package init(at: Date, path: String, action: String, kind: String, by: String) {
+        package init(
+            at: Date, path: String, action: String, kind: String, by: String, from: String? = nil,
+            keptAs: String? = nil
+        ) {
             self.at = at
             self.path = path
             self.action = action
             self.kind = kind
             self.by = by
+            self.from = from
+            self.keptAs = keptAs
         }
     }
 
