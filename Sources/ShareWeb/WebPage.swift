@@ -227,6 +227,7 @@ enum WebPage {
 
         // Each shared folder: its state, each device with when it was last in step, its conflicts and what waits;
         // then the folders offered to this device, to accept or decline.
+        const openChanges = new Set();
         function renderFolders(state) {
           const list = $("#folders .list"); list.replaceChildren();
           if (!state.folders.length && !state.folderOffers.length) {
@@ -285,6 +286,25 @@ enum WebPage {
               }
             };
             box.append(kept, shelf);
+            // What the other devices changed, as it was applied here (share sync changes), newest first; a list
+            // left open stays open when the folder is drawn again.
+            const recent = folder.recentChanges || [];
+            if (recent.length > 0) {
+              const id = folder.settings.id;
+              const changes = el("details", null, { class: "changes" });
+              changes.open = openChanges.has(id);
+              changes.ontoggle = () => { if (changes.open) openChanges.add(id); else openChanges.delete(id); };
+              changes.append(el("summary", recent.length + " change(s) by other devices"));
+              const listed = el("ul");
+              for (const change of recent.slice().reverse()) {
+                const text = when(change.at) + " — " + change.by + " " + change.action + " " + change.kind + " " + change.path
+                  + (change.from ? " (was " + change.from + ")" : "")
+                  + (change.keptAs ? " (this device's version kept as " + change.keptAs + ")" : "");
+                listed.append(el("li", text, { "data-path": change.path, "data-action": change.action }));
+              }
+              changes.append(listed);
+              box.append(changes);
+            }
             for (const problem of folder.problems) {
               box.append(el("div", problem.path + ": " + problem.reason, { class: "muted problem" }));
             }

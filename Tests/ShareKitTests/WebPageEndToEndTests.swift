@@ -298,6 +298,18 @@ extension EndToEndAgents {
                     return !listed.isEmpty
                 }, "\(devices.logs)")
             #expect(versions.first?["path"] as? String == "bread.txt", "\(versions)")
+            // The edit is among the changes the page lists (what the laptop did, as it was applied here).
+            var changes: [[String: Any]] = []
+            #expect(
+                waitUntil(timeout: 30) {
+                    changes =
+                        ((try? state())?["folders"] as? [[String: Any]])?.first?["recentChanges"] as? [[String: Any]]
+                        ?? []
+                    return changes.last.map {
+                        $0["action"] as? String == "changed" && $0["path"] as? String == "bread.txt"
+                            && $0["by"] as? String == "laptop"
+                    } == true
+                }, "\(changes)")
             let at = try #require(versions.first?["time"] as? String)
             let encoded = at.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? at
             let restored = try exchange(
