@@ -82,10 +82,19 @@ final class WebActions: Sendable {
         let routes = RouteBook.load(paths)
         let discovered = DiscoveredPeer.load(paths)
         let heard = Dictionary(discovered.map { ($0.id, $0.lastSeen) }) { max($0, $1) }
+        if status != nil, let folders = try? ControlClient.request(.folders(), paths: paths) {
+            state.folders = folders.folders ?? []
+            state.folderOffers = folders.offers ?? []
+        }
+        // Devices a folder link is open with now (one they opened here is in no route book).
+        let linked = Set(state.folders.flatMap { $0.peers.filter(\.connected).map(\.id) })
         state.devices = trust.map { peer in
             let route = routes[peer.id.description]
-            // The last contact as `share peers` knows it: reached (directly or through a relay) or heard.
-            let contact = [route?.at, heard[peer.id.description]].compactMap { $0 }.max()
+            // The last contact as `share peers` knows it: reached (directly or through a relay) or heard; now,
+            // while a folder link with it is open.
+            let contact =
+                linked.contains(peer.id.description)
+                ? Date() : [route?.at, heard[peer.id.description]].compactMap { $0 }.max()
             return .init(
                 name: peer.name, id: peer.id.description, relation: peer.relation.description,
                 address: peer.address?.description, route: route?.route, lastSeen: contact, watch: peer.watch)
@@ -150,10 +159,6 @@ final class WebActions: Sendable {
                 line.rate = progress.rate
             }
             return line
-        }
-        if status != nil, let folders = try? ControlClient.request(.folders(), paths: paths) {
-            state.folders = folders.folders ?? []
-            state.folderOffers = folders.offers ?? []
         }
         let box = AgentInbox(directory: URL(fileURLWithPath: state.agent.inbox, isDirectory: true))
         state.texts = box.history.entries().suffix(50).reversed().map {

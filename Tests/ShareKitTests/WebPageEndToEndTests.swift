@@ -278,6 +278,9 @@ extension EndToEndAgents {
                     return first["state"] as? String == "up to date" && first["files"] as? Int == 1
                         && peers.first?["name"] as? String == "laptop" && peers.first?["inStep"] as? Bool == true
                 }, "\(shown)\n\(devices.logs)")
+            // Linked now: the laptop is seen now, whichever device opened the link.
+            let laptop = ((try state())["devices"] as? [[String: Any]])?.first { $0["name"] as? String == "laptop" }
+            #expect(laptop?["lastSeen"] != nil, "\(laptop ?? [:])")
             let unknown = try exchange(
                 port, "POST /api/folders/accept?id=nothing HTTP/1.1\r\n\(host)\(auth)Content-Length: 0\r\n\r\n")
             #expect(unknown.status == 409 && unknown.text.contains("no folder nothing is offered"), "\(unknown.text)")
