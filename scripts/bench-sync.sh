@@ -20,7 +20,8 @@
 # SYNCTHING (1), LIMIT (600 s per wait), IDLE (20 s), METADATA (1000), PHASES ("send sync rsync syncthing many"),
 # AGENT_LOG (the agents' log level), KEEP_LOGS (a folder the agents' logs are copied to at the end), MARKS (a file
 # each measured phase's start and end are added to, as seconds since 1970, to line a profile up with the phases),
-# SETTLE_TRACE (1: each status poll of a share sync phase on stderr, and how long a status takes once in step),
+# SETTLE_TRACE (1: each status poll of a share sync phase on stderr, how long a status takes once in step, and each
+# agent's CPU seconds in the first sync),
 # SHARE_BIN (another share binary to measure, e.g. an earlier build's, instead of this tree's release build).
 # SHARE_SMOKE=1: the debug build, 200 and 2,000 files, loopback, no Syncthing.
 set -euo pipefail

@@ -507,8 +507,13 @@ def share_sync(net, profile, pristine, seed):
     devices.start()
     try:
         clock = Clock(net, devices.agents)
+        before = [cpu_seconds(p.pid) for p in devices.agents]
         devices.share(source)
-        record(profile, "first", "share sync", devices.wait_converged(clock, source, FILES), devices.peak())
+        result = devices.wait_converged(clock, source, FILES)
+        if os.environ.get("SETTLE_TRACE"):
+            log("    CPU seconds of each agent: "
+                + ", ".join(f"{cpu_seconds(p.pid) - b:.2f}" for p, b in zip(devices.agents, before)))
+        record(profile, "first", "share sync", result, devices.peak())
         change = update(source, seed)
         clock = Clock(net, devices.agents)
         change()
