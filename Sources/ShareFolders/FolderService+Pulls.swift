@@ -273,14 +273,37 @@ extension FolderService {
         let codec = ZstdChunkCodec()
         var small = 0
         var more = false
-        defer {
+        // A large file's bytes are counted as they arrive, a quarter second's at a time: what is to come, the rate
+        // and what crossed move during a long file, not only once its pull ends.
+        var counted: UInt64 = 0
+        var uncounted: UInt64 = 0
+        var lastCount = ContinuousClock.now
+        func count(final: Bool) {
+            let now = ContinuousClock.now
+            guard final || (uncounted > 0 && now - lastCount >= .milliseconds(250)) else { return }
+            // What crossed is the link's count once the pull ends (compressed, with its framing): the progress
+            // counted meanwhile is taken back then.
             let crossed = channel.bytesIn - before
+            let step = uncounted
             folder.withFolder { state in
-                state.bytesReceived += crossed
-                state.recent.append((Date(), crossed))
+                if final {
+                    let rest = crossed > counted ? crossed - counted : 0
+                    state.bytesReceived = state.bytesReceived - min(state.bytesReceived, counted) + crossed
+                    state.recent.append((Date(), rest))
+                    state.arriving -= min(state.arriving, counted)
+                } else {
+                    state.bytesReceived += step
+                    state.recent.append((Date(), step))
+                    state.arriving += step
+                }
                 state.recent.removeAll { $0.0 < Date().addingTimeInterval(-10) }
+                state.countNeeded()
             }
+            counted += step
+            uncounted = 0
+            lastCount = now
         }
+        defer { count(final: true) }
         reading: while true {
             let frame = try session.connection.receive()
             switch frame.type {
@@ -303,7 +326,11 @@ extension FolderService {
                 negotiator: Negotiator(accept: ReceiveOptions.everything),
                 policy: .init(maxItemSize: nil, freeSpace: folder.root.freeSpace),
                 window: ReceiverMachine.window(forVersion: session.peerHello.agreedVersion))
-            let driver = ReceiverDriver(channel: channel, hasher: session.chunkHasher(), codec: codec)
+            let driver = ReceiverDriver(channel: channel, hasher: session.chunkHasher(), codec: codec) { event in
+                guard case .progress(let bytes) = event else { return }
+                uncounted += UInt64(bytes)
+                count(final: false)
+            }
             driver.delta = session.peerHello.speaksDelta
             summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
             folder.withFolder { state in

@@ -83,6 +83,9 @@ final class SharedFolder: Sendable {
         var quitting = false
         /// Bytes received in the last seconds, for a rate.
         var recent: [(Date, UInt64)] = []
+        /// Bytes of the large files being pulled that came already (counted as they arrive, so a long file's
+        /// progress shows in what is to come and the rate; given back when its pull ends).
+        var arriving: UInt64 = 0
         /// The last pulls that brought files here, the latest last.
         var pulls: [FolderStatus.Pull] = []
     }

@@ -742,6 +742,35 @@ extension EndToEndAgents {
             #expect(Set(peers(0).map { $0["name"] as? String }) == ["desk", "phone"], "\(peers(0))")
         }
 
+        /// A large file on its way: what is to come shrinks, the rate and the bytes crossed show while it arrives
+        /// (not only once its pull ends); once it is here, nothing is to come and what crossed is the file.
+        @Test func aLargeFileShowsItsProgressWhileItArrives() throws {
+            let devices = try SyncDevices(["laptop", "desk"], environment: ["SHARE_TEST_SEND_RATE": "200000"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            #expect(devices.settled(), "\(devices.logs)")
+            let size = 8 << 20
+            try makeFile(folders[0].appendingPathComponent("big.bin"), size: size)
+            // About a chunk a second at this rate: some chunks in, the file not yet here.
+            var seen: [String: Any] = [:]
+            #expect(
+                waitUntil(timeout: 30) {
+                    guard let folder = devices.listing(1).folders.first else { return false }
+                    seen = folder
+                    let toCome = folder["neededBytes"] as? Int ?? 0
+                    return folder["neededFiles"] as? Int == 1 && toCome > 0 && toCome <= size - (2 << 20)
+                        && (folder["rate"] as? Double ?? 0) > 0 && (folder["bytesReceived"] as? Int ?? 0) >= 2 << 20
+                }, "\(seen)\n\(devices.logs)")
+            #expect(treeOf(folders[1])["big.bin"] == nil, "the file came before its progress was seen")
+            #expect(devices.settled(), "\(devices.logs)")
+            let done = try #require(devices.listing(1).folders.first)
+            let crossed = done["bytesReceived"] as? Int ?? 0
+            #expect(
+                done["neededBytes"] as? Int == 0 && crossed >= size && crossed < size + (1 << 20), "\(done)")
+        }
+
         /// A device no longer trusted while a file is on its way to it: the transfer ends at once (the desk lists
         /// the file as not pulled) instead of carrying on to the end.
         @Test func aFileOnItsWayToADeviceNoLongerTrustedStops() throws {
