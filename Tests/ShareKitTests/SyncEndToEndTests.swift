@@ -506,8 +506,8 @@ extension EndToEndAgents {
         }
 
         /// The laptop's folder `docs` (one.txt) shared with the desk, accepted there and settled.
-        func twoSharingOneFile() throws -> (SyncDevices, [URL], String) {
-            let devices = try SyncDevices(["laptop", "desk"])
+        func twoSharingOneFile(environment: [String: String] = [:]) throws -> (SyncDevices, [URL], String) {
+            let devices = try SyncDevices(["laptop", "desk"], environment: environment)
             let folders = try (0..<2).map { try devices[$0].folder("docs") }
             try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
             let id = try devices.share(0, folders[0], with: [1])
@@ -745,12 +745,7 @@ extension EndToEndAgents {
         /// A large file on its way: what is to come shrinks, the rate and the bytes crossed show while it arrives
         /// (not only once its pull ends); once it is here, nothing is to come and what crossed is the file.
         @Test func aLargeFileShowsItsProgressWhileItArrives() throws {
-            let devices = try SyncDevices(["laptop", "desk"], environment: ["SHARE_TEST_SEND_RATE": "200000"])
-            let folders = try (0..<2).map { try devices[$0].folder("docs") }
-            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
-            let id = try devices.share(0, folders[0], with: [1])
-            try devices.accept(1, id, into: folders[1])
-            #expect(devices.settled(), "\(devices.logs)")
+            let (devices, folders, _) = try twoSharingOneFile(environment: ["SHARE_TEST_SEND_RATE": "200000"])
             let size = 8 << 20
             try makeFile(folders[0].appendingPathComponent("big.bin"), size: size)
             // About a chunk a second at this rate: some chunks in, the file not yet here.
@@ -774,12 +769,7 @@ extension EndToEndAgents {
         /// A device no longer trusted while a file is on its way to it: the transfer ends at once (the desk lists
         /// the file as not pulled) instead of carrying on to the end.
         @Test func aFileOnItsWayToADeviceNoLongerTrustedStops() throws {
-            let devices = try SyncDevices(["laptop", "desk"], environment: ["SHARE_TEST_SEND_RATE": "200000"])
-            let folders = try (0..<2).map { try devices[$0].folder("docs") }
-            try Data("one\n".utf8).write(to: folders[0].appendingPathComponent("one.txt"))
-            let id = try devices.share(0, folders[0], with: [1])
-            try devices.accept(1, id, into: folders[1])
-            #expect(devices.settled(), "\(devices.logs)")
+            let (devices, folders, _) = try twoSharingOneFile(environment: ["SHARE_TEST_SEND_RATE": "200000"])
             try makeFile(folders[0].appendingPathComponent("big.bin"), size: 16_000_000)
             // On its way (a chunk a second at this rate: 16 s): the desk's partial of it grows.
             let partials = folders[1].appendingPathComponent(".share-partial")
