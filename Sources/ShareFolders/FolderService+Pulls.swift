@@ -204,9 +204,13 @@ extension FolderService {
         // Done when every file came or was said not to come, or the link ended; given up after a minute in which
         // no push brought any of them.
         let keys = refs.keys.map { "\(folder.id)|\($0)" }
+        // The keys before `answeredUpTo` are answered (an answer is never taken back while this ask waits): each
+        // wake of the service's state looks on from there, not at all of them again.
+        var answeredUpTo = 0
         while true {
             let over = run.wait(seconds: 60) { run in
-                run.stopping || run.links[peer] !== link || keys.allSatisfy { run.answered.contains($0) }
+                while answeredUpTo < keys.count, run.answered.contains(keys[answeredUpTo]) { answeredUpTo += 1 }
+                return run.stopping || run.links[peer] !== link || answeredUpTo == keys.count
             }
             if over || !run.withLock({ run in keys.contains { run.arriving.contains($0) } }) { break }
         }
