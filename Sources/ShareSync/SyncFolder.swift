@@ -645,8 +645,12 @@ public final class SyncFolder {
         if let gone = removals[source.entry.path] {
             try disk.move(source.entry.path, to: entry.path)
             try disk.setMetadata(entry.path, kind: .file, mode: entry.mode, modified: entry.modified)
+            // One device's deletion of the old path and its new path: a rename, listed as one change. (Another
+            // device's deletion that happens to free the content is listed as what it is.)
+            let renamed = gone.modifiedBy == entry.modifiedBy
             return (
-                recordApplied(gone, visible: false) + recordApplied(entry, from: source.entry.path), source.entry.path
+                recordApplied(gone, visible: !renamed)
+                    + recordApplied(entry, from: renamed ? source.entry.path : nil), source.entry.path
             )
         }
         try disk.copyFile(source.entry.path, to: entry.path, mode: entry.mode, modified: entry.modified)

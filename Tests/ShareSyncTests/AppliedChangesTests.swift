@@ -22,6 +22,30 @@ import Testing
         #expect(laptop.folder.applied.isEmpty, "\(laptop.folder.applied)")
     }
 
+    /// One device deletes a file while another makes a new one of the same content: the third moves the file it
+    /// has (nothing crosses) and lists a deletion and an addition, each by its device, not a rename.
+    @Test func anotherDevicesDeletionThatFreesTheContentIsNoRename() {
+        let sim = Simulation(deviceCount: 3)
+        _ = sim.devices[0].disk.write("a.txt", Array("the same content".utf8))
+        #expect(sim.settle())
+        // The third device hears of both at once.
+        sim.run(.link(a: 0, b: 2, up: false))
+        sim.run(.link(a: 1, b: 2, up: false))
+        _ = sim.devices[0].disk.delete("a.txt")
+        _ = sim.devices[1].disk.write("b.txt", Array("the same content".utf8))
+        #expect(sim.settle())
+        let third = sim.devices[2]
+        #expect(
+            third.disk.nodes["b.txt"]?.content == Array("the same content".utf8) && third.disk.nodes["a.txt"] == nil)
+        let applied = third.folder.applied.suffix(2)
+        #expect(
+            applied.contains { $0.path == "a.txt" && $0.deleted && $0.by == sim.devices[0].id }
+                && applied.contains {
+                    $0.path == "b.txt" && !$0.deleted && $0.from == nil && $0.by == sim.devices[1].id
+                },
+            "\(third.folder.applied)")
+    }
+
     @Test func aConflictIsAChangeOfWhatWasHereAndNamesTheCopy() {
         let sim = Simulation(deviceCount: 2)
         _ = sim.devices[0].disk.write("c.txt", Array("from the laptop".utf8))
