@@ -238,7 +238,7 @@ enum WebPage {
             const kind = folder.settings.mirror ? "mirror" : folder.settings.kind;
             box.append(el("strong", folder.settings.label), el("span", " (" + kind + ") — " + folder.state + ", " + folder.files + " file(s), " + bytes(folder.bytes), { class: "muted state" }));
             if (folder.neededFiles > 0) {
-              box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s" : ""), { class: "muted" }));
+              box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s, about " + duration(folder.neededBytes / folder.rate) + " left" : ""), { class: "muted" }));
             }
             box.append(el("div", folder.settings.path, { class: "muted path" }));
             const pulls = folder.recentPulls || [];

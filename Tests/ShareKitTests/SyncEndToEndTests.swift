@@ -758,6 +758,9 @@ extension EndToEndAgents {
                     return folder["neededFiles"] as? Int == 1 && toCome > 0 && toCome <= size - (2 << 20)
                         && (folder["rate"] as? Double ?? 0) > 0 && (folder["bytesReceived"] as? Int ?? 0) >= 2 << 20
                 }, "\(seen)\n\(devices.logs)")
+            // `share sync` says it too, with about how long is left.
+            let line = devices[1].run(["sync"]).stdout
+            #expect(line.contains("1 file(s),") && line.contains("/s, about ") && line.contains(" left"), "\(line)")
             #expect(treeOf(folders[1])["big.bin"] == nil, "the file came before its progress was seen")
             #expect(devices.settled(), "\(devices.logs)")
             let done = try #require(devices.listing(1).folders.first)
