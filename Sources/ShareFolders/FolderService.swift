@@ -248,12 +248,10 @@ package final class FolderService: AgentPart, Sendable {
         AccessPolicy.decide(.syncFolders, peer: peer, localName: device.name)
     }
 
-    /// Why a folder is not shared with `device` (the policy's `reason`), said to this device's owner: which device
+    /// Why a folder is not shared with `device` (the policy refused it), said to this device's owner: which device
     /// and what would change it.
-    static func notShared(_ device: TrustedDevice, reason: String) -> String {
-        // The policy's advice is for the device asking; this device's owner is told it below.
-        let advice = " (trust this one with --team)"
-        let policy = reason.hasSuffix(advice) ? String(reason.dropLast(advice.count)) : reason
+    func notShared(_ device: TrustedDevice) -> String {
+        let policy = AccessPolicy.foldersOnlyWithOwner(self.device.name)
         if device.watch {
             return "\(device.name) is a watch, and \(policy); a watch takes sends, not folders"
         }
@@ -294,9 +292,7 @@ package final class FolderService: AgentPart, Sendable {
             guard let device = trust.store.find(name) else {
                 throw ShareFailure(.usage, "no trusted device is called '\(name)' (see: share trust list)")
             }
-            if case .refused(let reason) = folderPolicy(device) {
-                throw ShareFailure(.refused, Self.notShared(device, reason: reason))
-            }
+            if case .refused = folderPolicy(device) { throw ShareFailure(.refused, notShared(device)) }
         }
         settings.devices = settings.devices.compactMap { trust.store.find($0)?.id.description }
         guard Set(settings.devices).count < Limits.maxFolderDevices else {

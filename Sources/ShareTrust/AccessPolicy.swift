@@ -106,7 +106,7 @@ public enum AccessPolicy {
         case .syncFolders:
             return team && !peer.watch
                 ? .allowed
-                : .refused("\(localName) shares folders only with its owner's devices (trust this one with --team)")
+                : .refused(foldersOnlyWithOwner(localName) + " (trust this one with --team)")
         case .sendForwarded:
             return team
                 ? .allowed
@@ -122,6 +122,12 @@ public enum AccessPolicy {
             }
             return .allowed
         }
+    }
+
+    /// Why a device is not shared folders with: the policy's refusal without its advice to the device asking (the
+    /// owner of this device is told what to do instead).
+    public static func foldersOnlyWithOwner(_ localName: String) -> String {
+        "\(localName) shares folders only with its owner's devices"
     }
 
     /// The same sentence whatever the reason (an unknown name, a device that is not a watch, a sender that may not):

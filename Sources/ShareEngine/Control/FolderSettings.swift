@@ -202,7 +202,8 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     /// The last changes other devices made that were applied here (at most 200, the latest last).
     package var recentChanges: [Change]?
 
-    /// A change another device made, applied here: `added`, `changed` or `deleted`; a `file`, `folder` or `link`.
+    /// A change another device made, applied here: `added`, `changed`, `renamed` or `deleted`; a `file`, `folder` or
+    /// `link`.
     package struct Change: Codable, Sendable, Equatable {
         package var at: Date
         package var path: String
