@@ -600,18 +600,25 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) {
                     treeOf(folders[1])["uno.txt"] == "one, edited\n" && treeOf(folders[1])["one.txt"] == nil
                 }, "\(devices.logs)")
+            // A name another device chose that carries a terminal's escape: listed with the escape spelled out.
+            let escaping = "red\u{1B}[31m.txt"
+            try Data("escape\n".utf8).write(to: folders[0].appendingPathComponent(escaping))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])[escaping] == "escape\n" }, "\(devices.logs)")
             try FileManager.default.removeItem(at: folders[0].appendingPathComponent("two.txt"))
             #expect(waitUntil(timeout: 30) { treeOf(folders[1])["two.txt"] == nil }, "\(devices.logs)")
             let listed = devices[1].run(["sync", "changes", "docs"])
+            #expect(
+                !listed.stdout.contains("\u{1B}") && listed.stdout.contains("laptop  added file  red\\u{1b}[31m.txt"),
+                "\(listed.stdout)")
             #expect(listed.status == 0, "\(listed.stderr)")
             let lines = listed.stdout.split(separator: "\n").map(String.init)
-            // Five at least (a busy machine may see an edit half written, then whole: two changes).
+            // Six at least (a busy machine may see an edit half written, then whole: two changes).
             let count = lines.first.flatMap { line -> Int? in
                 guard line.hasPrefix("docs (\(id)): "), line.hasSuffix(" change(s) by other devices, newest first")
                 else { return nil }
                 return Int(line.dropFirst("docs (\(id)): ".count).prefix { $0.isNumber })
             }
-            #expect((count ?? 0) >= 5 && lines.count == (count ?? 0) + 1, "\(listed.stdout)")
+            #expect((count ?? 0) >= 6 && lines.count == (count ?? 0) + 1, "\(listed.stdout)")
             #expect(lines.dropFirst().first?.hasSuffix("laptop  deleted file  two.txt") == true, "\(listed.stdout)")
             #expect(!lines.contains { $0.hasSuffix("deleted file  one.txt") }, "\(listed.stdout)")
             for line in [
