@@ -56,7 +56,7 @@ let package = Package(
                 "ShareText",
                 "CShareArchive", "CShareZstd", "ShareDisk", "ShareThreads", "UniformTypeIdentifiers",
             ]),
-        .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads"]),
+        .target(name: "ShareProtocol", dependencies: ["CoreTransferable", "ShareThreads", "ShareText"]),
         // Shared folders' logic, pure: version vectors, the global version of each path, the planner, the scanner's
         // comparison, and a folder's steps over a disk and an index it is given (the agent's, or a simulation's).
         .target(name: "ShareSync", dependencies: ["ShareText", "ShareProtocol"]),
@@ -195,7 +195,9 @@ let package = Package(
         // beyond FoundationEssentials, no libarchive and no ArgumentParser, to stay within its memory budget.
         .target(
             name: "ShareWatch",
-            dependencies: ["ShareNet", "ShareTrust", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk"]),
+            dependencies: [
+                "ShareNet", "ShareTrust", "ShareProtocol", "ShareTLS", "ShareProfileModel", "ShareDisk", "ShareText",
+            ]),
         // Release builds, for the watch's memory budget (16 MiB): not position-independent (the loader has no
         // relocations to apply to the binary's data: about 1 MiB resident); no dynamic export of every symbol (the
         // loader looks up every library's symbols in the executable first: 330 KiB of tables touched); and the few

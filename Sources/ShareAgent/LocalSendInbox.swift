@@ -1,3 +1,4 @@
+import ShareText
 import ShareHTTP
 import Synchronization
 import CoreTransferable
@@ -159,7 +160,10 @@ package final class LocalSendInbox: Sendable {
                 throw HTTPFailure(400, "a file's id does not match its key")
             }
             if let max = inbox.maxSize, file.size > max {
-                throw HTTPFailure(413, "\(file.fileName) is \(file.size) bytes; this device accepts at most \(max)")
+                throw HTTPFailure(
+                    413,
+                    "\(file.fileName) is \(Format.bytes(file.size)); this device accepts at most \(Format.bytes(UInt64(max)))"
+                )
             }
             let (sum, overflow) = total.addingReportingOverflow(file.size)
             guard !overflow else { throw HTTPFailure(400, "sizes that overflow") }
@@ -207,7 +211,8 @@ package final class LocalSendInbox: Sendable {
             return true
         }
         if let free = try? Directory.open(inbox.directory.path).freeSpace, free < total &+ (16 << 20) {
-            throw HTTPFailure(507, "\(total) bytes do not fit; \(free) are free")
+            throw HTTPFailure(
+                507, "\(Format.bytes(total)) do not fit; \(Format.bytes(UInt64(free))) are free on this device")
         }
         let folderName =
             FileNamesOnDisk.sanitize(alias, fallback: "LocalSend device")

@@ -1,3 +1,4 @@
+import ShareText
 import Synchronization
 import FoundationEssentials
 import Glibc
@@ -240,7 +241,7 @@ public final class Extractor {
                 guard !overflow, sum <= policy.maxTotalBytes else {
                     throw ArchiveError(
                         .limit,
-                        "refused entry '\(info.path)': the archive's files exceed \(policy.maxTotalBytes) bytes in total"
+                        "refused entry '\(info.path)': the archive's files exceed \(Format.bytes(policy.maxTotalBytes)) in total"
                     )
                 }
                 guard sum <= allowed else {
@@ -436,7 +437,8 @@ public final class Extractor {
         let (total, overflow) = totalBytes.addingReportingOverflow(size)
         guard !overflow, total <= policy.maxTotalBytes else {
             throw ArchiveError(
-                .limit, "refused entry '\(entry)': the archive's files exceed \(policy.maxTotalBytes) bytes in total")
+                .limit,
+                "refused entry '\(entry)': the archive's files exceed \(Format.bytes(policy.maxTotalBytes)) in total")
         }
         if let input = reader.inputSize {
             let allowed = max(policy.ratioFloor, input.multipliedReportingOverflow(by: policy.maxExpansionRatio).0)
@@ -450,7 +452,9 @@ public final class Extractor {
         if size > 0, let free = root.freeSpace {
             guard size + policy.reserveBytes <= free else {
                 throw ArchiveError(
-                    .noSpace, "refused entry '\(entry)': it needs \(size) bytes and the disk has \(free) free")
+                    .noSpace,
+                    "refused entry '\(entry)': it needs \(Format.bytes(size)) and the disk has \(Format.bytes(free)) free"
+                )
             }
         }
         totalBytes = total

@@ -231,16 +231,7 @@ package final class ProgressReporter: Sendable {
             total: display.itemTotal, rate: rate, secondsLeft: left)
     }
 
-    package static func bytes(_ count: UInt64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : Format.fixed(value, 1) + " " + units[unit]
-    }
+    package static func bytes(_ count: UInt64) -> String { Format.bytes(count, small: "B") }
 
     package static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite else { return "?" }

@@ -1,4 +1,5 @@
 import CoreTransferable
+import ShareText
 
 /// The receiving side of a transfer session, as events in and actions out; the driver does the I/O.
 ///
@@ -8,6 +9,12 @@ import CoreTransferable
 /// order; every chunk is checked (index in range, in ascending order, not already held, within size and limits)
 /// before the driver writes it.
 public struct ReceiverMachine: Sendable {
+    /// Two byte counts as a person reads them (`1.2 GiB`); exact when rounding would make them look the same.
+    static func readable(_ a: UInt64, _ b: UInt64) -> (String, String) {
+        let (x, y) = (Format.bytes(a), Format.bytes(b))
+        return x == y && a != b ? ("\(a) bytes", "\(b) bytes") : (x, y)
+    }
+
     public enum State: Sendable, Equatable {
         case awaitingOffer
         /// Items are being announced and received.
@@ -167,7 +174,8 @@ public struct ReceiverMachine: Sendable {
             case .success(let choice):
                 let size = item.representations[choice.representationIndex].size
                 if let size, let max = policy.maxItemSize, size > max {
-                    let reason = "\(item.label) is \(size) bytes; this receiver accepts at most \(max)"
+                    let (sized, most) = Self.readable(size, max)
+                    let reason = "\(item.label) is \(sized); this receiver accepts at most \(most)"
                     choices.append(
                         Choice(
                             item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.refused, reason)
@@ -181,8 +189,9 @@ public struct ReceiverMachine: Sendable {
                 if let needed, let free = policy.freeSpace,
                     committed.addingReportingOverflow(needed).partialValue > free
                 {
+                    let (wanted, left) = Self.readable(needed, free - min(free, committed))
                     let reason =
-                        "\(item.label) needs \(needed) bytes; only \(free - min(free, committed)) are free on the receiver"
+                        "\(item.label) needs \(wanted); only \(left) are free on the receiver (free some space there and send again)"
                     choices.append(
                         Choice(
                             item: item.id, representation: nil, reason: reason, refusal: ProtocolError(.storage, reason)
@@ -294,7 +303,8 @@ public struct ReceiverMachine: Sendable {
         guard receivedBytes <= itemLimit else {
             throw fail(
                 .refused,
-                "\(offer.items[item].label) exceeds \(itemLimit) bytes, the most this receiver takes; it was not kept")
+                "\(offer.items[item].label) exceeds \(Format.bytes(itemLimit)), the most this receiver takes; it was not kept"
+            )
         }
         if !currentSized {
             // An item that did not say its size counts against the free space as it arrives.
@@ -302,7 +312,8 @@ public struct ReceiverMachine: Sendable {
             if let free = policy.freeSpace, committed + streamed > free {
                 throw fail(
                     .storage,
-                    "\(offer.items[item].label) outgrew the receiver's free space (\(free) bytes); it was not kept")
+                    "\(offer.items[item].label) outgrew the receiver's free space (\(Format.bytes(free))); it was not kept"
+                )
             }
         }
         lastIndex = index

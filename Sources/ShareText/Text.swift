@@ -125,6 +125,19 @@ package enum Format {
     /// `value` with `digits` digits after the decimal point (`%.Nf`).
     package static func fixed(_ value: Double, _ digits: Int) -> String { c("%.\(digits)f", value) }
 
+    /// A byte count as a person reads it: `812 bytes`, `1.5 KiB`, `3.2 GiB` (binary units, one decimal); `small`
+    /// names the unit below a KiB (progress lines write `B`).
+    package static func bytes(_ count: UInt64, small: String = "bytes") -> String {
+        let units = [small, "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) \(small)" : fixed(value, 1) + " " + units[unit]
+    }
+
     /// `value` in hexadecimal, zero-padded to `width` digits.
     package static func hex(_ value: UInt64, width: Int, uppercase: Bool = false) -> String {
         let digits = String(value, radix: 16, uppercase: uppercase)

@@ -1,4 +1,5 @@
 import ShareNet
+import ShareText
 import CoreTransferable
 import Glibc
 import ShareDisk
@@ -103,7 +104,9 @@ final class WatchItem: IncomingPayload {
             Console.Event(
                 event: "saved", from: sink.agent, type: representation.contentType,
                 path: sink.shelf.folder.path + "/" + kept, size: size, item: item.label, origin: item.origin),
-            plain: "saved \(kept) (\(size) bytes, \(representation.contentType)) from \(item.origin ?? sink.agent)")
+            plain:
+                "saved \(kept) (\(Format.bytes(UInt64(size))), \(representation.contentType)) from \(item.origin ?? sink.agent)"
+        )
         sink.kept()
         return Ack(item: item.id, outcome: "saved", savedAs: kept)
     }

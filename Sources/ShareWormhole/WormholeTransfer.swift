@@ -77,16 +77,7 @@ public enum WormholeOffer: Sendable, Equatable {
         }
     }
 
-    static func bytes(_ count: UInt64) -> String {
-        let units = ["bytes", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) bytes" : Format.fixed(value, 1) + " " + units[unit]
-    }
+    static func bytes(_ count: UInt64) -> String { Format.bytes(count) }
 }
 
 /// How the transfer part of an exchange runs.

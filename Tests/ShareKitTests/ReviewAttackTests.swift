@@ -183,7 +183,7 @@ extension EndToEndAgents {
             defer { s.agent.stop() }
             try attachWatchOnce(s)
             let answer = attack(s.laptop, s.port, "unsized", ["\(30 << 20)", "public.png", "my-watch"])
-            #expect(answer.hasPrefix("error refused") && answer.contains("262144"), "\(answer)")
+            #expect(answer.hasPrefix("error refused") && answer.contains("256.0 KiB"), "\(answer)")
             let kept = s.desk.directory.appendingPathComponent("config/state/forward")
             let left = (try? FileManager.default.subpathsOfDirectory(atPath: kept.path)) ?? []
             #expect(left.allSatisfy { !$0.hasSuffix(".part") && !$0.hasSuffix(".png") }, "\(left)")

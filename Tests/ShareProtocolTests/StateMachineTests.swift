@@ -91,6 +91,17 @@ import Testing
         guard case .sendSelect(let select) = actions.first else { return }
         #expect(select.choices[0].representation == 0)
         #expect(select.choices[1].refusal?.code == .storage)
+        // Said as a person reads sizes, with what to do.
+        #expect(
+            select.choices[1].reason
+                == "item 1 needs 9.8 KiB; only 4.9 KiB are free on the receiver (free some space there and send again)")
+        var large = receiver(maxSize: 3 << 30)
+        guard case .sendSelect(let over) = try large.received(offer(sizes: [5 << 30])).first else { return }
+        #expect(over.choices[0].reason == "item 0 is 5.0 GiB; this receiver accepts at most 3.0 GiB")
+        // Sizes that would read the same are given exactly.
+        var close = receiver(maxSize: 1_000_000_000)
+        guard case .sendSelect(let near) = try close.received(offer(sizes: [1_000_000_001])).first else { return }
+        #expect(near.choices[0].reason == "item 0 is 1000000001 bytes; this receiver accepts at most 1000000000 bytes")
     }
 
     @Test func receiverCountsOnlyWhatAPartialDoesNotHoldAgainstTheFreeSpace() throws {

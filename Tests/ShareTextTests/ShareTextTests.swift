@@ -76,6 +76,14 @@ import Testing
         #expect(Format.c("%0300ld", 7) == String(repeating: "0", count: 299) + "7")
     }
 
+    @Test func byteCountsReadAsBinaryUnits() {
+        #expect(Format.bytes(0) == "0 bytes" && Format.bytes(1023) == "1023 bytes")
+        #expect(Format.bytes(1024) == "1.0 KiB" && Format.bytes(1536, small: "B") == "1.5 KiB")
+        #expect(Format.bytes(134 * 1024) == "134.0 KiB" && Format.bytes(1 << 30) == "1.0 GiB")
+        #expect(Format.bytes(5 << 40) == "5.0 TiB" && Format.bytes(3 << 50) == "3072.0 TiB")
+        #expect(Format.bytes(12, small: "B") == "12 B")
+    }
+
     @Test func pathPartsMatchNSString() {
         for path in [
             "a/b/c.txt", "c.tar.gz", ".profile", "c.", "/", "a/b/", "noext", "dir.d/file", "a b.c d", "x/.hidden.txt",
