@@ -90,6 +90,7 @@ public func run(_ tool: String, _ arguments: [String], in directory: URL? = nil)
     process.standardError = pipe
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    try? pipe.fileHandleForReading.close()  // the process object, and its pipe, outlive this call
     process.waitForExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }

@@ -49,7 +49,9 @@ final class OutputCollector: @unchecked Sendable {  // guarded by `condition`
                 condition.unlock()
                 if count <= 0 { break }
             }
-            withExtendedLifetime(handle) {}
+            // Closed here, at the end of the stream: the pipe object lives on with the process object, which the
+            // runtime keeps, and a test process that ran thousands of commands would hold a descriptor for each.
+            try? handle.close()
         }
         reader.name = "test-output"
         reader.start()
