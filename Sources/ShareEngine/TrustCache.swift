@@ -1,5 +1,6 @@
 import Synchronization
 import FoundationEssentials
+import Glibc
 import ShareTLS
 import ShareNet
 import ShareTrust
@@ -11,21 +12,23 @@ import UniformTypeIdentifiers
 /// effect without a restart. A file that turns corrupt keeps the last good contents in force (and says so once).
 package final class TrustCache: Sendable {
     private let file: URL
+    private let path: String
     private struct Loaded {
         var current: TrustStore
-        var stamp: Date?
+        var stamp: Stamp?
         var warned = false
     }
     private let loaded: Mutex<Loaded>
 
     package init(file: URL) throws {
         self.file = file
-        loaded = Mutex(Loaded(current: try TrustStore.load(file), stamp: Self.modificationDate(file)))
+        path = file.path
+        loaded = Mutex(Loaded(current: try TrustStore.load(file), stamp: Self.stamp(path)))
     }
 
     package var store: TrustStore {
         loaded.withLock { loaded in
-            let now = Self.modificationDate(file)
+            let now = Self.stamp(path)
             if now != loaded.stamp {
                 do {
                     loaded.current = try TrustStore.load(file)
@@ -45,7 +48,25 @@ package final class TrustCache: Sendable {
 
     package func isTrusted(_ id: DeviceID) -> Bool { store.device(id) != nil }
 
-    private static func modificationDate(_ file: URL) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date
+    /// What tells one version of the file from the next: a save replaces it (another inode) or rewrites it (another
+    /// size or change time). One `stat`, asked on every policy question: no attribute dictionary, no user lookups.
+    private struct Stamp: Equatable {
+        var inode: UInt64
+        var size: Int64
+        var modified: timespec
+        var changed: timespec
+
+        static func == (a: Stamp, b: Stamp) -> Bool {
+            a.inode == b.inode && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
+                && a.modified.tv_nsec == b.modified.tv_nsec && a.changed.tv_sec == b.changed.tv_sec
+                && a.changed.tv_nsec == b.changed.tv_nsec
+        }
+    }
+
+    private static func stamp(_ path: String) -> Stamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Stamp(
+            inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: info.st_mtim, changed: info.st_ctim)
     }
 }
