@@ -24,10 +24,28 @@ public enum SyncNames {
     /// Whether `path` is a path inside a folder: `/`-separated parts, none empty, `.` or `..`, no NUL, each at most
     /// 255 bytes, at most 4096 in all.
     public static func isValidPath(_ path: String) -> Bool {
-        guard !path.isEmpty, path.utf8.count <= Limits.maxPathBytes, !path.utf8.contains(0) else { return false }
-        return path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
-            !$0.isEmpty && $0 != "." && $0 != ".." && $0.utf8.count <= 255
+        guard !path.isEmpty, path.utf8.count <= Limits.maxPathBytes else { return false }
+        // One pass over the bytes (asked of every entry that crosses): each part's length, and whether it is all dots.
+        var length = 0
+        var dots = 0
+        for byte in path.utf8 {
+            switch byte {
+            case 0: return false
+            case UInt8(ascii: "/"):
+                guard Self.isValidPart(length: length, dots: dots) else { return false }
+                length = 0
+                dots = 0
+            default:
+                length += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            }
         }
+        return Self.isValidPart(length: length, dots: dots)
+    }
+
+    /// A part of a path: not empty, not `.` or `..`, at most 255 bytes.
+    private static func isValidPart(length: Int, dots: Int) -> Bool {
+        length > 0 && length <= 255 && !(length <= 2 && dots == length)
     }
 }
 

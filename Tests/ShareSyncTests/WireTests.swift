@@ -80,6 +80,29 @@ import Testing
         }
     }
 
+    /// The path check, one pass over the bytes, agrees with its definition (parts split at `/`, none empty, `.` or
+    /// `..`, none over 255 bytes, no NUL, 4096 bytes in all) on paths made of the characters that matter.
+    @Test func thePathCheckAgreesWithItsDefinition() {
+        func defined(_ path: String) -> Bool {
+            !path.isEmpty && path.utf8.count <= Limits.maxPathBytes && !path.utf8.contains(0)
+                && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
+                    !$0.isEmpty && $0 != "." && $0 != ".." && $0.utf8.count <= 255
+                }
+        }
+        let pieces = ["/", ".", "..", "...", "a", "é", "\u{0}", "x.y", String(repeating: "b", count: 254), " "]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let path = (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+                pieces.randomElement(using: &generator)!
+            }.joined()
+            #expect(SyncNames.isValidPath(path) == defined(path), "\(path.debugDescription)")
+        }
+        for edge in [".a", "a.", "..a", "a/..b", "./a", "a/.", String(repeating: "c", count: 255)] {
+            #expect(SyncNames.isValidPath(edge) == defined(edge), "\(edge)")
+        }
+        #expect(!SyncNames.isValidPath(String(repeating: "d/", count: 2049) + "e"))
+    }
+
     /// A file without a digest of the right length, a deletion with content, a version without counters: refused.
     @Test func anEntryThatBreaksItsRulesIsRefused() {
         var noDigest = entry("a.txt")
