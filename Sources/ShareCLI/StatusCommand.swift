@@ -113,8 +113,8 @@ struct StatusCommand: ParsableCommand {
         if folder.neededFiles > 0 { line += ", \(folder.neededFiles) to come" }
         let peers = folder.peers.map { peer in
             let name = ProgressReporter.neutralized(peer.name)
-            if !peer.connected { return "\(name) \(peer.notSharing == true ? "not sharing it" : "away")" }
-            if peer.notSharing == true { return "\(name) not sharing it" }
+            if peer.notSharing == true { return "\(name) \(peer.notSharingShort)" }
+            if !peer.connected { return "\(name) away" }
             return "\(name) \(peer.inStep ? "in step" : "not in step")"
         }
         if !peers.isEmpty { line += "; " + peers.joined(separator: ", ") }

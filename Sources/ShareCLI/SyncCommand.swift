@@ -87,7 +87,8 @@ struct SyncList: ParsableCommand {
                 let behind = (answer.folders ?? []).filter { !FolderStatus.settled([$0]) }.map { folder in
                     let late = folder.peers.filter { !$0.inStep }.map {
                         $0.connected
-                            ? $0.name : $0.notSharing == true ? "\($0.name) (not sharing it)" : "\($0.name) (off)"
+                            ? $0.name
+                            : $0.notSharing == true ? "\($0.name) (\($0.notSharingShort))" : "\($0.name) (off)"
                     }
                     return "\(folder.settings.label): \(folder.state) here"
                         + (late.isEmpty ? "" : ", \(late.joined(separator: " and ")) not in step")
@@ -138,7 +139,7 @@ struct SyncList: ParsableCommand {
                 ].compactMap { $0 }.joined(separator: ", ")
                 let away =
                     peer.notSharing == true
-                    ? "connected, not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)"
+                    ? "connected, \(peer.notSharingWords)"
                     : peer.reason.map { "away (\($0))" } ?? "away"
                 say(
                     "  \(peer.name): \(peer.connected ? "connected" : away), \(peer.inStep && (peer.connected || when.isEmpty) ? "in step" : when.isEmpty ? "not in step" : when)"

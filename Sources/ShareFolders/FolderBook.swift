@@ -11,6 +11,28 @@ final class FolderBook: Sendable {
         var offers: [FolderOffer] = []
         /// Offers declined, by folder ID and device (not offered again).
         var declined: [String] = []
+        /// Folders removed here, by folder ID and each device they were shared with (the newest `keptRemovals`): the
+        /// devices that still share them hear that they were removed, not only that they are not shared back.
+        var removed: [String] = []
+
+        init() {}
+
+        init(from decoder: Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            folders = try container.decodeIfPresent([SharedFolderSettings].self, forKey: .folders) ?? []
+            offers = try container.decodeIfPresent([FolderOffer].self, forKey: .offers) ?? []
+            declined = try container.decodeIfPresent([String].self, forKey: .declined) ?? []
+            removed = try container.decodeIfPresent([String].self, forKey: .removed) ?? []
+        }
+    }
+
+    /// How many removals (folder and device) are remembered.
+    static let keptRemovals = 1024
+
+    /// A `declined` or `removed` entry's folder ID and device.
+    static func split(_ entry: String) -> (id: String, device: String) {
+        guard let bar = entry.firstIndex(of: "|") else { return (entry, "") }
+        return (String(entry[..<bar]), String(entry[entry.index(after: bar)...]))
     }
 
     let file: URL
@@ -26,6 +48,7 @@ final class FolderBook: Sendable {
         contents = Guarded(loaded)
     }
 
+    var snapshot: Contents { contents.withLock { $0 } }
     var folders: [SharedFolderSettings] { contents.withLock { $0.folders } }
     var offers: [FolderOffer] { contents.withLock { $0.offers } }
 

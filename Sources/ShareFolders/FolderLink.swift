@@ -36,13 +36,16 @@ final class FolderLink: Sendable {
     }
     private let state: Guarded<State>
 
-    init(session: Session, peerName: String, outgoing: Bool, local: [FolderAnnouncement], service: FolderService) {
+    init(
+        session: Session, peerName: String, outgoing: Bool, local: [FolderAnnouncement], withheld: [FolderWithheld],
+        service: FolderService
+    ) {
         self.session = session
         peer = session.peerID
         self.peerName = peerName
         self.outgoing = outgoing
         self.service = service
-        state = Guarded(State(machine: FolderLinkMachine(local: local)))
+        state = Guarded(State(machine: FolderLinkMachine(local: local, withheld: withheld)))
     }
 
     /// The folders this link was opened for.
@@ -60,6 +63,9 @@ final class FolderLink: Sendable {
         state.withLock { $0.machine.heard && !$0.machine.shares(folder) }
     }
 
+    /// Why the peer does not share `folder` back, when its hello said (`FolderWithheld`'s states).
+    func withholds(_ folder: String) -> String? { state.withLock { $0.machine.peerWithheld[folder] } }
+
     /// `folder` recorded entries: sent on this link's thread at once.
     func announce(_ folder: String) {
         _ = state.withLock { $0.pending.insert(folder) }
@@ -69,7 +75,7 @@ final class FolderLink: Sendable {
     /// This device's folders shared with the peer changed (one added or accepted): the peer hears the new list on
     /// this link, and the index of a folder it offered and this device accepted starts at once. False when a folder
     /// went from the list (the caller makes the link again). The same list as before says nothing.
-    func reannounce(_ folders: [FolderAnnouncement]) -> Bool {
+    func reannounce(_ folders: [FolderAnnouncement], withheld: [FolderWithheld]) -> Bool {
         let announced = state.withLock { state -> Bool? in
             // Said again when a folder came or went, or one's devices, type or name changed (the peer learns of a
             // device the folder is shared with now, and shares it with that device too where it trusts it).
@@ -79,9 +85,9 @@ final class FolderLink: Sendable {
                     state.machine.local[folder.id].map {
                         $0.devices == folder.devices && $0.type == folder.type && $0.label == folder.label
                     } ?? false
-                }
+                } && withheld == state.machine.withheld
             guard !same else { return nil }
-            guard let (hello, actions) = state.machine.announce(folders) else { return false }
+            guard let (hello, actions) = state.machine.announce(folders, withheld: withheld) else { return false }
             // Before any of the new folder's entries: the peer takes entries only of folders it knows both have.
             state.queued.append(MessageCoding.frame(.folderHello, hello))
             for case .sendIndex(let folder, _) in actions { state.pending.insert(folder) }

@@ -63,7 +63,37 @@ extension FolderService {
     /// A folder added, accepted or removed between the making of `link`'s list and its joining the links (where
     /// `refreshLinks` finds it) is said on it now, or the link is made again.
     private func sayChanges(on link: FolderLink) {
-        if !link.reannounce(announcements(for: link.peer)) { link.stop() }
+        if !link.reannounce(announcements(for: link.peer), withheld: withheld(from: link.peer)) { link.stop() }
+    }
+
+    /// The folders `peer` shares with this device, or offered it, that this device does not share back, and why:
+    /// offered and not accepted yet, declined, paused here, removed here, or no longer shared with it here (said in
+    /// the hello, so that the device that shares it can say which).
+    func withheld(from peer: DeviceID) -> [FolderWithheld] {
+        let from = peer.description
+        var said: [String: String] = [:]
+        for folder in folders {
+            let settings = folder.settings
+            if settings.paused == true, devices(of: settings).contains(where: { $0.id == peer }) {
+                said[settings.id] = FolderWithheld.paused
+            } else if settings.unshared?.contains(from) == true, !settings.devices.contains(from) {
+                said[settings.id] = FolderWithheld.unshared
+            }
+        }
+        let book = book.snapshot
+        for offer in book.offers where offer.from == from { said[offer.id] = FolderWithheld.offered }
+        // A folder removed here that the device still shares is offered here again: it hears that it was removed.
+        for entry in book.removed {
+            let (id, device) = FolderBook.split(entry)
+            if device == from, book.folders.allSatisfy({ $0.id != id }) { said[id] = FolderWithheld.removed }
+        }
+        for entry in book.declined {
+            let (id, device) = FolderBook.split(entry)
+            if device == from { said[id] = FolderWithheld.declined }
+        }
+        return said.sorted { $0.key < $1.key }.prefix(Limits.maxFolders).map {
+            FolderWithheld(id: $0.key, state: $0.value)
+        }
     }
 
     func wakeLinker() { run.withLock { $0.linkerWake = true } }
@@ -139,8 +169,8 @@ extension FolderService {
                 run.retryAt[peer.id] = nil
             }
             let link = FolderLink(
-                session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id), service: self
-            )
+                session: session, peerName: peer.name, outgoing: true, local: announcements(for: peer.id),
+                withheld: withheld(from: peer.id), service: self)
             guard register(link) else {
                 Self.log.debug("a folder link opened here gives way", metadata: ["peer": "\(peer.name)"])
                 session.connection.close()
@@ -181,7 +211,7 @@ extension FolderService {
     package func serveLink(_ session: Session, first: Frame, peerName: String) {
         let link = FolderLink(
             session: session, peerName: peerName, outgoing: false, local: announcements(for: session.peerID),
-            service: self)
+            withheld: withheld(from: session.peerID), service: self)
         guard register(link) else {
             // An agent that is stopping takes no link; else the other link between the two devices stays.
             let reason = stopping ? "the agent is stopping" : "a folder link with this device is open already"
@@ -341,6 +371,8 @@ extension FolderService {
             book.offers.removeAll { $0.id == offer.id && $0.from == offer.from }
             book.offers.append(offer)
         }
+        // The device that offers it hears that it waits here (once taken, the list it hears says so instead).
+        if let link = run.withLock({ $0.links[peer] }) { sayChanges(on: link) }
         let automatic =
             announcement.type == "send-only"
             || acceptance.autoAccept.contains { trust.store.find($0)?.id == peer }

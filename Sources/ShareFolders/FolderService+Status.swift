@@ -5,6 +5,7 @@ import ShareEngine
 import ShareSync
 import ShareThreads
 import ShareTLS
+import ShareProtocol
 
 extension FolderService {
     /// Every folder and how it stands once every one is settled (up to date, and in step with every device it is
@@ -105,7 +106,12 @@ extension FolderService {
                             id: peer.id.description, name: peer.name, connected: connected, inStep: inStep,
                             lastInStep: state.lastInStep[ShortIDs.of(peer.id)],
                             reason: connected || notSharing ? nil : linkErrors[peer.id])
-                        if notSharing { status.notSharing = true }
+                        if notSharing {
+                            status.notSharing = true
+                            status.notSharingWhy = linked[peer.id]?.withholds(settings.id).flatMap {
+                                FolderWithheld.known.contains($0) ? $0 : nil
+                            }
+                        }
                         if !inStep, !notSharing, state.store.remoteState(ShortIDs.of(peer.id)) != nil {
                             status.differing = summary.differences[ShortIDs.of(peer.id)]
                         }

@@ -577,6 +577,8 @@ package final class FolderService: AgentPart, Sendable {
             for offer in book.offers where offer.id == id { book.declined.append("\(offer.id)|\(offer.from)") }
             book.offers.removeAll { $0.id == id }
         }
+        // The devices that offered it hear that it was declined.
+        refreshLinks()
     }
 
     /// Stops sharing a folder here: its files stay where they are; its index goes.
@@ -584,7 +586,13 @@ package final class FolderService: AgentPart, Sendable {
         guard let settings = book.folder(id) else {
             throw ShareFailure(.usage, "no shared folder \(id) (share sync lists them)")
         }
-        try book.change { $0.folders.removeAll { $0.id == id } }
+        try book.change { book in
+            book.folders.removeAll { $0.id == id }
+            // Each device it was shared with hears that it was removed here (while it still shares it).
+            let entries = settings.devices.compactMap { trust.store.find($0)?.id.description }.map { "\(id)|\($0)" }
+            book.removed.removeAll { entries.contains($0) }
+            book.removed = Array((book.removed + entries).suffix(FolderBook.keptRemovals))
+        }
         if let folder = run.withLock({ $0.folders.removeValue(forKey: id) }) {
             folder.withFolder { $0.quitting = true }
             folder.touch(paths: [])

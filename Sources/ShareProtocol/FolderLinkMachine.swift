@@ -26,13 +26,20 @@ public struct FolderLinkMachine: Sendable {
     public private(set) var offered: [String: FolderAnnouncement] = [:]
     /// Whether the peer's hello came: until then, a folder it does not share yet may still be in it.
     public private(set) var heard = false
+    /// This device's folders the peer shares with it or offered it that this device does not share back, with why.
+    public private(set) var withheld: [FolderWithheld]
+    /// What the peer's latest hello said of the folders it does not share back, by folder ID.
+    public private(set) var peerWithheld: [String: String] = [:]
 
-    public init(local: [FolderAnnouncement]) {
+    public init(local: [FolderAnnouncement], withheld: [FolderWithheld] = []) {
         self.local = Dictionary(local.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        self.withheld = Array(withheld.prefix(Limits.maxFolders))
     }
 
     /// The hello this side sends first.
-    public var hello: FolderHello { FolderHello(folders: local.values.sorted { $0.id < $1.id }) }
+    public var hello: FolderHello {
+        FolderHello(folders: local.values.sorted { $0.id < $1.id }, withheld: withheld.isEmpty ? nil : withheld)
+    }
 
     /// Whether both sides have `folder` (its entries may cross).
     public func shares(_ folder: String) -> Bool { local[folder] != nil && peer[folder] != nil }
@@ -42,6 +49,8 @@ public struct FolderLinkMachine: Sendable {
     public mutating func received(_ hello: FolderHello) throws(ProtocolError) -> [Action] {
         try hello.validate()
         heard = true
+        peerWithheld = Dictionary(
+            (hello.withheld ?? []).map { ($0.id, $0.state) }, uniquingKeysWith: { first, _ in first })
         var actions: [Action] = []
         // A hello lists every folder the peer shares with this device: what it offers is what its latest says.
         offered = [:]
@@ -65,12 +74,15 @@ public struct FolderLinkMachine: Sendable {
         return .sendIndex(folder: folder.id, since: since)
     }
 
-    /// This device's folders shared with the peer are now `folders` (one was added or accepted): the hello to send
-    /// again on this link, and what to send now (the index of a folder the peer offered, accepted here). Nil when a
-    /// folder is no longer among them: the link is made again instead.
-    public mutating func announce(_ folders: [FolderAnnouncement]) -> (hello: FolderHello, actions: [Action])? {
+    /// This device's folders shared with the peer are now `folders` (one was added or accepted), and those it does not
+    /// share back `withheld`: the hello to send again on this link, and what to send now (the index of a folder the
+    /// peer offered, accepted here). Nil when a folder is no longer among them: the link is made again instead.
+    public mutating func announce(_ folders: [FolderAnnouncement], withheld: [FolderWithheld] = [])
+        -> (hello: FolderHello, actions: [Action])?
+    {
         let now = Dictionary(folders.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         guard local.keys.allSatisfy({ now[$0] != nil }) else { return nil }
+        self.withheld = Array(withheld.prefix(Limits.maxFolders))
         var actions: [Action] = []
         for (id, mine) in now.sorted(by: { $0.key < $1.key }) where local[id] == nil {
             if let theirs = offered.removeValue(forKey: id) { actions.append(share(theirs, mine: mine)) }

@@ -51,16 +51,51 @@ public struct FolderAnnouncement: Sendable, Codable, Equatable {
     }
 }
 
-/// The first frame of a folder link, each way: every folder the sender shares with the receiver.
+/// A folder the receiver of a hello shares with its sender, or offered it, that the sender does not share back, and
+/// why: so that the device that shares it can say more than "not sharing". A state this device does not know (a
+/// later version's) is read as saying nothing.
+public struct FolderWithheld: Sendable, Codable, Equatable {
+    /// Offered to the sender's person, not accepted yet.
+    public static let offered = "offered"
+    /// Its person declined the offer (it is not offered again).
+    public static let declined = "declined"
+    /// Accepted, and paused there.
+    public static let paused = "paused"
+    /// Accepted once, and removed there since.
+    public static let removed = "removed"
+    /// Still shared there, with other devices: no longer with this one.
+    public static let unshared = "unshared"
+    /// The states this version knows.
+    public static let known = [offered, declined, paused, removed, unshared]
+
+    public var id: String
+    public var state: String
+
+    public init(id: String, state: String) {
+        self.id = id
+        self.state = state
+    }
+}
+
+/// The first frame of a folder link, each way: every folder the sender shares with the receiver; and (optional: an
+/// earlier version sends none) the folders the receiver shares with the sender that the sender does not, with why.
 public struct FolderHello: Sendable, Codable, Equatable {
     public var folders: [FolderAnnouncement]
-    public init(folders: [FolderAnnouncement]) { self.folders = folders }
+    public var withheld: [FolderWithheld]?
+
+    public init(folders: [FolderAnnouncement], withheld: [FolderWithheld]? = nil) {
+        self.folders = folders
+        self.withheld = withheld
+    }
 
     public func validate() throws(ProtocolError) {
-        guard folders.count <= Limits.maxFolders else {
+        guard folders.count <= Limits.maxFolders, (withheld?.count ?? 0) <= Limits.maxFolders else {
             throw ProtocolError(.badMessage, "a folder hello of more than \(Limits.maxFolders) folders")
         }
         for folder in folders { try folder.validate() }
+        for folder in withheld ?? [] where !FolderAnnouncement.validID(folder.id) || folder.state.utf8.count > 32 {
+            throw ProtocolError(.badMessage, "a folder hello that withholds a folder without a valid ID")
+        }
     }
 }
 

@@ -248,7 +248,8 @@ enum WebPage {
             }
             const peers = el("ul", null, { class: "peers" });
             for (const peer of folder.peers) {
-              const away = peer.notSharing ? "connected, not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)" : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
+              const why = { offered: "has not accepted this folder yet", declined: "declined this folder", paused: "paused this folder there", removed: "removed this folder there", unshared: "no longer shares this folder with this device" }[peer.notSharingWhy];
+              const away = peer.notSharing ? "connected, " + (why || "not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)") : "not connected" + (peer.reason ? " (" + peer.reason + ")" : "");
               const words = peer.connected ? (peer.inStep ? "in step" : "not in step yet") : away;
               peers.append(el("li", peer.name + ": " + words + (peer.connected && peer.inStep ? "" : (peer.differing != null ? ", " + peer.differing + " file(s) differ" : "") + (peer.lastInStep ? ", last in step " + ago(peer.lastInStep) : "")), { "data-peer": peer.name }));
             }

@@ -367,7 +367,9 @@ extension EndToEndAgents {
                         ?? false
                 }, "\(String(describing: laptop(in: second)))")
             #expect(laptop(in: first)?["connected"] as? Bool == true && laptop(in: first)?["notSharing"] == nil)
-            #expect(devices[1].run(["sync"]).stdout.contains("laptop: connected, not sharing this folder"))
+            // The laptop said why: it removed it.
+            #expect(laptop(in: second)?["notSharingWhy"] as? String == "removed")
+            #expect(devices[1].run(["sync"]).stdout.contains("laptop: connected, removed this folder there"))
         }
 
         /// agent.json's `folders` names the devices whose folders are taken without asking, and where they go: two
@@ -538,6 +540,38 @@ extension EndToEndAgents {
             #expect(devices[0].run(["status"]).stdout.contains("; desk away"))
         }
 
+        /// A device that has a folder offered and does not take it says so to the device that shares it: not
+        /// accepted yet, then declined; each shown there in `share sync`, `share status` and `--json`.
+        @Test func aDeviceThatDoesNotTakeAFolderSaysWhy() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folder = try devices[0].folder("thesis")
+            try Data("draft\n".utf8).write(to: folder.appendingPathComponent("draft.txt"))
+            let id = try devices.share(0, folder, with: [1])
+            func desk() -> [String: Any]? {
+                (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first
+            }
+            #expect(
+                waitUntil(timeout: 30) { desk()?["notSharingWhy"] as? String == "offered" },
+                "\(String(describing: desk()))\n\(devices.logs)")
+            #expect(desk()?["notSharing"] as? Bool == true && desk()?["inStep"] as? Bool == false)
+            #expect(devices[0].run(["sync"]).stdout.contains("desk: connected, has not accepted this folder yet"))
+            let declined = devices[1].run(["sync", "decline", id])
+            #expect(declined.status == 0, "\(declined.stderr)")
+            #expect(
+                waitUntil(timeout: 30) { desk()?["notSharingWhy"] as? String == "declined" },
+                "\(String(describing: desk()))\n\(devices.logs)")
+            #expect(devices[0].run(["sync"]).stdout.contains("desk: connected, declined this folder"))
+            #expect(devices[0].run(["status"]).stdout.contains("; desk declined it"))
+            // Still said after the desk restarts (the decline is kept): first nothing is said (no link), then the
+            // new link's hello says it again.
+            devices.stop(1)
+            #expect(waitUntil(timeout: 30) { desk().map { $0["notSharing"] == nil } ?? false })
+            try devices.start(1)
+            #expect(
+                waitUntil(timeout: 30) { desk()?["notSharingWhy"] as? String == "declined" },
+                "\(String(describing: desk()))")
+        }
+
         /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it
         /// as not shared there, through a restart too; resumed, what changed on both sides meanwhile crosses.
         @Test func aPausedFolderTakesAndSendsNothingUntilItIsResumed() throws {
@@ -557,6 +591,12 @@ extension EndToEndAgents {
                     (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first?["notSharing"] as? Bool
                         == true
                 }, "\(devices.listing(0).folders)")
+            // The laptop is told why: the desk paused it.
+            #expect(
+                (devices.listing(0).folders.first?["peers"] as? [[String: Any]])?.first?["notSharingWhy"] as? String
+                    == "paused")
+            #expect(devices[0].run(["sync"]).stdout.contains("desk: connected, paused this folder there"))
+            #expect(devices[0].run(["status"]).stdout.contains("; desk paused it"))
             try Data("from the laptop\n".utf8).write(to: folders[0].appendingPathComponent("laptop.txt"))
             try Data("from the desk\n".utf8).write(to: folders[1].appendingPathComponent("desk.txt"))
             // Paused through a restart; asked again, or asked to scan: one line each, exit 64.
@@ -713,6 +753,10 @@ extension EndToEndAgents {
                 waitUntil(timeout: 30) {
                     peers(2).first { $0["name"] as? String == "laptop" }?["notSharing"] as? Bool == true
                 }, "\(peers(2))\n\(devices.logs)")
+            #expect(peers(2).first { $0["name"] as? String == "laptop" }?["notSharingWhy"] as? String == "unshared")
+            #expect(
+                devices[2].run(["sync"]).stdout.contains(
+                    "laptop: connected, no longer shares this folder with this device"))
             #expect(devices.settled([0, 1]), "\(devices.logs)")
             #expect(peers(0).map { $0["name"] as? String } == ["desk"], "\(peers(0))")
             try Data("after\n".utf8).write(to: folders[0].appendingPathComponent("after.txt"))

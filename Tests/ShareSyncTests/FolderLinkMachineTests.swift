@@ -93,4 +93,36 @@ import Testing
         #expect(a.announce([announcement(Self.other, index: "a2", sequence: 0)]) == nil)
         #expect(a.local.count == 2)
     }
+
+    /// A device that does not share a folder back says why in its hello (offered, declined, paused, removed); said
+    /// again on the link when that changes; a hello of an earlier version, without it, says nothing of it.
+    @Test func aHelloSaysWhyAFolderIsNotSharedBack() throws {
+        var a = FolderLinkMachine(local: [announcement(Self.folder, index: "a1", sequence: 5)])
+        var b = FolderLinkMachine(
+            local: [], withheld: [FolderWithheld(id: Self.folder, state: FolderWithheld.offered)])
+        _ = try b.received(a.hello)
+        _ = try a.received(b.hello)
+        #expect(!a.shares(Self.folder) && a.peerWithheld == [Self.folder: "offered"])
+        // B declines: the same list, another reason, said on the link.
+        let said = b.announce([], withheld: [FolderWithheld(id: Self.folder, state: FolderWithheld.declined)])
+        #expect(said?.hello.withheld == [FolderWithheld(id: Self.folder, state: "declined")])
+        _ = try a.received(try #require(said).hello)
+        #expect(a.peerWithheld == [Self.folder: "declined"])
+        // Read back as it crosses; a state of a later version is kept as said (the status shows only those it
+        // knows); without the field (an earlier version), nothing is said.
+        let later = FolderHello(folders: [], withheld: [FolderWithheld(id: Self.folder, state: "archived")])
+        let crossed = try MessageCoding.decode(FolderHello.self, from: MessageCoding.frame(.folderHello, later))
+        #expect(crossed == later)
+        _ = try a.received(crossed)
+        #expect(a.peerWithheld == [Self.folder: "archived"])
+        let earlier = Frame(type: .folderHello, payload: Array(#"{"folders":[]}"#.utf8))
+        _ = try a.received(try MessageCoding.decode(FolderHello.self, from: earlier))
+        #expect(a.peerWithheld.isEmpty)
+        // A withheld folder without a valid ID, or too many, break the hello's rules.
+        #expect(throws: ProtocolError.self) {
+            try a.received(FolderHello(folders: [], withheld: [FolderWithheld(id: "../x", state: "paused")]))
+        }
+        let many = (0...Limits.maxFolders).map { FolderWithheld(id: "f\($0)", state: "paused") }
+        #expect(throws: ProtocolError.self) { try a.received(FolderHello(folders: [], withheld: many)) }
+    }
 }

@@ -109,6 +109,33 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         package var reason: String?
         /// Connected, but it does not share this folder (removed it there, or has not accepted it yet).
         package var notSharing: Bool?
+        /// Why, when it said: `offered` (not accepted yet), `declined`, `paused`, `removed` (there), or `unshared` (with
+        /// this device, there).
+        package var notSharingWhy: String?
+
+        /// What a device that does not share the folder back is doing, in words (`share sync`, the page).
+        package var notSharingWords: String {
+            switch notSharingWhy {
+            case "offered": "has not accepted this folder yet"
+            case "declined": "declined this folder"
+            case "paused": "paused this folder there"
+            case "removed": "removed this folder there"
+            case "unshared": "no longer shares this folder with this device"
+            default: "not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)"
+            }
+        }
+
+        /// The same, short (`share status`, the list of devices not in step).
+        package var notSharingShort: String {
+            switch notSharingWhy {
+            case "offered": "not accepted yet"
+            case "declined": "declined it"
+            case "paused": "paused it"
+            case "removed": "removed it"
+            case "unshared": "stopped sharing it with this device"
+            default: "not sharing it"
+            }
+        }
         /// Not in step: how many paths its index holds at another version than this device agrees on (it lacks
         /// them, or this device does), when its index came.
         package var differing: Int?
