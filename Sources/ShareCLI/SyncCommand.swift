@@ -46,7 +46,7 @@ struct SyncList: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list", abstract: "Every shared folder and its state, and the folders offered to this device.",
         discussion: helpPage(
-            "The state of each folder: up to date, scanning, syncing (files and bytes to come, the rate, about how long is left), waiting for a device, out of sync (each path and why), holding deletions, or stopped (its marker gone); its devices with when each was last in step; its conflict copies with both versions' device and time. --json gives all of it as one object; --wait waits until every folder is in step.",
+            "The state of each folder: up to date, scanning, syncing (files and bytes to come, the rate in bytes and files a second, about how long is left), waiting for a device, out of sync (each path and why), holding deletions, or stopped (its marker gone); its devices with when each was last in step; its conflict copies with both versions' device and time. --json gives all of it as one object; --wait waits until every folder is in step.",
             examples: ["share sync", "share sync list --json", "share sync --wait 60"]))
 
     @OptionGroup var device: DeviceOptions
@@ -117,9 +117,10 @@ struct SyncList: ParsableCommand {
             line += " — \(folder.files) file(s), \(ProgressReporter.bytes(folder.bytes))"
             if folder.neededFiles > 0 {
                 line += "; \(folder.neededFiles) file(s), \(ProgressReporter.bytes(folder.neededBytes)) to come"
-                if let rate = folder.rate, rate > 0 {
-                    line += " at \(ProgressReporter.bytes(UInt64(rate)))/s, about "
-                    line += "\(ProgressReporter.duration(Double(folder.neededBytes) / rate)) left"
+                if let rate = folder.rate, rate > 0, let left = folder.secondsLeft {
+                    line += " at \(ProgressReporter.bytes(UInt64(rate)))/s"
+                    if let files = folder.fileRate, files >= 1 { line += " (\(Int(files.rounded())) files/s)" }
+                    line += ", about \(ProgressReporter.duration(left)) left"
                 }
             }
             if folder.bytesReceived > 0 || folder.bytesFromLocal > 0 {

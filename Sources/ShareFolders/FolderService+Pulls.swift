@@ -339,6 +339,7 @@ extension FolderService {
             summary = try driver.run(machine: machine, sink: sink, first: nil, decide: nil)
             folder.withFolder { state in
                 state.bytesFromLocal += summary.patchedBytes
+                state.placed(files: summary.delivered.count)
                 // Only for what was asked (a holder names its items; one it made up is not listed here).
                 let asked = Set(large.values.map(\.path))
                 for (path, reason) in summary.refused where asked.contains(path) { state.failedPulls[path] = reason }
@@ -404,13 +405,17 @@ extension FolderService {
         }
         if !failedPatches.isEmpty { folder.withFolder { $0.wholeNext.formUnion(failedPatches) } }
         var recorded: [FileEntry] = []
+        var placed = 0
         var rescans: [String] = []
         // The names the kernel gives the files made without a name until they are linked (`#` and the inode): the
         // watch reports them, and the folder need not look at them (put before the watch's next look can come: it
         // waits for the folder's lock).
         var unnamed: [String] = []
         folder.withFolder { state in
-            defer { state.madeUnnamed(unnamed) }
+            defer {
+                state.madeUnnamed(unnamed)
+                state.placed(files: placed)
+            }
             state.store.batch {
                 state.sync.placing {
                     var directories: [String: Directory] = [:]
@@ -451,6 +456,7 @@ extension FolderService {
                             switch outcome {
                             case .placed(let entries):
                                 recorded += entries
+                                placed += 1
                                 state.wholeNext.remove(entry.path)
                             case .changedHere: rescans.append(entry.path)
                             case .notWanted: break

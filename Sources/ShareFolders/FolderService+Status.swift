@@ -123,11 +123,8 @@ extension FolderService {
                         named.winnerName = conflict.winner.flatMap(deviceName(label:))
                         return named
                     }
-                    let rate: Double? = {
-                        let recent = state.recent.filter { $0.0 > Date().addingTimeInterval(-5) }
-                        guard !recent.isEmpty else { return nil }
-                        return Double(recent.reduce(0) { $0 + $1.1 }) / 5
-                    }()
+                    let rate = Self.rate(state.recent.map { ($0.0, Double($0.1)) })
+                    let fileRate = Self.rate(state.recentFiles.map { ($0.0, Double($0.1)) })
                     var problems = state.problems.sorted { $0.key < $1.key }.prefix(100).map {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
@@ -165,16 +162,27 @@ extension FolderService {
                     } else {
                         words = "up to date"
                     }
-                    return FolderStatus(
+                    var status = FolderStatus(
                         settings: settings, state: words, files: totals.files, bytes: totals.bytes,
                         neededFiles: state.neededFiles, neededBytes: state.neededBytes, rate: rate,
                         bytesReceived: state.bytesReceived, bytesFromLocal: state.bytesFromLocal, peers: peerStatus,
                         conflicts: conflicts, problems: Array(problems.prefix(100)), lastScan: state.lastScan,
                         lastScanSeconds: state.lastScanSeconds, recentPulls: state.pulls.isEmpty ? nil : state.pulls,
                         recentChanges: changes(state.sync.applied))
+                    status.fileRate = fileRate
+                    return status
                 })
         }
         return (result, cost)
+    }
+
+    /// So much a second, from what came in the last five seconds (`amounts`, each when it came): over the time
+    /// since the first of them when that is shorter (a transfer that began two seconds ago is not said to go at
+    /// two fifths of its pace), at least a second. Nil when nothing came.
+    static func rate(_ amounts: [(Date, Double)], now: Date = Date()) -> Double? {
+        let recent = amounts.filter { $0.0 > now.addingTimeInterval(-5) }
+        guard let first = recent.map(\.0).min() else { return nil }
+        return recent.reduce(0) { $0 + $1.1 } / min(5, max(1, now.timeIntervalSince(first)))
     }
 
     /// What a status reads from the whole index (totals, how far each device is from this one, conflict copies,

@@ -83,6 +83,17 @@ final class SharedFolder: Sendable {
         var quitting = false
         /// Bytes received in the last seconds, for a rate.
         var recent: [(Date, UInt64)] = []
+        /// Files pulled into place in the last seconds, for a rate of files (many small files go at the pace of
+        /// their number, not of their bytes).
+        var recentFiles: [(Date, Int)] = []
+
+        /// `files` were pulled into place now.
+        mutating func placed(files: Int) {
+            guard files > 0 else { return }
+            let now = Date()
+            recentFiles.append((now, files))
+            recentFiles.removeAll { $0.0 < now.addingTimeInterval(-10) }
+        }
         /// Bytes of the large files being pulled that came already (counted as they arrive, so a long file's
         /// progress shows in what is to come and the rate; given back when its pull ends).
         var arriving: UInt64 = 0

@@ -238,7 +238,10 @@ enum WebPage {
             const kind = folder.settings.mirror ? "mirror" : folder.settings.kind;
             box.append(el("strong", folder.settings.label), el("span", " (" + kind + ") — " + folder.state + ", " + folder.files + " file(s), " + bytes(folder.bytes), { class: "muted state" }));
             if (folder.neededFiles > 0) {
-              box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s, about " + duration(folder.neededBytes / folder.rate) + " left" : ""), { class: "muted" }));
+              // The longer of the bytes at the byte rate and the files at the file rate (many small files go at the pace of their number).
+              const left = folder.rate ? Math.max(folder.neededBytes / folder.rate, folder.fileRate ? folder.neededFiles / folder.fileRate : 0) : 0;
+              const files = folder.fileRate >= 1 ? " (" + Math.round(folder.fileRate) + " files/s)" : "";
+              box.append(el("div", folder.neededFiles + " file(s), " + bytes(folder.neededBytes) + " to come" + (folder.rate ? " at " + bytes(folder.rate) + "/s" + files + ", about " + duration(left) + " left" : ""), { class: "muted" }));
             }
             box.append(el("div", folder.settings.path, { class: "muted path" }));
             const pulls = folder.recentPulls || [];

@@ -215,6 +215,17 @@ package struct FolderStatus: Codable, Sendable, Equatable {
     package var neededBytes: UInt64
     /// Bytes a second coming in now, when something is.
     package var rate: Double?
+    /// Files a second put in place now, when some are.
+    package var fileRate: Double?
+
+    /// About how long what is to come takes at the rates of the last seconds: the longer of its bytes at the byte
+    /// rate and its files at the file rate (a thousand small files go at the pace of their number).
+    package var secondsLeft: Double? {
+        guard neededFiles > 0, let rate, rate > 0 else { return nil }
+        let byBytes = Double(neededBytes) / rate
+        guard let fileRate, fileRate > 0 else { return byBytes }
+        return max(byBytes, Double(neededFiles) / fileRate)
+    }
     /// What crossed the link for this folder since the agent started, and what was made from copies already here.
     package var bytesReceived: UInt64
     package var bytesFromLocal: UInt64
