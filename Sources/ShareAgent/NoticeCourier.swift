@@ -130,6 +130,7 @@ final class NoticeCourier: AgentPart, Sendable {
             switch effect {
             case .revoked(let name):
                 log.notice("revoked by the owner's device", metadata: ["device": "\(name)"])
+                PendingOffers.forget(from: notice.subject, paths: paths)
             case .rotated(let name, let id):
                 log.notice("new key of an owner's device", metadata: ["device": "\(name)", "id": "\(id)"])
             case .mustPairAgain(let name):

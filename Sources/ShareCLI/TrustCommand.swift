@@ -193,7 +193,10 @@ struct TrustCommand: ParsableCommand {
                     }
                     return removed
                 }
-                tell("no longer trusting \(removed.name) (\(removed.id))")
+                let dropped = PendingOffers.forget(from: removed.id, paths: device.paths)
+                tell(
+                    "no longer trusting \(removed.name) (\(removed.id))"
+                        + (dropped > 0 ? "; its \(dropped) offer(s) waiting for your answer are gone" : ""))
             }
         }
     }
@@ -219,6 +222,7 @@ struct TrustCommand: ParsableCommand {
                     }
                     return removed
                 }
+                PendingOffers.forget(from: removed.id, paths: local.paths)
                 let notice = try TrustNotice.make(.revoke, subject: removed.id, by: local.identity)
                 try TrustNoticeBook.update(local.paths) { $0.add(notice, deliveredTo: [local.id.description]) }
                 if (try? ControlClient.request(.notices, paths: local.paths)) != nil {

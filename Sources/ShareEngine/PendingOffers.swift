@@ -257,6 +257,17 @@ package struct PendingOffers: Codable, Sendable {
         }
     }
 
+    /// Removes the unanswered offers of `device` (no longer trusted: it cannot come back for an answer); how many.
+    @discardableResult
+    package static func forget(from device: DeviceID, paths: DevicePaths) -> Int {
+        (try? update(paths) { book, directory -> Int in
+            let gone = book.entries.filter { $0.from == device.description && $0.answer == nil }
+            for entry in gone { Self.removeImages(of: entry, in: directory) }
+            book.entries.removeAll { $0.from == device.description && $0.answer == nil }
+            return gone.count
+        }) ?? 0
+    }
+
     /// Records the user's answer; returns the entry, nil when there is no such pending offer.
     package static func answer(_ id: String, _ answer: Answer, reason: String? = nil, paths: DevicePaths) throws
         -> Entry?

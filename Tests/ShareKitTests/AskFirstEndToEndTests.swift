@@ -27,6 +27,30 @@ extension EndToEndAgents {
             return entries.first?["id"] as? String
         }
 
+        /// A send waiting for the person's answer from a device the person then removes from the trust list: its
+        /// offer goes from the pending list (nothing could reach it), and the sender, offering again, is refused
+        /// and told what would let it in.
+        @Test func aWaitingSendFromADeviceNoLongerTrustedIsRefusedAndItsOfferGoes() throws {
+            let (desk, friend, agent, _, _) = try deskAndFriend()
+            defer { agent.stop() }
+            let file = try friend.folder("src").appendingPathComponent("topo.pdf")
+            try makeFile(file, size: 30_000)
+            let sender = try friend.background([
+                "send", file.path, "--to", "desk", "--direct", "--answer-timeout", "60",
+            ])
+            defer { sender.stop() }
+            #expect(sender.stderr.waitForLine(containing: "desk asks before accepting", timeout: 30) != nil)
+            #expect(waitUntil(timeout: 30) { pendingID(desk) != nil })
+            let removed = desk.run(["trust", "remove", "friend"])
+            #expect(
+                removed.status == 0 && removed.stderr.contains("its 1 offer(s) waiting for your answer are gone"),
+                "\(removed.stderr)")
+            #expect(pendingID(desk) == nil, "\(desk.run(["pending"]).stdout)")
+            #expect(sender.wait(timeout: 30) == 77, "\(sender.stderr.text)\n\(agent.stderr.text)")
+            #expect(sender.stderr.text.contains("refused this device"), "\(sender.stderr.text)")
+            #expect(sender.stderr.text.contains("share trust add"), "\(sender.stderr.text)")
+        }
+
         @Test func aGroupDevicesSendWaitsForAcceptWithItsPreview() throws {
             let (desk, friend, agent, inbox, _) = try deskAndFriend()
             defer { agent.stop() }
