@@ -136,7 +136,9 @@ extension FolderService {
                     problems += state.disk.leftOut.sorted { $0.key < $1.key }.prefix(100).map {
                         FolderStatus.Problem(path: $0.key, reason: $0.value)
                     }
-                    let waiting = peers.filter { !(linked[$0.id]?.shares(settings.id) ?? false) }.map(\.name)
+                    // Each named with what it said of the folder, when it does not share it back ("desk (declined
+                    // it)": waited for in vain until its person changes that).
+                    let waiting = peerStatus.filter { !$0.connected }.map(\.nameAndWhy)
                     let words: String
                     let held = state.sync.heldDeletions
                     problems += state.patternProblems.map { FolderStatus.Problem(path: SyncNames.ignore, reason: $0) }
@@ -152,7 +154,7 @@ extension FolderService {
                         words = "scanning"
                     } else if !peers.isEmpty, peers.allSatisfy({ state.store.remoteState(ShortIDs.of($0.id)) == nil }) {
                         // Nothing was ever heard from any of its devices: a folder just accepted is not "up to date".
-                        words = "waiting for \(peers.map(\.name).joined(separator: ", "))"
+                        words = "waiting for \(peerStatus.map(\.nameAndWhy).joined(separator: ", "))"
                     } else if state.neededFiles > 0 || !state.inFlight.isEmpty {
                         words =
                             waiting.count == peers.count && !peers.isEmpty

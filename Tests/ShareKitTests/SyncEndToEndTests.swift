@@ -562,6 +562,8 @@ extension EndToEndAgents {
                 "\(String(describing: desk()))\n\(devices.logs)")
             #expect(devices[0].run(["sync"]).stdout.contains("desk: connected, declined this folder"))
             #expect(devices[0].run(["status"]).stdout.contains("; desk declined it"))
+            // The folder waits for the desk, which said why.
+            #expect(devices.listing(0).folders.first?["state"] as? String == "waiting for desk (declined it)")
             // Still said after the desk restarts (the decline is kept): first nothing is said (no link), then the
             // new link's hello says it again.
             devices.stop(1)

@@ -125,6 +125,9 @@ package struct FolderStatus: Codable, Sendable, Equatable {
             }
         }
 
+        /// Its name, and what it said of the folder when it does not share it back: `desk (declined it)`.
+        package var nameAndWhy: String { notSharingWhy == nil ? name : "\(name) (\(notSharingShort))" }
+
         /// The same, short (`share status`, the list of devices not in step).
         package var notSharingShort: String {
             switch notSharingWhy {
