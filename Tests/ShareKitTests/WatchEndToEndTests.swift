@@ -65,6 +65,22 @@ extension EndToEndAgents {
             return try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         }
 
+        /// A watch attached and quiet, removed from its phone's trust list: its link is cut within seconds, and
+        /// attaching again is refused: the watch says so, with what would let it in, and stops (exit 77).
+        @Test func aQuietWatchNoLongerTrustedIsCutAndSaysWhy() throws {
+            let devices = try devices()
+            let agent = try startPhone(devices)
+            defer { agent.stop() }
+            let watch = try startWatch(devices)
+            defer { watch.stop() }
+            #expect(devices.phone.run(["trust", "remove", "my-watch"]).status == 0)
+            #expect(watch.wait(timeout: 20) == 77, "\(watch.stderr.text)\n\(agent.stderr.text)")
+            #expect(
+                watch.stderr.text.contains("refused this device") && watch.stderr.text.contains("share trust add"),
+                "\(watch.stderr.text)")
+            #expect(agent.stderr.text.contains("session cut"), "\(agent.stderr.text)")
+        }
+
         @Test func aWatchGetsEachItemInTheFormThatFitsIt() throws {
             let devices = try devices()
             let phone = try startPhone(devices)
