@@ -2,6 +2,7 @@ import FoundationEssentials
 import ShareEngine
 import ShareThreads
 import ShareTrust
+import ShareDisk
 
 /// The shared folders this device keeps and the folders others offer it, in `STATE/folders/folders.json` (written
 /// whole and atomically at each change; read once at start).
@@ -41,10 +42,21 @@ final class FolderBook: Sendable {
     init(directory: URL) throws {
         try DevicePaths.ensurePrivateDirectory(directory)
         file = directory.appendingPathComponent("folders.json")
-        let loaded =
-            FileManager.default.contents(atPath: file.path).flatMap {
-                try? JSONDecoder.iso8601.decode(Contents.self, from: $0)
-            } ?? Contents()
+        var loaded = Contents()
+        if let data = FileManager.default.contents(atPath: file.path) {
+            if let decoded = try? JSONDecoder.iso8601.decode(Contents.self, from: data) {
+                loaded = decoded
+            } else {
+                // There but unreadable (damaged): kept aside for the person, never overwritten by the next change
+                // (the folders themselves are untouched; each is shared again with share sync add).
+                let aside = "folders.json.unreadable-\(Int(Date().timeIntervalSince1970))"
+                let folder = try Directory.open(directory.path)
+                try folder.rename("folders.json", to: aside, in: folder)
+                FolderService.log.error(
+                    "the list of shared folders could not be read; it was kept aside and the agent starts without it",
+                    metadata: ["file": "\(file.path)", "as": "\(aside)"])
+            }
+        }
         contents = Guarded(loaded)
     }
 

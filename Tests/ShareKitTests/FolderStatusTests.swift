@@ -43,4 +43,24 @@ import Testing
         #expect(FolderService.rate([(now, 7.0)], now: now) == 7)
         #expect(FolderService.rate([(now.addingTimeInterval(-6), 7.0)], now: now) == nil)
     }
+
+    /// The book of shared folders: one written by an earlier version (without the lists added since) is read
+    /// whole; one that is damaged is kept aside, never overwritten by the next change.
+    @Test func theFolderBookReadsEarlierVersionsAndKeepsADamagedOneAside() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("book-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("folders.json")
+        let earlier =
+            #"{"folders":[{"id":"abcde-fghij-klmno","label":"thesis","path":"/tmp/thesis","kind":"send-receive","devices":[],"created":"2026-11-01T10:00:00Z"}],"offers":[]}"#
+        try Data(earlier.utf8).write(to: file)
+        let book = try FolderBook(directory: directory)
+        #expect(book.folders.map(\.id) == ["abcde-fghij-klmno"] && book.snapshot.removed.isEmpty)
+        try Data("{\"folders\": [".utf8).write(to: file)
+        let fresh = try FolderBook(directory: directory)
+        #expect(fresh.folders.isEmpty)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        let aside = try #require(names.first { $0.hasPrefix("folders.json.unreadable-") }, "\(names)")
+        #expect(try String(contentsOf: directory.appendingPathComponent(aside), encoding: .utf8) == "{\"folders\": [")
+    }
 }
