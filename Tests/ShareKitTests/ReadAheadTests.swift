@@ -63,7 +63,9 @@ import Testing
         var recorded: [String: DiskStamp] = [:]
         for name in ["same", "pipe", "rewritten"] {
             try Data("the content of \(name)\n".utf8).write(to: url.appendingPathComponent(name))
-            recorded[name] = try #require(root.info(name).flatMap(DiskFolder.stamp))
+            // Bound first: required into the dictionary's optional value, the check could not fail.
+            let stamp: DiskStamp = try #require(root.info(name).flatMap(DiskFolder.stamp))
+            recorded[name] = stamp
         }
         try FileManager.default.removeItem(at: url.appendingPathComponent("pipe"))
         #expect(mkfifo(url.appendingPathComponent("pipe").path, 0o600) == 0)
