@@ -48,6 +48,8 @@ struct ControlAPI {
             response.folders =
                 within.map { agent.folders.statuses(settlingWithin: $0, until: hungUp) } ?? agent.folders.statuses()
             response.offers = agent.folders.offers
+            let declined = agent.folders.declinedOffers
+            response.declinedOffers = declined.isEmpty ? nil : declined
             return response
         case .folderAdd(let settings):
             return folderAnswer { try agent.folders.add(settings) }

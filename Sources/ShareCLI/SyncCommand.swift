@@ -75,12 +75,15 @@ struct SyncList: ParsableCommand {
                 struct Listing: Encodable {
                     var folders: [FolderStatus]
                     var offers: [FolderOffer]
+                    var declined: [FolderOffer]
                 }
                 let data = try JSONEncoder.iso8601.encode(
-                    Listing(folders: answer.folders ?? [], offers: answer.offers ?? []))
+                    Listing(
+                        folders: answer.folders ?? [], offers: answer.offers ?? [],
+                        declined: answer.declinedOffers ?? []))
                 say(String(decoding: data, as: UTF8.self))
             } else {
-                Self.print(answer.folders ?? [], offers: answer.offers ?? [])
+                Self.print(answer.folders ?? [], offers: answer.offers ?? [], declined: answer.declinedOffers ?? [])
             }
             if let wait, !FolderStatus.settled(answer.folders ?? []) {
                 // Which folders, and which devices have not caught up (the listing above says the rest).
@@ -106,8 +109,8 @@ struct SyncList: ParsableCommand {
         value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
     }
 
-    static func print(_ folders: [FolderStatus], offers: [FolderOffer]) {
-        if folders.isEmpty && offers.isEmpty {
+    static func print(_ folders: [FolderStatus], offers: [FolderOffer], declined: [FolderOffer] = []) {
+        if folders.isEmpty && offers.isEmpty && declined.isEmpty {
             say("no shared folders; share one with: share sync add FOLDER --with DEVICE")
             return
         }
@@ -168,6 +171,11 @@ struct SyncList: ParsableCommand {
         for offer in offers {
             say(
                 "offered: \(offer.label) (\(offer.id)) from \(offer.fromName); share sync accept \(offer.id) --into FOLDER, or share sync decline \(offer.id)"
+            )
+        }
+        for offer in declined {
+            say(
+                "declined: \(offer.label) (\(offer.id)) from \(offer.fromName); share sync accept \(offer.id) --into FOLDER takes it after all"
             )
         }
     }
@@ -279,7 +287,7 @@ struct SyncAccept: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accept", abstract: "Accept a folder another of your devices offered.",
         discussion: helpPage(
-            "The folder is synced into the folder given, created if missing (its files are kept: what differs is synced like any change); without --into, into agent.json's folders.path or the inbox for the device that offered it.",
+            "The folder is synced into the folder given, created if missing (its files are kept: what differs is synced like any change); without --into, into agent.json's folders.path or the inbox for the device that offered it. A folder declined before is taken the same way (share sync lists it as declined).",
             examples: [
                 "share sync accept abcde-fghij-klmno --into ~/thesis", "share sync accept abcde-fghij-klmno",
                 "share sync accept abcde-fghij-klmno --into ~/backup --receive-only",
@@ -353,7 +361,7 @@ func resolveFolder(_ id: String, device: DeviceOptions, offers: Bool) throws -> 
 func resolveFolder(_ id: String, in answer: ControlResponse, offers: Bool) throws -> String {
     let named: [(id: String, label: String, path: String?)] =
         offers
-        ? (answer.offers ?? []).map { ($0.id, $0.label, nil) }
+        ? ((answer.offers ?? []) + (answer.declinedOffers ?? [])).map { ($0.id, $0.label, nil) }
         : (answer.folders ?? []).map { ($0.settings.id, $0.settings.label, $0.settings.path) }
     if named.contains(where: { $0.id == id }) { return id }
     let labelled = named.filter { $0.label == id }
@@ -378,7 +386,7 @@ struct SyncDecline: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decline", abstract: "Decline a folder offered.",
         discussion: helpPage(
-            "The folder is not offered again by that device.",
+            "The folder is not offered again by that device; the device that shares it sees that you declined it. share sync lists what you declined, and share sync accept ID --into FOLDER takes it after all.",
             examples: ["share sync decline abcde-fghij-klmno"]))
 
     @OptionGroup var folder: FolderID

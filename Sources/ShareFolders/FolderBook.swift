@@ -12,6 +12,8 @@ final class FolderBook: Sendable {
         var offers: [FolderOffer] = []
         /// Offers declined, by folder ID and device (not offered again).
         var declined: [String] = []
+        /// The offers declined, as they were (the newest `keptRemovals`): `share sync accept` takes one after all.
+        var declinedOffers: [FolderOffer] = []
         /// Folders removed here, by folder ID and each device they were shared with (the newest `keptRemovals`): the
         /// devices that still share them hear that they were removed, not only that they are not shared back.
         var removed: [String] = []
@@ -23,6 +25,7 @@ final class FolderBook: Sendable {
             folders = try container.decodeIfPresent([SharedFolderSettings].self, forKey: .folders) ?? []
             offers = try container.decodeIfPresent([FolderOffer].self, forKey: .offers) ?? []
             declined = try container.decodeIfPresent([String].self, forKey: .declined) ?? []
+            declinedOffers = try container.decodeIfPresent([FolderOffer].self, forKey: .declinedOffers) ?? []
             removed = try container.decodeIfPresent([String].self, forKey: .removed) ?? []
         }
     }

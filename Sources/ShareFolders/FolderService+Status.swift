@@ -299,6 +299,12 @@ extension FolderService {
     }
 
     package var offers: [FolderOffer] { book.offers }
+
+    /// The offers declined here whose folder is not here: `share sync accept` takes one after all.
+    package var declinedOffers: [FolderOffer] {
+        let book = book.snapshot
+        return book.declinedOffers.filter { offer in !book.folders.contains { $0.id == offer.id } }
+    }
 }
 
 /// A folder's status as read from its whole index, and the index's position it was read at.

@@ -487,7 +487,13 @@ package final class FolderService: AgentPart, Sendable {
             try book.change { $0.offers.removeAll { $0.id == id } }
             return (accepted, false)
         }
-        guard let offer = book.offers.first(where: { $0.id == id }) else {
+        // A folder declined here may be taken after all (its device still shares it, or shares it again).
+        let offer: FolderOffer
+        if let offered = book.offers.first(where: { $0.id == id }) {
+            offer = offered
+        } else if let declined = book.snapshot.declinedOffers.last(where: { $0.id == id }) {
+            offer = declined
+        } else {
             throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
         }
         let place =
@@ -508,6 +514,8 @@ package final class FolderService: AgentPart, Sendable {
         settings.maxConflicts = maxConflicts
         try book.change { book in
             book.offers.removeAll { $0.id == id }
+            book.declinedOffers.removeAll { $0.id == id }
+            book.declined.removeAll { FolderBook.split($0).id == id }
             if !book.folders.contains(where: { $0.id == id }) { book.folders.append(settings) }
         }
         open(settings)
@@ -574,7 +582,12 @@ package final class FolderService: AgentPart, Sendable {
             throw ShareFailure(.usage, "no folder \(id) is offered (share sync lists the offers)")
         }
         try book.change { book in
-            for offer in book.offers where offer.id == id { book.declined.append("\(offer.id)|\(offer.from)") }
+            for offer in book.offers where offer.id == id {
+                book.declined.append("\(offer.id)|\(offer.from)")
+                book.declinedOffers.removeAll { $0.id == offer.id && $0.from == offer.from }
+                book.declinedOffers.append(offer)
+            }
+            book.declinedOffers = Array(book.declinedOffers.suffix(FolderBook.keptRemovals))
             book.offers.removeAll { $0.id == id }
         }
         // The devices that offered it hear that it was declined.

@@ -541,7 +541,8 @@ extension EndToEndAgents {
         }
 
         /// A device that has a folder offered and does not take it says so to the device that shares it: not
-        /// accepted yet, then declined; each shown there in `share sync`, `share status` and `--json`.
+        /// accepted yet, then declined; each shown there in `share sync`, `share status` and `--json`. The desk can
+        /// still take the folder it declined.
         @Test func aDeviceThatDoesNotTakeAFolderSaysWhy() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let folder = try devices[0].folder("thesis")
@@ -572,6 +573,17 @@ extension EndToEndAgents {
             #expect(
                 waitUntil(timeout: 30) { desk()?["notSharingWhy"] as? String == "declined" },
                 "\(String(describing: desk()))")
+            // Declined is not for ever: the desk lists what it declined, and takes it after all.
+            let listed = devices[1].run(["sync"]).stdout
+            #expect(listed.contains("declined: thesis (\(id)) from laptop; share sync accept \(id)"), "\(listed)")
+            #expect(devices.listing(1).offers.isEmpty)
+            let into = try devices[1].folder("thesis-after-all")
+            let accepted = devices[1].run(["sync", "accept", "thesis", "--into", into.path])
+            #expect(accepted.status == 0, "\(accepted.stderr)")
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(treeOf(into)["draft.txt"] == "draft\n")
+            #expect(desk()?["notSharing"] == nil && desk()?["inStep"] as? Bool == true, "\(String(describing: desk()))")
+            #expect(!devices[1].run(["sync"]).stdout.contains("declined:"))
         }
 
         /// A folder paused on one device: nothing crosses either way, the device says so and the other sees it

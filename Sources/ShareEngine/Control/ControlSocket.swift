@@ -311,6 +311,8 @@ package struct ControlResponse: Codable, Sendable {
     /// Shared folders and their state, the folders offered, and the one a request made or changed.
     package var folders: [FolderStatus]?
     package var offers: [FolderOffer]?
+    /// The offers declined on that device (taken after all with `share sync accept`).
+    package var declinedOffers: [FolderOffer]?
     package var folder: SharedFolderSettings?
     /// The versions a folder keeps (newest first), or the one put back.
     package var versions: [FolderVersion]?
