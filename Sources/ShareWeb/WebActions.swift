@@ -85,6 +85,7 @@ final class WebActions: Sendable {
         if status != nil, let folders = try? ControlClient.request(.folders(), paths: paths) {
             state.folders = folders.folders ?? []
             state.folderOffers = folders.offers ?? []
+            state.declinedFolders = folders.declinedOffers ?? []
         }
         // Devices a folder link is open with now (one they opened here is in no route book).
         let linked = Set(state.folders.flatMap { $0.peers.filter(\.connected).map(\.id) })
@@ -671,6 +672,8 @@ struct WebState: Encodable {
     /// Shared folders and how each stands, and the folders other devices offer this one.
     var folders: [FolderStatus] = []
     var folderOffers: [FolderOffer] = []
+    /// Folders declined here, which the person may still take.
+    var declinedFolders: [FolderOffer] = []
 }
 
 /// Where a pairing started on the page stands: idle, waiting, connecting, confirm (the code shown, an answer wanted),

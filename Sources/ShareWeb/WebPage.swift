@@ -142,7 +142,7 @@ enum WebPage {
           // about to be clicked stays).
           if (changed("pending", state.pending)) renderPending(state.pending);
           renderJobs(state.jobs);
-          if (changed("folders", [state.folders, state.folderOffers])) renderFolders(state);
+          if (changed("folders", [state.folders, state.folderOffers, state.declinedFolders])) renderFolders(state);
           if (changed("devices", [state.devices, state.nearby])) renderDevices(state);
           if (changed("inbox", [state.texts, state.inbox])) renderInbox(state);
           if (changed("pairing", state.pairing)) renderPairing(state.pairing);
@@ -230,7 +230,7 @@ enum WebPage {
         const openChanges = new Set();
         function renderFolders(state) {
           const list = $("#folders .list"); list.replaceChildren();
-          if (!state.folders.length && !state.folderOffers.length) {
+          if (!state.folders.length && !state.folderOffers.length && !(state.declinedFolders || []).length) {
             list.append(el("p", state.agent.running ? "No shared folder: share one with share sync add FOLDER --with DEVICE." : "The agent keeps shared folders: start it to see them.", { class: "muted" }));
           }
           for (const folder of state.folders) {
@@ -322,6 +322,14 @@ enum WebPage {
             const decline = el("button", "Decline", { class: "decline" });
             decline.onclick = () => act(post("/api/folders/decline?" + q({ id: offer.id })));
             box.append(accept, decline);
+            list.append(box);
+          }
+          for (const offer of state.declinedFolders || []) {
+            const box = el("div", null, { class: "offer folder-declined", "data-id": offer.id });
+            box.append(el("strong", offer.label), el("span", " from " + offer.fromName + ", declined here", { class: "muted" }));
+            const accept = el("button", "Accept after all", { class: "accept" });
+            accept.onclick = () => act(post("/api/folders/accept?" + q({ id: offer.id })));
+            box.append(accept);
             list.append(box);
           }
         }
