@@ -577,6 +577,9 @@ extension EndToEndAgents {
             let listed = devices[1].run(["sync"]).stdout
             #expect(listed.contains("declined: thesis (\(id)) from laptop; share sync accept \(id)"), "\(listed)")
             #expect(devices.listing(1).offers.isEmpty)
+            let json = devices[1].run(["sync", "--json"]).stdout
+            let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+            #expect((object?["declined"] as? [[String: Any]])?.map { $0["id"] as? String } == [id], "\(json)")
             let into = try devices[1].folder("thesis-after-all")
             let accepted = devices[1].run(["sync", "accept", "thesis", "--into", into.path])
             #expect(accepted.status == 0, "\(accepted.stderr)")
