@@ -91,7 +91,7 @@ struct SyncList: ParsableCommand {
                     let late = folder.peers.filter { !$0.inStep }.map {
                         $0.connected
                             ? $0.name
-                            : $0.notSharing == true ? "\($0.name) (\($0.notSharingShort))" : "\($0.name) (off)"
+                            : $0.notSharing == true ? $0.nameAndWhy : "\($0.name) (off)"
                     }
                     return "\(folder.settings.label): \(folder.state) here"
                         + (late.isEmpty ? "" : ", \(late.joined(separator: " and ")) not in step")

@@ -1,6 +1,5 @@
 import Synchronization
 import FoundationEssentials
-import Glibc
 import ShareTLS
 import ShareNet
 import ShareTrust
@@ -15,7 +14,7 @@ package final class TrustCache: Sendable {
     private let path: String
     private struct Loaded {
         var current: TrustStore
-        var stamp: Stamp?
+        var stamp: PosixFiles.Stamp?
         var warned = false
     }
     private let loaded: Mutex<Loaded>
@@ -23,12 +22,12 @@ package final class TrustCache: Sendable {
     package init(file: URL) throws {
         self.file = file
         path = file.path
-        loaded = Mutex(Loaded(current: try TrustStore.load(file), stamp: Self.stamp(path)))
+        loaded = Mutex(Loaded(current: try TrustStore.load(file), stamp: PosixFiles.stamp(path)))
     }
 
     package var store: TrustStore {
         loaded.withLock { loaded in
-            let now = Self.stamp(path)
+            let now = PosixFiles.stamp(path)
             if now != loaded.stamp {
                 do {
                     loaded.current = try TrustStore.load(file)
@@ -47,26 +46,4 @@ package final class TrustCache: Sendable {
     }
 
     package func isTrusted(_ id: DeviceID) -> Bool { store.device(id) != nil }
-
-    /// What tells one version of the file from the next: a save replaces it (another inode) or rewrites it (another
-    /// size or change time). One `stat`, asked on every policy question: no attribute dictionary, no user lookups.
-    private struct Stamp: Equatable {
-        var inode: UInt64
-        var size: Int64
-        var modified: timespec
-        var changed: timespec
-
-        static func == (a: Stamp, b: Stamp) -> Bool {
-            a.inode == b.inode && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
-                && a.modified.tv_nsec == b.modified.tv_nsec && a.changed.tv_sec == b.changed.tv_sec
-                && a.changed.tv_nsec == b.changed.tv_nsec
-        }
-    }
-
-    private static func stamp(_ path: String) -> Stamp? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Stamp(
-            inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: info.st_mtim, changed: info.st_ctim)
-    }
 }

@@ -371,8 +371,9 @@ extension FolderService {
             book.offers.removeAll { $0.id == offer.id && $0.from == offer.from }
             book.offers.append(offer)
         }
-        // The device that offers it hears that it waits here (once taken, the list it hears says so instead).
-        if let link = run.withLock({ $0.links[peer] }) { sayChanges(on: link) }
+        // The device that offers it hears that it waits here, when it does (one taken at once is in the list the
+        // acceptance says instead).
+        func sayWaiting() { if let link = run.withLock({ $0.links[peer] }) { sayChanges(on: link) } }
         let automatic =
             announcement.type == "send-only"
             || acceptance.autoAccept.contains { trust.store.find($0)?.id == peer }
@@ -388,9 +389,11 @@ extension FolderService {
                     ])
             } catch {
                 Self.log.warning("cannot accept a shared folder", metadata: ["from": "\(name)", "reason": "\(error)"])
+                sayWaiting()
             }
         } else {
             Self.log.info("a folder is offered", metadata: ["folder": "\(announcement.label)", "from": "\(name)"])
+            sayWaiting()
         }
     }
 }

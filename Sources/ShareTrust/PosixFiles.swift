@@ -47,6 +47,25 @@ public enum PosixFiles {
         return UInt64(max(0, info.st_size))
     }
 
+    /// What tells one version of a file from the next: a save replaces it (another inode) or rewrites it (another
+    /// size, modification or change time, to the nanosecond).
+    public struct Stamp: Equatable, Sendable {
+        public let inode: UInt64
+        public let size: Int64
+        public let modified: Int64
+        public let changed: Int64
+    }
+
+    /// The stamp of what `path` names (a link followed); nil when it is missing. One `stat`.
+    public static func stamp(_ path: String) -> Stamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        func nanoseconds(_ time: timespec) -> Int64 { Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec) }
+        return Stamp(
+            inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: nanoseconds(info.st_mtim),
+            changed: nanoseconds(info.st_ctim))
+    }
+
     /// Whether something exists at `path` (a link is not followed).
     public static func exists(_ path: String) -> Bool {
         var info = stat()

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import ShareProtocol
 
 /// A shared folder as this device keeps it: its identity (never its name), what the person called it, where it is
 /// here, how this device treats it, and the devices it is shared with.
@@ -116,26 +117,26 @@ package struct FolderStatus: Codable, Sendable, Equatable {
         /// What a device that does not share the folder back is doing, in words (`share sync`, the page).
         package var notSharingWords: String {
             switch notSharingWhy {
-            case "offered": "has not accepted this folder yet"
-            case "declined": "declined this folder"
-            case "paused": "paused this folder there"
-            case "removed": "removed this folder there"
-            case "unshared": "no longer shares this folder with this device"
+            case FolderWithheld.offered: "has not accepted this folder yet"
+            case FolderWithheld.declined: "declined this folder"
+            case FolderWithheld.paused: "paused this folder there"
+            case FolderWithheld.removed: "removed this folder there"
+            case FolderWithheld.unshared: "no longer shares this folder with this device"
             default: "not sharing this folder with this device (paused, removed or unshared there, or not accepted yet)"
             }
         }
 
-        /// Its name, and what it said of the folder when it does not share it back: `desk (declined it)`.
-        package var nameAndWhy: String { notSharingWhy == nil ? name : "\(name) (\(notSharingShort))" }
+        /// Its name, and when it does not share the folder back, what it said of it: `desk (declined it)`.
+        package var nameAndWhy: String { notSharing == true ? "\(name) (\(notSharingShort))" : name }
 
         /// The same, short (`share status`, the list of devices not in step).
         package var notSharingShort: String {
             switch notSharingWhy {
-            case "offered": "not accepted yet"
-            case "declined": "declined it"
-            case "paused": "paused it"
-            case "removed": "removed it"
-            case "unshared": "stopped sharing it with this device"
+            case FolderWithheld.offered: "not accepted yet"
+            case FolderWithheld.declined: "declined it"
+            case FolderWithheld.paused: "paused it"
+            case FolderWithheld.removed: "removed it"
+            case FolderWithheld.unshared: "stopped sharing it with this device"
             default: "not sharing it"
             }
         }
