@@ -52,12 +52,7 @@ final class FolderBook: Sendable {
             } else {
                 // There but unreadable (damaged): kept aside for the person, never overwritten by the next change
                 // (the folders themselves are untouched; each is shared again with share sync add).
-                let aside = "folders.json.unreadable-\(Int(Date().timeIntervalSince1970))"
-                let folder = try Directory.open(directory.path)
-                try folder.rename("folders.json", to: aside, in: folder)
-                FolderService.log.error(
-                    "the list of shared folders could not be read; it was kept aside and the agent starts without it",
-                    metadata: ["file": "\(file.path)", "as": "\(aside)"])
+                try LockedJSONFile.keepAside("folders.json", in: Directory.open(directory.path))
             }
         }
         contents = Guarded(loaded)

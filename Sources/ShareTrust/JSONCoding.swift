@@ -23,6 +23,17 @@ extension JSONDecoder {
 /// changed and written back atomically (0600) under its own lock file in the same folder, so two writers never lose
 /// each other's change. A file that is missing or does not decode reads as `empty`.
 public enum LockedJSONFile {
+    /// Renames the file `name` in `directory`, which could not be read, to `NAME.unreadable-TIME` beside it (kept for
+    /// the person, never overwritten by the next change), and says so in the log; the name it now has.
+    @discardableResult
+    public static func keepAside(_ name: String, in directory: Directory) throws -> String {
+        let aside = "\(name).unreadable-\(Int(Date().timeIntervalSince1970))"
+        try directory.rename(name, to: aside, in: directory)
+        Log.logger("share.files").error(
+            "an unreadable file was kept aside", metadata: ["file": "\(directory.path)/\(name)", "as": "\(aside)"])
+        return aside
+    }
+
     public static func read<Value: Decodable>(_ file: URL, or empty: Value) -> Value {
         guard let data = PosixFiles.read(file.path), let value = try? JSONDecoder.iso8601.decode(Value.self, from: data)
         else { return empty }
@@ -46,10 +57,7 @@ public enum LockedJSONFile {
         } else if directory.info(file.lastPathComponent) != nil {
             // There but unreadable (damaged, or larger than anything written here should be): kept aside for the
             // user, never overwritten with an empty value.
-            let aside = "\(file.lastPathComponent).unreadable-\(Int(Date().timeIntervalSince1970))"
-            try directory.rename(file.lastPathComponent, to: aside, in: directory)
-            Log.logger("share.files").error(
-                "an unreadable file was kept aside", metadata: ["file": "\(file.path)", "as": "\(aside)"])
+            try keepAside(file.lastPathComponent, in: directory)
         }
         let result = try change(&value, directory)
         try directory.writeAtomically(
