@@ -23,6 +23,11 @@ public final class SQLiteFolderStore: FolderStore {
     private var localCache: [String: LocalEntry?] = [:]
     private var remoteCache: [String: [ShortID: FileEntry]] = [:]
     static let cacheLimit = 32768
+    /// This device's live files by content (the first 8 bytes of their digest → their paths), read from the table
+    /// when a file is first looked for by its content and kept in step by every entry recorded after; nil when not
+    /// read (let go with the caches). An index of the table by digest would cost each file recorded a write at a
+    /// random place in it: most of what a sync of many files wrote to its database.
+    private var byContent: [UInt64: [String]]?
     /// Inside `batch`: the sequence the index reached, written when the batch ends.
     private var batching = false
     private var unwrittenSequence: UInt64?
@@ -48,7 +53,7 @@ public final class SQLiteFolderStore: FolderStore {
                 modified_by INTEGER NOT NULL, stamp BLOB, local_only INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (folder, path)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS local_sequence ON local (folder, sequence);
-            CREATE INDEX IF NOT EXISTS local_digest ON local (folder, digest) WHERE deleted = 0 AND kind = 0;
+            DROP INDEX IF EXISTS local_digest;
             CREATE TABLE IF NOT EXISTS remote (folder TEXT NOT NULL, device INTEGER NOT NULL, path TEXT NOT NULL,
                 kind INTEGER NOT NULL, size INTEGER NOT NULL, modified INTEGER NOT NULL, mode INTEGER NOT NULL,
                 digest BLOB, target TEXT, deleted INTEGER NOT NULL, version BLOB NOT NULL, sequence INTEGER NOT NULL,
@@ -119,6 +124,28 @@ public final class SQLiteFolderStore: FolderStore {
     private func forgetCached() {
         localCache.removeAll()
         remoteCache.removeAll()
+        byContent = nil
+    }
+
+    /// Where `byContent` files a live file of this content (nil: none, or not a file).
+    private static func contentKey(_ entry: FileEntry) -> UInt64? {
+        guard !entry.deleted, entry.kind == .file else { return nil }
+        return contentKey(entry.digest)
+    }
+
+    private static func contentKey(_ digest: [UInt8]) -> UInt64? {
+        guard digest.count >= 8 else { return nil }
+        return digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// `byContent` (when read) after the entry at a path went from `before` to `after`.
+    private func noteContent(before: FileEntry?, after: FileEntry) {
+        guard byContent != nil else { return }
+        if let before, let key = Self.contentKey(before) {
+            byContent![key]?.removeAll { $0 == before.path }
+            if byContent![key]?.isEmpty == true { byContent![key] = nil }
+        }
+        if let key = Self.contentKey(after) { byContent![key, default: []].append(after.path) }
     }
 
     private func cache(local entry: LocalEntry?, at path: String) {
@@ -269,17 +296,29 @@ public final class SQLiteFolderStore: FolderStore {
         return all
     }
 
+    /// The live file of this content and size with a recorded stamp, the first by path when several are.
     public func localFile(withDigest digest: [UInt8], size: UInt64) -> LocalEntry? {
-        guard !digest.isEmpty else { return nil }
+        guard let key = Self.contentKey(digest) else { return nil }
+        if byContent == nil {
+            var read: [UInt64: [String]] = [:]
+            do {
+                try database.query(
+                    "SELECT path, digest FROM local WHERE folder = ? AND deleted = 0 AND kind = 0", [.text(folder)]
+                ) { row in
+                    if let key = Self.contentKey(row.blob(1)) { read[key, default: []].append(row.text(0)) }
+                }
+            } catch {
+                return nil
+            }
+            byContent = read
+        }
         var found: LocalEntry?
-        try? database.query(
-            """
-            SELECT \(Self.entryColumns), stamp, local_only FROM local INDEXED BY local_digest
-                WHERE folder = ? AND digest = ? AND deleted = 0 AND kind = 0
-                AND size = ? AND stamp IS NOT NULL ORDER BY path LIMIT 1
-            """, [.text(folder), .blob(digest), .integer(Int64(bitPattern: size))]
-        ) { row in
-            found = Self.localEntry(row)
+        for path in byContent?[key] ?? [] {
+            guard let candidate = local(path), !candidate.entry.deleted, candidate.entry.kind == .file,
+                candidate.entry.digest == digest, candidate.entry.size == size, candidate.stamp != nil
+            else { continue }
+            if let best = found, !path.utf8.lexicographicallyPrecedes(best.entry.path.utf8) { continue }
+            found = candidate
         }
         return found
     }
@@ -295,6 +334,7 @@ public final class SQLiteFolderStore: FolderStore {
                     var entry = item.entry
                     entry.sequence = next
                     if ConflictName.isConflictCopy(entry.path) { conflictGeneration += 1 }
+                    if byContent != nil { noteContent(before: local(entry.path)?.entry, after: entry) }
                     if !differing.isEmpty || counted != nil {
                         let before = local(entry.path)?.entry
                         if let totals = counted {

@@ -133,9 +133,11 @@ import Testing
         }
     }
 
-    /// The store keeps the entries of paths it read or wrote lately: after every write (recorded, restamped, received,
-    /// a device's index started over or forgotten), what it answers for each path is what a store reading the same
-    /// tables afresh answers.
+    /// The store keeps the entries of paths it read or wrote lately, and where its files are by content: after every
+    /// write (recorded, restamped, received, a device's index started over or forgotten), what it answers for each
+    /// path is what a store reading the same tables afresh answers, and the file it finds for a content is the first
+    /// by path of the live files its table holds with that content and size (every content here begins alike: only
+    /// the whole digest tells them apart).
     @Test func whatTheStoreKeepsOfRecentPathsIsWhatItsTablesHold() throws {
         let scratch = try ScratchIndex("cache")
         defer { withExtendedLifetime(scratch) {} }
@@ -144,10 +146,13 @@ import Testing
         let paths = (0..<10).map { "d/p\($0)" }
         let devices: [ShortID] = [11, 22]
         var sequences: [ShortID: UInt64] = [11: 0, 22: 0]
+        func digest(_ counter: UInt64) -> [UInt8] {
+            Array(repeating: 7, count: 8) + Array(repeating: UInt8(counter), count: 24)
+        }
         func entry(_ path: String) -> FileEntry {
             let counter = random.next() % 4
             return FileEntry(
-                path: path, kind: .file, size: counter, digest: Array(repeating: UInt8(counter), count: 32),
+                path: path, kind: random.next() % 8 == 0 ? .symlink : .file, size: counter, digest: digest(counter),
                 deleted: random.next() % 6 == 0, version: VersionVector([.init(device: 5, value: counter + 1)]))
         }
         func stamp() -> DiskStamp {
@@ -195,6 +200,18 @@ import Testing
             for path in paths {
                 #expect(store.local(path) == fresh.local(path), "step \(step): \(path), this device's")
                 #expect(store.remotes(path) == fresh.remotes(path), "step \(step): \(path), the others'")
+            }
+            let held = fresh.allLocal()
+            for counter in UInt64(0)..<4 {
+                for size in [counter, counter + 1] {
+                    let first = held.filter {
+                        !$0.entry.deleted && $0.entry.kind == .file && $0.entry.digest == digest(counter)
+                            && $0.entry.size == size && $0.stamp != nil
+                    }.min { $0.entry.path.utf8.lexicographicallyPrecedes($1.entry.path.utf8) }
+                    #expect(
+                        store.localFile(withDigest: digest(counter), size: size) == first,
+                        "step \(step): content \(counter), size \(size)")
+                }
             }
         }
     }
