@@ -525,6 +525,13 @@ public final class SyncFolder {
         // Still wanted: the global version may have moved on while the content came. (A change kept here only is
         // no candidate: it loses to the others' version.)
         let keptHere = local?.entry.localOnly == true
+        // A change kept here only that saw this version stays (as the planner keeps it): a pull asked for before
+        // it does not undo it when it arrives after.
+        if keptHere, let local, mode != .receiveOnly(revertLocal: true),
+            local.entry.version.compare(entry.version) == .greater
+        {
+            return .notWanted
+        }
         let remotes = Array(store.remotes(entry.path).values)
         guard let global = GlobalVersion.winner(remotes + (local.map { keptHere ? [] : [$0.entry] } ?? [])),
             global.version == entry.version, !global.deleted
@@ -757,8 +764,9 @@ public final class SyncFolder {
 
     /// Records `entry` (the global version) as this device's, with the disk's stamp of it now.
     /// When this device held a version the global one never saw (a deletion here that lost to a concurrent edit,
-    /// say), the version recorded is both merged: what this device did stays known, so no device can take its own
-    /// older version back over it.
+    /// say), the version recorded is both merged, and a step of this device's: what this device did stays known, so
+    /// no device can take its own older version back over it; and the merge is this device's alone (another device
+    /// merging other versions to the same counters, and keeping another state, never holds the same version).
     /// `visible`: the step changed the disk (listed among the changes `applied`); a step that only records what the
     /// disk already holds is not.
     /// `from`: a rename, applied by moving the file that was there.
@@ -770,7 +778,7 @@ public final class SyncFolder {
         recorded.localOnly = false
         let local = store.local(entry.path)?.entry
         if let local, !local.localOnly, !entry.version.dominates(local.version) {
-            recorded.version = entry.version.merged(with: local.version)
+            recorded.version = entry.version.merged(with: local.version).updated(by: me, now: clock().seconds)
         }
         // A stamp of another kind than the entry's (what is on disk changed under the step) is no stamp of it: the
         // path is then scanned again, never taken as holding this entry.

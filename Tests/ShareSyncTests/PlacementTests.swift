@@ -57,3 +57,45 @@ import Testing
         #expect(here.store.local("x")?.entry.version == entry.version)
     }
 }
+
+extension PlacementTests {
+    /// On a receive-only device a change made there stays there: the others' version that a pull asked for before
+    /// the change, arriving after it, is not put in place over a change that saw it (a deletion that would come back,
+    /// an edit that would be undone). Found by the randomized check (seed 20261220 of three devices).
+    @Test(arguments: [false, true])
+    func aChangeKeptHereIsNotUndoneByAVersionItSaw(deleted: Bool) throws {
+        let simulation = Simulation(deviceCount: 2)
+        defer { withExtendedLifetime(simulation) {} }
+        let here = simulation.devices[0]
+        let entry = try pending(simulation)
+        here.folder.mode = .receiveOnly(revertLocal: false)
+        // Their version is here (the pull of a later one is under way), then changed here.
+        _ = try here.folder.placing {
+            try here.folder.place(entry) {
+                try here.disk.put(entry.path, content: Array("theirs".utf8), mode: 0o644, modified: entry.modified)
+            }
+        }
+        if deleted {
+            try here.disk.remove("x")
+        } else {
+            #expect(here.disk.write("x", Array("mine, after theirs".utf8)))
+        }
+        _ = here.folder.scan()
+        let kept = try #require(here.store.local("x"))
+        #expect(kept.entry.localOnly && kept.entry.deleted == deleted)
+        #expect(kept.entry.version.compare(entry.version) == .greater)
+        // Their version arrives again (a pull asked for it before the change).
+        var put = false
+        let outcome = try here.folder.placing {
+            try here.folder.place(entry, exclusive: deleted) { _ in
+                put = true
+                return nil
+            }
+        }
+        #expect(outcome == .notWanted)
+        #expect(!put)
+        #expect(here.store.local("x") == kept)
+        #expect(here.disk.nodes["x"]?.content == (deleted ? nil : Array("mine, after theirs".utf8)))
+        #expect(here.folder.plan().isEmpty)
+    }
+}

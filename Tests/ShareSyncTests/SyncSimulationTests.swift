@@ -49,6 +49,18 @@ import Testing
         check(SimulationRun.Options(devices: 3, steps: 40, sequential: true), label: "sequential")
     }
 
+    /// Schedules that once failed at length (`scripts/sync-check.sh`), run by every test command: 3597 of four
+    /// devices (two devices each merged other versions of a folder into the same counters and kept other states, a
+    /// folder on one and a deletion on the other, so they never converged); 20261220 of three (a receive-only
+    /// device's deletion was undone by the arrival of a version it saw, pulled before it).
+    @Test(arguments: [(UInt64(3597), 4), (20_261_220, 3)])
+    func aScheduleThatOnceFailedPasses(seed: UInt64, devices: Int) {
+        let run = SimulationRun(
+            seed: seed, options: SimulationRun.Options(devices: devices, steps: devices == 4 ? 160 : 120))
+        let failure = run.run(run.schedule()).failure
+        #expect(failure == nil, "seed \(seed) of \(devices) devices: \(failure ?? "")")
+    }
+
     /// The agent's index (SQLite) behaves exactly as the simulation's own: the same schedules end in the same trees.
     @Test func sqliteIndexesEndWhereMemoryOnesDo() throws {
         let scratch = try ScratchIndex("sqlite")
