@@ -27,7 +27,37 @@ public final class SQLiteFolderStore: FolderStore {
     /// when a file is first looked for by its content and kept in step by every entry recorded after; nil when not
     /// read (let go with the caches). An index of the table by digest would cost each file recorded a write at a
     /// random place in it: most of what a sync of many files wrote to its database.
-    private var byContent: [UInt64: [String]]?
+    private var byContent: [UInt64: SameContent]?
+
+    /// The paths of one key of `byContent`, and the first of them by path when known (nil: to be found again): a
+    /// folder of many files of one content (empty files, copies) is not looked through at each file placed.
+    private struct SameContent {
+        var paths: Set<String> = []
+        var first: String?
+
+        static func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+
+        mutating func insert(_ path: String) {
+            guard paths.insert(path).inserted else { return }
+            if paths.count == 1 {
+                first = path
+            } else if let known = first, Self.precedes(path, known) {
+                first = path
+            }
+        }
+
+        mutating func remove(_ path: String) {
+            guard paths.remove(path) != nil else { return }
+            if first == path { first = nil }
+        }
+
+        /// Every path, the first by path first.
+        mutating func inOrder() -> [String] {
+            if first == nil { first = paths.min(by: Self.precedes) }
+            guard let first else { return [] }
+            return [first] + paths.filter { $0 != first }.sorted(by: Self.precedes)
+        }
+    }
     /// Inside `batch`: the sequence the index reached, written when the batch ends.
     private var batching = false
     private var unwrittenSequence: UInt64?
@@ -141,11 +171,13 @@ public final class SQLiteFolderStore: FolderStore {
     /// `byContent` (when read) after the entry at a path went from `before` to `after`.
     private func noteContent(before: FileEntry?, after: FileEntry) {
         guard byContent != nil else { return }
-        if let before, let key = Self.contentKey(before) {
-            byContent![key]?.removeAll { $0 == before.path }
-            if byContent![key]?.isEmpty == true { byContent![key] = nil }
+        let (old, new) = (before.flatMap(Self.contentKey), Self.contentKey(after))
+        guard old != new else { return }
+        if let old {
+            byContent![old]?.remove(after.path)
+            if byContent![old]?.paths.isEmpty == true { byContent![old] = nil }
         }
-        if let key = Self.contentKey(after) { byContent![key, default: []].append(after.path) }
+        if let new { byContent![new, default: SameContent()].insert(after.path) }
     }
 
     private func cache(local entry: LocalEntry?, at path: String) {
@@ -300,27 +332,35 @@ public final class SQLiteFolderStore: FolderStore {
     public func localFile(withDigest digest: [UInt8], size: UInt64) -> LocalEntry? {
         guard let key = Self.contentKey(digest) else { return nil }
         if byContent == nil {
-            var read: [UInt64: [String]] = [:]
+            var read: [UInt64: SameContent] = [:]
             do {
                 try database.query(
                     "SELECT path, digest FROM local WHERE folder = ? AND deleted = 0 AND kind = 0", [.text(folder)]
                 ) { row in
-                    if let key = Self.contentKey(row.blob(1)) { read[key, default: []].append(row.text(0)) }
+                    if let key = Self.contentKey(row.blob(1)) { read[key, default: SameContent()].insert(row.text(0)) }
                 }
             } catch {
                 return nil
             }
             byContent = read
         }
-        var found: LocalEntry?
-        for path in byContent?[key] ?? [] {
-            guard let candidate = local(path), !candidate.entry.deleted, candidate.entry.kind == .file,
-                candidate.entry.digest == digest, candidate.entry.size == size, candidate.stamp != nil
-            else { continue }
-            if let best = found, !path.utf8.lexicographicallyPrecedes(best.entry.path.utf8) { continue }
-            found = candidate
+        guard var same = byContent?[key] else { return nil }
+        // The first by path is nearly always the one (its content and size, with a stamp); the others are looked
+        // at, in order, only when it is not.
+        if let first = same.first, let candidate = local(first), Self.holds(candidate, digest, size) {
+            return candidate
         }
-        return found
+        defer { byContent?[key] = same }
+        for path in same.inOrder() {
+            if let candidate = local(path), Self.holds(candidate, digest, size) { return candidate }
+        }
+        return nil
+    }
+
+    /// Whether `candidate` is a live file of this content and size with a recorded stamp.
+    private static func holds(_ candidate: LocalEntry, _ digest: [UInt8], _ size: UInt64) -> Bool {
+        !candidate.entry.deleted && candidate.entry.kind == .file && candidate.entry.digest == digest
+            && candidate.entry.size == size && candidate.stamp != nil
     }
 
     public func recordLocal(_ entries: [LocalEntry]) -> [FileEntry] {
@@ -334,9 +374,10 @@ public final class SQLiteFolderStore: FolderStore {
                     var entry = item.entry
                     entry.sequence = next
                     if ConflictName.isConflictCopy(entry.path) { conflictGeneration += 1 }
-                    if byContent != nil { noteContent(before: local(entry.path)?.entry, after: entry) }
+                    let before =
+                        byContent != nil || !differing.isEmpty || counted != nil ? local(entry.path)?.entry : nil
+                    noteContent(before: before, after: entry)
                     if !differing.isEmpty || counted != nil {
-                        let before = local(entry.path)?.entry
                         if let totals = counted {
                             func live(_ e: FileEntry?) -> (Int, UInt64) {
                                 guard let e, !e.deleted, e.kind == .file else { return (0, 0) }
