@@ -42,7 +42,7 @@ public enum Planner {
         let keptHere = local?.entry.localOnly == true
         let candidates = remotes + (local.map { keptHere ? [] : [$0.entry] } ?? [])
         guard let global = GlobalVersion.winner(candidates) else { return (nil, []) }
-        if let local, keptHere, !revertLocal, local.entry.version.dominates(global.version) {
+        if let local, staysHere(local.entry, over: global.version, revertLocal: revertLocal) {
             let expected = local.entry.deleted ? nil : local.stamp
             return (global, matches(disk, expected) ? [] : [.rescan(global.path)])
         }
@@ -55,6 +55,12 @@ public enum Planner {
             return (global, steps(local: local, global: global))
         }
         return (global, [])
+    }
+
+    /// Whether a change kept here only (`localOnly`) stays over the others' `version`: it was made after it (and
+    /// the folder does not bring the others' version back at once).
+    public static func staysHere(_ local: FileEntry, over version: VersionVector, revertLocal: Bool) -> Bool {
+        local.localOnly && !revertLocal && local.version.dominates(version)
     }
 
     private static func steps(local: LocalEntry?, global: FileEntry) -> [SyncAction] {

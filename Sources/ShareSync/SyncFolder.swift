@@ -527,8 +527,8 @@ public final class SyncFolder {
         let keptHere = local?.entry.localOnly == true
         // A change kept here only that saw this version stays (as the planner keeps it): a pull asked for before
         // it does not undo it when it arrives after.
-        if keptHere, let local, mode != .receiveOnly(revertLocal: true),
-            local.entry.version.compare(entry.version) == .greater
+        if let local,
+            Planner.staysHere(local.entry, over: entry.version, revertLocal: mode == .receiveOnly(revertLocal: true))
         {
             return .notWanted
         }
