@@ -817,9 +817,13 @@ def many(net, profile):
     devices.start()
     try:
         clock = Clock(net, devices.agents)
+        before = [cpu_seconds(p.pid) for p in devices.agents]
         folder = devices.share(source)
-        record(profile, f"first, {MANY} files", "share sync", devices.wait_converged(clock, source, MANY),
-               devices.peak())
+        result = devices.wait_converged(clock, source, MANY)
+        if os.environ.get("SETTLE_TRACE"):
+            log("    CPU seconds of each agent: "
+                + ", ".join(f"{cpu_seconds(p.pid) - b:.2f}" for p, b in zip(devices.agents, before)))
+        record(profile, f"first, {MANY} files", "share sync", result, devices.peak())
         if os.environ.get("SETTLE_TRACE"):
             for i in range(3):
                 for _ in range(3):
