@@ -115,6 +115,15 @@ extension EndToEndAgents {
             return (desk, agent, try HandFolderPeer(hostile, port: port), docs, id, [desk.id, hostile.id])
         }
 
+        /// Whether the desk's folder is up to date: nothing needed, nothing listed.
+        func settled(_ desk: TestDevice) -> Bool {
+            let result = desk.run(["sync", "--json"])
+            let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            guard let folder = (object?["folders"] as? [[String: Any]])?.first else { return false }
+            return folder["state"] as? String == "up to date" && (folder["neededFiles"] as? Int) == 0
+                && ((folder["problems"] as? [Any]) ?? []).isEmpty
+        }
+
         func problems(_ desk: TestDevice) -> [String: String] {
             let result = desk.run(["sync", "--json"])
             let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
@@ -243,6 +252,72 @@ extension EndToEndAgents {
             #expect(after["a.txt"] == nil && after == before, "\(after)")
             #expect(agent.process.isRunning)
             _ = desk
+        }
+
+        /// A symbolic link in the index that leads outside the folder (links cross as they are), and a file the
+        /// index names beneath it: in one update, the link after the file was asked for, and the file after the link
+        /// was made. Nothing is written through the link, the folder settles, and the agent keeps serving.
+        @Test(arguments: ["together", "link after the ask", "file after the link"])
+        func aFileBeneathALinkOutsideIsNeverWrittenThroughIt(order: String) throws {
+            let (desk, agent, hostile, docs, id, devices) = try deskSharing()
+            defer { agent.stop() }
+            let outside = try desk.folder("outside")
+            let link = try hostile.link(id, devices: devices, sequence: 2)
+            let linkFirst = order != "link after the ask"
+            let symlink = IndexRecord(
+                path: "out", kind: 2, deleted: false, size: 0, modified: 1_700_000_000_000_000_000, mode: 0o777,
+                digest: [], target: outside.path, sequence: linkFirst ? 1 : 2, modifiedBy: HandFolderPeer.counter,
+                version: [(HandFolderPeer.counter, 1)])
+            let file = HandFolderPeer.record("out/evil.txt", "evil\n", sequence: linkFirst ? 2 : 1)
+            var held: FolderPull.Item?
+            switch order {
+            case "together":
+                try hostile.announce([symlink, file], of: id, on: link)
+            case "link after the ask":
+                try hostile.announce([file], of: id, on: link)
+                let ask = try FolderPull.decode(try hostile.next(on: link) { $0 == .folderAsk })
+                held = try #require(ask.items.first { $0.path == "out/evil.txt" })
+                try hostile.announce([file, symlink], of: id, on: link)
+            default:
+                try hostile.announce([symlink], of: id, on: link)
+                #expect(
+                    waitUntil(timeout: 10) {
+                        (try? FileManager.default.destinationOfSymbolicLink(
+                            atPath: docs.appendingPathComponent("out").path)) == outside.path
+                    }, "\(treeOf(docs))")
+                try hostile.announce([symlink, file], of: id, on: link)
+            }
+            // Every ask is answered with the file, the one held back first (once the link is there), until the link
+            // is closed.
+            let answered = Mutex(0)
+            let first = held
+            let server = Thread {
+                var next = first
+                while true {
+                    if let item = next {
+                        _ = try? hostile.push(id, items: [item], files: [(item.ref, Array("evil\n".utf8))])
+                        answered.withLock { $0 += 1 }
+                    }
+                    guard let frame = try? hostile.next(on: link, { $0 == .folderAsk }),
+                        let ask = try? FolderPull.decode(frame)
+                    else { return }
+                    next = ask.items.first { $0.path == "out/evil.txt" }
+                }
+            }
+            server.start()
+            defer { link.connection.close() }
+            // Settled: the file brought, and nothing more needed or listed (a conflict between the link and the
+            // folder its file needs is kept as a copy, as any).
+            #expect(
+                waitUntil(timeout: 20) {
+                    answered.withLock { $0 } > 0 && settled(desk)
+                }, "\(treeOf(docs)) answered \(answered.withLock { $0 })\n\(agent.stderr.text)")
+            #expect(!FileManager.default.fileExists(atPath: outside.appendingPathComponent("evil.txt").path))
+            #expect(treeOf(outside).isEmpty, "\(treeOf(outside))")
+            // What landed is inside the folder: `out` is a folder of its own there, not the link.
+            let out = docs.appendingPathComponent("out")
+            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: out.path)) == nil)
+            #expect(agent.process.isRunning)
         }
     }
 }
