@@ -66,10 +66,14 @@ public struct FolderLinkMachine: Sendable {
     }
 
     /// Both sides have `folder` now: this device's index goes from where the peer said it stands (all of it, when
-    /// the peer holds another index of ours).
+    /// the peer holds another index of ours). A hello said again on the link may name less than went on it since
+    /// (entries on their way, or recorded after this side's own hello): those arrive before anything sent now, and
+    /// are not sent again.
     private mutating func share(_ folder: FolderAnnouncement, mine: FolderAnnouncement) -> Action {
+        let again = peer[folder.id] != nil
         peer[folder.id] = folder
-        let since = folder.heldIndexID == mine.indexID ? min(folder.heldSequence, mine.sequence) : 0
+        var since = folder.heldIndexID == mine.indexID ? min(folder.heldSequence, mine.sequence) : 0
+        if again, folder.heldIndexID == mine.indexID, let sent = sentUpTo[folder.id] { since = max(since, sent) }
         sentUpTo[folder.id] = since
         return .sendIndex(folder: folder.id, since: since)
     }

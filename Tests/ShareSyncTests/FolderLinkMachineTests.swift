@@ -67,6 +67,21 @@ import Testing
             try a.received(hello) == [
                 .sendIndex(folder: Self.folder, since: 9), .offered(announcement(Self.other, index: "b2", sequence: 0)),
             ])
+        // A hello said while entries were on their way names less than was sent on this link: what went is not
+        // sent again (it arrives, in order, before anything sent after); a peer that holds none of this index any
+        // more gets all of it.
+        a.sent(Self.folder, upTo: 12)
+        let saidBehind = b.announce([
+            announcement(Self.folder, index: "b1", sequence: 0, held: "a1", have: 10),
+            announcement(Self.other, index: "b2", sequence: 0),
+        ])
+        let behind = try #require(saidBehind)
+        #expect(try a.received(behind.hello).first == .sendIndex(folder: Self.folder, since: 12))
+        let saidLost = b.announce([
+            announcement(Self.folder, index: "b1", sequence: 0), announcement(Self.other, index: "b2", sequence: 0),
+        ])
+        let lost = try #require(saidLost)
+        #expect(try a.received(lost.hello).first == .sendIndex(folder: Self.folder, since: 0))
         // An update B already holds does nothing; one that continues it applies.
         #expect(try b.received(update(from: 4, to: 9, index: "a1"), held: (indexID: "a1", have: 9)).isEmpty)
         let next = update(from: 9, to: 10, index: "a1")
