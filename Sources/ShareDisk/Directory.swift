@@ -543,6 +543,14 @@ public struct FileInfo: Sendable, Equatable {
     public let inode: UInt64
     public let device: UInt64
 
+    /// The modification time in nanoseconds since 1970, held to what 64 bits hold (late 1677 to early 2262): a
+    /// file dated after (ext4 keeps times to 2446) reads as the last time they hold, one before as the first.
+    public var modifiedTime: Int64 {
+        let (scaled, over) = modified.multipliedReportingOverflow(by: 1_000_000_000)
+        let (time, overAgain) = scaled.addingReportingOverflow(Int64(modifiedNanoseconds))
+        return over || overAgain ? (modified < 0 ? .min : .max) : time
+    }
+
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
         case S_IFREG: kind = .file

@@ -84,7 +84,7 @@ final class DiskFolder: FolderDisk {
         case .file:
             return DiskStamp(
                 kind: .file, size: info.size,
-                modified: info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds), mode: UInt32(info.mode),
+                modified: info.modifiedTime, mode: UInt32(info.mode),
                 inode: info.inode)
         case .directory:
             return DiskStamp(kind: .directory, size: 0, modified: 0, mode: UInt32(info.mode), inode: info.inode)

@@ -19,7 +19,7 @@ struct FolderVersions {
     static let defaultDays = 30
 
     /// A file's modification time in nanoseconds.
-    static func time(_ info: FileInfo) -> Int64 { info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds) }
+    static func time(_ info: FileInfo) -> Int64 { info.modifiedTime }
 
     /// One kept version.
     struct Version: Equatable {

@@ -27,6 +27,9 @@ public enum Limits {
     public static let maxFolders = 1024
     public static let maxFolderDevices = 64
     public static let maxPathBytes = 4096
+    /// Largest counter of a version a peer may send: a device raises its counter to the clock's seconds or by one,
+    /// so none comes near it, and one at the top of the range could not be raised again.
+    public static let maxVersionCounter: UInt64 = 1 << 62
     /// Largest index update (binary): a few thousand entries; a larger index crosses as several.
     public static let maxIndexPayload = 4 << 20
 }

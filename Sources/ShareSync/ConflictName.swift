@@ -52,7 +52,8 @@ public enum ConflictName {
 
     /// `YYYYMMDD-HHMMSS` (UTC) of a time in nanoseconds since 1970, without Foundation (civil-from-days).
     static func timestamp(_ nanoseconds: Int64) -> String {
-        let seconds = nanoseconds >= 0 ? nanoseconds / 1_000_000_000 : (nanoseconds - 999_999_999) / 1_000_000_000
+        // Floor division (a time before 1970 is in the second that began before it), without going below the range.
+        let seconds = nanoseconds / 1_000_000_000 - (nanoseconds % 1_000_000_000 < 0 ? 1 : 0)
         var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let rest = seconds - days * 86_400
         days += 719_468

@@ -40,11 +40,13 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
         counters.first { $0.device == device }?.value ?? 0
     }
 
-    /// This version changed once more by `device`, at `now` (seconds since 1970).
+    /// This version changed once more by `device`, at `now` (seconds since 1970). A counter at the top of its range
+    /// stays there (no peer may send one above `Limits.maxVersionCounter`; this never stops the program).
     public func updated(by device: ShortID, now: UInt64) -> VersionVector {
         var next = counters
         if let index = next.firstIndex(where: { $0.device == device }) {
-            next[index].value = max(next[index].value + 1, now)
+            let (raised, overflow) = next[index].value.addingReportingOverflow(1)
+            next[index].value = max(overflow ? UInt64.max : raised, now)
         } else {
             next.append(Counter(device: device, value: max(1, now)))
         }

@@ -59,10 +59,12 @@ extension FileEntry {
     }
 
     /// An entry a peer sent, checked: a valid path that is not one the folder keeps for itself, a file's digest of
-    /// `ContentDigest.size` bytes, no content on a deletion, a version with at least one counter.
+    /// `ContentDigest.size` bytes, no content on a deletion, a version with at least one counter and none above
+    /// `Limits.maxVersionCounter`.
     public init(record: IndexRecord) throws(ProtocolError) {
         guard let kind = Kind(rawValue: record.kind), SyncNames.isValidPath(record.path),
             !SyncNames.isInternal(record.path), !record.version.isEmpty,
+            record.version.allSatisfy({ $0.1 <= Limits.maxVersionCounter }),
             record.deleted || kind != .file || record.digest.count == ContentDigest.size,
             !record.deleted || (record.digest.isEmpty && record.target.isEmpty),
             kind == .symlink || record.target.isEmpty, kind == .file || record.digest.isEmpty,

@@ -176,7 +176,7 @@ final class Shelf {
         var files: [(name: String, size: UInt64, modified: Int64)] = []
         for name in folder.entries() where !name.hasPrefix(".") {
             guard let info = folder.info(name), info.kind == .file else { continue }
-            files.append((name, info.size, info.modified * 1_000_000_000 + Int64(info.modifiedNanoseconds)))
+            files.append((name, info.size, info.modifiedTime))
         }
         var total = files.reduce(UInt64(0)) { $0 + $1.size }
         for file in files.sorted(by: { $0.modified < $1.modified }) where total + size > limit {

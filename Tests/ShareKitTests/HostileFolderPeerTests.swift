@@ -173,6 +173,30 @@ extension EndToEndAgents {
             #expect(agent.process.isRunning)
         }
 
+        /// A version whose counter no device could reach (counters follow the clock's seconds), here claimed for
+        /// the desk itself over its own file: the link is refused with the rule before anything is asked for, the
+        /// file stays, and the agent serves the device's next link (a counter at the top of its range would stop
+        /// the agent the next time it raised it).
+        @Test func aVersionCounterNoDeviceReachesEndsTheLink() throws {
+            let (desk, agent, hostile, docs, id, devices) = try deskSharing()
+            defer { agent.stop() }
+            let deskDevice = try LocalDevice.loadOrCreate(paths: DevicePaths.resolve(configOverride: desk.config.path))
+            let deskShort = deskDevice.id.bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            var record = HandFolderPeer.record("keep.txt", "evil\n")
+            record.version = [(deskShort, UInt64.max), (HandFolderPeer.counter, 1)]
+            let link = try hostile.link(id, devices: devices, sequence: 1)
+            try hostile.announce([record], of: id, on: link)
+            #expect(throws: ProtocolError.self) { _ = try hostile.next(on: link) { $0 == .folderAsk } }
+            link.connection.close()
+            #expect((try? String(contentsOf: docs.appendingPathComponent("keep.txt"), encoding: .utf8)) == "kept\n")
+            let again = try hostile.link(id, devices: devices, sequence: 1)
+            defer { again.connection.close() }
+            try hostile.announce([HandFolderPeer.record("fair.txt", "fair\n")], of: id, on: again)
+            let ask = try FolderPull.decode(try hostile.next(on: again) { $0 == .folderAsk })
+            #expect(ask.items.map(\.path) == ["fair.txt"])
+            #expect(agent.process.isRunning)
+        }
+
         /// A holder that brings other content than its index named (a lie, or a disk that rotted): nothing of it
         /// lands, the folder lists the file with why, the holder is asked again, and the right content lands.
         @Test func contentOtherThanTheIndexNamedNeverLandsAndIsListed() throws {

@@ -137,6 +137,38 @@ extension EndToEndAgents {
         /// A file the holder cannot read (as a failing disk or a file of another user's): listed as the folder's
         /// problem, with why, while it is there. The file is a write-only kernel attribute bound over a file of the
         /// folder (root: mounts; reading it is refused even to root).
+        /// Files dated beyond what a time in nanoseconds holds (after 2262: ext4 keeps times to 2446), made before
+        /// the folder is shared and after: scanned, synced (dated at the last time the index holds) and kept, and
+        /// neither agent stops (a scan of one stopped the agent at every start).
+        @Test func filesDatedAfterWhatTheIndexHoldsSyncAndStopNothing() throws {
+            let devices = try SyncDevices(["laptop", "desk"])
+            let folders = try (0..<2).map { try devices[$0].folder("docs") }
+            let far = Date(timeIntervalSince1970: 10_413_792_000)  // 2300-01-01
+            func write(_ name: String) throws {
+                let url = folders[0].appendingPathComponent(name)
+                try Data("\(name)\n".utf8).write(to: url)
+                try FileManager.default.setAttributes([.modificationDate: far], ofItemAtPath: url.path)
+                let seconds = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date)?
+                    .timeIntervalSince1970
+                try #require(seconds == far.timeIntervalSince1970, "this file system does not keep 2300 as a time")
+            }
+            try write("before.txt")
+            let id = try devices.share(0, folders[0], with: [1])
+            try devices.accept(1, id, into: folders[1])
+            try write("after.txt")
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[1])["before.txt"] == "before.txt\n"
+                        && treeOf(folders[1])["after.txt"] == "after.txt\n"
+                }, "\(treeOf(folders[1]))\n\(devices.logs)")
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(devices.agents.allSatisfy { $0?.process.isRunning == true }, "\(devices.logs)")
+            let kept =
+                try FileManager.default.attributesOfItem(
+                    atPath: folders[1].appendingPathComponent("after.txt").path)[.modificationDate] as? Date
+            #expect(kept.map { $0.timeIntervalSince1970 > 9_000_000_000 } == true, "\(String(describing: kept))")
+        }
+
         @Test func aFileThatCannotBeReadIsListedUntilItIsGone() throws {
             let unreadable = ["pci", "platform", "cpu", "nd"].map { "/sys/bus/\($0)/drivers_probe" }
                 .first { FileManager.default.fileExists(atPath: $0) }

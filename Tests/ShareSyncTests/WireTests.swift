@@ -103,7 +103,8 @@ import Testing
         #expect(!SyncNames.isValidPath(String(repeating: "d/", count: 2049) + "e"))
     }
 
-    /// A file without a digest of the right length, a deletion with content, a version without counters: refused.
+    /// A file without a digest of the right length, a deletion with content, a version without counters or with a
+    /// counter no device reaches: refused.
     @Test func anEntryThatBreaksItsRulesIsRefused() {
         var noDigest = entry("a.txt")
         noDigest.digest = []
@@ -113,9 +114,14 @@ import Testing
         noVersion.version = []
         var folderWithTarget = entry("d", kind: .directory)
         folderWithTarget.target = "x"
-        for record in [noDigest, contentOnDeletion, noVersion, folderWithTarget] {
+        var counterAtTheTop = entry("a.txt")
+        counterAtTheTop.version = [(1, 5), (2, Limits.maxVersionCounter + 1)]
+        for record in [noDigest, contentOnDeletion, noVersion, folderWithTarget, counterAtTheTop] {
             #expect(throws: ProtocolError.self) { try FileEntry(record: record) }
         }
+        var counterAtTheLimit = entry("a.txt")
+        counterAtTheLimit.version = [(1, 5), (2, Limits.maxVersionCounter)]
+        #expect(throws: Never.self) { try FileEntry(record: counterAtTheLimit) }
     }
 
     /// Conflict copies are named from the losing version itself, so every device names the same copy alike.
@@ -133,6 +139,16 @@ import Testing
         #expect(ConflictName.original(of: "a/Makefile.sync-conflict-20270115-080000-XYZ1234") == "a/Makefile")
         #expect(ConflictName.original(of: "notes.sync-conflict-20270115-080000-ABCDEFG.txt") == "notes.txt")
         #expect(ConflictName.original(of: "notes.txt") == nil)
+        // Times at the ends of what the index holds (a peer may send any), and just before 1970.
+        #expect(
+            ConflictName.make(for: "a.txt", modified: .max, device: "XYZ1234")
+                == "a.sync-conflict-22620411-234716-XYZ1234.txt")
+        #expect(
+            ConflictName.make(for: "a.txt", modified: .min, device: "XYZ1234")
+                == "a.sync-conflict-16770921-001243-XYZ1234.txt")
+        #expect(
+            ConflictName.make(for: "a.txt", modified: -1, device: "XYZ1234")
+                == "a.sync-conflict-19691231-235959-XYZ1234.txt")
         // Whether a path is a copy: the same answer as taking it apart, for names with and without the marker.
         for path in [
             "a/Makefile.sync-conflict-20270115-080000-XYZ1234", "ré/sumé.sync-conflict-20270115-080000-ABCDEFG.txt",
@@ -153,6 +169,9 @@ import Testing
         #expect(a.compare(a) == .equal && b.compare(a) == .greater && a.compare(b) == .lesser)
         #expect(b.compare(c) == .concurrent && b.merged(with: c).dominates(b) && b.merged(with: c).dominates(c))
         #expect(a.updated(by: 1, now: 50).value(of: 1) == 101 && a.updated(by: 1, now: 500).value(of: 1) == 500)
+        // A counter at the top of its range stays there, and raising it does not stop the program.
+        let top = VersionVector([.init(device: 1, value: .max)])
+        #expect(top.updated(by: 1, now: 100).value(of: 1) == .max)
     }
 
     /// A small file's patch against the puller's version: rebuilt exactly whatever the edit, and about as large as
