@@ -82,7 +82,7 @@ extension FolderService {
                 for entry in entries {
                     state.queue[entry.path] = nil
                     state.inFlight[entry.path] = entry.version
-                    state.inFlightBytes += entry.size
+                    state.inFlightBytes = state.inFlightBytes.heldAdding(entry.size)
                     state.problems[entry.path] = nil
                 }
             }

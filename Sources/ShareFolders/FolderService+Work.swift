@@ -342,7 +342,7 @@ extension SharedFolder.State {
     /// What is still to come, for the status: queued and in flight.
     mutating func countNeeded() {
         neededFiles = queue.count + inFlight.count
-        neededBytes = queue.bytes + inFlightBytes - min(arriving, inFlightBytes)
+        neededBytes = queue.bytes.heldAdding(inFlightBytes - min(arriving, inFlightBytes))
     }
 
 }

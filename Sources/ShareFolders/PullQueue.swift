@@ -5,7 +5,8 @@ import ShareSync
 /// next to each other (a few pages of each index written per batch, not one page per file).
 struct PullQueue {
     private(set) var entries: [String: FileEntry] = [:]
-    /// The bytes of what is queued (kept as paths come and go, not added up again for each status).
+    /// The bytes of what is queued (kept as paths come and go, not added up again for each status; held at the top
+    /// of its range: another device's index may name more bytes than 64 bits count).
     private(set) var bytes: UInt64 = 0
     /// Queued paths in path order, where the pulls' next look begins (nothing before it is still queued), and paths
     /// queued since (looked at first, merged into the order when many came or a look reaches the end). The order
@@ -19,13 +20,13 @@ struct PullQueue {
         get { entries[path] }
         set {
             guard let newValue else {
-                if let old = entries.removeValue(forKey: path) { bytes -= old.size }
+                if let old = entries.removeValue(forKey: path) { bytes -= min(bytes, old.size) }
                 return
             }
             if let old = entries.updateValue(newValue, forKey: path) {
-                bytes = bytes - old.size + newValue.size
+                bytes = (bytes - min(bytes, old.size)).heldAdding(newValue.size)
             } else {
-                bytes += newValue.size
+                bytes = bytes.heldAdding(newValue.size)
                 added.append(path)
             }
         }
@@ -102,5 +103,13 @@ struct PullQueue {
             if next != merged.last { merged.append(next) }
         }
         order = merged
+    }
+}
+
+extension UInt64 {
+    /// The sum, or the largest value when the sum is larger: for counts of bytes other devices name.
+    func heldAdding(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
     }
 }

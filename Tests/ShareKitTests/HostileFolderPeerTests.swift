@@ -197,6 +197,31 @@ extension EndToEndAgents {
             #expect(agent.process.isRunning)
         }
 
+        /// An index of more bytes than 64 bits count: 16,400 files of a pebibyte each (the largest item there is).
+        /// The desk lists them as needed and keeps serving (its count of bytes needed once went past its range and
+        /// stopped the agent).
+        @Test func moreBytesThanSixtyFourBitsCountStopNothing() throws {
+            let (desk, agent, hostile, _, id, devices) = try deskSharing()
+            defer { agent.stop() }
+            let link = try hostile.link(id, devices: devices, sequence: 16_400)
+            defer { link.connection.close() }
+            let records = (0..<16_400).map { n -> IndexRecord in
+                var record = HandFolderPeer.record("big/f\(n).bin", "\(n)", sequence: UInt64(n + 1))
+                record.size = 1 << 50
+                return record
+            }
+            try hostile.announce(records, of: id, on: link)
+            func needed() -> Int? {
+                let result = desk.run(["sync", "--json"])
+                let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+                return (object?["folders"] as? [[String: Any]])?.first?["neededFiles"] as? Int
+            }
+            #expect(
+                waitUntil(timeout: 30) { !agent.process.isRunning || (needed() ?? 0) >= 16_400 },
+                "\(String(describing: needed()))")
+            #expect(agent.process.isRunning, "\(agent.stderr.text.suffix(2000))")
+        }
+
         /// A holder that brings other content than its index named (a lie, or a disk that rotted): nothing of it
         /// lands, the folder lists the file with why, the holder is asked again, and the right content lands.
         @Test func contentOtherThanTheIndexNamedNeverLandsAndIsListed() throws {
