@@ -443,8 +443,7 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         let through = "/proc/self/fd/\(handle)"
         if let mode, chmod(through, mode) != 0 { throw DiskError.system("cannot change the mode of \(display(name))") }
         if let modifiedNanoseconds {
-            let time = timespec(
-                tv_sec: time_t(modifiedNanoseconds / 1_000_000_000), tv_nsec: Int(modifiedNanoseconds % 1_000_000_000))
+            let time = OpenFile.time(nanoseconds: modifiedNanoseconds)
             // The access time is left as it is (UTIME_OMIT, a macro Swift cannot see: (1 << 30) - 2).
             var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), time]
             guard utimensat(AT_FDCWD, through, &times, 0) == 0 else {

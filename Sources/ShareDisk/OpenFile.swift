@@ -137,10 +137,19 @@ public final class OpenFile: @unchecked Sendable {  // positional I/O on one des
 
     /// Sets the modification time to the nanosecond (the access time is left as it is).
     public func setModified(nanoseconds: Int64) throws {
-        let time = timespec(tv_sec: time_t(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        let time = Self.time(nanoseconds: nanoseconds)
         // UTIME_OMIT, a macro Swift cannot see: (1 << 30) - 2.
         var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), time]
         guard futimens(fd, &times) == 0 else { throw DiskError.system("cannot set the time of \(path)") }
+    }
+
+    /// A time in nanoseconds since 1970 as the kernel takes it: whole seconds rounded down, and the nanoseconds
+    /// after them (never negative: a time before 1970 with a fraction of a second is refused otherwise).
+    static func time(nanoseconds: Int64) -> timespec {
+        let (seconds, rest) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        return rest < 0
+            ? timespec(tv_sec: time_t(seconds - 1), tv_nsec: Int(rest + 1_000_000_000))
+            : timespec(tv_sec: time_t(seconds), tv_nsec: Int(rest))
     }
 
     /// Tells the kernel the file will be read from start to end.

@@ -139,34 +139,40 @@ extension EndToEndAgents {
         /// folder (root: mounts; reading it is refused even to root).
         /// Files dated beyond what a time in nanoseconds holds (after 2262: ext4 keeps times to 2446), made before
         /// the folder is shared and after: scanned, synced (dated at the last time the index holds) and kept, and
-        /// neither agent stops (a scan of one stopped the agent at every start).
-        @Test func filesDatedAfterWhatTheIndexHoldsSyncAndStopNothing() throws {
+        /// neither agent stops (a scan of one stopped the agent at every start). A file dated before 1970, to the
+        /// half second, lands dated as it was (its time once could not be set, and it was never placed).
+        @Test func filesDatedBefore1970OrAfterWhatTheIndexHoldsSync() throws {
             let devices = try SyncDevices(["laptop", "desk"])
             let folders = try (0..<2).map { try devices[$0].folder("docs") }
             let far = Date(timeIntervalSince1970: 10_413_792_000)  // 2300-01-01
-            func write(_ name: String) throws {
+            let moon = Date(timeIntervalSince1970: -14_182_939.5)  // 1969-07-20 20:17:40.5
+            func date(_ url: URL) -> Date? {
+                try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date
+            }
+            func write(_ name: String, _ time: Date) throws {
                 let url = folders[0].appendingPathComponent(name)
                 try Data("\(name)\n".utf8).write(to: url)
-                try FileManager.default.setAttributes([.modificationDate: far], ofItemAtPath: url.path)
-                let seconds = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date)?
-                    .timeIntervalSince1970
-                try #require(seconds == far.timeIntervalSince1970, "this file system does not keep 2300 as a time")
+                // touch, not Foundation, which cannot set a time before 1970 with a fraction of a second.
+                let touched = runTool("/usr/bin/touch", ["-d", "@\(time.timeIntervalSince1970)", url.path])
+                try #require(touched.status == 0, "\(touched.output)")
+                try #require(date(url) == time, "this file system does not keep \(time) as a time")
             }
-            try write("before.txt")
+            try write("before.txt", far)
+            try write("moon.txt", moon)
             let id = try devices.share(0, folders[0], with: [1])
             try devices.accept(1, id, into: folders[1])
-            try write("after.txt")
+            try write("after.txt", far)
             #expect(
                 waitUntil(timeout: 30) {
-                    treeOf(folders[1])["before.txt"] == "before.txt\n"
-                        && treeOf(folders[1])["after.txt"] == "after.txt\n"
+                    let tree = treeOf(folders[1])
+                    return tree["before.txt"] == "before.txt\n" && tree["after.txt"] == "after.txt\n"
+                        && tree["moon.txt"] == "moon.txt\n"
                 }, "\(treeOf(folders[1]))\n\(devices.logs)")
             #expect(devices.settled(), "\(devices.logs)")
             #expect(devices.agents.allSatisfy { $0?.process.isRunning == true }, "\(devices.logs)")
-            let kept =
-                try FileManager.default.attributesOfItem(
-                    atPath: folders[1].appendingPathComponent("after.txt").path)[.modificationDate] as? Date
+            let kept = date(folders[1].appendingPathComponent("after.txt"))
             #expect(kept.map { $0.timeIntervalSince1970 > 9_000_000_000 } == true, "\(String(describing: kept))")
+            #expect(date(folders[1].appendingPathComponent("moon.txt")) == moon)
         }
 
         @Test func aFileThatCannotBeReadIsListedUntilItIsGone() throws {
