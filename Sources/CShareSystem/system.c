@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -147,4 +148,12 @@ int cshare_clone_range(int src_fd, unsigned long long src_offset, unsigned long 
     struct file_clone_range range = {
         .src_fd = src_fd, .src_offset = src_offset, .src_length = length, .dest_offset = dest_offset};
     return ioctl(dest_fd, FICLONERANGE, &range);
+}
+
+int cshare_raise_open_files_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    if (limit.rlim_cur >= limit.rlim_max) return 0;
+    limit.rlim_cur = limit.rlim_max;
+    return setrlimit(RLIMIT_NOFILE, &limit);
 }

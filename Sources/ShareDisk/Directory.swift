@@ -202,6 +202,10 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     /// The names in this folder, `.` and `..` left out; empty when it cannot be read.
     public func entries() -> [String] { listing().map(\.name) }
 
+    /// The names in this folder, or nil when it cannot be read (no right to, no descriptor left): not the same as
+    /// an empty folder, for whoever would take what it holds for gone.
+    public func readableEntries() -> [String]? { readListing()?.map(\.name) }
+
     /// The names of the folders in this folder, by the kind each entry's listing gives (looked at one by one only
     /// where the file system does not say).
     public func folderEntries() -> [String] {
@@ -210,16 +214,24 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
         }
     }
 
-    /// The names in this folder with the type each one's listing gives (`d_type`), `.` and `..` left out.
-    private func listing() -> [(name: String, type: UInt8)] {
+    /// The names in this folder with the type each one's listing gives (`d_type`), `.` and `..` left out; none when
+    /// it cannot be read.
+    private func listing() -> [(name: String, type: UInt8)] { readListing() ?? [] }
+
+    private func readListing() -> [(name: String, type: UInt8)]? {
         let copy = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard copy >= 0, let stream = fdopendir(copy) else {
             if copy >= 0 { Glibc.close(copy) }
-            return []
+            return nil
         }
         defer { closedir(stream) }
         var names: [(String, UInt8)] = []
-        while let entry = readdir(stream) {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { return nil }
+                break
+            }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }

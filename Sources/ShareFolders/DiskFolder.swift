@@ -29,6 +29,8 @@ final class DiskFolder: FolderDisk {
     /// read well must not take its NFD twin off the list).
     private var names: [String: String] = [:]
     private var unreadable: [String: String] = [:]
+    /// The folders the last listing could not read.
+    private(set) var unlisted: Set<String> = []
 
     /// How many days versions are kept (0: none).
     var versionDays = FolderVersions.defaultDays
@@ -70,14 +72,21 @@ final class DiskFolder: FolderDisk {
         return (try root.directory(components: Array(parts.dropLast()), create: create, mode: 0o755), leaf)
     }
 
-    /// The folder at `parts`, kept open while folders are kept (bounded: 4,096 of them).
+    /// The folder at `parts`, kept open while folders are kept: the last `foldersKept` of them (each holds a
+    /// descriptor, and a service may have only 1,024; what is asked for comes in path order).
     private func folder(_ parts: ArraySlice<String>) throws -> Directory {
         let key = parts.joined(separator: "/")
         if let found = opened?[key] { return found }
         let found = try root.directory(components: Array(parts))
-        if opened != nil, opened!.count < 4096 { opened![key] = found }
+        if opened != nil {
+            if opened!.count >= Self.foldersKept { opened = [:] }
+            opened![key] = found
+        }
         return found
     }
+
+    /// How many folders a plan or a scan keeps open at once.
+    static let foldersKept = 64
 
     static func stamp(_ info: FileInfo) -> DiskStamp? {
         switch info.kind {
@@ -155,6 +164,8 @@ final class DiskFolder: FolderDisk {
             let parent = slash.map { path[..<$0] } ?? ""
             let leaf = String(slash.map { path[path.index(after: $0)...] } ?? path[...])
             if directories[parent] == nil {
+                // A few folders at a time (files come in path order): each open folder holds a descriptor.
+                if directories.count >= Self.foldersKept { directories = [:] }
                 directories[parent] = .some(
                     try? root.directory(components: parent.split(separator: "/").map(String.init)))
             }
@@ -220,12 +231,23 @@ final class DiskFolder: FolderDisk {
             start = root
         }
         // Through folder handles, depth first without recursion: a link is never followed, whatever replaces a
-        // folder while it is read.
-        var pending: [(Directory, String)] = [(start, folder ?? "")]
+        // folder while it is read. A folder found is opened when its turn comes (by the folder it is in and its
+        // name), so what is open at once is about one path's folders, not every folder found and not yet read: a
+        // service may open only 1,024 files, and a folder may hold thousands of folders.
+        var pending: [(parent: Directory, name: String?, path: String)] = [(start, nil, folder ?? "")]
         var found: [String: String] = [:]
+        unlisted = []
         defer { noteLeftOut(found, under: folder ?? "", recursive: recursive) }
-        while let (directory, relative) = pending.popLast() {
-            let names = directory.entries()
+        while let (parent, inner, relative) = pending.popLast() {
+            // A folder that cannot be read (no right to, no descriptor left) is said, and what it holds is left as
+            // it was: not taken for gone.
+            guard let directory = inner.map({ try? parent.directory(components: [$0]) }) ?? parent,
+                let names = directory.readableEntries()
+            else {
+                unlisted.insert(relative)
+                found[relative] = "this folder cannot be read here, so what it holds is left as it was"
+                continue
+            }
             for var name in names {
                 // Names that are not UTF-8 cannot be named on the wire: left alone, and listed.
                 guard !name.unicodeScalars.contains("\u{FFFD}") else {
@@ -252,9 +274,7 @@ final class DiskFolder: FolderDisk {
                 if relative.isEmpty, SyncNames.isInternal(name) { continue }
                 guard let info = directory.info(name), let stamp = Self.stamp(info) else { continue }
                 result[path] = stamp
-                if recursive, info.kind == .directory, let inner = try? directory.directory(components: [name]) {
-                    pending.append((inner, path))
-                }
+                if recursive, info.kind == .directory { pending.append((directory, name, path)) }
             }
         }
         return result

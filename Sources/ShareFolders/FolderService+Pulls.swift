@@ -431,6 +431,10 @@ extension FolderService {
                                 let directory =
                                     try directories[parent]
                                     ?? folder.root.directory(components: Array(parts.dropLast()))
+                                // A few open at a time: each holds a descriptor.
+                                if directories[parent] == nil, directories.count >= DiskFolder.foldersKept {
+                                    directories = [:]
+                                }
                                 directories[parent] = directory
                                 // A new file is made without a name and then named (nothing to rename, nothing
                                 // replaced: a file made there meanwhile is looked at instead).

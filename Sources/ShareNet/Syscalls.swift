@@ -11,6 +11,12 @@ public enum Syscalls {
         _ = cshare_limit_malloc_arenas(arenas)
     }
 
+    /// Lets a serving process open as many descriptors as its hard limit allows (nothing here uses `select`): a
+    /// service's soft limit is often 1,024, fewer than a shared folder's folders and the connections of a busy agent.
+    public static func raiseOpenFilesLimit() {
+        _ = cshare_raise_open_files_limit()
+    }
+
     /// Writes to a closed socket must fail with EPIPE rather than kill the process.
     public static func ignoreSIGPIPE() {
         signal(SIGPIPE, SIG_IGN)

@@ -12,6 +12,9 @@ public protocol FolderDisk: AnyObject {
     /// Everything in the folder (or beneath `folder`; only its own entries unless `recursive`), by path; what the
     /// folder keeps for itself left out.
     func list(under folder: String?, recursive: Bool) -> [String: DiskStamp]
+    /// The folders the last `list` found and could not read (no right to, no descriptor left): what they hold is
+    /// not in that listing, and not gone.
+    var unlisted: Set<String> { get }
     func makeDirectory(_ path: String, mode: UInt32) throws
     func makeSymlink(_ path: String, target: String) throws
     /// Removes a file, a link or an empty folder.
@@ -31,6 +34,7 @@ public protocol FolderDisk: AnyObject {
 }
 
 extension FolderDisk {
+    public var unlisted: Set<String> { [] }
     public func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T { try body() }
     public func keepVersion(_ path: String) throws {}
 }

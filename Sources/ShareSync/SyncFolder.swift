@@ -158,8 +158,11 @@ public final class SyncFolder {
         fullListing = forPlan && folder == nil && recursive ? listing : nil
         let observed = listing.filter { syncs($0.key, kind: $0.value.kind) }
         let prefix = folder.map { $0 + "/" } ?? ""
+        // What a folder that could not be read holds is not in the listing, and not gone.
+        let unread = disk.unlisted
         return record(observed: observed, recorded: store.stamps(under: folder)) { path in
             guard syncs(path), path.hasPrefix(prefix) else { return false }
+            if !unread.isEmpty, unread.contains(where: { $0.isEmpty || path.hasPrefix($0 + "/") }) { return false }
             return recursive || !path.dropFirst(prefix.count).includes("/")
         }
     }

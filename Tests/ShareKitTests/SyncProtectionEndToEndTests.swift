@@ -175,6 +175,43 @@ extension EndToEndAgents {
             #expect(date(folders[1].appendingPathComponent("moon.txt")) == moon)
         }
 
+        /// A folder of 400 folders side by side scanned by an agent that may open only a few more than it holds
+        /// (a service's usual limit is 1,024 and its folders may hold thousands): every file is found. A scan once
+        /// held every folder it had yet to read open, missed those it could not open, and a later scan took
+        /// their files for deleted on every device.
+        @Test func aFolderOfManyFoldersIsScannedWhole() throws {
+            let desk = try TestDevice("desk")
+            let laptop = try TestDevice("laptop")
+            desk.trust(laptop, flags: ["--team"])
+            let docs = try desk.folder("docs")
+            for n in 0..<400 {
+                let inner = docs.appendingPathComponent("d\(n)")
+                try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)
+                try Data("\(n)\n".utf8).write(to: inner.appendingPathComponent("f.txt"))
+            }
+            let (agent, _) = try desk.startAgent(["--no-discovery"])
+            defer { agent.stop() }
+            let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.pid)/fd").count
+            let limited = runTool(
+                "/usr/bin/prlimit", ["--pid", "\(agent.pid)", "--nofile=\(open + 150):\(open + 150)"])
+            try #require(limited.status == 0, "\(limited.output)")
+            let added = desk.run(["sync", "add", docs.path, "--with", "laptop"])
+            #expect(added.status == 0, "\(added.stderr)")
+            func files() -> Int? {
+                let result = desk.run(["sync", "--json"])
+                let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+                return (object?["folders"] as? [[String: Any]])?.first?["files"] as? Int
+            }
+            #expect(
+                waitUntil(timeout: 30) { files() == 400 }, "\(String(describing: files()))\n\(agent.stderr.text)")
+            // A full scan again finds every file where it was.
+            let line = try #require(added.stderr.split(separator: "\n").first { $0.contains("sharing") })
+            let id = String(try #require(line.split(separator: "(").dropFirst().first?.split(separator: ")").first))
+            let rescan = desk.run(["sync", "rescan", id])
+            #expect(rescan.status == 0, "\(rescan.stderr)")
+            #expect(files() == 400)
+        }
+
         @Test func aFileThatCannotBeReadIsListedUntilItIsGone() throws {
             let unreadable = ["pci", "platform", "cpu", "nd"].map { "/sys/bus/\($0)/drivers_probe" }
                 .first { FileManager.default.fileExists(atPath: $0) }

@@ -98,4 +98,24 @@ extension PlacementTests {
         #expect(here.disk.nodes["x"]?.content == (deleted ? nil : Array("mine, after theirs".utf8)))
         #expect(here.folder.plan().isEmpty)
     }
+    /// A folder a scan cannot read (no right to, no descriptor left): what it holds is not in the listing, and is
+    /// not taken for deleted; read again, it is as it was.
+    @Test func whatAFolderThatCannotBeReadHoldsIsNotTakenForDeleted() throws {
+        let simulation = Simulation(deviceCount: 2)
+        defer { withExtendedLifetime(simulation) {} }
+        let here = simulation.devices[0]
+        #expect(here.disk.mkdir("d") && here.disk.write("d/a.txt", Array("a".utf8)) && here.disk.write("b.txt", [1]))
+        _ = here.folder.scan()
+        #expect(here.store.local("d/a.txt")?.entry.deleted == false)
+        here.disk.unreadable = ["d"]
+        let recorded = here.folder.scan()
+        #expect(!recorded.contains { $0.path == "d/a.txt" }, "\(recorded)")
+        #expect(here.store.local("d/a.txt")?.entry.deleted == false)
+        // A file beside it that is gone is still taken for deleted.
+        #expect(here.disk.delete("b.txt"))
+        here.disk.unreadable = []
+        _ = here.folder.scan()
+        #expect(here.store.local("d/a.txt")?.entry.deleted == false)
+        #expect(here.store.local("b.txt")?.entry.deleted == true)
+    }
 }

@@ -72,12 +72,22 @@ final class SimDisk: FolderDisk {
         return Scanner.Content(digest: node.kind == .file ? Self.digest(node.content) : [], target: node.target)
     }
 
+    /// Folders a listing cannot read (no right to, no descriptor left): their own entries are listed, what they
+    /// hold is not, and they are named in `unlisted`.
+    var unreadable: Set<String> = []
+    private(set) var unlisted: Set<String> = []
+
     func list(under folder: String?, recursive: Bool) -> [String: DiskStamp] {
         guard mounted else { return [:] }
         var result: [String: DiskStamp] = [:]
+        unlisted = []
         let prefix = folder.map { $0 + "/" } ?? ""
         for path in nodes.keys where path.hasPrefix(prefix) {
             if !recursive, path.dropFirst(prefix.count).contains("/") { continue }
+            if let hidden = unreadable.first(where: { path.hasPrefix($0 + "/") }) {
+                unlisted.insert(hidden)
+                continue
+            }
             result[path] = stamp(path)
         }
         return result

@@ -61,6 +61,10 @@ int cshare_set_thread_nice(int increment);
 /// Names the calling thread (the first 15 bytes; shown by top -H and in core dumps).
 int cshare_set_thread_name(const char *name);
 
+/// Raises the soft limit of open descriptors to the hard one (a service's soft limit is often 1,024, its hard one
+/// half a million); 0 when done or already there.
+int cshare_raise_open_files_limit(void);
+
 /// Gives the memory the allocator holds free back to the system (malloc_trim): after a burst that took much.
 void cshare_release_free_memory(void);
 

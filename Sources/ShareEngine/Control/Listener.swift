@@ -52,6 +52,7 @@ package final class Listener: AgentPart, Sendable {
         handler: @escaping Handler
     ) throws {
         Syscalls.limitMallocArenas()
+        Syscalls.raiseOpenFilesLimit()
         do {
             acceptor = try Acceptor(
                 host: host, port: port, name: "listener",
