@@ -164,7 +164,13 @@ extension EndToEndAgents {
             #expect(!FileManager.default.fileExists(atPath: docs.appendingPathComponent("escape.txt").path))
             #expect(
                 !FileManager.default.fileExists(atPath: docs.appendingPathComponent(".share-versions/escape.txt").path))
-            // The same device's next link, fair this time, is served.
+            try servesAFairLinkNext(agent, hostile, id, devices)
+        }
+
+        /// The same device's next link, fair this time, is served: its file is asked for.
+        func servesAFairLinkNext(_ agent: BackgroundShare, _ hostile: HandFolderPeer, _ id: String, _ devices: [String])
+            throws
+        {
             let again = try hostile.link(id, devices: devices, sequence: 1)
             defer { again.connection.close() }
             try hostile.announce([HandFolderPeer.record("fair.txt", "fair\n")], of: id, on: again)
@@ -189,12 +195,7 @@ extension EndToEndAgents {
             #expect(throws: ProtocolError.self) { _ = try hostile.next(on: link) { $0 == .folderAsk } }
             link.connection.close()
             #expect((try? String(contentsOf: docs.appendingPathComponent("keep.txt"), encoding: .utf8)) == "kept\n")
-            let again = try hostile.link(id, devices: devices, sequence: 1)
-            defer { again.connection.close() }
-            try hostile.announce([HandFolderPeer.record("fair.txt", "fair\n")], of: id, on: again)
-            let ask = try FolderPull.decode(try hostile.next(on: again) { $0 == .folderAsk })
-            #expect(ask.items.map(\.path) == ["fair.txt"])
-            #expect(agent.process.isRunning)
+            try servesAFairLinkNext(agent, hostile, id, devices)
         }
 
         /// An index of more bytes than 64 bits count: 16,400 files of a pebibyte each (the largest item there is).
