@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>

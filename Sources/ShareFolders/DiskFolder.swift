@@ -17,7 +17,7 @@ final class DiskFolder: FolderDisk {
     }
     /// While a plan reads the disk (or pulled files are put in place): the folders opened so far, by path (nil
     /// otherwise). Used under the folder's lock only, like everything here.
-    private var opened: [String: Directory]?
+    private var opened: OpenFolders?
     /// In that time, the folders found missing (a plan of a folder not yet made here looks at each of its paths).
     private var missing: Set<String> = []
 
@@ -50,7 +50,7 @@ final class DiskFolder: FolderDisk {
 
     func keepingFoldersOpen<T>(_ body: () throws -> T) rethrows -> T {
         guard opened == nil else { return try body() }
-        opened = [:]
+        opened = OpenFolders()
         defer {
             opened = nil
             missing = []
@@ -60,7 +60,7 @@ final class DiskFolder: FolderDisk {
 
     /// The tree's folders changed through this disk: what was kept open may no longer be where it was.
     private func forgetFolders() {
-        if opened != nil { opened = [:] }
+        if opened != nil { opened = OpenFolders() }
         missing = []
     }
 
@@ -72,29 +72,19 @@ final class DiskFolder: FolderDisk {
         return (try root.directory(components: Array(parts.dropLast()), create: create, mode: 0o755), leaf)
     }
 
-    /// The folder at `parts`, kept open while folders are kept: the last `foldersKept` of them (each holds a
-    /// descriptor, and a service may have only 1,024; what is asked for comes in path order).
+    /// The folder at `parts`, kept open (a few at a time) while folders are kept.
     private func folder(_ parts: ArraySlice<String>) throws -> Directory {
-        let key = parts.joined(separator: "/")
-        if let found = opened?[key] { return found }
-        let found = try root.directory(components: Array(parts))
-        if opened != nil {
-            if opened!.count >= Self.foldersKept { opened = [:] }
-            opened![key] = found
-        }
-        return found
+        let open = { try self.root.directory(components: Array(parts)) }
+        guard opened != nil else { return try open() }
+        return try opened!.folder(parts.joined(separator: "/"), open: open)
     }
-
-    /// How many folders a plan or a scan keeps open at once.
-    static let foldersKept = 64
 
     static func stamp(_ info: FileInfo) -> DiskStamp? {
         switch info.kind {
         case .file:
             return DiskStamp(
                 kind: .file, size: info.size,
-                modified: info.modifiedTime, mode: UInt32(info.mode),
-                inode: info.inode)
+                modified: info.modifiedTime, mode: UInt32(info.mode), inode: info.inode)
         case .directory:
             return DiskStamp(kind: .directory, size: 0, modified: 0, mode: UInt32(info.mode), inode: info.inode)
         case .link:
@@ -118,7 +108,8 @@ final class DiskFolder: FolderDisk {
             let key = slash.map { String(path[..<$0]) } ?? ""
             let leaf = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
             guard !leaf.isEmpty, !missing.contains(key) else { return nil }
-            guard let folder = try? opened?[key] ?? folder(key.split(separator: "/").map(String.init)[...]) else {
+            let open = { try self.root.directory(components: key.split(separator: "/").map(String.init)) }
+            guard let folder = try? opened?.folder(key, open: open) else {
                 if missing.count < 4096 { missing.insert(key) }
                 return nil
             }
@@ -158,20 +149,17 @@ final class DiskFolder: FolderDisk {
         -> [String: (DiskStamp, Scanner.Content)]
     {
         var found: [String: (DiskStamp, Scanner.Content)] = [:]
-        var directories: [Substring: Directory?] = [:]
+        var folders = OpenFolders()
         for (path, stamp) in files where stamp.kind == .file {
             let slash = path.lastIndex(of: "/")
             let parent = slash.map { path[..<$0] } ?? ""
             let leaf = String(slash.map { path[path.index(after: $0)...] } ?? path[...])
-            if directories[parent] == nil {
-                // A few folders at a time (files come in path order): each open folder holds a descriptor.
-                if directories.count >= Self.foldersKept { directories = [:] }
-                directories[parent] = .some(
-                    try? root.directory(components: parent.split(separator: "/").map(String.init)))
-            }
             // What the open file is once read is what the name was when listed (the same inode, size, time and
             // mode), or the content read stands for nothing. The scan looks at the name again before it uses it.
-            guard let directory = directories[parent] ?? nil,
+            guard
+                let directory = try? folders.folder(
+                    String(parent),
+                    open: { try root.directory(components: parent.split(separator: "/").map(String.init)) }),
                 let file = try? directory.openFile(leaf, .readLeavingAccessTime)
             else { continue }
             defer { file.close() }
@@ -241,8 +229,8 @@ final class DiskFolder: FolderDisk {
         while let (parent, inner, relative) = pending.popLast() {
             // A folder that cannot be read (no right to, no descriptor left) is said, and what it holds is left as
             // it was: not taken for gone.
-            guard let directory = inner.map({ try? parent.directory(components: [$0]) }) ?? parent,
-                let names = directory.readableEntries()
+            let directory = inner == nil ? parent : inner.flatMap { try? parent.directory(components: [$0]) }
+            guard let directory, let names = directory.readableEntries()
             else {
                 unlisted.insert(relative)
                 found[relative] = "this folder cannot be read here, so what it holds is left as it was"

@@ -418,7 +418,7 @@ extension FolderService {
             }
             state.store.batch {
                 state.sync.placing {
-                    var directories: [String: Directory] = [:]
+                    var folders = OpenFolders()
                     // Each file is made in the folder's own partials (not watched), then renamed into place: the
                     // watch sees one change per file, at its name.
                     let staging = try? folder.root.directory(components: [SyncNames.partials], create: true)
@@ -428,14 +428,9 @@ extension FolderService {
                         let mode = mode_t(entry.mode & 0o777)
                         do {
                             let outcome = try state.sync.place(entry, exclusive: true) { free in
-                                let directory =
-                                    try directories[parent]
-                                    ?? folder.root.directory(components: Array(parts.dropLast()))
-                                // A few open at a time: each holds a descriptor.
-                                if directories[parent] == nil, directories.count >= DiskFolder.foldersKept {
-                                    directories = [:]
+                                let directory = try folders.folder(parent) {
+                                    try folder.root.directory(components: Array(parts.dropLast()))
                                 }
-                                directories[parent] = directory
                                 // A new file is made without a name and then named (nothing to rename, nothing
                                 // replaced: a file made there meanwhile is looked at instead).
                                 if free {

@@ -18,9 +18,6 @@ struct FolderVersions {
 
     static let defaultDays = 30
 
-    /// A file's modification time in nanoseconds.
-    static func time(_ info: FileInfo) -> Int64 { info.modifiedTime }
-
     /// One kept version.
     struct Version: Equatable {
         var path: String
@@ -74,7 +71,7 @@ struct FolderVersions {
         } catch {
             // No hard links here (a FAT disk): a copy.
             try folder.copyFile(
-                leaf, to: name, in: target, mode: info.mode & 0o777, modifiedNanoseconds: Self.time(info))
+                leaf, to: name, in: target, mode: info.mode & 0o777, modifiedNanoseconds: info.modifiedTime)
         }
     }
 
@@ -130,7 +127,8 @@ struct FolderVersions {
         }
         let temporary = ".\(parts.last!.prefix(200)).share-restore-\(UInt32.random(in: 0...UInt32.max))"
         try source.copyFile(
-            storedParts.last!, to: temporary, in: target, mode: info.mode & 0o777, modifiedNanoseconds: Self.time(info))
+            storedParts.last!, to: temporary, in: target, mode: info.mode & 0o777,
+            modifiedNanoseconds: info.modifiedTime)
         do {
             try target.rename(temporary, to: parts.last!, in: target, replace: true)
         } catch {

@@ -13,8 +13,10 @@ public enum Syscalls {
 
     /// Lets a serving process open as many descriptors as its hard limit allows (nothing here uses `select`): a
     /// service's soft limit is often 1,024, fewer than a shared folder's folders and the connections of a busy agent.
-    public static func raiseOpenFilesLimit() {
-        _ = cshare_raise_open_files_limit()
+    /// False when the limit could not be read or set (it stays as it was: a limit, not a failure).
+    @discardableResult
+    public static func raiseOpenFilesLimit() -> Bool {
+        cshare_raise_open_files_limit() == 0
     }
 
     /// Writes to a closed socket must fail with EPIPE rather than kill the process.
