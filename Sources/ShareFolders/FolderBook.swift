@@ -41,6 +41,8 @@ final class FolderBook: Sendable {
 
     let file: URL
     private let contents: Guarded<Contents>
+    /// Why the book in memory is not the one on the disk (a write failed: a full disk), until a write succeeds.
+    private let unsaved = Guarded<String?>(nil)
 
     init(directory: URL) throws {
         try DevicePaths.ensurePrivateDirectory(directory)
@@ -71,10 +73,50 @@ final class FolderBook: Sendable {
             var changed = contents
             let result = try body(&changed)
             guard changed != contents else { return result }
-            try AtomicFile.write(try JSONEncoder.iso8601.encode(changed), to: file, mode: 0o600, durable: true)
+            try write(changed)
             contents = changed
             return result
         }
+    }
+
+    /// Changes the book in memory whatever the disk allows, and writes it when it can: what the agent learned of
+    /// the other devices (a folder offered, a device that joined one) holds while it runs though the disk is full,
+    /// and the next write that succeeds carries it. The first write that fails is logged, once until one succeeds.
+    func note(_ body: (inout Contents) -> Void) {
+        contents.withLock { contents in
+            var changed = contents
+            body(&changed)
+            guard changed != contents else { return }
+            contents = changed
+            do {
+                try write(changed)
+            } catch {
+                let first = unsaved.withLock { unsaved in
+                    defer { unsaved = "\(error)" }
+                    return unsaved == nil
+                }
+                if first {
+                    FolderService.log.warning(
+                        "the list of shared folders and offers cannot be saved: it is kept while the agent runs and saved with the next change that can be",
+                        metadata: ["file": "\(file.path)", "reason": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// Writes the book; a failure is an input/output one, a full disk said as such with what to do.
+    private func write(_ changed: Contents) throws {
+        do {
+            try AtomicFile.write(try JSONEncoder.iso8601.encode(changed), to: file, mode: 0o600, durable: true)
+        } catch let error as AtomicFile.FileError where error.isNoSpace {
+            throw ShareFailure(
+                .ioError,
+                "cannot save the list of shared folders (\(file.path)): the disk is full; free some space and try again"
+            )
+        } catch {
+            throw ShareFailure(.ioError, "cannot save the list of shared folders: \(error)")
+        }
+        unsaved.withLock { $0 = nil }
     }
 
     func wasDeclined(_ id: String, from device: String) -> Bool {

@@ -279,7 +279,7 @@ extension FolderService {
             }
             .prefix(max(0, Limits.maxFolderDevices - 1 - settings.devices.count))
             guard !joining.isEmpty else { continue }
-            try? book.change { book in
+            book.note { book in
                 guard let index = book.folders.firstIndex(where: { $0.id == settings.id }) else { return }
                 book.folders[index].devices += joining
             }
@@ -367,7 +367,7 @@ extension FolderService {
             id: announcement.id, label: announcement.label, kind: announcement.type, from: peer.description,
             fromName: name)
         offer.devices = announcement.devices
-        try? book.change { book in
+        book.note { book in
             book.offers.removeAll { $0.id == offer.id && $0.from == offer.from }
             book.offers.append(offer)
         }

@@ -195,7 +195,7 @@ package final class FolderService: AgentPart, Sendable {
             // from then on one that lost it is stopped (its worker says why) rather than taken for emptied.
             if settings.marked != true {
                 if root.info(SyncNames.marker) == nil { try? root.makeFolder(SyncNames.marker, mode: 0o755) }
-                try? book.change { book in
+                book.note { book in
                     if let index = book.folders.firstIndex(where: { $0.id == settings.id }) {
                         book.folders[index].marked = true
                     }

@@ -38,11 +38,15 @@ public enum AtomicFile {
     }
 
     public static func posixError(_ what: String) -> FileError {
-        FileError(description: "\(what): \(String(cString: strerror(errno)))")
+        let code = errno
+        return FileError(description: "\(what): \(String(cString: strerror(code)))", code: code)
     }
 
-    /// A failed file operation, with the system's reason.
+    /// A failed file operation, with the system's reason (and its error number, when there was one).
     public struct FileError: Error, CustomStringConvertible, Sendable {
         public let description: String
+        public var code: Int32 = 0
+        /// Whether the disk (or the user's quota) was full.
+        public var isNoSpace: Bool { code == ENOSPC || code == EDQUOT }
     }
 }

@@ -280,6 +280,72 @@ extension EndToEndAgents {
                 "\(problemsByPath(devices, 1))\n\(devices.logs)")
         }
 
+        /// A device whose whole disk is full (its folders and its agent's state, the list of folders and the index
+        /// included, on one small tmpfs): a folder offered is listed all the same, accepting it says the disk is
+        /// full, and with a little room the files that fit come while the rest are listed (the index's own writes
+        /// failing meanwhile); with room every file comes and both devices are in step, and a restart then finds
+        /// nothing deleted. Runs on a tmpfs the test mounts (root).
+        @Test func aFullDiskThatHoldsTheIndexLosesNothingAndEveryFileComesOnceThereIsRoom() throws {
+            guard getuid() == 0 else {
+                print("skipped: mounting a tmpfs needs root")
+                return
+            }
+            let devices = try SyncDevices(["laptop", "desk"])
+            let laptop = try devices[0].folder("docs")
+            for i in 0..<1_500 {
+                let folder = laptop.appendingPathComponent(String(format: "part%02d", i / 100))
+                if i % 100 == 0 {
+                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                }
+                try Data(String(repeating: "line \(i) of a note\n", count: 60).utf8)
+                    .write(to: folder.appendingPathComponent("note\(i).txt"))
+            }
+            devices.stop(1)
+            let manager = FileManager.default
+            let disk = devices[1].directory.appendingPathComponent("disk")
+            try manager.createDirectory(at: disk, withIntermediateDirectories: true)
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", disk.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            defer { _ = runTool("/bin/umount", ["-l", disk.path]) }
+            try manager.moveItem(at: devices[1].config, to: disk.appendingPathComponent("config"))
+            try manager.createSymbolicLink(
+                at: devices[1].config, withDestinationURL: disk.appendingPathComponent("config"))
+            try devices.start(1)
+            let filler = disk.appendingPathComponent("filler")
+            _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=4k"])
+            let id = try devices.share(0, laptop, with: [1])
+            // The offer is listed though it cannot be saved; accepting it says why it cannot be.
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(1).offers.contains { $0["id"] as? String == id } },
+                "\(devices.logs)")
+            let desk = disk.appendingPathComponent("docs")
+            let refused = devices[1].run(["sync", "accept", id, "--into", desk.path])
+            #expect(
+                refused.status == 74 && refused.stderr.contains("the disk is full; free some space"),
+                "\(refused.status) \(refused.stderr)")
+            #expect(refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+            // A little room: what fits comes, the rest is listed as not pulled.
+            try manager.removeItem(at: filler)
+            try devices.accept(1, id, into: desk)
+            #expect(
+                waitUntil(timeout: 60) {
+                    self.state(devices, 1) == "out of sync"
+                        && problemsByPath(devices, 1).values.contains { $0.contains("full") }
+                }, "\(problems(devices, 1).prefix(5))\n\(devices.logs)")
+            #expect(devices.agents[1]?.process.isRunning == true)
+            // Room: every file comes, and both devices are in step.
+            #expect(runTool("/bin/mount", ["-o", "remount,size=64m", disk.path]).status == 0)
+            #expect(
+                waitUntil(timeout: 90) { treeOf(desk) == treeOf(laptop) } && devices.settled(),
+                "\(problems(devices, 1).prefix(5))\n\(devices.logs)")
+            // A restart finds what it holds as it was: nothing taken for deleted, here or on the laptop.
+            devices.stop(1)
+            try devices.start(1)
+            #expect(devices.settled(), "\(devices.logs)")
+            #expect(treeOf(laptop).count == 1_515, "\(treeOf(laptop).count)")
+            #expect(treeOf(desk) == treeOf(laptop))
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
