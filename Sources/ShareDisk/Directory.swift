@@ -67,8 +67,10 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
 
     /// One path component: not empty, not `.` or `..`, no `/` or NUL, at most 255 bytes.
     public static func checkName(_ name: String) throws {
-        guard !name.isEmpty, name != ".", name != "..", name.utf8.count <= 255,
-            !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0)
+        guard name.utf8.count <= 255 else {
+            throw DiskError(.invalidName, "'\(name.prefix(80))…' is longer than a file name may be (255 bytes)")
+        }
+        guard !name.isEmpty, name != ".", name != "..", !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0)
         else {
             throw DiskError(.invalidName, "'\(name.prefix(80))' is not a single file name")
         }

@@ -236,7 +236,7 @@ extension FolderService {
         let conflicts =
             state.summary.flatMap { $0.conflictGeneration == store.conflictGeneration ? $0.conflicts : nil }
             ?? store.conflictCopies().compactMap { copy -> FolderStatus.Conflict? in
-                guard let original = ConflictName.original(of: copy.path) else { return nil }
+                guard let original = store.original(ofConflict: copy.path) else { return nil }
                 let (time, device) = Self.parts(ofConflict: copy.path)
                 let winner = store.local(original)?.entry
                 var conflict = FolderStatus.Conflict(

@@ -175,19 +175,23 @@ extension FolderService {
     /// Conflict copies new in the folder since it was opened (made here, or come from another device) reach the
     /// person: a log line each and one desktop notification (freedesktop notifications on the session bus).
     func notifyConflicts(_ folder: SharedFolder) {
-        let (label, fresh) = folder.withFolder { state -> (String, [FileEntry]) in
+        let (label, fresh) = folder.withFolder { state -> (String, [(copy: FileEntry, original: String)]) in
             let generation = state.store.conflictGeneration
             guard generation != state.notifiedGeneration else { return ("", []) }
             state.notifiedGeneration = generation
             let copies = state.store.conflictCopies()
             defer { state.notifiedConflicts = Set(copies.map(SharedFolder.conflictKey)) }
             guard let known = state.notifiedConflicts else { return ("", []) }
-            return (state.settings.label, copies.filter { !known.contains(SharedFolder.conflictKey($0)) })
+            return (
+                state.settings.label,
+                copies.filter { !known.contains(SharedFolder.conflictKey($0)) }.map {
+                    ($0, state.store.original(ofConflict: $0.path) ?? $0.path)
+                }
+            )
         }
         guard !fresh.isEmpty else { return }
         var lines: [String] = []
-        for copy in fresh {
-            let original = ConflictName.original(of: copy.path) ?? copy.path
+        for (copy, original) in fresh {
             let (time, device) = Self.parts(ofConflict: copy.path)
             let when = time.map { Self.noticeTime($0) } ?? "?"
             Self.log.notice(

@@ -6,11 +6,59 @@ import ShareText
 public enum ConflictName {
     public static let marker = ".sync-conflict-"
 
+    /// The longest name a copy may have: the longest a file system allows (255 bytes), less room for the number
+    /// that tells apart copies of one second and device.
+    static let longestName = 255 - 8
+    /// What a copy's name holds besides its original's stem and extension: the marker, the time and the device.
+    static let added = marker.utf8.count + 15 + 1 + 7
+    /// An extension longer than this is kept as part of the stem when a name is shortened.
+    static let longestKeptExtension = 32
+
     /// The conflict copy of `path` for a losing version modified at `modified` (nanoseconds) by `device` (its short
-    /// form, e.g. "ABCDEF1").
-    public static func make(for path: String, modified: Int64, device: String) -> String {
-        let (folder, stem, ext) = parts(path)
-        return folder + stem + marker + timestamp(modified) + "-" + String(device.prefix(7)) + ext
+    /// form, e.g. "ABCDEF1"); `number` past 1 tells apart another copy of the same second and device (after the
+    /// device: `notes.sync-conflict-…-ABCDEF1-2.txt`, so that it still names `notes.txt`).
+    public static func make(for path: String, modified: Int64, device: String, number: Int = 1) -> String {
+        let (folder, stem, ext) = fitted(path)
+        return folder + stem + marker + timestamp(modified) + "-" + String(device.prefix(7))
+            + (number > 1 ? "-\(number)" : "") + ext
+    }
+
+    /// A path's folder, stem and extension as its copies' names hold them: whole when a copy's name fits in
+    /// `longestName` bytes, else the stem cut at a character and marked "…" and 8 hex digits of a hash of the whole
+    /// name (two long names alike at the start are told apart; every device computes the same), an extension too
+    /// long to keep beside it cut as part of the stem, so that a copy of a file whose name is near the longest can
+    /// be made at all.
+    static func fitted(_ path: String) -> (folder: String, stem: String, ext: String) {
+        var (folder, stem, ext) = parts(path)
+        guard stem.utf8.count + ext.utf8.count + added > longestName else { return (folder, stem, ext) }
+        // FNV-1a of the name's bytes.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (stem + ext).utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let digits = String(hash >> 32, radix: 16)
+        let tag = "…" + String(repeating: "0", count: 8 - digits.count) + digits
+        if ext.utf8.count > longestKeptExtension {
+            stem += ext
+            ext = ""
+        }
+        let room = longestName - added - ext.utf8.count - tag.utf8.count
+        var cut = ""
+        var used = 0
+        for character in stem {
+            used += character.utf8.count
+            guard used <= room else { break }
+            cut.append(character)
+        }
+        return (folder, cut + tag, ext)
+    }
+
+    /// Whether `original`, taken from a copy's name, may be the shortened form of a longer path (its stem ends in
+    /// "…" and 8 hex digits).
+    public static func mayBeShortened(_ original: String) -> Bool {
+        let stem = parts(original).stem.utf8
+        guard stem.count > 11 else { return false }
+        let tail = stem.suffix(11)
+        return tail.starts(with: "…".utf8)
+            && tail.dropFirst(3).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     /// Whether `path` names a conflict copy (which is never itself set aside as one again).
@@ -19,8 +67,14 @@ public enum ConflictName {
         path.includesBytes(marker) && original(of: path) != nil
     }
 
-    /// Whether `copy` is a conflict copy of `path` (any time, any device).
-    public static func isCopy(_ copy: String, of path: String) -> Bool { original(of: copy) == path }
+    /// Whether `copy` is a conflict copy of `path` (any time, any device), its name shortened or not.
+    public static func isCopy(_ copy: String, of path: String) -> Bool {
+        guard let original = original(of: copy) else { return false }
+        if original == path { return true }
+        let (folder, stem, ext) = fitted(path)
+        return stem.utf8.count < path.utf8.count - folder.utf8.count - ext.utf8.count
+            && original == folder + stem + ext
+    }
 
     /// What orders a path's conflict copies oldest first: the time in the copy's name (then the rest of it).
     public static func age(_ copy: String) -> String {
@@ -28,7 +82,8 @@ public enum ConflictName {
         return String(copy[range.upperBound...])
     }
 
-    /// The path a conflict copy was made of (nil when `copy` is not one).
+    /// The path a conflict copy was made of (nil when `copy` is not one); of a copy whose name was shortened, the
+    /// shortened path (its stem ending in "…" and the hash of the whole name).
     public static func original(of copy: String) -> String? {
         let slash = copy.lastIndex(of: "/")
         let folder = slash.map { String(copy[...$0]) } ?? ""

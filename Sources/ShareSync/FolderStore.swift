@@ -49,6 +49,16 @@ public protocol FolderStore: AnyObject {
 }
 
 extension FolderStore {
+    /// The path a conflict copy was made of, as the indexes name it (nil when `copy` is no copy): a copy whose name
+    /// was shortened names its original by the hash its name holds, found among the paths beside it.
+    public func original(ofConflict copy: String) -> String? {
+        guard let named = ConflictName.original(of: copy) else { return nil }
+        guard ConflictName.mayBeShortened(named), local(named) == nil, remotes(named).isEmpty else { return named }
+        let slash = copy.lastIndex(of: "/")
+        let beside = slash.map { paths(under: String(copy[..<$0])) } ?? allPaths()
+        return beside.first { ConflictName.isCopy(copy, of: $0) && !ConflictName.isConflictCopy($0) } ?? named
+    }
+
     /// Path by path, over every index (`SQLiteFolderStore` asks its tables at once).
     public func unsettledPaths() -> Set<String> {
         allPaths().filter { path in

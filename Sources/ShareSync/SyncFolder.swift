@@ -702,10 +702,10 @@ public final class SyncFolder {
                     return recorded + leave(loser)
                 }
                 n += 1
-                // Another copy of the same second and device: numbered before its extension, so it still names
-                // its original.
-                let (folder, stem, ext) = ConflictName.parts(name)
-                copy = folder + stem + "-\(n)" + ext
+                // Another copy of the same second and device: numbered after the device, so it still names its
+                // original.
+                copy = ConflictName.make(
+                    for: original, modified: loser.modified, device: label(loser.modifiedBy), number: n)
             }
             try disk.move(path, to: copy)
             noteSetAside(path, as: copy)

@@ -346,6 +346,37 @@ extension EndToEndAgents {
             #expect(treeOf(desk) == treeOf(laptop))
         }
 
+        /// A conflict on a file whose name is near the longest a file system allows (240 bytes): the copy's name
+        /// is shortened to fit (it could not be made, and the devices never agreed), both devices end in step with
+        /// one winner and the other version kept, and the conflict is listed under the file's whole name.
+        @Test func aConflictOnALongNameKeepsBothVersionsUnderANameThatFits() throws {
+            let (devices, folders, _) = try twoSharing()
+            let name = String(repeating: "n", count: 236) + ".txt"
+            try Data("first\n".utf8).write(to: folders[0].appendingPathComponent(name))
+            #expect(waitUntil(timeout: 30) { treeOf(folders[1])[name] == "first\n" }, "\(devices.logs)")
+            #expect(devices.settled())
+            devices.stop(1)
+            try Data("the laptop's version\n".utf8).write(to: folders[0].appendingPathComponent(name))
+            try Data("the desk's version\n".utf8).write(to: folders[1].appendingPathComponent(name))
+            try devices.start(1)
+            #expect(
+                waitUntil(timeout: 30) {
+                    treeOf(folders[0]) == treeOf(folders[1]) && treeOf(folders[0]).count == 3
+                } && devices.settled(),
+                "\(treeOf(folders[0]).keys.sorted())\n\(problems(devices, 0))\n\(devices.logs)")
+            let tree = treeOf(folders[0])
+            let copy = tree.keys.first { $0.contains(".sync-conflict-") }
+            #expect(copy.map { $0.utf8.count <= 255 && $0.hasSuffix(".txt") } == true, "\(tree.keys)")
+            #expect(
+                Set([tree[name], copy.flatMap { tree[$0] }])
+                    == Set(["the laptop's version\n", "the desk's version\n"]),
+                "\(tree)")
+            for index in 0..<2 {
+                let listed = devices.listing(index).folders.first?["conflicts"] as? [[String: Any]] ?? []
+                #expect(listed.map { $0["path"] as? String } == [name], "\(listed)")
+            }
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]

@@ -161,6 +161,43 @@ import Testing
         #expect(!ConflictName.isConflictCopy("a/.sync-conflict-x/b.txt"))
     }
 
+    /// A copy's name fits where its original did: a name near the longest a file system allows (255 bytes) has its
+    /// stem cut at a character, marked "…" and a hash of the whole name, so that the copy can be made at all; the
+    /// copy still names its original (and no other name alike at the start),
+    /// and a second copy of the same second and device is numbered after the device, never in the original's name.
+    @Test func conflictCopiesOfLongNamesFitAndStillNameTheirOriginal() {
+        let time: Int64 = 1_800_000_000 * 1_000_000_000
+        let suffix = ".sync-conflict-20270115-080000-XYZ1234"
+        for original in [
+            "a/" + String(repeating: "n", count: 240) + ".txt", String(repeating: "é", count: 126) + ".md",
+            "b/" + String(repeating: "x", count: 250), "c/x." + String(repeating: "e", count: 250),
+            String(repeating: "👩‍💻", count: 22) + ".txt",
+        ] {
+            for number in 1...12 {
+                let copy = ConflictName.make(for: original, modified: time, device: "XYZ1234", number: number)
+                let name = copy.split(separator: "/").last.map(String.init) ?? copy
+                #expect(name.utf8.count <= 255, "\(name.utf8.count): \(name)")
+                #expect(name.contains("…") && name.contains(".sync-conflict-"), "\(name)")
+                #expect(ConflictName.isConflictCopy(copy), "\(copy)")
+                #expect(ConflictName.isCopy(copy, of: original), "\(copy)")
+                #expect(!ConflictName.isCopy(copy, of: original + "x"), "\(copy)")
+            }
+        }
+        // A name that fits is left whole, and copies are numbered after the device.
+        #expect(
+            ConflictName.make(for: "notes.txt", modified: time, device: "XYZ1234", number: 2)
+                == "notes" + suffix + "-2.txt")
+        #expect(
+            ConflictName.make(for: "a/Makefile", modified: time, device: "XYZ1234", number: 3)
+                == "a/Makefile" + suffix + "-3")
+        #expect(ConflictName.original(of: "a/Makefile" + suffix + "-3") == "a/Makefile")
+        #expect(ConflictName.isCopy("notes" + suffix + "-2.txt", of: "notes.txt"))
+        let fits = String(repeating: "f", count: 200) + ".txt"
+        #expect(
+            ConflictName.make(for: fits, modified: time, device: "XYZ1234") == String(fits.dropLast(4)) + suffix
+                + ".txt")
+    }
+
     /// Version vectors: equal, following, concurrent; a device's counter follows wall time.
     @Test func versionVectorsOrderChanges() {
         let a = VersionVector().updated(by: 1, now: 100)
