@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "ShareText"),
         .target(name: "CShareSystem"),
         // The one way to create, open, move or remove anything under a folder we were given: directory handles.
-        .target(name: "ShareDisk", dependencies: ["CShareSystem"]),
+        .target(name: "ShareDisk", dependencies: ["CShareSystem", "ShareText"]),
         // Sockets and system calls, the peer connection (TLS carrying the protocol's frames), the one acceptor every
         // server runs on, and the one writer of the standard streams.
         .target(

@@ -1,5 +1,6 @@
 internal import CShareSystem
 import Glibc
+import ShareText
 
 /// A folder we were given, held open as a file descriptor: the only way share creates, opens, renames or removes
 /// anything under an inbox, a partial folder, the catalog, the relay store or `--into`.
@@ -269,7 +270,7 @@ public final class Directory: @unchecked Sendable {  // one immutable descriptor
     ) throws {
         try Self.checkName(name)
         let made = staging ?? self
-        let temporary = ".\(name.prefix(200)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let temporary = ".\(FileNames.prefix(name, bytes: 200)).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         // Without the staging folder (gone, full of names, or on another file system), beside its name.
         func besideIt() throws {
             try writeAtomically(

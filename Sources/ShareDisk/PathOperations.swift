@@ -1,4 +1,5 @@
 import Glibc
+import ShareText
 
 /// Removing and copying by path, for what share keeps in its own state folders (spools, job folders, temporary
 /// copies): the folder is opened and the last name is worked on through its handle, like everything else written
@@ -48,7 +49,7 @@ public enum PathOperations {
         let (toFolder, toName) = try split(target)
         let from = try Directory.open(fromFolder)
         let to = try Directory.open(toFolder)
-        let temporary = ".\(toName).copy-\(UInt32.random(in: 0...UInt32.max))"
+        let temporary = ".\(FileNames.prefix(toName, bytes: 200)).copy-\(UInt32.random(in: 0...UInt32.max))"
         var done = false
         defer { if !done { _ = try? to.removeTree(temporary) } }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

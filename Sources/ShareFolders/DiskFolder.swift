@@ -332,7 +332,7 @@ final class DiskFolder: FolderDisk {
         try wrap(from) {
             let (source, leaf) = try parent(of: from)
             let (target, newLeaf) = try parent(of: to)
-            let temporary = ".\(newLeaf.prefix(200)).share-copy-\(UInt32.random(in: 0...UInt32.max))"
+            let temporary = ".\(FileNames.prefix(newLeaf, bytes: 200)).share-copy-\(UInt32.random(in: 0...UInt32.max))"
             try source.copyFile(
                 leaf, to: temporary, in: target, mode: mode_t(mode & 0o777), modifiedNanoseconds: modified)
             do {

@@ -27,12 +27,34 @@ struct FolderVersions {
         var stored: String
     }
 
-    /// `name` with `~TIME` before its extension.
+    /// `name` with `~TIME` before its extension (a name near the longest a file system allows has its stem
+    /// fitted: `heldName`).
     static func stored(_ name: String, at time: Date) -> String {
         let stamp = TimeText.string(secondsSince1970: time.timeIntervalSince1970, format: "%Y%m%d-%H%M%S")
+        let (stem, ext) = split(heldName(name))
+        return stem + "~" + stamp + ext
+    }
+
+    /// A name's stem and extension (with its dot; a leading dot is part of the stem).
+    private static func split(_ name: String) -> (stem: Substring, ext: Substring) {
         let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
-        guard let dot else { return name + "~" + stamp }
-        return name[..<dot] + "~" + stamp + name[dot...]
+        guard let dot else { return (name[...], "") }
+        return (name[..<dot], name[dot...])
+    }
+
+    /// The name a version of `name` is kept under, without its time: `name` itself, or, when a kept version's
+    /// name would pass the longest a file system allows, its stem cut and marked by a hash of the whole name (an
+    /// extension of more than 32 bytes cut with it), so that the file is kept rather than its replacement refused.
+    static func heldName(_ name: String) -> String {
+        // "~YYYYMMDD-HHMMSS" and room for "-N".
+        let added = 16 + 8
+        guard name.utf8.count + added > FileNames.longest else { return name }
+        var (stem, ext) = split(name)
+        if ext.utf8.count > 32 {
+            stem = name[...]
+            ext = ""
+        }
+        return FileNames.fitted(String(stem), room: FileNames.longest - added - ext.utf8.count, whole: name) + ext
     }
 
     /// The original name and the time of a stored name (`-2`, `-3` … after the time: more than one version in
@@ -79,6 +101,11 @@ struct FolderVersions {
     func list(_ path: String? = nil) -> [Version] {
         guard let top = try? root.directory(components: [SyncNames.versions]) else { return [] }
         var found: [Version] = []
+        let heldAs = path.map { path in
+            let slash = path.lastIndex(of: "/")
+            return (slash.map { String(path[...$0]) } ?? "")
+                + Self.heldName(String(path[(slash.map(path.index(after:)) ?? path.startIndex)...]))
+        }
         var pending: [(Directory, String)] = [(top, "")]
         var visited = 0
         while let (folder, prefix) = pending.popLast(), visited < 1_000_000 {
@@ -91,7 +118,9 @@ struct FolderVersions {
                     continue
                 }
                 guard info.kind == .file, let (leaf, time) = Self.parse(name) else { continue }
-                let original = prefix.isEmpty ? leaf : prefix + "/" + leaf
+                var original = prefix.isEmpty ? leaf : prefix + "/" + leaf
+                // A version of a long name, kept under its fitted name, is listed as the file's when asked by it.
+                if let path, let heldAs, original == heldAs { original = path }
                 if let path, original != path, !original.hasPrefix(path + "/") { continue }
                 found.append(Version(path: original, time: time, size: info.size, stored: inside))
             }
@@ -125,7 +154,8 @@ struct FolderVersions {
             }
             try keep(target, parts.last!, path: path)
         }
-        let temporary = ".\(parts.last!.prefix(200)).share-restore-\(UInt32.random(in: 0...UInt32.max))"
+        let temporary =
+            ".\(FileNames.prefix(parts.last!, bytes: 200)).share-restore-\(UInt32.random(in: 0...UInt32.max))"
         try source.copyFile(
             storedParts.last!, to: temporary, in: target, mode: info.mode & 0o777,
             modifiedNanoseconds: info.modifiedTime)

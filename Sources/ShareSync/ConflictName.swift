@@ -8,7 +8,7 @@ public enum ConflictName {
 
     /// The longest name a copy may have: the longest a file system allows (255 bytes), less room for the number
     /// that tells apart copies of one second and device.
-    static let longestName = 255 - 8
+    static let longestName = FileNames.longest - 8
     /// What a copy's name holds besides its original's stem and extension: the marker, the time and the device.
     static let added = marker.utf8.count + 15 + 1 + 7
     /// An extension longer than this is kept as part of the stem when a name is shortened.
@@ -31,24 +31,12 @@ public enum ConflictName {
     static func fitted(_ path: String) -> (folder: String, stem: String, ext: String) {
         var (folder, stem, ext) = parts(path)
         guard stem.utf8.count + ext.utf8.count + added > longestName else { return (folder, stem, ext) }
-        // FNV-1a of the name's bytes.
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in (stem + ext).utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        let digits = String(hash >> 32, radix: 16)
-        let tag = "…" + String(repeating: "0", count: 8 - digits.count) + digits
+        let whole = stem + ext
         if ext.utf8.count > longestKeptExtension {
             stem += ext
             ext = ""
         }
-        let room = longestName - added - ext.utf8.count - tag.utf8.count
-        var cut = ""
-        var used = 0
-        for character in stem {
-            used += character.utf8.count
-            guard used <= room else { break }
-            cut.append(character)
-        }
-        return (folder, cut + tag, ext)
+        return (folder, FileNames.fitted(stem, room: longestName - added - ext.utf8.count, whole: whole), ext)
     }
 
     /// Whether `original`, taken from a copy's name, may be the shortened form of a longer path (its stem ends in

@@ -61,6 +61,31 @@ import Testing
         #expect(versions.list().isEmpty)
     }
 
+    /// A file whose name is near the longest a file system allows is kept all the same (under a name fitted to the
+    /// limit: the version's time would pass it, and the replacement was refused), listed as the file's, restored to
+    /// its whole name, and told apart from another long name alike at the start.
+    @Test func versionsOfNamesNearTheLongestAreKeptListedAndRestored() throws {
+        let (url, root) = try folder()
+        defer { try? FileManager.default.removeItem(at: url) }
+        let versions = FolderVersions(root: root, days: 30)
+        let notes = try root.directory(components: ["notes"])
+        let long = String(repeating: "é", count: 125) + ".txt"
+        let other = String(repeating: "é", count: 124) + "x.txt"
+        for (name, text) in [(long, "long\n"), (other, "other\n")] {
+            try Data(text.utf8).write(to: url.appendingPathComponent("notes/" + name))
+            try versions.keep(notes, name, path: "notes/" + name)
+            try versions.keep(notes, name, path: "notes/" + name)
+        }
+        let stored = versions.list().map { $0.stored.split(separator: "/").last.map(String.init) ?? "" }
+        #expect(stored.count == 4 && stored.allSatisfy { $0.utf8.count <= 255 }, "\(stored)")
+        let listed = versions.list("notes/" + long)
+        #expect(listed.count == 2 && listed.allSatisfy { $0.path == "notes/" + long }, "\(listed)")
+        try FileManager.default.removeItem(at: url.appendingPathComponent("notes/" + long))
+        _ = try versions.restore("notes/" + long)
+        #expect(try String(contentsOf: url.appendingPathComponent("notes/" + long), encoding: .utf8) == "long\n")
+        #expect(versions.list("notes/" + other).count == 2)
+    }
+
     /// A small file pulled into a folder is made in its partials, then renamed into place: what an agent stopped in
     /// between left there goes when the folder is opened again; a placement of this process and a resumable partial
     /// stay.

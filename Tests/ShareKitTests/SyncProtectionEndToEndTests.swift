@@ -377,6 +377,29 @@ extension EndToEndAgents {
             }
         }
 
+        /// Files whose names are as long as a file system allows in bytes (254, of two-byte characters) are made,
+        /// replaced by an edit and renamed like any other, small ones and large ones.
+        @Test func namesAsLongAsAFileSystemAllowsAreMadeEditedAndRenamed() throws {
+            let (devices, folders, _) = try twoSharing()
+            let small = String(repeating: "é", count: 125) + ".txt"
+            let large = String(repeating: "ü", count: 125) + ".bin"
+            try Data("first\n".utf8).write(to: folders[0].appendingPathComponent(small))
+            try makeFile(folders[0].appendingPathComponent(large), size: 3_000_000)
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1]) == treeOf(folders[0]) } && devices.settled(),
+                "\(problems(devices, 1))\n\(devices.logs)")
+            try Data("edited\n".utf8).write(to: folders[0].appendingPathComponent(small))
+            try makeFile(folders[0].appendingPathComponent(large), size: 3_100_000)
+            let renamed = String(repeating: "ö", count: 125) + ".txt"
+            try FileManager.default.moveItem(
+                at: folders[0].appendingPathComponent("f0.txt"), to: folders[0].appendingPathComponent(renamed))
+            #expect(
+                waitUntil(timeout: 30) { treeOf(folders[1]) == treeOf(folders[0]) } && devices.settled(),
+                "\(treeOf(folders[1]).keys.sorted())\n\(problems(devices, 1))\n\(devices.logs)")
+            #expect(treeOf(folders[1])[small] == "edited\n")
+            #expect(problems(devices, 1).isEmpty && problems(devices, 0).isEmpty)
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
