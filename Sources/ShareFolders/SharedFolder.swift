@@ -183,7 +183,7 @@ final class SharedFolder: Sendable {
             let directory = parts.count == 1 ? root : try? root.directory(components: Array(parts.dropLast())),
             let stamp = directory.info(name).flatMap(DiskFolder.stamp), stamp.kind == .file
         else { return (nil, nil) }
-        guard limit > 0, let file = try? directory.openFile(name, .read) else { return (stamp, nil) }
+        guard limit > 0, let file = try? directory.openFile(name, .readLeavingAccessTime) else { return (stamp, nil) }
         defer { file.close() }
         var bytes = [UInt8](repeating: 0, count: min(Int(stamp.size), limit))
         let n = bytes.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
