@@ -109,14 +109,41 @@ final class DiskFolder: FolderDisk {
             let leaf = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
             guard !leaf.isEmpty, !missing.contains(key) else { return nil }
             let open = { try self.root.directory(components: key.split(separator: "/").map(String.init)) }
-            guard let folder = try? opened?.folder(key, open: open) else {
+            let folder: Directory?
+            do {
+                folder = try opened?.folder(key, open: open)
+            } catch {
+                // There and not to be opened (no right to, no descriptor left): what it holds is not gone.
+                if Self.cannotOpen(error) { unlisted.insert(key) }
+                folder = nil
+            }
+            guard let folder else {
                 if missing.count < 4096 { missing.insert(key) }
                 return nil
             }
             return folder.info(leaf).flatMap(Self.stamp)
         }
-        guard let (folder, leaf) = try? parent(of: path), let info = folder.info(leaf) else { return nil }
-        return Self.stamp(info)
+        let folder: Directory
+        let leaf: String
+        do {
+            (folder, leaf) = try parent(of: path)
+        } catch {
+            if Self.cannotOpen(error) {
+                let slash = path.lastIndex(of: "/")
+                unlisted.insert(slash.map { String(path[..<$0]) } ?? "")
+            }
+            return nil
+        }
+        return folder.info(leaf).flatMap(Self.stamp)
+    }
+
+    static let unreadableFolder = "this folder cannot be read here, so what it holds is left as it was"
+
+    /// Whether a folder's opening failed for want of a right or a descriptor (it is there, and what it holds is not
+    /// gone), not because nothing (or a file, or a link) is at its path.
+    static func cannotOpen(_ error: any Error) -> Bool {
+        guard let error = error as? DiskError else { return true }
+        return error.kind == .denied || error.kind == .io
     }
 
     func content(_ path: String, _ stamp: DiskStamp) -> ShareSync.Scanner.Content? {
@@ -210,11 +237,15 @@ final class DiskFolder: FolderDisk {
         var result: [String: DiskStamp] = [:]
         let start: Directory
         if let folder {
-            guard let opened = try? root.directory(components: folder.split(separator: "/").map(String.init)) else {
-                noteLeftOut([:], under: folder, recursive: true)
+            do {
+                start = try root.directory(components: folder.split(separator: "/").map(String.init))
+            } catch {
+                // Not there: nothing beneath it is. There and not to be opened: what it holds is left as it was.
+                unlisted = Self.cannotOpen(error) ? [folder] : []
+                noteLeftOut(
+                    Self.cannotOpen(error) ? [folder: Self.unreadableFolder] : [:], under: folder, recursive: true)
                 return result
             }
-            start = opened
         } else {
             start = root
         }
@@ -233,7 +264,7 @@ final class DiskFolder: FolderDisk {
             guard let directory, let names = directory.readableEntries()
             else {
                 unlisted.insert(relative)
-                found[relative] = "this folder cannot be read here, so what it holds is left as it was"
+                found[relative] = Self.unreadableFolder
                 continue
             }
             for var name in names {

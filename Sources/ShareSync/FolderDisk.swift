@@ -12,8 +12,8 @@ public protocol FolderDisk: AnyObject {
     /// Everything in the folder (or beneath `folder`; only its own entries unless `recursive`), by path; what the
     /// folder keeps for itself left out.
     func list(under folder: String?, recursive: Bool) -> [String: DiskStamp]
-    /// The folders the last `list` found and could not read (no right to, no descriptor left): what they hold is
-    /// not in that listing, and not gone.
+    /// The folders the last `list` found and could not read (no right to, no descriptor left), and those a look at
+    /// a path since could not open: what they hold is not in that listing, and not gone.
     var unlisted: Set<String> { get }
     func makeDirectory(_ path: String, mode: UInt32) throws
     func makeSymlink(_ path: String, target: String) throws

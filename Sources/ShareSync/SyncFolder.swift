@@ -196,7 +196,12 @@ public final class SyncFolder {
         for path in paths {
             if let local = store.local(path) { recorded[path] = local.entry.deleted ? nil : local.stamp }
         }
-        return record(observed: observed, recorded: recorded, readAhead: readAhead) { paths.contains($0) && syncs($0) }
+        // A path in a folder that could not be opened is not gone.
+        let unread = disk.unlisted
+        return record(observed: observed, recorded: recorded, readAhead: readAhead) { path in
+            paths.contains(path) && syncs(path)
+                && (unread.isEmpty || !unread.contains { $0.isEmpty || path.hasPrefix($0 + "/") })
+        }
     }
 
     private func record(

@@ -118,4 +118,29 @@ extension PlacementTests {
         #expect(here.store.local("d/a.txt")?.entry.deleted == false)
         #expect(here.store.local("b.txt")?.entry.deleted == true)
     }
+
+    /// The same for the looks the watch asks for: a folder's own entries (a change seen inside it) and single
+    /// paths, when the folder cannot be opened (made unreadable just after a change in it, no descriptor left).
+    @Test func whatAWatchedLookCannotReachIsNotTakenForDeleted() throws {
+        let simulation = Simulation(deviceCount: 2)
+        defer { withExtendedLifetime(simulation) {} }
+        let here = simulation.devices[0]
+        #expect(here.disk.mkdir("d") && here.disk.write("d/a.txt", Array("a".utf8)))
+        #expect(here.disk.mkdir("d/e") && here.disk.write("d/e/b.txt", Array("b".utf8)))
+        _ = here.folder.scan()
+        here.disk.unreadable = ["d"]
+        let looked = here.folder.scan(under: "d", recursive: false)
+        #expect(!looked.contains { $0.deleted }, "\(looked)")
+        let deep = here.folder.scan(under: "d/e", recursive: true)
+        #expect(!deep.contains { $0.deleted }, "\(deep)")
+        let paths = here.folder.scan(paths: ["d/a.txt", "d/e/b.txt"])
+        #expect(!paths.contains { $0.deleted }, "\(paths)")
+        #expect(here.store.local("d/a.txt")?.entry.deleted == false)
+        #expect(here.store.local("d/e/b.txt")?.entry.deleted == false)
+        // Readable again, and the file gone: taken for deleted.
+        here.disk.unreadable = []
+        #expect(here.disk.delete("d/a.txt"))
+        _ = here.folder.scan(under: "d", recursive: false)
+        #expect(here.store.local("d/a.txt")?.entry.deleted == true)
+    }
 }

@@ -62,6 +62,11 @@ final class SimDisk: FolderDisk {
 
     func stamp(_ path: String) -> DiskStamp? {
         guard mounted, let node = nodes[path] else { return nil }
+        // Beneath a folder that cannot be opened nothing can be looked at (as the system answers).
+        if let hidden = unreadable.first(where: { path.hasPrefix($0 + "/") }) {
+            unlisted.insert(hidden)
+            return nil
+        }
         return DiskStamp(
             kind: node.kind, size: UInt64(node.content.count), modified: node.kind == .file ? node.modified : 0,
             mode: node.mode, inode: node.inode)
@@ -73,7 +78,7 @@ final class SimDisk: FolderDisk {
     }
 
     /// Folders a listing cannot read (no right to, no descriptor left): their own entries are listed, what they
-    /// hold is not, and they are named in `unlisted`.
+    /// hold is not (nor can it be looked at one path at a time), and they are named in `unlisted`.
     var unreadable: Set<String> = []
     private(set) var unlisted: Set<String> = []
 
@@ -81,6 +86,10 @@ final class SimDisk: FolderDisk {
         guard mounted else { return [:] }
         var result: [String: DiskStamp] = [:]
         unlisted = []
+        if let folder, let hidden = unreadable.first(where: { folder == $0 || folder.hasPrefix($0 + "/") }) {
+            unlisted.insert(hidden)
+            return [:]
+        }
         let prefix = folder.map { $0 + "/" } ?? ""
         for path in nodes.keys where path.hasPrefix(prefix) {
             if !recursive, path.dropFirst(prefix.count).contains("/") { continue }
