@@ -161,7 +161,10 @@ struct SyncList: ParsableCommand {
                     "  conflict: \(conflict.path) — \(loser) kept as \(conflict.copy)"
                         + (winner.map { "; \($0)" } ?? ""))
             }
-            for problem in folder.problems.prefix(10) { say("  out of sync: \(problem.path): \(problem.reason)") }
+            // A problem of the whole folder has no path.
+            for problem in folder.problems.prefix(10) {
+                say("  out of sync: " + (problem.path.isEmpty ? "" : "\(problem.path): ") + problem.reason)
+            }
             if folder.problems.count > 10 {
                 // The agent lists up to 100.
                 let more = folder.problems.count - 10

@@ -142,6 +142,12 @@ extension FolderService {
                     let words: String
                     let held = state.sync.heldDeletions
                     problems += state.patternProblems.map { FolderStatus.Problem(path: SyncNames.ignore, reason: $0) }
+                    if let failure = state.store.writeFailure {
+                        problems.insert(
+                            FolderStatus.Problem(
+                                path: "", reason: Self.indexWriteProblem(failure, state: device.paths.state.path)),
+                            at: 0)
+                    }
                     if settings.paused == true {
                         words = "paused"
                     } else if let stopped = state.stopped {
@@ -176,6 +182,16 @@ extension FolderService {
                 })
         }
         return (result, cost)
+    }
+
+    /// What the status says while this device's index of a folder cannot be written: what changed here is not
+    /// recorded (nor sent), and is looked at again until it is.
+    static func indexWriteProblem(_ failure: String, state: String) -> String {
+        let full = failure.includes("full")
+        return "this device cannot record what changed here in its index of the folder ("
+            + (full ? "the disk that holds \(state) is full" : failure)
+            + "): nothing changed here reaches the other devices until it can; "
+            + (full ? "free some space there" : "see the agent's log") + ", and the folder is looked at again"
     }
 
     /// So much a second, from what came in the last five seconds (`amounts`, each when it came): over the time

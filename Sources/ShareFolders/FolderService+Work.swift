@@ -34,6 +34,8 @@ extension FolderService {
         var lastWork = ContinuousClock.now
         // Devices in step are noted every few seconds (when each was last in step outlives a restart).
         var nextNote = ContinuousClock.now
+        // Rounds in a row whose index writes failed.
+        var unwritable = 0
         while !stopping {
             let due = ContinuousClock.now >= nextFull
             // Entries recorded by pulls and not yet announced go out within a tenth of a second.
@@ -128,6 +130,22 @@ extension FolderService {
                 rescan: taken.rescan, dirty: full ? nil : taken.dirty, retry: retry ? pending : [])
             if let planned { pending = planned.failed.union(retry ? [] : pending.subtracting(planned.paths ?? [])) }
             if !pending.isEmpty, retry || planned != nil { retryAt = .now + .seconds(5) }
+            // The index could not be written (its disk full): what this round found is not recorded, so the whole
+            // folder is looked at again after 5 s, then 10, 20 … at most the usual interval, until it can be.
+            if let failure = folder.withFolder({ $0.store.writeFailure }) {
+                if unwritable == 0 {
+                    Self.log.warning(
+                        "a shared folder's index cannot be written: what changed here is not recorded until it can be",
+                        metadata: ["folder": "\(folder.settings.label)", "reason": "\(failure)"])
+                }
+                nextFull = min(
+                    nextFull, .now + .seconds(min(Self.rescanInterval, 5 * Double(1 << min(unwritable, 10)))))
+                unwritable += 1
+            } else if unwritable > 0 {
+                unwritable = 0
+                Self.log.info(
+                    "a shared folder's index is written again", metadata: ["folder": "\(folder.settings.label)"])
+            }
             notifyConflicts(folder)
         }
     }

@@ -116,10 +116,26 @@ public final class SQLiteFolderStore: FolderStore {
         }
     }
 
+    /// Why the last write to the index failed (a full disk: SQLite's "database or disk is full"), until one
+    /// succeeds: what a scan found then is not recorded, and the folder says so and looks again.
+    public private(set) var writeFailure: String?
+    /// Writes that failed inside the batch under way.
+    private var failedInBatch = 0
+
+    private func wrote(_ error: (any Error)?) {
+        if let error {
+            writeFailure = "\(error)"
+            if batching { failedInBatch += 1 }
+        } else if !batching {
+            writeFailure = nil
+        }
+    }
+
     /// Runs `body` in one transaction: many entries recorded at once cost one commit.
     public func batch(_ body: () -> Void) {
         var ran = false
         do {
+            failedInBatch = 0
             try database.transaction {
                 ran = true
                 batching = true
@@ -131,7 +147,9 @@ public final class SQLiteFolderStore: FolderStore {
                     try writeSequence(written)
                 }
             }
+            if failedInBatch == 0 { wrote(nil) }
         } catch {
+            wrote(error)
             unwrittenSequence = nil
             // What the body wrote may have been rolled back.
             forgetCached()
@@ -405,11 +423,13 @@ public final class SQLiteFolderStore: FolderStore {
                 if batching { unwrittenSequence = next } else { try writeSequence(next) }
             }
         } catch {
+            wrote(error)
             differing = [:]
             counted = nil
             forgetCached()
             return []
         }
+        wrote(nil)
         sequence = next
         return recorded
     }
@@ -470,7 +490,9 @@ public final class SQLiteFolderStore: FolderStore {
                     }
                 }
             }
+            wrote(nil)
         } catch {
+            wrote(error)
             forgetCached()
         }
     }
@@ -502,7 +524,9 @@ public final class SQLiteFolderStore: FolderStore {
         let key: SQLValue = .integer(Int64(bitPattern: device))
         do {
             try applyRemoteEntries(device, key: key, indexID: indexID, reset: reset, entries: entries, have: have)
+            wrote(nil)
         } catch {
+            wrote(error)
             // Rolled back: what was counted of that device meanwhile is counted again when next asked.
             differing[device] = nil
             forgetCached()

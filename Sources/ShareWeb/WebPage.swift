@@ -310,7 +310,7 @@ enum WebPage {
               box.append(changes);
             }
             for (const problem of folder.problems) {
-              box.append(el("div", problem.path + ": " + problem.reason, { class: "muted problem" }));
+              box.append(el("div", (problem.path ? problem.path + ": " : "") + problem.reason, { class: "muted problem" }));
             }
             list.append(box);
           }

@@ -400,6 +400,55 @@ extension EndToEndAgents {
             #expect(problems(devices, 1).isEmpty && problems(devices, 0).isEmpty)
         }
 
+        /// A device whose agent keeps its state on a disk that fills (its folder elsewhere, with room): what
+        /// changes in the folder cannot be recorded in its index, and the folder says so (out of sync, and why)
+        /// rather than "up to date"; once there is room the folder is looked at again and every change reaches the
+        /// other device, without waiting for the next full rescan. Runs on a tmpfs the test mounts (root).
+        @Test func anIndexThatCannotBeWrittenIsSaidAndWhatChangedGoesOutOnceItCanBe() throws {
+            guard getuid() == 0 else {
+                print("skipped: mounting a tmpfs needs root")
+                return
+            }
+            let devices = try SyncDevices(["laptop", "desk"])
+            devices.stop(0)
+            let manager = FileManager.default
+            let disk = devices[0].directory.appendingPathComponent("disk")
+            try manager.createDirectory(at: disk, withIntermediateDirectories: true)
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", disk.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            defer { _ = runTool("/bin/umount", ["-l", disk.path]) }
+            try manager.moveItem(at: devices[0].config, to: disk.appendingPathComponent("config"))
+            try manager.createSymbolicLink(
+                at: devices[0].config, withDestinationURL: disk.appendingPathComponent("config"))
+            try devices.start(0)
+            let laptop = try devices[0].folder("docs")
+            let desk = try devices[1].folder("docs")
+            try Data("first\n".utf8).write(to: laptop.appendingPathComponent("a.txt"))
+            let id = try devices.share(0, laptop, with: [1])
+            try devices.accept(1, id, into: desk)
+            #expect(devices.settled(), "\(devices.logs)")
+            let filler = disk.appendingPathComponent("filler")
+            _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=4k"])
+            for i in 0..<300 {
+                try Data("new \(i)\n".utf8).write(to: laptop.appendingPathComponent("n\(i).txt"))
+            }
+            #expect(
+                waitUntil(timeout: 30) {
+                    self.state(devices, 0) == "out of sync"
+                        && problemsByPath(devices, 0)[""].map { $0.contains("cannot record") && $0.contains("full") }
+                            == true
+                }, "\(self.state(devices, 0)) \(problems(devices, 0))\n\(devices.logs)")
+            let said = devices[0].run(["sync"]).stdout
+            #expect(said.contains("out of sync: this device cannot record"), "\(said)")
+            // Room: every change goes out, well before the next full rescan (five minutes).
+            try manager.removeItem(at: filler)
+            #expect(
+                waitUntil(timeout: 60) { treeOf(desk).count == 301 } && devices.settled(),
+                "\(treeOf(desk).count) \(problems(devices, 0))\n\(devices.logs)")
+            #expect(treeOf(desk) == treeOf(laptop))
+            #expect(problems(devices, 0).isEmpty, "\(problems(devices, 0))")
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
