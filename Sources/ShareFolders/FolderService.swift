@@ -303,10 +303,27 @@ package final class FolderService: AgentPart, Sendable {
             return try share(shared, with: settings)
         }
         try checkPlace(settings.path)
+        try Self.mark(settings.path)
         try book.change { $0.folders.append(settings) }
         open(settings)
         refreshLinks()
         return settings
+    }
+
+    /// Gives a folder about to be shared its marker (`.sharefolder`), which says from then on that the folder is
+    /// there (a disk not mounted is never taken for emptied). A folder that cannot hold it (a read-only disk) is
+    /// refused here with why, not shared and then stopped for want of it.
+    static func mark(_ path: String) throws {
+        do {
+            let root = try Directory.open(path)
+            if root.info(SyncNames.marker) == nil { try root.makeFolder(SyncNames.marker, mode: 0o755) }
+        } catch {
+            throw ShareFailure(
+                .cannotCreate,
+                "cannot share \(path): its marker \(SyncNames.marker) cannot be made in it (\(error)); a shared folder "
+                    + "keeps one so that a disk not mounted is never taken for emptied: make the folder writable, or "
+                    + "send it instead (share send)")
+        }
     }
 
     /// A folder shared already is shared with the devices `asked` names too: each is offered it now, and the devices

@@ -449,6 +449,30 @@ extension EndToEndAgents {
             #expect(problems(devices, 0).isEmpty, "\(problems(devices, 0))")
         }
 
+        /// A folder that cannot hold its marker (a read-only disk) is refused when it is shared, with why and what
+        /// to do (exit 73), where it was said to be shared and then stopped at once for want of the marker, as if
+        /// its disk were not mounted. Runs on a read-only tmpfs the test mounts (root).
+        @Test func aFolderThatCannotHoldItsMarkerIsRefusedWithWhy() throws {
+            guard getuid() == 0 else {
+                print("skipped: mounting a tmpfs needs root")
+                return
+            }
+            let devices = try SyncDevices(["laptop", "desk"])
+            let archive = devices[0].directory.appendingPathComponent("archive")
+            try FileManager.default.createDirectory(at: archive, withIntermediateDirectories: true)
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", archive.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            defer { _ = runTool("/bin/umount", ["-l", archive.path]) }
+            try Data("archived\n".utf8).write(to: archive.appendingPathComponent("a.txt"))
+            #expect(runTool("/bin/mount", ["-o", "remount,ro", archive.path]).status == 0)
+            let added = devices[0].run(["sync", "add", archive.path, "--with", "desk", "--send-only"])
+            #expect(added.status == 73, "\(added.status) \(added.stderr)")
+            #expect(
+                added.stderr.contains("cannot be made") && added.stderr.contains("read-only")
+                    && added.stderr.split(separator: "\n").count == 1, "\(added.stderr)")
+            #expect(devices.listing(0).folders.isEmpty)
+        }
+
         @Test func ignoredFilesStayWhereTheyAreAndNewPatternsDeleteNothingElsewhere() throws {
             let (devices, folders, _) = try twoSharing()
             let laptop = folders[0]
