@@ -142,7 +142,7 @@ final class DiskFolder: FolderDisk {
     /// Whether a folder's opening failed for want of a right or a descriptor (it is there, and what it holds is not
     /// gone), not because nothing (or a file, or a link) is at its path.
     static func cannotOpen(_ error: any Error) -> Bool {
-        guard let error = error as? DiskError else { return true }
+        guard let error = error as? DiskError else { return false }
         return error.kind == .denied || error.kind == .io
     }
 
