@@ -89,6 +89,7 @@ link_up() {
       if [ "$NETEM" = yes ]; then
         ip link add shl0 netns "$A" type veth peer name shl0 netns "$B"
       else
+        : > "$WORK/shaper.out"  # a fresh log: the last shaper's "ready" must not be read as this one's
         "$WORK/linkshaper" "$A" "$B" 1000 > "$WORK/shaper.out" 2>&1 &
         SHAPER=$!
         await_line "$WORK/shaper.out" ready

@@ -77,6 +77,7 @@ link_up() {
     ip link add shl0 netns "$A" type veth peer name shl0 netns "$B"
     dev=shl0
   else
+    : > "$WORK/shaper.out"  # a fresh log: the last shaper's "ready" must not be read as this one's
     "$WORK/linkshaper" "$A" "$B" $((rtt / 2)) > "$WORK/shaper.out" 2>&1 &
     SHAPER=$!
     await_line "$WORK/shaper.out" ready

@@ -33,6 +33,7 @@ kill %1; wait %1 2>/dev/null || true
 
 echo "== throughput: $((BYTES >> 20)) MiB =="
 for round in $(seq "$ROUNDS"); do
+  : > "$WORK/serve.out"  # a fresh log: the last round's port line must not be read as this one's
   $BIN/share-bench-tls serve --config "$A" > "$WORK/serve.out" &
   await_line "$WORK/serve.out" "^port"
   SPORT=$(awk '/^port/{print $2}' "$WORK/serve.out")

@@ -79,6 +79,7 @@ run_rsync() {
 }
 run_pipe() { # plain|tuned threads [size]
   local port; port=$(free_port)
+  : > "$WORK/ceiling.out"  # a fresh log: the last round's "ready" must not be read as this one's
   "$WORK/tls_ceiling" serve "$port" "$WORK/c" "$WORK/k" "$WORK/dst/payload.bin" 1048576 "$1" "$2" ${3:-} > "$WORK/ceiling.out" &
   local spid=$!
   # Its listener is up when it says ready (up to 30 s on a busy machine); a sender that cannot connect ends the

@@ -98,6 +98,7 @@ run_case() { # name route
   if [ "$route" = relay ]; then listen=(--no-listen); wlisten=(--no-listen); fi
   # As bench-transfer does: the page cache emptied of earlier cases' files, the payload read into it.
   sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; cat "$FILE" > /dev/null
+  : > "$WORK/sender.log"  # a fresh log: the last run's code must not be read as this one's
   case $name in
     share-share)
       $BIN send --config "$S" --code "${SHARE_CODE[@]}" "${listen[@]}" "$FILE" 2> "$WORK/sender.log" &
