@@ -20,6 +20,26 @@ extension EndToEndAgents {
             return (devices, folders, id)
         }
 
+        /// Device `index`'s config and state moved onto a tmpfs of 3 MiB mounted in its folder (its agent stopped
+        /// and started again there): the tmpfs's path, for the test to unmount (`umount -l`) when it ends.
+        func stateOnSmallDisk(_ devices: SyncDevices, _ index: Int) throws -> URL {
+            devices.stop(index)
+            let disk = devices[index].directory.appendingPathComponent("disk")
+            try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
+            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", disk.path])
+            try #require(mounted.status == 0, "\(mounted.output)")
+            do {
+                try FileManager.default.moveItem(at: devices[index].config, to: disk.appendingPathComponent("config"))
+                try FileManager.default.createSymbolicLink(
+                    at: devices[index].config, withDestinationURL: disk.appendingPathComponent("config"))
+                try devices.start(index)
+            } catch {
+                _ = runTool("/bin/umount", ["-l", disk.path])
+                throw error
+            }
+            return disk
+        }
+
         func state(_ devices: SyncDevices, _ index: Int) -> String {
             devices.listing(index).folders.first?["state"] as? String ?? "?"
         }
@@ -300,17 +320,9 @@ extension EndToEndAgents {
                 try Data(String(repeating: "line \(i) of a note\n", count: 60).utf8)
                     .write(to: folder.appendingPathComponent("note\(i).txt"))
             }
-            devices.stop(1)
             let manager = FileManager.default
-            let disk = devices[1].directory.appendingPathComponent("disk")
-            try manager.createDirectory(at: disk, withIntermediateDirectories: true)
-            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", disk.path])
-            try #require(mounted.status == 0, "\(mounted.output)")
+            let disk = try stateOnSmallDisk(devices, 1)
             defer { _ = runTool("/bin/umount", ["-l", disk.path]) }
-            try manager.moveItem(at: devices[1].config, to: disk.appendingPathComponent("config"))
-            try manager.createSymbolicLink(
-                at: devices[1].config, withDestinationURL: disk.appendingPathComponent("config"))
-            try devices.start(1)
             let filler = disk.appendingPathComponent("filler")
             _ = runTool("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=4k"])
             let id = try devices.share(0, laptop, with: [1])
@@ -410,17 +422,9 @@ extension EndToEndAgents {
                 return
             }
             let devices = try SyncDevices(["laptop", "desk"])
-            devices.stop(0)
             let manager = FileManager.default
-            let disk = devices[0].directory.appendingPathComponent("disk")
-            try manager.createDirectory(at: disk, withIntermediateDirectories: true)
-            let mounted = runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", disk.path])
-            try #require(mounted.status == 0, "\(mounted.output)")
+            let disk = try stateOnSmallDisk(devices, 0)
             defer { _ = runTool("/bin/umount", ["-l", disk.path]) }
-            try manager.moveItem(at: devices[0].config, to: disk.appendingPathComponent("config"))
-            try manager.createSymbolicLink(
-                at: devices[0].config, withDestinationURL: disk.appendingPathComponent("config"))
-            try devices.start(0)
             let laptop = try devices[0].folder("docs")
             let desk = try devices[1].folder("docs")
             try Data("first\n".utf8).write(to: laptop.appendingPathComponent("a.txt"))
