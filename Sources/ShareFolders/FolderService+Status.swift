@@ -3,6 +3,7 @@ import ShareText
 import Glibc
 import ShareEngine
 import ShareSync
+import ShareSyncStore
 import ShareThreads
 import ShareTLS
 import ShareProtocol
@@ -186,12 +187,11 @@ extension FolderService {
 
     /// What the status says while this device's index of a folder cannot be written: what changed here is not
     /// recorded (nor sent), and is looked at again until it is.
-    static func indexWriteProblem(_ failure: String, state: String) -> String {
-        let full = failure.includes("full")
-        return "this device cannot record what changed here in its index of the folder ("
-            + (full ? "the disk that holds \(state) is full" : failure)
+    static func indexWriteProblem(_ failure: DatabaseError, state: String) -> String {
+        "this device cannot record what changed here in its index of the folder ("
+            + (failure.full ? "the disk that holds \(state) is full" : failure.description)
             + "): nothing changed here reaches the other devices until it can; "
-            + (full ? "free some space there" : "see the agent's log") + ", and the folder is looked at again"
+            + (failure.full ? "free some space there" : "see the agent's log") + ", and the folder is looked at again"
     }
 
     /// So much a second, from what came in the last five seconds (`amounts`, each when it came): over the time

@@ -15,6 +15,8 @@ public struct DatabaseError: Error, CustomStringConvertible {
     /// The file is not a database, or its pages do not hold together (a bad sector, a copy cut short): what it holds
     /// cannot be trusted, and only a new index helps.
     public var damaged = false
+    /// The disk that holds the file is full (SQLite's SQLITE_FULL).
+    public var full = false
 }
 
 /// One SQLite connection (the only code that calls SQLite): write-ahead logging, so a transaction is either wholly
@@ -73,7 +75,7 @@ public final class Database {
         let code = sqlite3_errcode(handle) & 0xFF
         return DatabaseError(
             description: "\(what): \(String(cString: sqlite3_errmsg(handle)))",
-            damaged: code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+            damaged: code == SQLITE_CORRUPT || code == SQLITE_NOTADB, full: code == SQLITE_FULL)
     }
 
     /// Checks that every page holds together (SQLite's quick check: each table and index read once, a tenth of a

@@ -118,13 +118,13 @@ public final class SQLiteFolderStore: FolderStore {
 
     /// Why the last write to the index failed (a full disk: SQLite's "database or disk is full"), until one
     /// succeeds: what a scan found then is not recorded, and the folder says so and looks again.
-    public private(set) var writeFailure: String?
+    public private(set) var writeFailure: DatabaseError?
     /// Writes that failed inside the batch under way.
     private var failedInBatch = 0
 
     private func wrote(_ error: (any Error)?) {
         if let error {
-            writeFailure = "\(error)"
+            writeFailure = error as? DatabaseError ?? DatabaseError(description: "\(error)")
             if batching { failedInBatch += 1 }
         } else if !batching {
             writeFailure = nil
