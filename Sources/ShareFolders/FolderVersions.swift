@@ -47,14 +47,9 @@ struct FolderVersions {
     /// extension of more than 32 bytes cut with it), so that the file is kept rather than its replacement refused.
     static func heldName(_ name: String) -> String {
         // "~YYYYMMDD-HHMMSS" and room for "-N".
-        let added = 16 + 8
-        guard name.utf8.count + added > FileNames.longest else { return name }
-        var (stem, ext) = split(name)
-        if ext.utf8.count > 32 {
-            stem = name[...]
-            ext = ""
-        }
-        return FileNames.fitted(String(stem), room: FileNames.longest - added - ext.utf8.count, whole: name) + ext
+        let (stem, ext) = split(name)
+        let fitted = FileNames.fitted(stem: String(stem), ext: String(ext), room: FileNames.longest - 16 - 8)
+        return fitted.stem + fitted.ext
     }
 
     /// The original name and the time of a stored name (`-2`, `-3` … after the time: more than one version in

@@ -11,9 +11,6 @@ public enum ConflictName {
     static let longestName = FileNames.longest - 8
     /// What a copy's name holds besides its original's stem and extension: the marker, the time and the device.
     static let added = marker.utf8.count + 15 + 1 + 7
-    /// An extension longer than this is kept as part of the stem when a name is shortened.
-    static let longestKeptExtension = 32
-
     /// The conflict copy of `path` for a losing version modified at `modified` (nanoseconds) by `device` (its short
     /// form, e.g. "ABCDEF1"); `number` past 1 tells apart another copy of the same second and device (after the
     /// device: `notes.sync-conflict-…-ABCDEF1-2.txt`, so that it still names `notes.txt`).
@@ -29,14 +26,9 @@ public enum ConflictName {
     /// long to keep beside it cut as part of the stem, so that a copy of a file whose name is near the longest can
     /// be made at all.
     static func fitted(_ path: String) -> (folder: String, stem: String, ext: String) {
-        var (folder, stem, ext) = parts(path)
-        guard stem.utf8.count + ext.utf8.count + added > longestName else { return (folder, stem, ext) }
-        let whole = stem + ext
-        if ext.utf8.count > longestKeptExtension {
-            stem += ext
-            ext = ""
-        }
-        return (folder, FileNames.fitted(stem, room: longestName - added - ext.utf8.count, whole: whole), ext)
+        let (folder, stem, ext) = parts(path)
+        let (fittedStem, fittedExt) = FileNames.fitted(stem: stem, ext: ext, room: longestName - added)
+        return (folder, fittedStem, fittedExt)
     }
 
     /// Whether `original`, taken from a copy's name, may be the shortened form of a longer path (its stem ends in
@@ -58,10 +50,8 @@ public enum ConflictName {
     /// Whether `copy` is a conflict copy of `path` (any time, any device), its name shortened or not.
     public static func isCopy(_ copy: String, of path: String) -> Bool {
         guard let original = original(of: copy) else { return false }
-        if original == path { return true }
         let (folder, stem, ext) = fitted(path)
-        return stem.utf8.count < path.utf8.count - folder.utf8.count - ext.utf8.count
-            && original == folder + stem + ext
+        return original == path || original == folder + stem + ext
     }
 
     /// What orders a path's conflict copies oldest first: the time in the copy's name (then the rest of it).

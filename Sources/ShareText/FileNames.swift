@@ -18,15 +18,20 @@ package enum FileNames {
         return cut
     }
 
-    /// `stem` in at most `room` bytes: whole when it fits, else cut at a character and ended by "…" and 8 hex
-    /// digits of the 64-bit FNV-1a hash of `whole` (the whole name it came from), so that names alike at the start
-    /// are told apart and every device makes the same.
-    package static func fitted(_ stem: String, room: Int, whole: String) -> String {
-        guard stem.utf8.count > room else { return stem }
+    /// An extension longer than this is cut as part of the stem when a name is fitted.
+    package static let longestKeptExtension = 32
+
+    /// A name's stem and extension in at most `room` bytes together: whole when they fit, else the stem cut at a
+    /// character and ended by "…" and 8 hex digits of the 64-bit FNV-1a hash of the whole name (names alike at the
+    /// start are told apart, and every device makes the same), an extension of more than `longestKeptExtension`
+    /// bytes cut with the stem.
+    package static func fitted(stem: String, ext: String, room: Int) -> (stem: String, ext: String) {
+        guard stem.utf8.count + ext.utf8.count > room else { return (stem, ext) }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in whole.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in (stem + ext).utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let digits = String(hash >> 32, radix: 16)
         let tag = "…" + String(repeating: "0", count: 8 - digits.count) + digits
-        return prefix(stem, bytes: max(0, room - tag.utf8.count)) + tag
+        let (cut, kept) = ext.utf8.count > longestKeptExtension ? (stem + ext, "") : (stem, ext)
+        return (prefix(cut, bytes: max(0, room - kept.utf8.count - tag.utf8.count)) + tag, kept)
     }
 }
