@@ -194,7 +194,7 @@ package final class FolderService: AgentPart, Sendable {
             // A folder gets its marker once, when first opened (or first opened by a version that made markers);
             // from then on one that lost it is stopped (its worker says why) rather than taken for emptied.
             if settings.marked != true {
-                if root.info(SyncNames.marker) == nil { try? root.makeFolder(SyncNames.marker, mode: 0o755) }
+                try? Self.makeMarker(in: root)
                 book.note { book in
                     if let index = book.folders.firstIndex(where: { $0.id == settings.id }) {
                         book.folders[index].marked = true
@@ -303,27 +303,30 @@ package final class FolderService: AgentPart, Sendable {
             return try share(shared, with: settings)
         }
         try checkPlace(settings.path)
-        try Self.mark(settings.path)
+        try Self.mark(settings.path, doing: "share")
         try book.change { $0.folders.append(settings) }
         open(settings)
         refreshLinks()
         return settings
     }
 
-    /// Gives a folder about to be shared its marker (`.sharefolder`), which says from then on that the folder is
-    /// there (a disk not mounted is never taken for emptied). A folder that cannot hold it (a read-only disk) is
-    /// refused here with why, not shared and then stopped for want of it.
-    static func mark(_ path: String) throws {
+    /// Gives a folder about to be shared or accepted (`doing`) its marker (`.sharefolder`), which says from then on
+    /// that the folder is there (a disk not mounted is never taken for emptied). A folder that cannot hold it (a
+    /// read-only disk) is refused here with why, not shared and then stopped for want of it.
+    static func mark(_ path: String, doing: String) throws {
         do {
-            let root = try Directory.open(path)
-            if root.info(SyncNames.marker) == nil { try root.makeFolder(SyncNames.marker, mode: 0o755) }
+            try makeMarker(in: try Directory.open(path))
         } catch {
             throw ShareFailure(
                 .cannotCreate,
-                "cannot share \(path): its marker \(SyncNames.marker) cannot be made in it (\(error)); a shared folder "
-                    + "keeps one so that a disk not mounted is never taken for emptied: make the folder writable, or "
-                    + "send it instead (share send)")
+                "cannot \(doing) \(path): its marker \(SyncNames.marker) cannot be made in it (\(error)); a shared "
+                    + "folder keeps one so that a disk not mounted is never taken for emptied: make the folder "
+                    + "writable, or send it instead (share send)")
         }
+    }
+
+    static func makeMarker(in root: Directory) throws {
+        if root.info(SyncNames.marker) == nil { try root.makeFolder(SyncNames.marker, mode: 0o755) }
     }
 
     /// A folder shared already is shared with the devices `asked` names too: each is offered it now, and the devices
@@ -518,6 +521,7 @@ package final class FolderService: AgentPart, Sendable {
             ?? defaultPlace(label: offer.label, from: offer.fromName, reuse: offer.kind == "send-only")
         try checkPlace(place.path)
         try Self.makeFolder(place.path)
+        try Self.mark(place.path, doing: "sync into")
         // The device that offered it, and the others it shares it with that this device trusts as its owner's (a
         // change then reaches each through any of them).
         let others = (offer.devices ?? []).filter { $0 != device.id.description && sharesFolders($0) }

@@ -453,8 +453,8 @@ extension EndToEndAgents {
             #expect(problems(devices, 0).isEmpty, "\(problems(devices, 0))")
         }
 
-        /// A folder that cannot hold its marker (a read-only disk) is refused when it is shared, with why and what
-        /// to do (exit 73), where it was said to be shared and then stopped at once for want of the marker, as if
+        /// A folder that cannot hold its marker (a read-only disk) is refused when it is shared or a folder offered
+        /// is accepted into it, with why and what to do (exit 73), where it was said to be shared and then stopped at once for want of the marker, as if
         /// its disk were not mounted. Runs on a read-only tmpfs the test mounts (root).
         @Test func aFolderThatCannotHoldItsMarkerIsRefusedWithWhy() throws {
             guard getuid() == 0 else {
@@ -474,6 +474,17 @@ extension EndToEndAgents {
             #expect(
                 added.stderr.contains("cannot be made") && added.stderr.contains("read-only")
                     && added.stderr.split(separator: "\n").count == 1, "\(added.stderr)")
+            #expect(devices.listing(0).folders.isEmpty)
+            // Nor can a folder offered be taken into it.
+            let docs = try devices[1].folder("docs")
+            let id = try devices.share(1, docs, with: [0])
+            #expect(
+                waitUntil(timeout: 30) { devices.listing(0).offers.contains { $0["id"] as? String == id } },
+                "\(devices.logs)")
+            let accepted = devices[0].run(["sync", "accept", id, "--into", archive.path])
+            #expect(
+                accepted.status == 73 && accepted.stderr.contains("cannot sync into")
+                    && accepted.stderr.contains("read-only"), "\(accepted.status) \(accepted.stderr)")
             #expect(devices.listing(0).folders.isEmpty)
         }
 
